@@ -1,0 +1,82 @@
+//! Benchmark harness: `cargo run --release -p fabro-bench -- parse [SIZES…]`.
+//!
+//! `parse` generates workflows of the given node counts (twice as many edges, with
+//! conditions, classes and a model stylesheet), then times `fabro validate FILE` against
+//! Graphviz's `nop FILE` (its own parser and printer) on the same files, each as a
+//! separate process under GNU `time` for wall time and peak resident memory. It prints a
+//! Markdown table for `docs/benchmarks.md`. Build fabro first with
+//! `cargo build --release -p fabro-cli`.
+
+mod generate;
+mod measure;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("parse") => {
+            let sizes: Result<Vec<usize>, _> = args[1..].iter().map(|size| size.parse()).collect();
+            let sizes = match sizes {
+                Ok(sizes) if !sizes.is_empty() => sizes,
+                Ok(_) => vec![1_000, 10_000, 100_000],
+                Err(error) => {
+                    report(&format!("error: sizes must be whole numbers: {error}"));
+                    return ExitCode::from(2);
+                }
+            };
+            match measure::parse_benchmark(&sizes, &fabro_binary()) {
+                Ok(table) => {
+                    print_out(&table);
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    report(&format!("error: {error}"));
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some("phases") => {
+            let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
+                report("usage: fabro-bench phases NODES");
+                return ExitCode::from(2);
+            };
+            print_out(&measure::phases(size));
+            ExitCode::SUCCESS
+        }
+        Some("generate") => {
+            let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
+                report("usage: fabro-bench generate NODES");
+                return ExitCode::from(2);
+            };
+            print_out(&generate::workflow(size));
+            ExitCode::SUCCESS
+        }
+        _ => {
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench generate NODES");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The release `fabro` binary next to this one (both live in `target/release`).
+fn fabro_binary() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("fabro")))
+        .unwrap_or_else(|| PathBuf::from("target/release/fabro"))
+}
+
+#[expect(clippy::print_stdout, reason = "the harness prints its report")]
+fn print_out(text: &str) {
+    println!("{text}");
+}
+
+#[expect(
+    clippy::print_stderr,
+    reason = "the harness reports progress and errors"
+)]
+fn report(text: &str) {
+    eprintln!("{text}");
+}

@@ -1,0 +1,38 @@
+//! `fabro validate WORKFLOW [--json]` (SPEC 12.1): diagnostics are the result, so they go
+//! to stdout.
+
+use crate::args::ValidateArgs;
+use crate::command::load_workflow;
+use crate::error::{CliError, Status};
+use crate::output::Output;
+use crate::report::{render_diagnostics, SourceView, Style};
+use crate::view::ValidateView;
+
+pub(crate) fn run(args: &ValidateArgs, output: &mut Output) -> Result<Status, CliError> {
+    let loaded = load_workflow(&args.workflow)?;
+    let checked = &loaded.checked;
+    if args.json {
+        let view = ValidateView::new(
+            &loaded.display_name,
+            &loaded.text,
+            &checked.diagnostics,
+            checked.workflow.as_ref(),
+        );
+        let json = serde_json::to_string_pretty(&view)
+            .map_err(|error| CliError::Usage(format!("cannot encode JSON: {error}")))?;
+        output.out(&json);
+        output.out("\n");
+    } else {
+        let source = SourceView::new(&loaded.display_name, &loaded.text);
+        let style = Style {
+            snippet: output.stdout_is_terminal(),
+            color: output.stdout_color(),
+        };
+        output.out(&render_diagnostics(&source, &checked.diagnostics, style));
+    }
+    Ok(if checked.has_errors() {
+        Status::Failure
+    } else {
+        Status::Success
+    })
+}

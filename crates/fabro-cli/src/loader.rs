@@ -1,0 +1,82 @@
+//! File access for the language crate, and locating workflow files (SPEC 12.1).
+
+use std::path::{Path, PathBuf};
+
+use fabro_language::SourceLoader;
+
+/// Reads referenced files from the file system.
+pub(crate) struct FsLoader;
+
+impl SourceLoader for FsLoader {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the diagnostic built from this error already names the path"
+        )]
+        std::fs::read_to_string(path)
+    }
+
+    fn home_dir(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(PathBuf::from)
+    }
+}
+
+/// Resolves a WORKFLOW argument: an existing path, or a bare name resolved to
+/// `.fabro/workflows/{name}/workflow.fabro` under the nearest ancestor that holds
+/// `.fabro/`.
+pub(crate) fn locate_workflow(argument: &Path) -> PathBuf {
+    if argument.exists() {
+        return argument.to_path_buf();
+    }
+    let is_bare_name = argument.components().count() == 1 && argument.extension().is_none();
+    if is_bare_name {
+        if let Ok(current) = std::env::current_dir() {
+            for directory in current.ancestors() {
+                if directory.join(".fabro").is_dir() {
+                    let candidate = directory
+                        .join(".fabro/workflows")
+                        .join(argument)
+                        .join("workflow.fabro");
+                    if candidate.exists() {
+                        return candidate;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    argument.to_path_buf()
+}
+
+/// The model catalog of the LLM layer, for model lint rules.
+pub(crate) struct Catalog;
+
+impl fabro_language::ModelCatalog for Catalog {
+    fn is_known(&self, model: &str) -> bool {
+        fabro_llm::catalog::is_known(model)
+    }
+}
+
+/// Reads a whole file; the error names `action` and the path.
+pub(crate) fn read_file(
+    action: &'static str,
+    path: &Path,
+) -> Result<Vec<u8>, crate::error::CliError> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the error is wrapped with the path right here"
+    )]
+    std::fs::read(path).map_err(|error| crate::error::CliError::io(action, path, error))
+}
+
+/// Writes a whole file; the error names the path.
+pub(crate) fn write_file(path: &Path, contents: &[u8]) -> Result<(), crate::error::CliError> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the error is wrapped with the path right here"
+    )]
+    std::fs::write(path, contents)
+        .map_err(|error| crate::error::CliError::io("cannot write", path, error))
+}

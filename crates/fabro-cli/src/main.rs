@@ -1,0 +1,49 @@
+//! The `fabro` binary: parses arguments, runs one command, renders its results and
+//! decides the exit code.
+//!
+//! Everything a server would also need lives in the library crates; this crate only turns
+//! flags into library calls and writes what comes back to the terminal (SPEC section 12).
+
+mod args;
+mod command;
+mod error;
+mod loader;
+mod output;
+mod report;
+mod view;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::Cli;
+use crate::error::{CliError, Status};
+use crate::output::Output;
+
+fn main() -> ExitCode {
+    let mut output = Output::new();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // Help and version requests go to stdout and succeed; real usage errors
+            // exit 2 (SPEC 12.2).
+            let code = if error.use_stderr() { 2 } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = command::run(cli, &mut output);
+    if let Err(error) = &result {
+        output.error(error);
+    }
+    exit_code(&result)
+}
+
+/// The one place exit codes are chosen (SPEC 12.2).
+fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
+    match result {
+        Ok(Status::Success) => ExitCode::SUCCESS,
+        Ok(Status::Failure) => ExitCode::from(1),
+        Err(CliError::Usage(_) | CliError::Io { .. }) => ExitCode::from(2),
+    }
+}

@@ -1,0 +1,43 @@
+//! Black-box tests of the `fabro` binary: exit codes, stdout, stderr and files.
+
+mod corpus;
+mod graph;
+mod validate;
+
+use std::process::Output;
+
+use fabro_test_support::TestEnv;
+
+/// Runs `fabro` with `args` in `env`.
+pub(crate) fn fabro(env: &TestEnv, args: &[&str]) -> Output {
+    env.command(env!("CARGO_BIN_EXE_fabro"))
+        .args(args)
+        .output()
+        .expect("the fabro binary runs")
+}
+
+/// stdout as text.
+pub(crate) fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// stderr as text.
+pub(crate) fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The exit code (signals count as -1).
+pub(crate) fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// A small valid workflow used by several tests.
+pub(crate) const HELLO: &str = r#"digraph hello {
+    graph [goal="Say hello"]
+    start [shape=Mdiamond]
+    greet [label="Greet", prompt="Say hello to $goal"]
+    check [shape=parallelogram, script="echo ok"]
+    exit  [shape=Msquare]
+    start -> greet -> check -> exit
+}
+"#;

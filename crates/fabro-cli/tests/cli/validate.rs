@@ -1,0 +1,267 @@
+//! `fabro validate`.
+
+use fabro_test_support::TestEnv;
+
+use crate::{code, fabro, stderr, stdout, HELLO};
+
+#[test]
+fn valid_workflow_exits_zero_with_summary() {
+    let env = TestEnv::new("validate_valid");
+    env.write("hello.fabro", HELLO);
+    let output = fabro(&env, &["validate", "hello.fabro"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout(&output), "0 error(s), 0 warning(s)\n");
+}
+
+#[test]
+fn warnings_alone_exit_zero() {
+    let env = TestEnv::new("validate_warnings");
+    env.write(
+        "w.fabro",
+        "digraph {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  start -> typo -> exit\n}\n",
+    );
+    let output = fabro(&env, &["validate", "w.fabro"]);
+    assert_eq!(code(&output), 0);
+    assert_eq!(
+        stdout(&output),
+        "w.fabro:4:12: warning[edge_target_exists]: node 'typo' is used by an edge but never declared; it runs as a default agent node\n\
+         w.fabro:4:12: warning[prompt_on_llm_nodes]: agent node 'typo' has neither a prompt nor a label; its task text is its id\n\
+         0 error(s), 2 warning(s)\n"
+    );
+}
+
+#[test]
+fn errors_exit_one_in_the_spec_format() {
+    let env = TestEnv::new("validate_errors");
+    env.write(
+        "bad.fabro",
+        "digraph {\n  exit [shape=Msquare]\n  a [max_retries=many, prompt=\"Do it\"]\n  exit -> a\n}\n",
+    );
+    let output = fabro(&env, &["validate", "bad.fabro"]);
+    assert_eq!(code(&output), 1);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "bad.fabro: error[start_node]: workflow has no start node"
+    );
+    assert!(lines.contains(&"bad.fabro:3:6: error[attribute_type]: attribute 'max_retries' expects an integer ≥ 0, found \"many\""), "{text}");
+    assert!(
+        lines.contains(
+            &"bad.fabro:4:3: error[exit_no_outgoing]: edge exit -> a leaves the exit node"
+        ),
+        "{text}"
+    );
+    assert_eq!(*lines.last().expect("summary"), "3 error(s), 0 warning(s)");
+}
+
+#[test]
+fn syntax_errors_report_line_and_column() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "digraph {\n  a [label=\"open\n}\n",
+            "2:12: error[parse_error]: unterminated string",
+        ),
+        (
+            "digraph {\n  a [label=x\n  b -> c\n}\n",
+            "3:3: error[parse_error]: expected '=' after attribute 'b'",
+        ),
+        (
+            "digraph {\n  a -- b\n}\n",
+            "2:5: error[parse_error]: the undirected edge operator '--' is not supported",
+        ),
+        (
+            "strict digraph { a }\n",
+            "1:1: error[parse_error]: strict graphs are not supported",
+        ),
+        (
+            "graph { a }\n",
+            "1:1: error[parse_error]: undirected graphs are not supported",
+        ),
+        (
+            "digraph { a }\ndigraph { b }\n",
+            "2:1: error[parse_error]: a workflow file must contain exactly one graph",
+        ),
+        (
+            "digraph {\n  a [timeout=\"1.5h\"]\n}\n",
+            "2:6: error[attribute_type]: attribute 'timeout' expects a duration",
+        ),
+        (
+            "digraph {\n  a [timeout=5x]\n}\n",
+            "2:14: error[parse_error]: invalid value '5x'",
+        ),
+        (
+            "digraph {\n  a [goal_gate=maybe]\n}\n",
+            "2:6: error[attribute_type]: attribute 'goal_gate' expects true or false",
+        ),
+    ];
+    let env = TestEnv::new("validate_syntax_errors");
+    for (index, (text, expected)) in cases.iter().enumerate() {
+        let name = format!("case{index}.fabro");
+        env.write(&name, text);
+        let output = fabro(&env, &["validate", &name]);
+        assert_eq!(code(&output), 1, "{name}");
+        let expected = format!("{name}:{expected}");
+        assert!(
+            stdout(&output).contains(&expected),
+            "{name}: expected {expected:?} in\n{}",
+            stdout(&output)
+        );
+        assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn json_output_is_one_document() {
+    let env = TestEnv::new("validate_json");
+    env.write("hello.fabro", HELLO);
+    let output = fabro(&env, &["validate", "--json", "hello.fabro"]);
+    assert_eq!(code(&output), 0);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    insta::assert_json_snapshot!(json, @r#"
+    {
+      "diagnostics": [],
+      "edges": [
+        {
+          "condition": "",
+          "from": "start",
+          "label": "",
+          "to": "greet"
+        },
+        {
+          "condition": "",
+          "from": "greet",
+          "label": "",
+          "to": "check"
+        },
+        {
+          "condition": "",
+          "from": "check",
+          "label": "",
+          "to": "exit"
+        }
+      ],
+      "nodes": [
+        {
+          "handler": "start",
+          "id": "start",
+          "label": "start"
+        },
+        {
+          "handler": "agent",
+          "id": "greet",
+          "label": "Greet"
+        },
+        {
+          "handler": "command",
+          "id": "check",
+          "label": "check"
+        },
+        {
+          "handler": "exit",
+          "id": "exit",
+          "label": "exit"
+        }
+      ],
+      "valid": true
+    }
+    "#);
+}
+
+#[test]
+fn json_diagnostics_carry_spans() {
+    let env = TestEnv::new("validate_json_errors");
+    env.write("bad.fabro", "digraph {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  start -> exit [condition=\"outcome=\"]\n}\n");
+    let output = fabro(&env, &["validate", "--json", "bad.fabro"]);
+    assert_eq!(code(&output), 1);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("valid JSON");
+    assert_eq!(json["valid"], false);
+    let diagnostic = &json["diagnostics"][0];
+    assert_eq!(diagnostic["rule"], "condition_syntax");
+    assert_eq!(diagnostic["severity"], "error");
+    assert_eq!(
+        diagnostic["edge"],
+        serde_json::json!({"from": "start", "to": "exit"})
+    );
+    assert_eq!(diagnostic["span"]["line"], 4);
+    assert_eq!(diagnostic["file"], "bad.fabro");
+}
+
+#[test]
+fn missing_file_exits_two() {
+    let env = TestEnv::new("validate_missing");
+    let output = fabro(&env, &["validate", "nope.fabro"]);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).starts_with("error: cannot read workflow nope.fabro: "),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    let env = TestEnv::new("validate_usage");
+    assert_eq!(code(&fabro(&env, &["validate"])), 2);
+    assert_eq!(code(&fabro(&env, &["validate", "--bogus", "x"])), 2);
+    let help = fabro(&env, &["help"]);
+    assert_eq!(code(&help), 0);
+    assert!(stdout(&help).contains("validate"));
+    let version = fabro(&env, &["--version"]);
+    assert_eq!(
+        stdout(&version).trim(),
+        format!("fabro {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn invalid_utf8_and_empty_files_are_parse_errors() {
+    let env = TestEnv::new("validate_bytes");
+    fs_err::write(
+        env.work_dir().join("binary.fabro"),
+        b"digraph { a [label=\"\xff\"] }",
+    )
+    .expect("write");
+    let output = fabro(&env, &["validate", "binary.fabro"]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output)
+            .contains("binary.fabro:1:21: error[parse_error]: workflow file is not valid UTF-8"),
+        "{}",
+        stdout(&output)
+    );
+    env.write("empty.fabro", "  \n");
+    let output = fabro(&env, &["validate", "empty.fabro"]);
+    assert_eq!(code(&output), 1);
+    assert!(stdout(&output).contains("empty.fabro: error[parse_error]: workflow file is empty"));
+}
+
+#[test]
+fn prompt_files_resolve_relative_to_the_workflow() {
+    let env = TestEnv::new("validate_file_refs");
+    env.write("flows/prompts/plan.md", "Plan {{ goal }}");
+    env.write(
+        "flows/w.fabro",
+        "digraph {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  plan [prompt=\"@prompts/plan.md\"]\n  fix [prompt=\"@prompts/missing.md\"]\n  start -> plan -> fix -> exit\n}\n",
+    );
+    let output = fabro(&env, &["validate", "flows/w.fabro"]);
+    assert_eq!(code(&output), 1);
+    let text = stdout(&output);
+    assert!(text.contains("flows/w.fabro:5:8: error[unresolved_file_ref]: cannot read 'flows/prompts/missing.md' (referenced by prompt)"), "{text}");
+    assert!(!text.contains("plan.md"), "{text}");
+}
+
+#[test]
+fn workflow_names_resolve_under_dot_fabro() {
+    let env = TestEnv::new("validate_named");
+    env.write(".fabro/workflows/hello/workflow.fabro", HELLO);
+    fs_err::create_dir_all(env.work_dir().join("sub/dir")).expect("mkdir");
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["validate", "hello"])
+        .current_dir(env.work_dir().join("sub/dir"))
+        .output()
+        .expect("runs");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+}

@@ -1,0 +1,93 @@
+//! The run context (SPEC 6): string keys to JSON values, shared by all top-level stages.
+//!
+//! The run loop owns the context; handlers read a borrowed snapshot and return their
+//! updates in the [`Outcome`](crate::Outcome). Parallel branches work on a deep copy.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Keys that routing JSON and agent-written files may not set (SPEC 6.1).
+pub fn is_reserved_key(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "current_node",
+        "outcome",
+        "preferred_label",
+        "failure_class",
+        "failure_signature",
+        "last_stage",
+        "last_response",
+    ];
+    const PREFIXES: &[&str] = &["internal.", "graph.", "response.", "output."];
+    EXACT.contains(&key) || PREFIXES.iter().any(|prefix| key.starts_with(prefix))
+}
+
+/// The run context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    values: BTreeMap<String, Value>,
+}
+
+impl Context {
+    /// An empty context.
+    pub fn new() -> Context {
+        Context::default()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
+    /// The value of `key` as a string, if it is one.
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.values.get(key).and_then(Value::as_str)
+    }
+
+    /// Sets `key`.
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+        self.values.insert(key.into(), value.into());
+    }
+
+    /// Removes `key`.
+    pub fn remove(&mut self, key: &str) {
+        self.values.remove(key);
+    }
+
+    /// All entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.values.iter()
+    }
+
+    /// The entries as a map (for checkpoints).
+    pub fn values(&self) -> &BTreeMap<String, Value> {
+        &self.values
+    }
+
+    /// Builds a context from saved entries.
+    pub fn from_values(values: BTreeMap<String, Value>) -> Context {
+        Context { values }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_keys() {
+        for key in [
+            "outcome",
+            "internal.run_id",
+            "graph.goal",
+            "response.plan",
+            "output.x",
+            "last_response",
+        ] {
+            assert!(is_reserved_key(key), "{key}");
+        }
+        for key in ["tests_passed", "outcomes", "graphics", "command.output"] {
+            assert!(!is_reserved_key(key), "{key}");
+        }
+    }
+}

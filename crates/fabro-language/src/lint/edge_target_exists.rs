@@ -1,0 +1,46 @@
+//! `edge_target_exists`: edge endpoints should be declared by a node statement
+//! (SPEC 3.2; DOT creates them implicitly, so a typo would silently become an agent).
+
+use super::Lint;
+use crate::diagnostic::{Diagnostic, Rule};
+
+pub(super) fn check(lint: &mut Lint<'_>) {
+    for node in lint.workflow.nodes() {
+        if node.declared {
+            continue;
+        }
+        lint.report(
+            Diagnostic::new(
+                Rule::EdgeTargetExists,
+                format!(
+                    "node '{}' is used by an edge but never declared; it runs as a default agent node",
+                    node.id
+                ),
+            )
+            .at(node.span)
+            .node(&node.id)
+            .fix(format!("declare it, e.g. {} [label=\"...\"], or fix the typo", node.id)),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnostic::Rule;
+    use crate::lint::test_support::{assert_fires, frame};
+    use crate::span::LineIndex;
+
+    #[test]
+    fn declared_endpoints_pass() {
+        assert_fires(Rule::EdgeTargetExists, &frame("a\n start -> a -> exit"), 0);
+    }
+
+    #[test]
+    fn undeclared_endpoint_warns_at_first_mention() {
+        let text = frame("start -> tpyo\n tpyo -> exit");
+        let found = assert_fires(Rule::EdgeTargetExists, &text, 1);
+        let span = found[0].span.expect("span");
+        assert_eq!(LineIndex::new(&text).position(&text, span.start), (4, 10));
+        assert_eq!(found[0].rule.severity(), crate::Severity::Warning);
+    }
+}

@@ -1,0 +1,543 @@
+//! Lowering: converts the flattened syntax into the typed [`Workflow`] (SPEC 2.4–2.12).
+//!
+//! Every known attribute is converted once, here; a literal that does not fit its type
+//! becomes an `attribute_type` error at the attribute's key, conditions that do not parse
+//! become `condition_syntax` errors and a broken stylesheet a `stylesheet_syntax` error,
+//! with spans inside the attribute value. Unknown enum spellings fall back to the default
+//! silently: the `*_valid` lint rules report them.
+
+use std::time::Duration;
+
+use crate::condition::Condition;
+use crate::diagnostic::{Diagnostic, Rule};
+use crate::model::{
+    Backend, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings, ManagerAction,
+    Node, NodeIndex, OutputSchema, RankDir, ReasoningEffort, RetryPolicy, ScriptLanguage,
+    Selection, SubWorkflowSettings, Workflow,
+};
+use crate::stylesheet::Stylesheet;
+use crate::syntax::{Attribute, Attributes, SyntaxGraph};
+use crate::value;
+
+/// Lowers a parsed graph; returns the workflow and the conversion diagnostics.
+pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let settings = {
+        let mut reader = Reader {
+            source,
+            diagnostics: &mut diagnostics,
+            node: None,
+        };
+        reader.graph_settings(&syntax.attributes)
+    };
+    let mut nodes = Vec::with_capacity(syntax.nodes.len());
+    for syntax_node in syntax.nodes {
+        let mut reader = Reader {
+            source,
+            diagnostics: &mut diagnostics,
+            node: Some(&syntax_node.id),
+        };
+        let node = reader.node(&syntax_node.id, &syntax_node.attributes, &settings);
+        let mut classes = node_classes(&syntax_node.attributes);
+        for class in syntax_node.derived_classes {
+            if !classes.contains(&class) {
+                classes.push(class);
+            }
+        }
+        nodes.push(Node {
+            classes,
+            span: syntax_node.span,
+            declared: syntax_node.declared,
+            quoted: syntax_node.quoted,
+            attributes: syntax_node.attributes,
+            ..node
+        });
+    }
+    apply_stylesheet(&settings.stylesheet, &mut nodes);
+    let mut edges = Vec::with_capacity(syntax.edges.len());
+    for syntax_edge in syntax.edges {
+        let from_id = &nodes[syntax_edge.from].id;
+        let to_id = &nodes[syntax_edge.to].id;
+        let mut reader = Reader {
+            source,
+            diagnostics: &mut diagnostics,
+            node: None,
+        };
+        let attributes = &syntax_edge.attributes;
+        let condition = reader.condition(attributes.get("condition"), |diagnostic| {
+            diagnostic.edge(from_id, to_id)
+        });
+        let weight = reader
+            .parsed(attributes.get("weight"), "a number", value::parse_float)
+            .unwrap_or(0.0);
+        let loop_restart = reader.boolean(attributes.get("loop_restart"), false);
+        let freeform = reader.boolean(attributes.get("freeform"), false);
+        edges.push(Edge {
+            from: NodeIndex(syntax_edge.from as u32),
+            to: NodeIndex(syntax_edge.to as u32),
+            label: attributes.value("label").unwrap_or("").to_owned(),
+            condition,
+            weight,
+            fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
+            thread_id: non_empty(attributes.value("thread_id")),
+            loop_restart,
+            freeform,
+            from_span: syntax_edge.from_span,
+            to_span: syntax_edge.to_span,
+            attributes: syntax_edge.attributes,
+        });
+    }
+    let workflow = Workflow::new(syntax.id, settings, syntax.attributes, nodes, edges);
+    (workflow, diagnostics)
+}
+
+fn node_classes(attributes: &Attributes) -> Vec<String> {
+    let mut classes = Vec::new();
+    for class in value::parse_list(attributes.value("class").unwrap_or("")) {
+        if !classes.contains(&class) {
+            classes.push(class);
+        }
+    }
+    classes
+}
+
+/// Fills model settings from the stylesheet where no explicit attribute set them
+/// (SPEC 2.12: explicit attributes, node defaults included, beat the stylesheet).
+fn apply_stylesheet(stylesheet: &Stylesheet, nodes: &mut [Node]) {
+    if stylesheet.is_empty() {
+        return;
+    }
+    for node in nodes {
+        let styled = stylesheet.resolve(&node.id, &node.shape, &node.classes);
+        let attributes = &node.attributes;
+        if attributes.get_any(&["model", "llm_model"]).is_none() {
+            node.llm.stylesheet_model = styled.model;
+        }
+        if attributes.get_any(&["provider", "llm_provider"]).is_none() {
+            node.llm.stylesheet_provider = styled.provider;
+        }
+        if attributes.get("reasoning_effort").is_none() {
+            if let Some(effort) = styled
+                .reasoning_effort
+                .as_deref()
+                .and_then(ReasoningEffort::parse)
+            {
+                node.llm.reasoning_effort = effort;
+            }
+        }
+        if attributes.get("backend").is_none() {
+            if let Some(backend) = styled.backend.as_deref().and_then(Backend::parse) {
+                node.llm.backend = backend;
+            }
+        }
+    }
+}
+
+fn non_empty(text: Option<&str>) -> Option<String> {
+    text.filter(|text| !text.is_empty()).map(str::to_owned)
+}
+
+/// Converts attributes of one element, collecting diagnostics.
+struct Reader<'a, 'd> {
+    source: &'a str,
+    diagnostics: &'d mut Vec<Diagnostic>,
+    node: Option<&'a str>,
+}
+
+impl Reader<'_, '_> {
+    fn graph_settings(&mut self, attributes: &Attributes) -> GraphSettings {
+        let defaults = GraphSettings::default();
+        let stylesheet = match attributes.get("model_stylesheet") {
+            Some(attribute) => self.stylesheet(attribute),
+            None => Stylesheet::default(),
+        };
+        GraphSettings {
+            goal: attributes.value("goal").unwrap_or("").to_owned(),
+            label: attributes.value("label").unwrap_or("").to_owned(),
+            stylesheet,
+            default_max_retries: self
+                .count(
+                    attributes.get_any(&["default_max_retries", "default_max_retry"]),
+                    0,
+                )
+                .unwrap_or(defaults.default_max_retries),
+            retry_target: non_empty(attributes.value("retry_target")),
+            fallback_retry_target: non_empty(attributes.value("fallback_retry_target")),
+            default_fidelity: attributes
+                .get_any(&["default_fidelity", "context_fidelity_default"])
+                .and_then(|attribute| Fidelity::parse(&attribute.value)),
+            default_thread: non_empty(
+                attributes
+                    .get_any(&["default_thread", "context_thread_default"])
+                    .map(|attribute| attribute.value.as_str()),
+            ),
+            default_model: non_empty(attributes.value("default_model")),
+            default_provider: non_empty(attributes.value("default_provider")),
+            max_node_visits: self
+                .count(attributes.get("max_node_visits"), 0)
+                .unwrap_or(defaults.max_node_visits),
+            stall_timeout: self
+                .duration(attributes.get("stall_timeout"))
+                .unwrap_or(defaults.stall_timeout),
+            loop_restart_signature_limit: self
+                .count(attributes.get("loop_restart_signature_limit"), 1)
+                .unwrap_or(defaults.loop_restart_signature_limit),
+            max_restarts: self
+                .count(attributes.get("max_restarts"), 1)
+                .unwrap_or(defaults.max_restarts),
+            rankdir: attributes
+                .value("rankdir")
+                .and_then(RankDir::parse)
+                .unwrap_or(RankDir::TopToBottom),
+            child_workflow: non_empty(
+                attributes
+                    .get_any(&["stack.child_workflow", "stack.child_dotfile"])
+                    .map(|attribute| attribute.value.as_str()),
+            ),
+        }
+    }
+
+    fn node(&mut self, id: &str, attributes: &Attributes, graph: &GraphSettings) -> Node {
+        let shape = attributes.value("shape").unwrap_or("box").to_owned();
+        let handler = attributes
+            .get_any(&["type", "node_type", "codergen_mode"])
+            .and_then(|attribute| HandlerKind::parse(&attribute.value))
+            .unwrap_or_else(|| HandlerKind::from_shape(&shape));
+        let label = attributes.value("label");
+        let timeout = self.duration(attributes.get("timeout"));
+        Node {
+            id: id.to_owned(),
+            label: label.unwrap_or(id).to_owned(),
+            has_label: label.is_some(),
+            shape,
+            handler,
+            classes: Vec::new(),
+            timeout,
+            max_retries: self.count(attributes.get("max_retries"), 0),
+            retry_policy: attributes
+                .value("retry_policy")
+                .and_then(RetryPolicy::parse),
+            max_visits: self.count(attributes.get("max_visits"), 1),
+            retry_target: non_empty(attributes.value("retry_target")),
+            fallback_retry_target: non_empty(attributes.value("fallback_retry_target")),
+            goal_gate: self.boolean(attributes.get("goal_gate"), false),
+            auto_status: self.boolean(attributes.get("auto_status"), false),
+            allow_partial: self.boolean(attributes.get("allow_partial"), false),
+            selection: attributes
+                .value("selection")
+                .and_then(Selection::parse)
+                .unwrap_or(Selection::Deterministic),
+            llm: self.llm_settings(attributes),
+            script: attributes
+                .get_any(&["script", "tool_command"])
+                .map_or_else(String::new, |attribute| attribute.value.clone()),
+            language: ScriptLanguage::parse(attributes.value("language").unwrap_or("shell")),
+            default_choice: non_empty(attributes.value("human.default_choice")),
+            join_policy: attributes
+                .value("join_policy")
+                .and_then(JoinPolicy::parse)
+                .unwrap_or(JoinPolicy::WaitAll),
+            max_parallel: self.count(attributes.get("max_parallel"), 1).unwrap_or(4),
+            duration: self.duration(attributes.get("duration")),
+            sub_workflow: self.sub_workflow(attributes, graph),
+            attributes: Attributes::default(),
+            span: Default::default(),
+            declared: false,
+            quoted: false,
+        }
+    }
+
+    fn llm_settings(&mut self, attributes: &Attributes) -> LlmSettings {
+        let defaults = LlmSettings::default();
+        let output_schema = attributes
+            .get("output_schema")
+            .and_then(|attribute| self.inline_output_schema(attribute));
+        let output_retries = match attributes.get("output_retries") {
+            Some(attribute) => match value::parse_integer(&attribute.value) {
+                Some(retries) => u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
+                None => {
+                    self.type_error(attribute, "an integer");
+                    defaults.output_retries
+                }
+            },
+            None => defaults.output_retries,
+        };
+        let acp_command = attributes.get("acp_command").and_then(|attribute| {
+            match split_words(&attribute.value) {
+                Some(words) => Some(words),
+                None => {
+                    self.type_error(attribute, "a command line with balanced quotes");
+                    None
+                }
+            }
+        });
+        LlmSettings {
+            prompt: attributes
+                .get_any(&["prompt", "llm_prompt"])
+                .map_or_else(String::new, |attribute| attribute.value.clone()),
+            model: non_empty(
+                attributes
+                    .get_any(&["model", "llm_model"])
+                    .map(|attribute| attribute.value.as_str()),
+            ),
+            provider: non_empty(
+                attributes
+                    .get_any(&["provider", "llm_provider"])
+                    .map(|attribute| attribute.value.as_str()),
+            ),
+            stylesheet_model: None,
+            stylesheet_provider: None,
+            reasoning_effort: attributes
+                .value("reasoning_effort")
+                .and_then(ReasoningEffort::parse)
+                .unwrap_or(defaults.reasoning_effort),
+            max_tokens: self.count(attributes.get("max_tokens"), 1),
+            backend: attributes
+                .value("backend")
+                .and_then(Backend::parse)
+                .unwrap_or(defaults.backend),
+            fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
+            thread_id: non_empty(attributes.value("thread_id")),
+            project_memory: self.boolean(attributes.get("project_memory"), true),
+            max_turns: self
+                .count(attributes.get_any(&["max_turns", "max_agent_turns"]), 0)
+                .unwrap_or(0),
+            output_schema,
+            output_retries,
+            write_scope: value::parse_list(attributes.value("write_scope").unwrap_or("")),
+            acp_command,
+        }
+    }
+
+    /// `routing` and inline schemas; `@path` references are resolved later
+    /// ([`crate::transform`]) because they need file access.
+    fn inline_output_schema(&mut self, attribute: &Attribute) -> Option<OutputSchema> {
+        let text = attribute.value.trim();
+        if text == "routing" {
+            return Some(OutputSchema::Routing);
+        }
+        if !text.starts_with('{') {
+            return None;
+        }
+        match crate::schema::parse_schema(text) {
+            Ok(schema) => Some(OutputSchema::Json(schema)),
+            Err(message) => {
+                self.push(
+                    Diagnostic::new(
+                        Rule::OutputSchemaInvalid,
+                        format!("output_schema is not a valid JSON Schema: {message}"),
+                    )
+                    .at(attribute.key_span),
+                );
+                None
+            }
+        }
+    }
+
+    fn sub_workflow(
+        &mut self,
+        attributes: &Attributes,
+        graph: &GraphSettings,
+    ) -> SubWorkflowSettings {
+        let defaults = SubWorkflowSettings::default();
+        let node = self.node;
+        SubWorkflowSettings {
+            child_workflow: non_empty(
+                attributes
+                    .get_any(&["stack.child_workflow", "stack.child_dotfile"])
+                    .map(|attribute| attribute.value.as_str()),
+            )
+            .or_else(|| graph.child_workflow.clone()),
+            child_workdir: non_empty(attributes.value("stack.child_workdir")),
+            autostart: self.boolean(attributes.get("stack.child_autostart"), true),
+            poll_interval: self
+                .duration(attributes.get("manager.poll_interval"))
+                .unwrap_or(defaults.poll_interval),
+            max_cycles: self
+                .count(attributes.get("manager.max_cycles"), 1)
+                .unwrap_or(defaults.max_cycles),
+            stop_condition: self.condition(
+                attributes.get("manager.stop_condition"),
+                |diagnostic| match node {
+                    Some(node) => diagnostic.node(node),
+                    None => diagnostic,
+                },
+            ),
+            actions: match attributes.value("manager.actions") {
+                Some(text) => value::parse_list(text)
+                    .iter()
+                    .filter_map(|action| ManagerAction::parse(action))
+                    .collect(),
+                None => defaults.actions,
+            },
+        }
+    }
+
+    fn stylesheet(&mut self, attribute: &Attribute) -> Stylesheet {
+        match Stylesheet::parse(&attribute.value) {
+            Ok(stylesheet) => stylesheet,
+            Err(errors) => {
+                for error in errors {
+                    let span = attribute.value_subspan(self.source, error.range.clone());
+                    self.push(
+                        Diagnostic::new(
+                            Rule::StylesheetSyntax,
+                            format!("model_stylesheet: {}", error.message),
+                        )
+                        .at(span),
+                    );
+                }
+                Stylesheet::default()
+            }
+        }
+    }
+
+    fn condition(
+        &mut self,
+        attribute: Option<&Attribute>,
+        locate: impl FnOnce(Diagnostic) -> Diagnostic,
+    ) -> Option<Condition> {
+        let attribute = attribute?;
+        match Condition::parse(&attribute.value) {
+            Ok(condition) if condition.is_empty() => None,
+            Ok(condition) => Some(condition),
+            Err(error) => {
+                let span = attribute.value_subspan(self.source, error.range.clone());
+                let diagnostic = Diagnostic::new(
+                    Rule::ConditionSyntax,
+                    format!(
+                        "invalid {} \"{}\": {}",
+                        attribute.key,
+                        attribute.value.escape_debug(),
+                        error.message
+                    ),
+                )
+                .at(span);
+                self.diagnostics.push(locate(diagnostic));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, attribute: Option<&Attribute>, default: bool) -> bool {
+        self.parsed(attribute, "true or false", value::parse_bool)
+            .unwrap_or(default)
+    }
+
+    fn duration(&mut self, attribute: Option<&Attribute>) -> Option<Duration> {
+        self.parsed(
+            attribute,
+            "a duration such as 250ms, 90s, 10m, 2h or 1d (or whole seconds)",
+            value::parse_duration,
+        )
+    }
+
+    /// A non-negative integer of at least `minimum` that fits in `u32`.
+    fn count(&mut self, attribute: Option<&Attribute>, minimum: u32) -> Option<u32> {
+        let expected = if minimum == 0 {
+            "an integer ≥ 0".to_owned()
+        } else {
+            format!("an integer ≥ {minimum}")
+        };
+        self.parsed(attribute, &expected, |text| {
+            value::parse_integer(text)
+                .and_then(|number| u32::try_from(number).ok())
+                .filter(|&number| number >= minimum)
+        })
+    }
+
+    fn parsed<T>(
+        &mut self,
+        attribute: Option<&Attribute>,
+        expected: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Option<T> {
+        let attribute = attribute?;
+        let parsed = parse(attribute.value.trim());
+        if parsed.is_none() {
+            self.type_error(attribute, expected);
+        }
+        parsed
+    }
+
+    fn type_error(&mut self, attribute: &Attribute, expected: &str) {
+        let message = format!(
+            "attribute '{}' expects {expected}, found \"{}\"",
+            attribute.key,
+            attribute.value.escape_debug()
+        );
+        self.push(Diagnostic::new(Rule::AttributeType, message).at(attribute.key_span));
+    }
+
+    fn push(&mut self, diagnostic: Diagnostic) {
+        let diagnostic = match self.node {
+            Some(node) => diagnostic.node(node),
+            None => diagnostic,
+        };
+        self.diagnostics.push(diagnostic);
+    }
+}
+
+/// Splits a command line into words by POSIX shell rules without expansion (SPEC 2.10
+/// `acp_command`): single quotes, double quotes with `\"`, `\\`, `\$` and `` \` ``
+/// escapes, and backslash escapes outside quotes. `None` for unbalanced quotes.
+pub(crate) fn split_words(text: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        other => word.push(other),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => match chars.next()? {
+                            escaped @ ('"' | '\\' | '$' | '`') => word.push(escaped),
+                            '\n' => {}
+                            other => {
+                                word.push('\\');
+                                word.push(other);
+                            }
+                        },
+                        other => word.push(other),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some('\n') | None => {}
+                    Some(other) => word.push(other),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            other => {
+                in_word = true;
+                word.push(other);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Some(words)
+}
+
+#[cfg(test)]
+mod tests;

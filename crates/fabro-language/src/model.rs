@@ -1,0 +1,497 @@
+//! The typed workflow model: what the engine executes, produced once by lowering.
+//!
+//! Every attribute the engine reads has a typed field here (SPEC 2.9–2.11), so nothing
+//! downstream parses attribute strings. The raw [`Attributes`] stay on each element for
+//! rendering (`fabro graph --format dot` reproduces unknown attributes, SPEC 2.5).
+
+mod setting;
+
+pub use setting::{
+    Backend, Fidelity, HandlerKind, JoinPolicy, ManagerAction, RankDir, ReasoningEffort,
+    RetryPolicy, ScriptLanguage, Selection,
+};
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::condition::Condition;
+use crate::span::Span;
+use crate::stylesheet::Stylesheet;
+use crate::syntax::Attributes;
+
+/// Index of a node in [`Workflow::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeIndex(pub u32);
+
+/// Index of an edge in [`Workflow::edges`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EdgeIndex(pub u32);
+
+impl NodeIndex {
+    /// As a `usize` for indexing.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl EdgeIndex {
+    /// As a `usize` for indexing.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Graph-level settings (SPEC 2.9).
+#[derive(Debug, Clone)]
+pub struct GraphSettings {
+    /// The `goal` attribute as written (variables not yet expanded).
+    pub goal: String,
+    /// Display name.
+    pub label: String,
+    /// The parsed `model_stylesheet` (empty when absent or invalid).
+    pub stylesheet: Stylesheet,
+    /// Retries for nodes without their own retry settings.
+    pub default_max_retries: u32,
+    /// Graph-level retry target.
+    pub retry_target: Option<String>,
+    /// Graph-level fallback retry target.
+    pub fallback_retry_target: Option<String>,
+    /// Run-wide fidelity default; `None` means `compact`.
+    pub default_fidelity: Option<Fidelity>,
+    /// Thread key for full-fidelity nodes without one.
+    pub default_thread: Option<String>,
+    /// Model default below config and CLI.
+    pub default_model: Option<String>,
+    /// Provider default below config and CLI.
+    pub default_provider: Option<String>,
+    /// Visit cap per node; 0 is off.
+    pub max_node_visits: u32,
+    /// Stall watchdog limit; zero disables it.
+    pub stall_timeout: Duration,
+    /// Circuit-breaker threshold.
+    pub loop_restart_signature_limit: u32,
+    /// Cap on loop restarts per run.
+    pub max_restarts: u32,
+    /// Layout direction for rendering.
+    pub rankdir: RankDir,
+    /// Graph default for `stack.child_workflow`.
+    pub child_workflow: Option<String>,
+}
+
+impl Default for GraphSettings {
+    fn default() -> GraphSettings {
+        GraphSettings {
+            goal: String::new(),
+            label: String::new(),
+            stylesheet: Stylesheet::default(),
+            default_max_retries: 3,
+            retry_target: None,
+            fallback_retry_target: None,
+            default_fidelity: None,
+            default_thread: None,
+            default_model: None,
+            default_provider: None,
+            max_node_visits: 0,
+            stall_timeout: Duration::from_secs(1800),
+            loop_restart_signature_limit: 3,
+            max_restarts: 100,
+            rankdir: RankDir::TopToBottom,
+            child_workflow: None,
+        }
+    }
+}
+
+/// Structured-output requirement of an LLM node (SPEC 7.3, 7.4).
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputSchema {
+    /// `output_schema="routing"`: validated routing directives.
+    Routing,
+    /// A JSON Schema, given inline or read from an `@path` file.
+    Json(serde_json::Value),
+}
+
+/// Settings of agent, prompt and prompted fan-in nodes (SPEC 2.10, LLM table).
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    /// Task text after `@path` inlining, before variable expansion; empty when unset.
+    pub prompt: String,
+    /// Explicit model (node attribute or node defaults).
+    pub model: Option<String>,
+    /// Explicit provider.
+    pub provider: Option<String>,
+    /// Model from the stylesheet, when no explicit one is set.
+    pub stylesheet_model: Option<String>,
+    /// Provider from the stylesheet, when no explicit one is set.
+    pub stylesheet_provider: Option<String>,
+    /// Reasoning effort (explicit, else stylesheet, else high).
+    pub reasoning_effort: ReasoningEffort,
+    /// Output cap per call; `None` means the catalog's maximum.
+    pub max_tokens: Option<u32>,
+    /// Agent backend (explicit, else stylesheet, else api).
+    pub backend: Backend,
+    /// Node fidelity.
+    pub fidelity: Option<Fidelity>,
+    /// Conversation sharing key.
+    pub thread_id: Option<String>,
+    /// Load project instruction files.
+    pub project_memory: bool,
+    /// Agent turn cap; 0 is unlimited.
+    pub max_turns: u32,
+    /// Structured output requirement.
+    pub output_schema: Option<OutputSchema>,
+    /// Repair turns for `output_schema`.
+    pub output_retries: u32,
+    /// Globs the agent may modify; empty means the whole working directory.
+    pub write_scope: Vec<String>,
+    /// Command line for the acp backend, split into words.
+    pub acp_command: Option<Vec<String>>,
+}
+
+impl Default for LlmSettings {
+    fn default() -> LlmSettings {
+        LlmSettings {
+            prompt: String::new(),
+            model: None,
+            provider: None,
+            stylesheet_model: None,
+            stylesheet_provider: None,
+            reasoning_effort: ReasoningEffort::High,
+            max_tokens: None,
+            backend: Backend::Api,
+            fidelity: None,
+            thread_id: None,
+            project_memory: true,
+            max_turns: 0,
+            output_schema: None,
+            output_retries: 2,
+            write_scope: Vec::new(),
+            acp_command: None,
+        }
+    }
+}
+
+/// Settings of sub_workflow (manager loop) nodes (SPEC 5.10).
+#[derive(Debug, Clone)]
+pub struct SubWorkflowSettings {
+    /// Child workflow path as written (node, else graph `stack.child_dotfile`).
+    pub child_workflow: Option<String>,
+    /// Working directory of the child; `None` means the parent's.
+    pub child_workdir: Option<String>,
+    /// Whether the manager starts the child.
+    pub autostart: bool,
+    /// Time between manager cycles.
+    pub poll_interval: Duration,
+    /// Cycle cap.
+    pub max_cycles: u32,
+    /// Stops the child when true at a cycle.
+    pub stop_condition: Option<Condition>,
+    /// Actions run every cycle.
+    pub actions: Vec<ManagerAction>,
+}
+
+impl Default for SubWorkflowSettings {
+    fn default() -> SubWorkflowSettings {
+        SubWorkflowSettings {
+            child_workflow: None,
+            child_workdir: None,
+            autostart: true,
+            poll_interval: Duration::from_secs(45),
+            max_cycles: 1000,
+            stop_condition: None,
+            actions: vec![ManagerAction::Observe, ManagerAction::Wait],
+        }
+    }
+}
+
+/// A stage of the workflow (SPEC 2.10).
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The node id.
+    pub id: String,
+    /// Display text: the `label` attribute, else the id.
+    pub label: String,
+    /// Whether `label` was set explicitly.
+    pub has_label: bool,
+    /// The shape as written (`box` when unset).
+    pub shape: String,
+    /// Resolved handler (SPEC 2.8).
+    pub handler: HandlerKind,
+    /// `class` list plus derived classes, deduplicated.
+    pub classes: Vec<String>,
+    /// Limit for one attempt.
+    pub timeout: Option<Duration>,
+    /// Node retry count.
+    pub max_retries: Option<u32>,
+    /// Named retry preset.
+    pub retry_policy: Option<RetryPolicy>,
+    /// Per-node visit cap.
+    pub max_visits: Option<u32>,
+    /// Failure and goal-gate jump target.
+    pub retry_target: Option<String>,
+    /// Second jump target.
+    pub fallback_retry_target: Option<String>,
+    /// Must have succeeded when the run reaches exit.
+    pub goal_gate: bool,
+    /// Convert non-success outcomes to success after retries.
+    pub auto_status: bool,
+    /// Exhausted retries yield partial success.
+    pub allow_partial: bool,
+    /// Tie-break mode for outgoing edges.
+    pub selection: Selection,
+    /// LLM settings (meaningful for agent, prompt and fan_in nodes).
+    pub llm: LlmSettings,
+    /// Command script (`script`, alias `tool_command`), before variable expansion.
+    pub script: String,
+    /// Command language.
+    pub language: ScriptLanguage,
+    /// Human gate default (`human.default_choice`).
+    pub default_choice: Option<String>,
+    /// Parallel join policy.
+    pub join_policy: JoinPolicy,
+    /// Parallel concurrency cap.
+    pub max_parallel: u32,
+    /// Wait duration.
+    pub duration: Option<Duration>,
+    /// Sub-workflow settings.
+    pub sub_workflow: SubWorkflowSettings,
+    /// Every attribute as written, defaults included.
+    pub attributes: Attributes,
+    /// Span of the first mention.
+    pub span: Span,
+    /// Whether a node statement declares it.
+    pub declared: bool,
+    /// Whether the id was quoted at its first mention.
+    pub quoted: bool,
+}
+
+/// A transition (SPEC 2.11).
+#[derive(Debug, Clone)]
+pub struct Edge {
+    /// Source node.
+    pub from: NodeIndex,
+    /// Target node.
+    pub to: NodeIndex,
+    /// Display text and human-gate option.
+    pub label: String,
+    /// Guard; `None` when empty (unconditional).
+    pub condition: Option<Condition>,
+    /// Tie-break priority.
+    pub weight: f64,
+    /// Fidelity for the target when entered through this edge.
+    pub fidelity: Option<Fidelity>,
+    /// Thread key for the target when entered through this edge.
+    pub thread_id: Option<String>,
+    /// Crossing restarts the traversal (SPEC 9.9).
+    pub loop_restart: bool,
+    /// Routes free-text human answers.
+    pub freeform: bool,
+    /// Every attribute as written, defaults included.
+    pub attributes: Attributes,
+    /// Span of the source endpoint.
+    pub from_span: Span,
+    /// Span of the target endpoint.
+    pub to_span: Span,
+}
+
+impl Edge {
+    /// True when the edge has no condition.
+    pub fn is_unconditional(&self) -> bool {
+        self.condition.is_none()
+    }
+}
+
+/// A lowered workflow: typed nodes and edges plus adjacency.
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    /// Graph id, if written.
+    pub id: Option<String>,
+    /// Graph settings.
+    pub settings: GraphSettings,
+    /// Graph attributes as written.
+    pub attributes: Attributes,
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    index: HashMap<String, NodeIndex>,
+    outgoing: Adjacency,
+    incoming: Adjacency,
+    starts: Vec<NodeIndex>,
+    exits: Vec<NodeIndex>,
+}
+
+/// Compressed adjacency: edge indices grouped per node, in declaration order.
+#[derive(Debug, Clone, Default)]
+struct Adjacency {
+    offsets: Vec<u32>,
+    edges: Vec<EdgeIndex>,
+}
+
+impl Adjacency {
+    fn build(node_count: usize, edges: &[Edge], key: impl Fn(&Edge) -> NodeIndex) -> Adjacency {
+        let mut offsets = vec![0u32; node_count + 1];
+        for edge in edges {
+            offsets[key(edge).get() + 1] += 1;
+        }
+        for index in 0..node_count {
+            offsets[index + 1] += offsets[index];
+        }
+        let mut cursor = offsets.clone();
+        let mut grouped = vec![EdgeIndex(0); edges.len()];
+        for (position, edge) in edges.iter().enumerate() {
+            let slot = &mut cursor[key(edge).get()];
+            grouped[*slot as usize] = EdgeIndex(position as u32);
+            *slot += 1;
+        }
+        Adjacency {
+            offsets,
+            edges: grouped,
+        }
+    }
+
+    fn of(&self, node: NodeIndex) -> &[EdgeIndex] {
+        let start = self.offsets[node.get()] as usize;
+        let end = self.offsets[node.get() + 1] as usize;
+        &self.edges[start..end]
+    }
+}
+
+impl Workflow {
+    /// Assembles a workflow from lowered parts and builds its indexes.
+    pub(crate) fn new(
+        id: Option<String>,
+        settings: GraphSettings,
+        attributes: Attributes,
+        mut nodes: Vec<Node>,
+        edges: Vec<Edge>,
+    ) -> Workflow {
+        let starts = recognise(&mut nodes, HandlerKind::Start, &["start", "Start"]);
+        let exits = recognise(
+            &mut nodes,
+            HandlerKind::Exit,
+            &["exit", "Exit", "end", "End"],
+        );
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(position, node)| (node.id.clone(), NodeIndex(position as u32)))
+            .collect();
+        let outgoing = Adjacency::build(nodes.len(), &edges, |edge| edge.from);
+        let incoming = Adjacency::build(nodes.len(), &edges, |edge| edge.to);
+        Workflow {
+            id,
+            settings,
+            attributes,
+            nodes,
+            edges,
+            index,
+            outgoing,
+            incoming,
+            starts,
+            exits,
+        }
+    }
+
+    /// The workflow name: the graph id, else `fallback` (the file stem).
+    pub fn name<'a>(&'a self, fallback: &'a str) -> &'a str {
+        self.id.as_deref().unwrap_or(fallback)
+    }
+
+    /// All nodes in order of first mention.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Mutable access for transformation passes within the crate.
+    pub(crate) fn nodes_mut(&mut self) -> &mut [Node] {
+        &mut self.nodes
+    }
+
+    /// All edges in declaration order.
+    pub fn edges(&self) -> &[Edge] {
+        &self.edges
+    }
+
+    /// The node at `index`.
+    pub fn node(&self, index: NodeIndex) -> &Node {
+        &self.nodes[index.get()]
+    }
+
+    /// The edge at `index`.
+    pub fn edge(&self, index: EdgeIndex) -> &Edge {
+        &self.edges[index.get()]
+    }
+
+    /// Index of the node with `id`.
+    pub fn find(&self, id: &str) -> Option<NodeIndex> {
+        self.index.get(id).copied()
+    }
+
+    /// Outgoing edges of `node`, in declaration order.
+    pub fn outgoing(&self, node: NodeIndex) -> impl Iterator<Item = (EdgeIndex, &Edge)> + '_ {
+        self.outgoing
+            .of(node)
+            .iter()
+            .map(move |&index| (index, self.edge(index)))
+    }
+
+    /// Incoming edges of `node`, in declaration order.
+    pub fn incoming(&self, node: NodeIndex) -> impl Iterator<Item = (EdgeIndex, &Edge)> + '_ {
+        self.incoming
+            .of(node)
+            .iter()
+            .map(move |&index| (index, self.edge(index)))
+    }
+
+    /// Node indices in order.
+    pub fn node_indices(&self) -> impl Iterator<Item = NodeIndex> {
+        (0..self.nodes.len() as u32).map(NodeIndex)
+    }
+
+    /// Nodes that act as start node: handler `start` (shape `Mdiamond`, or id `start` /
+    /// `Start` when no node has that handler, SPEC 2.8). Valid workflows have one.
+    pub fn start_candidates(&self) -> &[NodeIndex] {
+        &self.starts
+    }
+
+    /// Nodes that act as exit node (SPEC 2.8). Valid workflows have one.
+    pub fn exit_candidates(&self) -> &[NodeIndex] {
+        &self.exits
+    }
+
+    /// The unique start node, if exactly one exists.
+    pub fn start(&self) -> Option<NodeIndex> {
+        single(&self.starts)
+    }
+
+    /// The unique exit node, if exactly one exists.
+    pub fn exit(&self) -> Option<NodeIndex> {
+        single(&self.exits)
+    }
+}
+
+fn single(candidates: &[NodeIndex]) -> Option<NodeIndex> {
+    match candidates {
+        [only] => Some(*only),
+        _ => None,
+    }
+}
+
+/// Finds the nodes acting as `kind`: those with that handler, or, when there are none,
+/// those whose id is one of `ids`, which then get the handler (SPEC 2.8: a node
+/// recognised by id behaves exactly like the shaped one).
+fn recognise(nodes: &mut [Node], kind: HandlerKind, ids: &[&str]) -> Vec<NodeIndex> {
+    let typed: Vec<_> = (0..nodes.len())
+        .filter(|&position| nodes[position].handler == kind)
+        .map(|position| NodeIndex(position as u32))
+        .collect();
+    if !typed.is_empty() {
+        return typed;
+    }
+    let mut by_id = Vec::new();
+    for (position, node) in nodes.iter_mut().enumerate() {
+        if ids.contains(&node.id.as_str()) {
+            node.handler = kind;
+            by_id.push(NodeIndex(position as u32));
+        }
+    }
+    by_id
+}

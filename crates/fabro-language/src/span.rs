@@ -1,0 +1,141 @@
+//! Byte spans into a workflow source and their conversion to 1-based line and column.
+//!
+//! Spans are stored as byte offsets so that parsing stays cheap; line and column are
+//! computed only when a diagnostic is rendered (SPEC 3.1 counts columns in Unicode
+//! scalar values).
+
+use serde::Serialize;
+
+/// A half-open byte range `[start, end)` into one source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Span {
+    /// First byte of the span.
+    pub start: u32,
+    /// One past the last byte of the span.
+    pub end: u32,
+}
+
+impl Span {
+    /// Creates a span from byte offsets. Offsets above `u32::MAX` saturate; sources are
+    /// limited to 10 MB (SPEC 2.1), so this never happens for accepted input.
+    pub fn new(start: usize, end: usize) -> Span {
+        Span {
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            end: u32::try_from(end).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The span as a `usize` range, for slicing the source.
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    /// A span of `len` bytes starting `offset` bytes after this span's start.
+    pub fn sub(self, offset: usize, len: usize) -> Span {
+        let start = self.start as usize + offset;
+        Span::new(start, start + len)
+    }
+}
+
+/// A resolved position: 1-based line and column, with an end position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LineColumn {
+    /// 1-based line of the start.
+    pub line: u32,
+    /// 1-based column of the start, in Unicode scalar values.
+    pub column: u32,
+    /// 1-based line of the end.
+    pub end_line: u32,
+    /// 1-based column of the end (exclusive), in Unicode scalar values.
+    pub end_column: u32,
+}
+
+/// Maps byte offsets of one source text to lines and columns.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    line_starts: Vec<u32>,
+}
+
+impl LineIndex {
+    /// Indexes the line starts of `text`.
+    pub fn new(text: &str) -> LineIndex {
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, byte)| byte == b'\n')
+                .map(|(index, _)| u32::try_from(index + 1).unwrap_or(u32::MAX)),
+        );
+        LineIndex { line_starts }
+    }
+
+    /// 1-based line and column of `offset`, clamped to the text.
+    pub fn position(&self, text: &str, offset: u32) -> (u32, u32) {
+        let offset = offset.min(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let line_start = self.line_starts[line.saturating_sub(1)] as usize;
+        let prefix = text
+            .get(line_start..offset as usize)
+            .map_or(0, |slice| slice.chars().count());
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(prefix + 1).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// Start and end positions of `span`.
+    pub fn line_column(&self, text: &str, span: Span) -> LineColumn {
+        let (line, column) = self.position(text, span.start);
+        let (end_line, end_column) = self.position(text, span.end);
+        LineColumn {
+            line,
+            column,
+            end_line,
+            end_column,
+        }
+    }
+
+    /// The text of 1-based `line` without its line terminator.
+    pub fn line_text<'t>(&self, text: &'t str, line: u32) -> &'t str {
+        let index = (line as usize).saturating_sub(1);
+        let Some(&start) = self.line_starts.get(index) else {
+            return "";
+        };
+        let end = self
+            .line_starts
+            .get(index + 1)
+            .map_or(text.len(), |&next| next as usize);
+        text.get(start as usize..end)
+            .unwrap_or("")
+            .trim_end_matches(['\n', '\r'])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str, offset: u32, expected: (u32, u32)) {
+        let index = LineIndex::new(text);
+        assert_eq!(index.position(text, offset), expected);
+    }
+
+    #[test]
+    fn positions_are_one_based_and_count_chars() {
+        check("abc", 0, (1, 1));
+        check("abc\ndef", 4, (2, 1));
+        check("abc\ndef", 6, (2, 3));
+        check("é√x\ny", 5, (1, 3));
+        check("ab", 99, (1, 3));
+    }
+
+    #[test]
+    fn line_text_strips_terminators() {
+        let text = "one\r\ntwo\nthree";
+        let index = LineIndex::new(text);
+        assert_eq!(index.line_text(text, 1), "one");
+        assert_eq!(index.line_text(text, 2), "two");
+        assert_eq!(index.line_text(text, 3), "three");
+        assert_eq!(index.line_text(text, 4), "");
+    }
+}

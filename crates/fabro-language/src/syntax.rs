@@ -1,0 +1,206 @@
+//! The flattened syntax of one workflow file: nodes, edges and attributes with spans.
+//!
+//! [`parse`] turns DOT text into a [`SyntaxGraph`] in one pass. Subgraphs are already
+//! flattened, defaults already applied and classes already derived (SPEC 2.5), but every
+//! attribute is still the literal the user wrote, with its span, so that lowering
+//! ([`crate::lower`]) can report type errors at the exact place.
+
+mod cursor;
+mod parser;
+
+pub use parser::{is_ident, is_keyword, parse, MAX_SOURCE_BYTES};
+
+use crate::span::Span;
+
+/// One `key=value` attribute as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribute {
+    /// The (possibly qualified) key, e.g. `human.default_choice`.
+    pub key: String,
+    /// Span of the key.
+    pub key_span: Span,
+    /// The value with escapes resolved (SPEC 2.3).
+    pub value: String,
+    /// Span of the value token, quotes included.
+    pub value_span: Span,
+    /// Whether the value was a quoted string.
+    pub quoted: bool,
+}
+
+/// An attribute list where a later assignment of a key replaces the earlier one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributes {
+    entries: Vec<Attribute>,
+}
+
+impl Attributes {
+    /// Sets an attribute, replacing an earlier one with the same key in place.
+    pub fn set(&mut self, attribute: Attribute) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|existing| existing.key == attribute.key)
+        {
+            Some(existing) => *existing = attribute,
+            None => self.entries.push(attribute),
+        }
+    }
+
+    /// The attribute with this key, if set.
+    pub fn get(&self, key: &str) -> Option<&Attribute> {
+        self.entries.iter().find(|attribute| attribute.key == key)
+    }
+
+    /// The first attribute set among `keys` (a canonical key and its aliases), in the
+    /// order given.
+    pub fn get_any(&self, keys: &[&str]) -> Option<&Attribute> {
+        keys.iter().find_map(|key| self.get(key))
+    }
+
+    /// The value of `key`, if set.
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.get(key).map(|attribute| attribute.value.as_str())
+    }
+
+    /// All attributes in first-assignment order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Attribute> {
+        self.entries.iter()
+    }
+
+    /// Number of attributes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no attribute is set.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Attributes {
+    type Item = &'a Attribute;
+    type IntoIter = std::slice::Iter<'a, Attribute>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}
+
+/// A node as the source declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxNode {
+    /// The node id.
+    pub id: String,
+    /// Span of the first mention (node statement or edge endpoint).
+    pub span: Span,
+    /// Whether some node statement declares it (rather than only edge endpoints).
+    pub declared: bool,
+    /// Whether the id was written quoted at its first mention.
+    pub quoted: bool,
+    /// Attributes: defaults at creation, then every node statement's, later wins.
+    pub attributes: Attributes,
+    /// Classes derived from enclosing subgraph labels, outermost first, deduplicated.
+    pub derived_classes: Vec<String>,
+}
+
+/// An edge as the source declares it (chains already expanded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxEdge {
+    /// Index of the source node in [`SyntaxGraph::nodes`].
+    pub from: usize,
+    /// Index of the target node.
+    pub to: usize,
+    /// Span of the source endpoint in this statement.
+    pub from_span: Span,
+    /// Span of the target endpoint in this statement.
+    pub to_span: Span,
+    /// Edge defaults in effect, then the statement's attributes.
+    pub attributes: Attributes,
+}
+
+/// A parsed, flattened workflow file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyntaxGraph {
+    /// The graph id, if written.
+    pub id: Option<String>,
+    /// Graph attributes (`graph [...]` and top-level `key=value`), later wins.
+    pub attributes: Attributes,
+    /// Nodes in order of first mention.
+    pub nodes: Vec<SyntaxNode>,
+    /// Edges in declaration order.
+    pub edges: Vec<SyntaxEdge>,
+}
+
+impl SyntaxGraph {
+    /// Index of the node with `id`, by linear search (use [`crate::Workflow`] for lookups
+    /// on hot paths).
+    pub fn node_index(&self, id: &str) -> Option<usize> {
+        self.nodes.iter().position(|node| node.id == id)
+    }
+}
+
+impl Attribute {
+    /// The source span of `range`, a byte range into the decoded [`Attribute::value`].
+    ///
+    /// Quoted values may contain escapes and line continuations, so decoded offsets are
+    /// mapped back by re-scanning the literal; this runs only when reporting an error.
+    pub fn value_subspan(&self, source: &str, range: std::ops::Range<usize>) -> Span {
+        if !self.quoted {
+            return Span::new(
+                self.value_span.start as usize + range.start,
+                self.value_span.start as usize + range.end,
+            );
+        }
+        let literal_start = self.value_span.start as usize + 1;
+        let literal_end = (self.value_span.end as usize).saturating_sub(1);
+        let Some(raw) = source.get(literal_start..literal_end) else {
+            return self.value_span;
+        };
+        let map = |target: usize| -> usize {
+            let mut decoded = 0;
+            let mut bytes = raw.char_indices().peekable();
+            while let Some((position, c)) = bytes.next() {
+                let next = bytes.peek().map(|&(_, next)| next);
+                if c == '\\' && matches!(next, Some('\n' | '\r')) {
+                    // A line continuation decodes to nothing.
+                    bytes.next();
+                    if next == Some('\r') && bytes.peek().map(|&(_, after)| after) == Some('\n') {
+                        bytes.next();
+                    }
+                    continue;
+                }
+                if decoded >= target {
+                    return literal_start + position;
+                }
+                if c == '\\' && matches!(next, Some('"' | '\\' | 'n' | 't')) {
+                    bytes.next();
+                    decoded += 1;
+                } else {
+                    decoded += c.len_utf8();
+                }
+            }
+            literal_end
+        };
+        let start = map(range.start);
+        let end = map(range.end).max(start);
+        Span::new(start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_subspans_map_through_escapes() {
+        let source = "digraph { a [s=\"x\\\"y\\\nzw\"] }";
+        let graph = parse(source).expect("parses");
+        let attribute = graph.nodes[0].attributes.get("s").expect("set");
+        assert_eq!(attribute.value, "x\"yzw");
+        let span = attribute.value_subspan(source, 3..4);
+        assert_eq!(&source[span.range()], "z");
+        let span = attribute.value_subspan(source, 1..2);
+        assert_eq!(&source[span.range()], "\\\"");
+    }
+}

@@ -1,0 +1,179 @@
+//! Byte-level scanning for the DOT parser: trivia, identifiers, values and strings.
+//!
+//! The parser drives a [`Cursor`] directly instead of materialising a token stream, which
+//! keeps parsing of 100,000-node workflows allocation-light.
+
+use crate::span::Span;
+
+/// A syntax error: message and the span it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyntaxError {
+    pub(crate) message: String,
+    pub(crate) span: Span,
+}
+
+pub(crate) type Scan<T> = Result<T, SyntaxError>;
+
+pub(crate) fn error<T>(message: impl Into<String>, span: Span) -> Scan<T> {
+    Err(SyntaxError {
+        message: message.into(),
+        span,
+    })
+}
+
+/// A scanned value literal.
+pub(crate) struct Literal {
+    pub(crate) value: String,
+    pub(crate) span: Span,
+    pub(crate) quoted: bool,
+}
+
+pub(crate) struct Cursor<'s> {
+    text: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+}
+
+impl<'s> Cursor<'s> {
+    pub(crate) fn new(text: &'s str) -> Cursor<'s> {
+        Cursor {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    pub(crate) fn peek_at(&self, offset: usize) -> Option<u8> {
+        self.bytes.get(self.pos + offset).copied()
+    }
+
+    pub(crate) fn bump(&mut self) {
+        self.pos += 1;
+    }
+
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    /// Span of the character at the cursor (empty at the end of input).
+    pub(crate) fn here(&self) -> Span {
+        let len = self.text[self.pos..]
+            .chars()
+            .next()
+            .map_or(0, char::len_utf8);
+        Span::new(self.pos, self.pos + len)
+    }
+
+    /// Skips whitespace and comments (SPEC 2.2).
+    pub(crate) fn skip_trivia(&mut self) -> Scan<()> {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\r' | b'\n') => self.bump(),
+                Some(b'/') if self.peek_at(1) == Some(b'/') => {
+                    while !matches!(self.peek(), None | Some(b'\n')) {
+                        self.bump();
+                    }
+                }
+                Some(b'/') if self.peek_at(1) == Some(b'*') => {
+                    let start = self.pos;
+                    match self.text[start + 2..].find("*/") {
+                        Some(end) => self.pos = start + 2 + end + 2,
+                        None => {
+                            return error("unterminated block comment", Span::new(start, start + 2))
+                        }
+                    }
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Consumes `byte` if it is next.
+    pub(crate) fn eat(&mut self, byte: u8) -> bool {
+        if self.peek() == Some(byte) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Scans an identifier `[A-Za-z_][A-Za-z0-9_]*` if one starts here.
+    pub(crate) fn ident(&mut self) -> Option<(&'s str, Span)> {
+        let start = self.pos;
+        match self.peek() {
+            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => self.bump(),
+            _ => return None,
+        }
+        while matches!(self.peek(), Some(byte) if byte.is_ascii_alphanumeric() || byte == b'_') {
+            self.bump();
+        }
+        Some((&self.text[start..self.pos], Span::new(start, self.pos)))
+    }
+
+    /// Scans a run of characters that may form a bare value (SPEC 2.3 `Bare`, numbers,
+    /// durations), without judging it.
+    pub(crate) fn bare_run(&mut self) -> (&'s str, Span) {
+        let start = self.pos;
+        while let Some(byte) = self.peek() {
+            let allowed = byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b':');
+            let dash = byte == b'-' && self.peek_at(1) != Some(b'>');
+            if !(allowed || dash) {
+                break;
+            }
+            self.bump();
+        }
+        (&self.text[start..self.pos], Span::new(start, self.pos))
+    }
+
+    /// Scans a quoted string starting at the opening `"` (SPEC 2.3 escapes).
+    pub(crate) fn quoted(&mut self) -> Scan<Literal> {
+        let start = self.pos;
+        self.bump();
+        let mut value = String::new();
+        let mut chunk_start = self.pos;
+        loop {
+            match self.peek() {
+                None => return error("unterminated string", Span::new(start, start + 1)),
+                Some(b'"') => {
+                    value.push_str(&self.text[chunk_start..self.pos]);
+                    self.bump();
+                    return Ok(Literal {
+                        value,
+                        span: Span::new(start, self.pos),
+                        quoted: true,
+                    });
+                }
+                Some(b'\\') => {
+                    value.push_str(&self.text[chunk_start..self.pos]);
+                    match self.peek_at(1) {
+                        Some(b'"') => value.push('"'),
+                        Some(b'\\') => value.push('\\'),
+                        Some(b'n') => value.push('\n'),
+                        Some(b't') => value.push('\t'),
+                        Some(b'\n') => {}
+                        Some(b'\r') if self.peek_at(2) == Some(b'\n') => self.bump(),
+                        // Any other pair is kept verbatim; it is re-scanned as ordinary
+                        // text so that multi-byte characters stay whole.
+                        _ => {
+                            self.bump();
+                            chunk_start = self.pos - 1;
+                            continue;
+                        }
+                    }
+                    self.pos += 2;
+                    chunk_start = self.pos;
+                }
+                Some(_) => self.bump(),
+            }
+        }
+    }
+}

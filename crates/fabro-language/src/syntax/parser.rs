@@ -1,0 +1,690 @@
+//! Recursive-descent parser for the DOT dialect of SPEC 2.3, building a [`SyntaxGraph`].
+//!
+//! Scoping of `node [...]` / `edge [...]` defaults, subgraph flattening and class
+//! derivation (SPEC 2.5) happen here, while the scopes are still known.
+
+use std::collections::HashMap;
+
+use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
+use super::{Attribute, Attributes, SyntaxEdge, SyntaxGraph, SyntaxNode};
+use crate::diagnostic::{Diagnostic, Rule};
+use crate::span::{LineIndex, Span};
+
+/// Largest accepted workflow file (SPEC 2.1).
+pub const MAX_SOURCE_BYTES: usize = 10 * 1024 * 1024;
+
+/// Deepest accepted subgraph nesting; deeper input is rejected rather than risking the
+/// stack.
+const MAX_NESTING: usize = 64;
+
+/// Parses one workflow file. The first syntax error ends parsing and is returned as a
+/// `parse_error` diagnostic (SPEC 3.1).
+///
+/// ```
+/// let graph = fabro_language::syntax::parse("digraph { a -> b -> c [label=x] }").unwrap();
+/// assert_eq!(graph.nodes.len(), 3);
+/// assert_eq!(graph.edges.len(), 2);
+/// assert_eq!(graph.edges[1].attributes.value("label"), Some("x"));
+/// ```
+pub fn parse(text: &str) -> Result<SyntaxGraph, Diagnostic> {
+    if text.len() > MAX_SOURCE_BYTES {
+        return Err(Diagnostic::new(
+            Rule::ParseError,
+            format!(
+                "workflow file is {} bytes; the limit is {MAX_SOURCE_BYTES} bytes (10 MB)",
+                text.len()
+            ),
+        ));
+    }
+    let mut parser = Parser::new(text);
+    match parser.file() {
+        Ok(()) => Ok(parser.finish()),
+        Err(SyntaxError { message, span }) => {
+            Err(Diagnostic::new(Rule::ParseError, message).at(span))
+        }
+    }
+}
+
+struct Scope {
+    node_defaults: Attributes,
+    edge_defaults: Attributes,
+    label: Option<String>,
+    /// Nodes declared or first created inside this subgraph (not tracked at the top).
+    members: Vec<usize>,
+}
+
+struct Endpoint {
+    id: String,
+    span: Span,
+    quoted: bool,
+}
+
+struct Parser<'s> {
+    text: &'s str,
+    cursor: Cursor<'s>,
+    graph: SyntaxGraph,
+    node_index: HashMap<String, usize>,
+    /// Per node: derived classes with the depth of the subgraph that contributed them.
+    derived: Vec<Vec<(usize, String)>>,
+    scopes: Vec<Scope>,
+}
+
+impl<'s> Parser<'s> {
+    fn new(text: &'s str) -> Parser<'s> {
+        Parser {
+            text,
+            cursor: Cursor::new(text),
+            graph: SyntaxGraph::default(),
+            node_index: HashMap::new(),
+            derived: Vec::new(),
+            scopes: vec![Scope {
+                node_defaults: Attributes::default(),
+                edge_defaults: Attributes::default(),
+                label: None,
+                members: Vec::new(),
+            }],
+        }
+    }
+
+    fn finish(mut self) -> SyntaxGraph {
+        for (node, mut classes) in self.graph.nodes.iter_mut().zip(self.derived) {
+            if classes.is_empty() {
+                continue;
+            }
+            classes.sort_by_key(|(depth, _)| *depth);
+            for (_, class) in classes {
+                if !node.derived_classes.contains(&class) {
+                    node.derived_classes.push(class);
+                }
+            }
+        }
+        self.graph
+    }
+
+    fn file(&mut self) -> Scan<()> {
+        self.cursor.skip_trivia()?;
+        if self.cursor.at_end() {
+            return error("empty workflow: expected 'digraph'", Span::new(0, 0));
+        }
+        self.graph_header()?;
+        self.cursor.skip_trivia()?;
+        if self.cursor.at_end() {
+            return Ok(());
+        }
+        let span = self.cursor.here();
+        match self.cursor.ident() {
+            Some((word, span)) if is_graph_keyword(word) => {
+                error("a workflow file must contain exactly one graph", span)
+            }
+            _ => error("unexpected text after the end of the graph", span),
+        }
+    }
+
+    fn graph_header(&mut self) -> Scan<()> {
+        let here = self.cursor.here();
+        let Some((word, span)) = self.cursor.ident() else {
+            return error("expected 'digraph'", here);
+        };
+        if word.eq_ignore_ascii_case("strict") {
+            return error("strict graphs are not supported: remove 'strict'", span);
+        }
+        if word.eq_ignore_ascii_case("graph") {
+            return error(
+                "undirected graphs are not supported: a workflow is a 'digraph'",
+                span,
+            );
+        }
+        if !word.eq_ignore_ascii_case("digraph") {
+            return error(format!("expected 'digraph', found '{word}'"), span);
+        }
+        self.cursor.skip_trivia()?;
+        match self.cursor.peek() {
+            Some(b'"') => {
+                let literal = self.cursor.quoted()?;
+                self.graph.id = Some(literal.value);
+            }
+            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                if let Some((id, _)) = self.cursor.ident() {
+                    self.graph.id = Some(id.to_owned());
+                }
+            }
+            _ => {}
+        }
+        self.cursor.skip_trivia()?;
+        let open = self.cursor.here();
+        if !self.cursor.eat(b'{') {
+            return error("expected '{' to open the graph body", open);
+        }
+        self.statements(open)
+    }
+
+    /// Parses statements up to and including the `}` that matches `open`.
+    fn statements(&mut self, open: Span) -> Scan<()> {
+        loop {
+            self.cursor.skip_trivia()?;
+            let here = self.cursor.here();
+            match self.cursor.peek() {
+                None => return error("missing '}' to close this block", open),
+                Some(b'}') => {
+                    self.cursor.bump();
+                    return Ok(());
+                }
+                Some(b';') => self.cursor.bump(),
+                Some(b'{') => {
+                    self.cursor.bump();
+                    self.subgraph(here)?;
+                }
+                Some(b'"') => {
+                    let literal = self.cursor.quoted()?;
+                    self.cursor.skip_trivia()?;
+                    if self.cursor.peek() == Some(b'=') {
+                        // A quoted key, as normalised output writes qualified keys.
+                        self.cursor.bump();
+                        let key_span = literal.span;
+                        let key = quoted_key(&literal)?;
+                        let value = self.value(&key)?;
+                        self.assign(attribute(&key, key_span, value));
+                        continue;
+                    }
+                    let endpoint = self.quoted_endpoint(literal)?;
+                    self.node_or_edge(endpoint)?;
+                }
+                Some(b'<') => return error(html_message(), here),
+                Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                    self.word_statement()?
+                }
+                Some(byte) if byte.is_ascii_digit() || byte == b'-' || byte == b'.' => {
+                    if self.text[self.cursor.pos()..].starts_with("--") {
+                        return error(
+                            undirected_edge_message(),
+                            Span::new(here.start as usize, here.start as usize + 2),
+                        );
+                    }
+                    return error(
+                        "node ids must start with a letter or '_'; quote other ids",
+                        here,
+                    );
+                }
+                Some(_) => {
+                    return error(format!("unexpected '{}'", &self.text[here.range()]), here)
+                }
+            }
+        }
+    }
+
+    fn word_statement(&mut self) -> Scan<()> {
+        let Some((word, span)) = self.cursor.ident() else {
+            return error("expected a statement", self.cursor.here());
+        };
+        let lower = word.to_ascii_lowercase();
+        match lower.as_str() {
+            "graph" | "node" | "edge" => {
+                self.cursor.skip_trivia()?;
+                if self.cursor.peek() != Some(b'[') {
+                    return error(
+                        format!("expected '[' after '{word}'; quote the id to use '{word}' as a node name"),
+                        self.cursor.here(),
+                    );
+                }
+                let attributes = self.attribute_block()?;
+                let scope = self.scope_mut();
+                match lower.as_str() {
+                    "node" => attributes
+                        .into_iter()
+                        .for_each(|a| scope.node_defaults.set(a)),
+                    "edge" => attributes
+                        .into_iter()
+                        .for_each(|a| scope.edge_defaults.set(a)),
+                    _ => attributes.into_iter().for_each(|a| self.assign(a)),
+                }
+                Ok(())
+            }
+            "subgraph" => {
+                self.cursor.skip_trivia()?;
+                match self.cursor.peek() {
+                    Some(b'"') => {
+                        self.cursor.quoted()?;
+                    }
+                    Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                        self.cursor.ident();
+                    }
+                    _ => {}
+                }
+                self.cursor.skip_trivia()?;
+                let open = self.cursor.here();
+                if !self.cursor.eat(b'{') {
+                    return error("expected '{' to open the subgraph", open);
+                }
+                self.subgraph(open)
+            }
+            "digraph" => error("a workflow file must contain exactly one graph", span),
+            "strict" => error("strict graphs are not supported: remove 'strict'", span),
+            _ => {
+                let key_end = self.qualified_tail()?;
+                let key = &self.text[span.start as usize..key_end];
+                let key_span = Span::new(span.start as usize, key_end);
+                self.cursor.skip_trivia()?;
+                if self.cursor.peek() == Some(b'=') {
+                    self.cursor.bump();
+                    let literal = self.value(key)?;
+                    let attribute = attribute(key, key_span, literal);
+                    self.assign(attribute);
+                    return Ok(());
+                }
+                if key.contains('.') {
+                    return error(format!("expected '=' after '{key}'"), self.cursor.here());
+                }
+                let endpoint = Endpoint {
+                    id: word.to_owned(),
+                    span,
+                    quoted: false,
+                };
+                self.node_or_edge(endpoint)
+            }
+        }
+    }
+
+    /// Consumes `.ident` continuations of a qualified key; returns the end offset.
+    fn qualified_tail(&mut self) -> Scan<usize> {
+        while self.cursor.peek() == Some(b'.') {
+            self.cursor.bump();
+            let here = self.cursor.here();
+            if self.cursor.ident().is_none() {
+                return error("expected a name after '.' in a qualified key", here);
+            }
+        }
+        Ok(self.cursor.pos())
+    }
+
+    fn subgraph(&mut self, open: Span) -> Scan<()> {
+        if self.scopes.len() > MAX_NESTING {
+            return error(
+                format!("subgraphs are nested more than {MAX_NESTING} levels deep"),
+                open,
+            );
+        }
+        let parent = self.scope_mut();
+        let scope = Scope {
+            node_defaults: parent.node_defaults.clone(),
+            edge_defaults: parent.edge_defaults.clone(),
+            label: None,
+            members: Vec::new(),
+        };
+        self.scopes.push(scope);
+        self.statements(open)?;
+        let depth = self.scopes.len() - 1;
+        let Some(scope) = self.scopes.pop() else {
+            return Ok(());
+        };
+        if let Some(class) = scope.label.as_deref().and_then(derive_class) {
+            for &member in &scope.members {
+                self.derived[member].push((depth, class.clone()));
+            }
+        }
+        if self.scopes.len() > 1 {
+            self.scope_mut().members.extend(scope.members);
+        }
+        self.cursor.skip_trivia()?;
+        if self.text[self.cursor.pos()..].starts_with("->") {
+            return error(
+                "subgraphs cannot be edge endpoints: write one edge per node",
+                self.cursor.here(),
+            );
+        }
+        Ok(())
+    }
+
+    fn node_or_edge(&mut self, first: Endpoint) -> Scan<()> {
+        self.reject_port()?;
+        self.cursor.skip_trivia()?;
+        if !self.at_arrow()? {
+            let attributes = if self.cursor.peek() == Some(b'[') {
+                self.attribute_block()?
+            } else {
+                Vec::new()
+            };
+            let index = self.ensure_node(&first);
+            let in_subgraph = self.scopes.len() > 1;
+            let node = &mut self.graph.nodes[index];
+            node.declared = true;
+            for attribute in attributes {
+                node.attributes.set(attribute);
+            }
+            if in_subgraph && !self.scope_mut().members.contains(&index) {
+                self.scope_mut().members.push(index);
+            }
+            return Ok(());
+        }
+        let mut endpoints = vec![first];
+        while self.at_arrow()? {
+            self.cursor.bump();
+            self.cursor.bump();
+            self.cursor.skip_trivia()?;
+            endpoints.push(self.endpoint()?);
+            self.reject_port()?;
+            self.cursor.skip_trivia()?;
+        }
+        let attributes = if self.cursor.peek() == Some(b'[') {
+            self.attribute_block()?
+        } else {
+            Vec::new()
+        };
+        let indices: Vec<usize> = endpoints.iter().map(|e| self.ensure_node(e)).collect();
+        let mut edge_attributes = self.scope_mut().edge_defaults.clone();
+        for attribute in attributes {
+            edge_attributes.set(attribute);
+        }
+        for pair in 0..endpoints.len() - 1 {
+            self.graph.edges.push(SyntaxEdge {
+                from: indices[pair],
+                to: indices[pair + 1],
+                from_span: endpoints[pair].span,
+                to_span: endpoints[pair + 1].span,
+                attributes: edge_attributes.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// True at `->`; an error at `--`.
+    fn at_arrow(&self) -> Scan<bool> {
+        let rest = &self.text[self.cursor.pos()..];
+        if rest.starts_with("--") {
+            let start = self.cursor.pos();
+            return error(undirected_edge_message(), Span::new(start, start + 2));
+        }
+        Ok(rest.starts_with("->"))
+    }
+
+    fn endpoint(&mut self) -> Scan<Endpoint> {
+        let here = self.cursor.here();
+        match self.cursor.peek() {
+            Some(b'"') => {
+                let literal = self.cursor.quoted()?;
+                self.quoted_endpoint(literal)
+            }
+            Some(b'{') => error(
+                "subgraphs cannot be edge endpoints: write one edge per node",
+                here,
+            ),
+            Some(b'<') => error(html_message(), here),
+            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                let Some((word, span)) = self.cursor.ident() else {
+                    return error("expected a node id after '->'", here);
+                };
+                if word.eq_ignore_ascii_case("subgraph") {
+                    return error(
+                        "subgraphs cannot be edge endpoints: write one edge per node",
+                        span,
+                    );
+                }
+                if is_keyword(word) {
+                    return error(
+                        format!("'{word}' is a keyword; quote it to use it as a node id"),
+                        span,
+                    );
+                }
+                Ok(Endpoint {
+                    id: word.to_owned(),
+                    span,
+                    quoted: false,
+                })
+            }
+            None => error("expected a node id after '->'", here),
+            Some(_) => error("expected a node id after '->'", here),
+        }
+    }
+
+    fn quoted_endpoint(&mut self, literal: Literal) -> Scan<Endpoint> {
+        if !is_ident(&literal.value) {
+            return error(
+                format!(
+                    "node id \"{}\" must be an identifier: letters, digits and '_', not starting with a digit",
+                    literal.value.escape_debug()
+                ),
+                literal.span,
+            );
+        }
+        self.cursor.skip_trivia()?;
+        if self.cursor.peek() == Some(b'+') {
+            return error(concatenation_message(), self.cursor.here());
+        }
+        Ok(Endpoint {
+            id: literal.value,
+            span: literal.span,
+            quoted: true,
+        })
+    }
+
+    fn reject_port(&mut self) -> Scan<()> {
+        if self.cursor.peek() == Some(b':') {
+            return error(
+                "node ports ('node:port') are not supported",
+                self.cursor.here(),
+            );
+        }
+        Ok(())
+    }
+
+    fn attribute_block(&mut self) -> Scan<Vec<Attribute>> {
+        let open = self.cursor.here();
+        self.cursor.bump();
+        let mut attributes = Vec::new();
+        loop {
+            self.cursor.skip_trivia()?;
+            let here = self.cursor.here();
+            match self.cursor.peek() {
+                None => {
+                    return error("missing ']' to close this attribute list", open);
+                }
+                Some(b']') => {
+                    self.cursor.bump();
+                    return Ok(attributes);
+                }
+                Some(b',' | b';') => self.cursor.bump(),
+                Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
+                    self.cursor.ident();
+                    let key_end = self.qualified_tail()?;
+                    let key_span = Span::new(here.start as usize, key_end);
+                    let key = &self.text[key_span.range()];
+                    self.cursor.skip_trivia()?;
+                    if !self.cursor.eat(b'=') {
+                        let (line, _) = LineIndex::new(self.text).position(self.text, open.start);
+                        return error(
+                            format!(
+                                "expected '=' after attribute '{key}' (is the ']' of the attribute list opened on line {line} missing?)"
+                            ),
+                            key_span,
+                        );
+                    }
+                    let literal = self.value(key)?;
+                    attributes.push(attribute(key, key_span, literal));
+                }
+                Some(b'"') => {
+                    let literal = self.cursor.quoted()?;
+                    let key_span = literal.span;
+                    let key = quoted_key(&literal)?;
+                    self.cursor.skip_trivia()?;
+                    if !self.cursor.eat(b'=') {
+                        return error(format!("expected '=' after attribute '{key}'"), key_span);
+                    }
+                    let literal = self.value(&key)?;
+                    attributes.push(attribute(&key, key_span, literal));
+                }
+                Some(b'[') => {
+                    return error("missing ']' to close the previous attribute list", open)
+                }
+                Some(_) => {
+                    return error(
+                        format!(
+                            "expected an attribute or ']', found '{}'",
+                            &self.text[here.range()]
+                        ),
+                        here,
+                    )
+                }
+            }
+        }
+    }
+
+    /// Scans the value after `key =`.
+    fn value(&mut self, key: &str) -> Scan<Literal> {
+        self.cursor.skip_trivia()?;
+        let here = self.cursor.here();
+        match self.cursor.peek() {
+            Some(b'"') => {
+                let literal = self.cursor.quoted()?;
+                self.cursor.skip_trivia()?;
+                if self.cursor.peek() == Some(b'+') {
+                    return error(concatenation_message(), self.cursor.here());
+                }
+                Ok(literal)
+            }
+            Some(b'<') => error(html_message(), here),
+            _ => {
+                let (run, span) = self.cursor.bare_run();
+                if run.is_empty() {
+                    return error(format!("missing value after '{key}='"), here);
+                }
+                if !is_bare_value(run) {
+                    return error(
+                        format!("invalid value '{run}': expected a number, a duration such as 900s, a name, or a quoted string"),
+                        span,
+                    );
+                }
+                Ok(Literal {
+                    value: run.to_owned(),
+                    span,
+                    quoted: false,
+                })
+            }
+        }
+    }
+
+    fn assign(&mut self, attribute: Attribute) {
+        if self.scopes.len() > 1 {
+            if attribute.key == "label" {
+                self.scope_mut().label = Some(attribute.value);
+            }
+            return;
+        }
+        self.graph.attributes.set(attribute);
+    }
+
+    fn ensure_node(&mut self, endpoint: &Endpoint) -> usize {
+        if let Some(&index) = self.node_index.get(&endpoint.id) {
+            return index;
+        }
+        let index = self.graph.nodes.len();
+        let attributes = self.scope_mut().node_defaults.clone();
+        self.graph.nodes.push(SyntaxNode {
+            id: endpoint.id.clone(),
+            span: endpoint.span,
+            declared: false,
+            quoted: endpoint.quoted,
+            attributes,
+            derived_classes: Vec::new(),
+        });
+        self.derived.push(Vec::new());
+        self.node_index.insert(endpoint.id.clone(), index);
+        if self.scopes.len() > 1 {
+            self.scope_mut().members.push(index);
+        }
+        index
+    }
+
+    fn scope_mut(&mut self) -> &mut Scope {
+        let last = self.scopes.len() - 1;
+        &mut self.scopes[last]
+    }
+}
+
+fn attribute(key: &str, key_span: Span, literal: Literal) -> Attribute {
+    Attribute {
+        key: key.to_owned(),
+        key_span,
+        value: literal.value,
+        value_span: literal.span,
+        quoted: literal.quoted,
+    }
+}
+
+/// The class a subgraph label contributes (SPEC 2.5 rule 6): lowercase, spaces to `-`,
+/// everything outside `[a-z0-9-]` removed.
+pub(crate) fn derive_class(label: &str) -> Option<String> {
+    let class: String = label
+        .to_lowercase()
+        .chars()
+        .map(|c| if c == ' ' { '-' } else { c })
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+        .collect();
+    (!class.is_empty()).then_some(class)
+}
+
+/// Whether `text` matches `Ident` of SPEC 2.3.
+pub fn is_ident(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// DOT keywords, matched case-insensitively.
+pub fn is_keyword(word: &str) -> bool {
+    ["digraph", "graph", "node", "edge", "subgraph", "strict"]
+        .iter()
+        .any(|keyword| word.eq_ignore_ascii_case(keyword))
+}
+
+fn is_graph_keyword(word: &str) -> bool {
+    ["digraph", "graph", "strict"]
+        .iter()
+        .any(|keyword| word.eq_ignore_ascii_case(keyword))
+}
+
+/// Whether an unquoted run is a valid `Bare`, `Integer`, `Float` or `Duration`.
+fn is_bare_value(run: &str) -> bool {
+    let bytes = run.as_bytes();
+    if matches!(bytes.first(), Some(b) if b.is_ascii_alphabetic() || *b == b'_') {
+        return true;
+    }
+    let unsigned = run.strip_prefix('-').unwrap_or(run);
+    let digits = unsigned.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &unsigned[digits..];
+    if rest.is_empty() {
+        return digits > 0;
+    }
+    if let Some(fraction) = rest.strip_prefix('.') {
+        return !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit());
+    }
+    digits > 0 && !run.starts_with('-') && matches!(rest, "ms" | "s" | "m" | "h" | "d")
+}
+
+/// A quoted attribute key must still have the form of `Key` (SPEC 2.3).
+fn quoted_key(literal: &Literal) -> Scan<String> {
+    let valid = !literal.value.is_empty() && literal.value.split('.').all(is_ident);
+    if !valid {
+        return error(
+            format!(
+                "\"{}\" is not a valid attribute key: use names like 'label' or 'human.default_choice'",
+                literal.value.escape_debug()
+            ),
+            literal.span,
+        );
+    }
+    Ok(literal.value.clone())
+}
+
+fn html_message() -> &'static str {
+    "HTML strings ('<...>') are not supported: use a quoted string"
+}
+
+fn undirected_edge_message() -> &'static str {
+    "the undirected edge operator '--' is not supported: use '->'"
+}
+
+fn concatenation_message() -> &'static str {
+    "string concatenation with '+' is not supported: write one quoted string"
+}
+
+#[cfg(test)]
+mod tests;

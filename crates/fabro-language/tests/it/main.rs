@@ -1,0 +1,3 @@
+//! Integration tests of the language crate's public API.
+
+mod data;

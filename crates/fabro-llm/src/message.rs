@@ -1,0 +1,139 @@
+//! The provider-neutral request and response model (SPEC 10.1).
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// System instructions.
+    System,
+    /// The user (fabro).
+    User,
+    /// The model.
+    Assistant,
+    /// Tool results.
+    Tool,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Speaker.
+    pub role: Role,
+    /// Text content.
+    pub text: String,
+    /// Tool calls made by an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the call answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::User,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// An assistant message.
+    pub fn assistant(text: impl Into<String>) -> Message {
+        Message {
+            role: Role::Assistant,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool call requested by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Call id, unique within the conversation.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON.
+    pub arguments: serde_json::Value,
+}
+
+/// One LLM call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Model id.
+    pub model: String,
+    /// System prompt.
+    pub system: Option<String>,
+    /// Conversation so far.
+    pub messages: Vec<Message>,
+    /// Output cap.
+    pub max_tokens: Option<u32>,
+    /// The workflow node making the call (the simulated provider scripts per node).
+    pub node_id: String,
+}
+
+impl Request {
+    /// Characters of system prompt and messages, for size estimates.
+    pub fn characters(&self) -> usize {
+        self.system
+            .as_ref()
+            .map_or(0, |system| system.chars().count())
+            + self
+                .messages
+                .iter()
+                .map(|message| message.text.chars().count())
+                .sum::<usize>()
+    }
+}
+
+/// Token usage of one call (SPEC 10.1.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Reasoning tokens (billed as output).
+    pub reasoning_tokens: u64,
+    /// Tokens read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Tokens written to the prompt cache.
+    pub cache_write_tokens: u64,
+    /// Cost in USD; `None` when the model has no price.
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// The complete assistant turn of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// Text of the turn.
+    pub text: String,
+    /// Tool calls of the turn.
+    pub tool_calls: Vec<ToolCall>,
+    /// Usage of the call.
+    pub usage: Usage,
+    /// Model that answered.
+    pub model: String,
+}
