@@ -88,7 +88,7 @@ impl<'a> ValidateView<'a> {
                 .map(|node| NodeView {
                     id: &node.id,
                     handler: node.handler.as_str(),
-                    label: &node.label,
+                    label: node.label(),
                 })
                 .collect()
         });

@@ -31,6 +31,7 @@
 
 pub mod condition;
 pub mod diagnostic;
+mod id_hash;
 pub mod label;
 mod lint;
 mod lower;

@@ -37,7 +37,7 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
             diagnostics: &mut diagnostics,
             node: Some(&syntax_node.id),
         };
-        let node = reader.node(&syntax_node.id, &syntax_node.attributes, &settings);
+        let node = reader.node(&syntax_node.attributes, &settings);
         let mut classes = node_classes(&syntax_node.attributes);
         for class in syntax_node.derived_classes {
             if !classes.contains(&class) {
@@ -45,6 +45,9 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
             }
         }
         nodes.push(Node {
+            id: syntax_node.id,
+            label: syntax_node.attributes.get("label").map(|a| a.value.clone()),
+            shape: syntax_node.attributes.get("shape").map(|a| a.value.clone()),
             classes,
             span: syntax_node.span,
             declared: syntax_node.declared,
@@ -108,7 +111,7 @@ fn apply_stylesheet(stylesheet: &Stylesheet, nodes: &mut [Node]) {
         return;
     }
     for node in nodes {
-        let styled = stylesheet.resolve(&node.id, &node.shape, &node.classes);
+        let styled = stylesheet.resolve(&node.id, node.shape(), &node.classes);
         let attributes = &node.attributes;
         if attributes.get_any(&["model", "llm_model"]).is_none() {
             node.llm.stylesheet_model = styled.model;
@@ -169,7 +172,7 @@ impl Reader<'_, '_> {
             default_thread: non_empty(
                 attributes
                     .get_any(&["default_thread", "context_thread_default"])
-                    .map(|attribute| attribute.value.as_str()),
+                    .map(|attribute| attribute.value.as_ref()),
             ),
             default_model: non_empty(attributes.value("default_model")),
             default_provider: non_empty(attributes.value("default_provider")),
@@ -192,24 +195,25 @@ impl Reader<'_, '_> {
             child_workflow: non_empty(
                 attributes
                     .get_any(&["stack.child_workflow", "stack.child_dotfile"])
-                    .map(|attribute| attribute.value.as_str()),
+                    .map(|attribute| attribute.value.as_ref()),
             ),
         }
     }
 
-    fn node(&mut self, id: &str, attributes: &Attributes, graph: &GraphSettings) -> Node {
-        let shape = attributes.value("shape").unwrap_or("box").to_owned();
+    /// A node without id, label, shape, classes and position (filled in by the caller).
+    fn node(&mut self, attributes: &Attributes, graph: &GraphSettings) -> Node {
+        let shape = attributes.value("shape").unwrap_or("box");
         let handler = attributes
             .get_any(&["type", "node_type", "codergen_mode"])
             .and_then(|attribute| HandlerKind::parse(&attribute.value))
-            .unwrap_or_else(|| HandlerKind::from_shape(&shape));
-        let label = attributes.value("label");
+            .unwrap_or_else(|| HandlerKind::from_shape(shape));
         let timeout = self.duration(attributes.get("timeout"));
+        let sub_workflow = (handler == HandlerKind::SubWorkflow)
+            .then(|| Box::new(self.sub_workflow(attributes, graph)));
         Node {
-            id: id.to_owned(),
-            label: label.unwrap_or(id).to_owned(),
-            has_label: label.is_some(),
-            shape,
+            id: String::new(),
+            label: None,
+            shape: None,
             handler,
             classes: Vec::new(),
             timeout,
@@ -230,7 +234,7 @@ impl Reader<'_, '_> {
             llm: self.llm_settings(attributes),
             script: attributes
                 .get_any(&["script", "tool_command"])
-                .map_or_else(String::new, |attribute| attribute.value.clone()),
+                .map_or_else(String::new, |attribute| attribute.value.to_string()),
             language: ScriptLanguage::parse(attributes.value("language").unwrap_or("shell")),
             default_choice: non_empty(attributes.value("human.default_choice")),
             join_policy: attributes
@@ -239,7 +243,7 @@ impl Reader<'_, '_> {
                 .unwrap_or(JoinPolicy::WaitAll),
             max_parallel: self.count(attributes.get("max_parallel"), 1).unwrap_or(4),
             duration: self.duration(attributes.get("duration")),
-            sub_workflow: self.sub_workflow(attributes, graph),
+            sub_workflow,
             attributes: Attributes::default(),
             span: Default::default(),
             declared: false,
@@ -274,16 +278,16 @@ impl Reader<'_, '_> {
         LlmSettings {
             prompt: attributes
                 .get_any(&["prompt", "llm_prompt"])
-                .map_or_else(String::new, |attribute| attribute.value.clone()),
+                .map_or_else(String::new, |attribute| attribute.value.to_string()),
             model: non_empty(
                 attributes
                     .get_any(&["model", "llm_model"])
-                    .map(|attribute| attribute.value.as_str()),
+                    .map(|attribute| attribute.value.as_ref()),
             ),
             provider: non_empty(
                 attributes
                     .get_any(&["provider", "llm_provider"])
-                    .map(|attribute| attribute.value.as_str()),
+                    .map(|attribute| attribute.value.as_ref()),
             ),
             stylesheet_model: None,
             stylesheet_provider: None,
@@ -345,7 +349,7 @@ impl Reader<'_, '_> {
             child_workflow: non_empty(
                 attributes
                     .get_any(&["stack.child_workflow", "stack.child_dotfile"])
-                    .map(|attribute| attribute.value.as_str()),
+                    .map(|attribute| attribute.value.as_ref()),
             )
             .or_else(|| graph.child_workflow.clone()),
             child_workdir: non_empty(attributes.value("stack.child_workdir")),
@@ -434,16 +438,14 @@ impl Reader<'_, '_> {
 
     /// A non-negative integer of at least `minimum` that fits in `u32`.
     fn count(&mut self, attribute: Option<&Attribute>, minimum: u32) -> Option<u32> {
-        let expected = if minimum == 0 {
-            "an integer ≥ 0".to_owned()
-        } else {
-            format!("an integer ≥ {minimum}")
-        };
-        self.parsed(attribute, &expected, |text| {
-            value::parse_integer(text)
-                .and_then(|number| u32::try_from(number).ok())
-                .filter(|&number| number >= minimum)
-        })
+        let attribute = attribute?;
+        let parsed = value::parse_integer(attribute.value.trim())
+            .and_then(|number| u32::try_from(number).ok())
+            .filter(|&number| number >= minimum);
+        if parsed.is_none() {
+            self.type_error(attribute, &format!("an integer ≥ {minimum}"));
+        }
+        parsed
     }
 
     fn parsed<T>(

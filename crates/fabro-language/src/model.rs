@@ -11,10 +11,11 @@ pub use setting::{
     RetryPolicy, ScriptLanguage, Selection,
 };
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::condition::Condition;
+use crate::id_hash::IdHashMap;
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
 use crate::syntax::Attributes;
@@ -208,12 +209,10 @@ impl Default for SubWorkflowSettings {
 pub struct Node {
     /// The node id.
     pub id: String,
-    /// Display text: the `label` attribute, else the id.
-    pub label: String,
-    /// Whether `label` was set explicitly.
-    pub has_label: bool,
-    /// The shape as written (`box` when unset).
-    pub shape: String,
+    /// The `label` attribute, if set (see [`Node::label`]).
+    pub(crate) label: Option<Arc<str>>,
+    /// The `shape` attribute, if set (see [`Node::shape`]).
+    pub(crate) shape: Option<Arc<str>>,
     /// Resolved handler (SPEC 2.8).
     pub handler: HandlerKind,
     /// `class` list plus derived classes, deduplicated.
@@ -252,8 +251,8 @@ pub struct Node {
     pub max_parallel: u32,
     /// Wait duration.
     pub duration: Option<Duration>,
-    /// Sub-workflow settings.
-    pub sub_workflow: SubWorkflowSettings,
+    /// Sub-workflow settings; present exactly for sub_workflow nodes.
+    pub sub_workflow: Option<Box<SubWorkflowSettings>>,
     /// Every attribute as written, defaults included.
     pub attributes: Attributes,
     /// Span of the first mention.
@@ -262,6 +261,23 @@ pub struct Node {
     pub declared: bool,
     /// Whether the id was quoted at its first mention.
     pub quoted: bool,
+}
+
+impl Node {
+    /// Display text: the `label` attribute, else the id.
+    pub fn label(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.id)
+    }
+
+    /// Whether `label` was set explicitly.
+    pub fn has_label(&self) -> bool {
+        self.label.is_some()
+    }
+
+    /// The shape as written (`box` when unset).
+    pub fn shape(&self) -> &str {
+        self.shape.as_deref().unwrap_or("box")
+    }
 }
 
 /// A transition (SPEC 2.11).
@@ -311,7 +327,7 @@ pub struct Workflow {
     pub attributes: Attributes,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
-    index: HashMap<String, NodeIndex>,
+    index: IdHashMap<String, NodeIndex>,
     outgoing: Adjacency,
     incoming: Adjacency,
     starts: Vec<NodeIndex>,

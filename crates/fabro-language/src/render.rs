@@ -16,8 +16,8 @@ pub fn render_svg(workflow: &Workflow, fallback_name: &str) -> String {
         .iter()
         .map(|node| SvgNode {
             id: &node.id,
-            label: &node.label,
-            shape: shape(&node.shape),
+            label: node.label(),
+            shape: shape(node.shape()),
         })
         .collect();
     let edges: Vec<SvgEdge<'_>> = workflow

@@ -107,7 +107,7 @@ impl Stylesheet {
                 let slot = winners.slot_mut(declaration.property);
                 // SPEC 2.12: ties in specificity go to the rule written last, hence `>=`.
                 if slot.is_none_or(|(best, _)| specificity >= best) {
-                    *slot = Some((specificity, declaration.value.as_str()));
+                    *slot = Some((specificity, declaration.value.as_ref()));
                 }
             }
         }

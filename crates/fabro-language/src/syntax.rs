@@ -10,17 +10,22 @@ mod parser;
 
 pub use parser::{is_ident, is_keyword, parse, MAX_SOURCE_BYTES};
 
+use std::sync::Arc;
+
 use crate::span::Span;
 
 /// One `key=value` attribute as written.
+///
+/// Keys and values are shared strings: keys are interned per file and defaults are
+/// copied onto every node and edge they apply to, so sharing keeps large workflows cheap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attribute {
     /// The (possibly qualified) key, e.g. `human.default_choice`.
-    pub key: String,
+    pub key: Arc<str>,
     /// Span of the key.
     pub key_span: Span,
     /// The value with escapes resolved (SPEC 2.3).
-    pub value: String,
+    pub value: Arc<str>,
     /// Span of the value token, quotes included.
     pub value_span: Span,
     /// Whether the value was a quoted string.
@@ -48,7 +53,7 @@ impl Attributes {
 
     /// The attribute with this key, if set.
     pub fn get(&self, key: &str) -> Option<&Attribute> {
-        self.entries.iter().find(|attribute| attribute.key == key)
+        self.entries.iter().find(|attribute| &*attribute.key == key)
     }
 
     /// The first attribute set among `keys` (a canonical key and its aliases), in the
@@ -59,7 +64,7 @@ impl Attributes {
 
     /// The value of `key`, if set.
     pub fn value(&self, key: &str) -> Option<&str> {
-        self.get(key).map(|attribute| attribute.value.as_str())
+        self.get(key).map(|attribute| &*attribute.value)
     }
 
     /// All attributes in first-assignment order.
@@ -75,6 +80,15 @@ impl Attributes {
     /// True when no attribute is set.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+impl IntoIterator for Attributes {
+    type Item = Attribute;
+    type IntoIter = std::vec::IntoIter<Attribute>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
     }
 }
 
@@ -197,7 +211,7 @@ mod tests {
         let source = "digraph { a [s=\"x\\\"y\\\nzw\"] }";
         let graph = parse(source).expect("parses");
         let attribute = graph.nodes[0].attributes.get("s").expect("set");
-        assert_eq!(attribute.value, "x\"yzw");
+        assert_eq!(&*attribute.value, "x\"yzw");
         let span = attribute.value_subspan(source, 3..4);
         assert_eq!(&source[span.range()], "z");
         let span = attribute.value_subspan(source, 1..2);

@@ -111,7 +111,11 @@ pub(crate) fn resolve_references(
         if node.handler != HandlerKind::SubWorkflow {
             continue;
         }
-        let Some(reference) = node.sub_workflow.child_workflow.clone() else {
+        let Some(reference) = node
+            .sub_workflow
+            .as_ref()
+            .and_then(|settings| settings.child_workflow.clone())
+        else {
             continue;
         };
         let Some(attribute) = node

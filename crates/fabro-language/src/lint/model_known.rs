@@ -22,7 +22,7 @@ fn check_nodes(lint: &mut Lint<'_>) {
         let Some(attribute) = node.attributes.get_any(&["model", "llm_model"]) else {
             continue;
         };
-        let model = attribute.value.as_str();
+        let model = attribute.value.as_ref();
         if model.is_empty()
             || lint.options.models.is_known(model)
             || !reported.insert(attribute.key_span)

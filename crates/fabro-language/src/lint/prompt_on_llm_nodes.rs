@@ -6,7 +6,7 @@ use crate::diagnostic::{Diagnostic, Rule};
 
 pub(super) fn check(lint: &mut Lint<'_>) {
     for node in lint.workflow.nodes() {
-        if !node.handler.is_llm() || node.has_label {
+        if !node.handler.is_llm() || node.has_label() {
             continue;
         }
         let prompt = node.attributes.get_any(&["prompt", "llm_prompt"]);

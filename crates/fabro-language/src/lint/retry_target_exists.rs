@@ -20,7 +20,7 @@ fn report_missing(lint: &mut Lint<'_>, attributes: &Attributes, node: Option<&st
         let Some(attribute) = attributes.get(key) else {
             continue;
         };
-        let target = attribute.value.as_str();
+        let target = attribute.value.as_ref();
         // Lowering treats an empty target as unset.
         if target.is_empty() || lint.workflow.find(target).is_some() {
             continue;

@@ -24,8 +24,8 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                         "node '{}' has unknown {key} \"{}\"; its shape {} selects the {} handler",
                         node.id,
                         attribute.value.escape_debug(),
-                        node.shape,
-                        HandlerKind::from_shape(&node.shape)
+                        node.shape(),
+                        HandlerKind::from_shape(node.shape())
                     ),
                 )
                 .at(attribute.key_span)

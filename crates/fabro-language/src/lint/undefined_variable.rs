@@ -24,7 +24,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
     for node in workflow.nodes() {
         let owner = format!("node '{}'", node.id);
         if let Some(prompt) = node.attributes.get_any(&["prompt", "llm_prompt"]) {
-            if node.llm.prompt == prompt.value {
+            if *node.llm.prompt == *prompt.value {
                 checker.inline(lint, prompt, &owner, Some(&node.id));
             } else {
                 // Inlined from an `@path` file: offsets do not map to the workflow source.

@@ -90,8 +90,8 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(b.retry_policy, Some(RetryPolicy::Patient));
     assert_eq!(b.selection, Selection::Random);
     assert_eq!(b.llm.backend, Backend::Cli);
-    assert_eq!(b.label, "b");
-    assert!(!b.has_label);
+    assert_eq!(b.label(), "b");
+    assert!(!b.has_label());
     assert_eq!(b.llm.output_retries, 2);
 }
 

@@ -27,7 +27,7 @@ pub fn render_dot(workflow: &Workflow) -> String {
             workflow
                 .attributes
                 .iter()
-                .map(|a| (a.key.as_str(), a.value.as_str())),
+                .map(|a| (a.key.as_ref(), a.value.as_ref())),
         );
         out.push_str("]\n");
     }
@@ -49,7 +49,7 @@ pub fn render_dot(workflow: &Workflow) -> String {
                 &mut out,
                 edge.attributes
                     .iter()
-                    .map(|a| (a.key.as_str(), a.value.as_str())),
+                    .map(|a| (a.key.as_ref(), a.value.as_ref())),
             );
             out.push(']');
         }
@@ -74,11 +74,11 @@ fn node_attributes(node: &Node) -> impl Iterator<Item = (&str, std::borrow::Cow<
     let kept = node
         .attributes
         .iter()
-        .filter(|attribute| !REPLACED.contains(&attribute.key.as_str()))
+        .filter(|attribute| !REPLACED.contains(&attribute.key.as_ref()))
         .map(|attribute| {
             (
-                attribute.key.as_str(),
-                std::borrow::Cow::Borrowed(attribute.value.as_str()),
+                attribute.key.as_ref(),
+                std::borrow::Cow::Borrowed(attribute.value.as_ref()),
             )
         });
     let mut extra: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();

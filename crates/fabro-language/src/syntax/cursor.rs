@@ -21,9 +21,9 @@ pub(crate) fn error<T>(message: impl Into<String>, span: Span) -> Scan<T> {
     })
 }
 
-/// A scanned value literal.
-pub(crate) struct Literal {
-    pub(crate) value: String,
+/// A scanned value literal; borrowed from the source unless escapes had to be resolved.
+pub(crate) struct Literal<'s> {
+    pub(crate) value: std::borrow::Cow<'s, str>,
     pub(crate) span: Span,
     pub(crate) quoted: bool,
 }
@@ -135,9 +135,23 @@ impl<'s> Cursor<'s> {
     }
 
     /// Scans a quoted string starting at the opening `"` (SPEC 2.3 escapes).
-    pub(crate) fn quoted(&mut self) -> Scan<Literal> {
+    pub(crate) fn quoted(&mut self) -> Scan<Literal<'s>> {
         let start = self.pos;
         self.bump();
+        // Fast path: no backslash before the closing quote means the value is a plain
+        // slice of the source.
+        let body = &self.bytes[self.pos..];
+        if let Some(end) = body.iter().position(|&b| b == b'"' || b == b'\\') {
+            if body[end] == b'"' {
+                let value = &self.text[self.pos..self.pos + end];
+                self.pos += end + 1;
+                return Ok(Literal {
+                    value: std::borrow::Cow::Borrowed(value),
+                    span: Span::new(start, self.pos),
+                    quoted: true,
+                });
+            }
+        }
         let mut value = String::new();
         let mut chunk_start = self.pos;
         loop {
@@ -147,7 +161,7 @@ impl<'s> Cursor<'s> {
                     value.push_str(&self.text[chunk_start..self.pos]);
                     self.bump();
                     return Ok(Literal {
-                        value,
+                        value: std::borrow::Cow::Owned(value),
                         span: Span::new(start, self.pos),
                         quoted: true,
                     });

@@ -3,11 +3,12 @@
 //! Scoping of `node [...]` / `edge [...]` defaults, subgraph flattening and class
 //! derivation (SPEC 2.5) happen here, while the scopes are still known.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
 use super::{Attribute, Attributes, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
+use crate::id_hash::IdHashMap;
 use crate::span::{LineIndex, Span};
 
 /// Largest accepted workflow file (SPEC 2.1).
@@ -53,8 +54,10 @@ struct Scope {
     members: Vec<usize>,
 }
 
-struct Endpoint {
-    id: String,
+/// A node mention; ids are always slices of the source (quoted ids must be identifiers,
+/// so they contain no escapes).
+struct Endpoint<'s> {
+    id: &'s str,
     span: Span,
     quoted: bool,
 }
@@ -63,7 +66,11 @@ struct Parser<'s> {
     text: &'s str,
     cursor: Cursor<'s>,
     graph: SyntaxGraph,
-    node_index: HashMap<String, usize>,
+    node_index: IdHashMap<&'s str, usize>,
+    /// Interned attribute keys: every `label` key shares one allocation.
+    keys: IdHashMap<&'s str, Arc<str>>,
+    /// Reused buffer of the current edge chain: (node index, span).
+    chain: Vec<(usize, Span)>,
     /// Per node: derived classes with the depth of the subgraph that contributed them.
     derived: Vec<Vec<(usize, String)>>,
     scopes: Vec<Scope>,
@@ -75,7 +82,9 @@ impl<'s> Parser<'s> {
             text,
             cursor: Cursor::new(text),
             graph: SyntaxGraph::default(),
-            node_index: HashMap::new(),
+            node_index: IdHashMap::default(),
+            keys: IdHashMap::default(),
+            chain: Vec::new(),
             derived: Vec::new(),
             scopes: vec![Scope {
                 node_defaults: Attributes::default(),
@@ -141,7 +150,7 @@ impl<'s> Parser<'s> {
         match self.cursor.peek() {
             Some(b'"') => {
                 let literal = self.cursor.quoted()?;
-                self.graph.id = Some(literal.value);
+                self.graph.id = Some(literal.value.into_owned());
             }
             Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
                 if let Some((id, _)) = self.cursor.ident() {
@@ -181,9 +190,10 @@ impl<'s> Parser<'s> {
                         // A quoted key, as normalised output writes qualified keys.
                         self.cursor.bump();
                         let key_span = literal.span;
-                        let key = quoted_key(&literal)?;
-                        let value = self.value(&key)?;
-                        self.assign(attribute(&key, key_span, value));
+                        let key = quoted_key(self.text, &literal)?;
+                        let value = self.value(key)?;
+                        let attribute = self.attribute(key, key_span, value);
+                        self.assign(attribute);
                         continue;
                     }
                     let endpoint = self.quoted_endpoint(literal)?;
@@ -226,7 +236,8 @@ impl<'s> Parser<'s> {
                         self.cursor.here(),
                     );
                 }
-                let attributes = self.attribute_block()?;
+                let mut attributes = Attributes::default();
+                self.attribute_block_into(&mut attributes)?;
                 let scope = self.scope_mut();
                 match lower.as_str() {
                     "node" => attributes
@@ -267,7 +278,7 @@ impl<'s> Parser<'s> {
                 if self.cursor.peek() == Some(b'=') {
                     self.cursor.bump();
                     let literal = self.value(key)?;
-                    let attribute = attribute(key, key_span, literal);
+                    let attribute = self.attribute(key, key_span, literal);
                     self.assign(attribute);
                     return Ok(());
                 }
@@ -275,7 +286,7 @@ impl<'s> Parser<'s> {
                     return error(format!("expected '=' after '{key}'"), self.cursor.here());
                 }
                 let endpoint = Endpoint {
-                    id: word.to_owned(),
+                    id: word,
                     span,
                     quoted: false,
                 };
@@ -334,55 +345,59 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    fn node_or_edge(&mut self, first: Endpoint) -> Scan<()> {
+    fn node_or_edge(&mut self, first: Endpoint<'s>) -> Scan<()> {
         self.reject_port()?;
         self.cursor.skip_trivia()?;
         if !self.at_arrow()? {
-            let attributes = if self.cursor.peek() == Some(b'[') {
-                self.attribute_block()?
-            } else {
-                Vec::new()
-            };
             let index = self.ensure_node(&first);
-            let in_subgraph = self.scopes.len() > 1;
-            let node = &mut self.graph.nodes[index];
-            node.declared = true;
-            for attribute in attributes {
-                node.attributes.set(attribute);
+            if self.cursor.peek() == Some(b'[') {
+                let mut attributes = std::mem::take(&mut self.graph.nodes[index].attributes);
+                let parsed = self.attribute_block_into(&mut attributes);
+                self.graph.nodes[index].attributes = attributes;
+                parsed?;
             }
+            let in_subgraph = self.scopes.len() > 1;
+            self.graph.nodes[index].declared = true;
             if in_subgraph && !self.scope_mut().members.contains(&index) {
                 self.scope_mut().members.push(index);
             }
             return Ok(());
         }
-        let mut endpoints = vec![first];
+        // Nodes are created as their mentions are read: the attribute block that may
+        // follow does not change node defaults, so this equals creating them afterwards.
+        let mut chain = std::mem::take(&mut self.chain);
+        chain.clear();
+        chain.push((self.ensure_node(&first), first.span));
         while self.at_arrow()? {
             self.cursor.bump();
             self.cursor.bump();
             self.cursor.skip_trivia()?;
-            endpoints.push(self.endpoint()?);
+            let endpoint = self.endpoint()?;
+            chain.push((self.ensure_node(&endpoint), endpoint.span));
             self.reject_port()?;
             self.cursor.skip_trivia()?;
         }
-        let attributes = if self.cursor.peek() == Some(b'[') {
-            self.attribute_block()?
-        } else {
-            Vec::new()
-        };
-        let indices: Vec<usize> = endpoints.iter().map(|e| self.ensure_node(e)).collect();
         let mut edge_attributes = self.scope_mut().edge_defaults.clone();
-        for attribute in attributes {
-            edge_attributes.set(attribute);
+        if self.cursor.peek() == Some(b'[') {
+            self.attribute_block_into(&mut edge_attributes)?;
         }
-        for pair in 0..endpoints.len() - 1 {
+        let last = chain.len() - 1;
+        for (position, pair) in chain.windows(2).enumerate() {
+            // Every edge of the chain carries the block; the last one takes it by move.
+            let attributes = if position + 1 == last {
+                std::mem::take(&mut edge_attributes)
+            } else {
+                edge_attributes.clone()
+            };
             self.graph.edges.push(SyntaxEdge {
-                from: indices[pair],
-                to: indices[pair + 1],
-                from_span: endpoints[pair].span,
-                to_span: endpoints[pair + 1].span,
-                attributes: edge_attributes.clone(),
+                from: pair[0].0,
+                to: pair[1].0,
+                from_span: pair[0].1,
+                to_span: pair[1].1,
+                attributes,
             });
         }
+        self.chain = chain;
         Ok(())
     }
 
@@ -396,7 +411,7 @@ impl<'s> Parser<'s> {
         Ok(rest.starts_with("->"))
     }
 
-    fn endpoint(&mut self) -> Scan<Endpoint> {
+    fn endpoint(&mut self) -> Scan<Endpoint<'s>> {
         let here = self.cursor.here();
         match self.cursor.peek() {
             Some(b'"') => {
@@ -425,7 +440,7 @@ impl<'s> Parser<'s> {
                     );
                 }
                 Ok(Endpoint {
-                    id: word.to_owned(),
+                    id: word,
                     span,
                     quoted: false,
                 })
@@ -435,7 +450,7 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn quoted_endpoint(&mut self, literal: Literal) -> Scan<Endpoint> {
+    fn quoted_endpoint(&mut self, literal: Literal<'s>) -> Scan<Endpoint<'s>> {
         if !is_ident(&literal.value) {
             return error(
                 format!(
@@ -449,8 +464,13 @@ impl<'s> Parser<'s> {
         if self.cursor.peek() == Some(b'+') {
             return error(concatenation_message(), self.cursor.here());
         }
+        // An identifier has no escapes, so the id is the source between the quotes.
+        let id = &self.text[literal.span.start as usize + 1..literal.span.end as usize - 1];
+        if id != literal.value {
+            return error("a quoted node id must not contain escapes", literal.span);
+        }
         Ok(Endpoint {
-            id: literal.value,
+            id,
             span: literal.span,
             quoted: true,
         })
@@ -466,10 +486,10 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    fn attribute_block(&mut self) -> Scan<Vec<Attribute>> {
+    /// Parses `[ … ]`, setting each attribute on `attributes` (later keys win).
+    fn attribute_block_into(&mut self, attributes: &mut Attributes) -> Scan<()> {
         let open = self.cursor.here();
         self.cursor.bump();
-        let mut attributes = Vec::new();
         loop {
             self.cursor.skip_trivia()?;
             let here = self.cursor.here();
@@ -479,7 +499,7 @@ impl<'s> Parser<'s> {
                 }
                 Some(b']') => {
                     self.cursor.bump();
-                    return Ok(attributes);
+                    return Ok(());
                 }
                 Some(b',' | b';') => self.cursor.bump(),
                 Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
@@ -498,18 +518,18 @@ impl<'s> Parser<'s> {
                         );
                     }
                     let literal = self.value(key)?;
-                    attributes.push(attribute(key, key_span, literal));
+                    attributes.set(self.attribute(key, key_span, literal));
                 }
                 Some(b'"') => {
                     let literal = self.cursor.quoted()?;
                     let key_span = literal.span;
-                    let key = quoted_key(&literal)?;
+                    let key = quoted_key(self.text, &literal)?;
                     self.cursor.skip_trivia()?;
                     if !self.cursor.eat(b'=') {
                         return error(format!("expected '=' after attribute '{key}'"), key_span);
                     }
-                    let literal = self.value(&key)?;
-                    attributes.push(attribute(&key, key_span, literal));
+                    let literal = self.value(key)?;
+                    attributes.set(self.attribute(key, key_span, literal));
                 }
                 Some(b'[') => {
                     return error("missing ']' to close the previous attribute list", open)
@@ -528,7 +548,7 @@ impl<'s> Parser<'s> {
     }
 
     /// Scans the value after `key =`.
-    fn value(&mut self, key: &str) -> Scan<Literal> {
+    fn value(&mut self, key: &str) -> Scan<Literal<'s>> {
         self.cursor.skip_trivia()?;
         let here = self.cursor.here();
         match self.cursor.peek() {
@@ -553,7 +573,7 @@ impl<'s> Parser<'s> {
                     );
                 }
                 Ok(Literal {
-                    value: run.to_owned(),
+                    value: std::borrow::Cow::Borrowed(run),
                     span,
                     quoted: false,
                 })
@@ -563,22 +583,22 @@ impl<'s> Parser<'s> {
 
     fn assign(&mut self, attribute: Attribute) {
         if self.scopes.len() > 1 {
-            if attribute.key == "label" {
-                self.scope_mut().label = Some(attribute.value);
+            if &*attribute.key == "label" {
+                self.scope_mut().label = Some(attribute.value.to_string());
             }
             return;
         }
         self.graph.attributes.set(attribute);
     }
 
-    fn ensure_node(&mut self, endpoint: &Endpoint) -> usize {
-        if let Some(&index) = self.node_index.get(&endpoint.id) {
+    fn ensure_node(&mut self, endpoint: &Endpoint<'s>) -> usize {
+        if let Some(&index) = self.node_index.get(endpoint.id) {
             return index;
         }
         let index = self.graph.nodes.len();
         let attributes = self.scope_mut().node_defaults.clone();
         self.graph.nodes.push(SyntaxNode {
-            id: endpoint.id.clone(),
+            id: endpoint.id.to_owned(),
             span: endpoint.span,
             declared: false,
             quoted: endpoint.quoted,
@@ -586,26 +606,32 @@ impl<'s> Parser<'s> {
             derived_classes: Vec::new(),
         });
         self.derived.push(Vec::new());
-        self.node_index.insert(endpoint.id.clone(), index);
+        self.node_index.insert(endpoint.id, index);
         if self.scopes.len() > 1 {
             self.scope_mut().members.push(index);
         }
         index
     }
 
+    /// Builds an attribute, sharing the key's allocation with earlier uses of the key.
+    fn attribute(&mut self, key: &'s str, key_span: Span, literal: Literal<'s>) -> Attribute {
+        let key = self
+            .keys
+            .entry(key)
+            .or_insert_with(|| Arc::from(key))
+            .clone();
+        Attribute {
+            key,
+            key_span,
+            value: Arc::from(literal.value.as_ref()),
+            value_span: literal.span,
+            quoted: literal.quoted,
+        }
+    }
+
     fn scope_mut(&mut self) -> &mut Scope {
         let last = self.scopes.len() - 1;
         &mut self.scopes[last]
-    }
-}
-
-fn attribute(key: &str, key_span: Span, literal: Literal) -> Attribute {
-    Attribute {
-        key: key.to_owned(),
-        key_span,
-        value: literal.value,
-        value_span: literal.span,
-        quoted: literal.quoted,
     }
 }
 
@@ -659,8 +685,9 @@ fn is_bare_value(run: &str) -> bool {
     digits > 0 && !run.starts_with('-') && matches!(rest, "ms" | "s" | "m" | "h" | "d")
 }
 
-/// A quoted attribute key must still have the form of `Key` (SPEC 2.3).
-fn quoted_key(literal: &Literal) -> Scan<String> {
+/// A quoted attribute key must still have the form of `Key` (SPEC 2.3); being made of
+/// identifiers, it is the source between the quotes.
+fn quoted_key<'s>(text: &'s str, literal: &Literal<'s>) -> Scan<&'s str> {
     let valid = !literal.value.is_empty() && literal.value.split('.').all(is_ident);
     if !valid {
         return error(
@@ -671,7 +698,14 @@ fn quoted_key(literal: &Literal) -> Scan<String> {
             literal.span,
         );
     }
-    Ok(literal.value.clone())
+    let source = &text[literal.span.start as usize + 1..literal.span.end as usize - 1];
+    if source != literal.value {
+        return error(
+            "a quoted attribute key must not contain escapes",
+            literal.span,
+        );
+    }
+    Ok(source)
 }
 
 fn html_message() -> &'static str {
