@@ -18,6 +18,41 @@ pub(crate) enum Command {
     Validate(ValidateArgs),
     /// Render a workflow as SVG (built-in layout) or normalised DOT.
     Graph(GraphArgs),
+    /// Validate, then execute a workflow.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Workflow file (.fabro, .dot, .gv) or a workflow name under .fabro/workflows/.
+    pub(crate) workflow: PathBuf,
+    /// Override the workflow's goal.
+    #[arg(long)]
+    pub(crate) goal: Option<String>,
+    /// Simulate every handler: no commands, no LLM calls, no side effects.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Answer every human gate with its default choice (or first option).
+    #[arg(long)]
+    pub(crate) auto_approve: bool,
+    /// Answer a human gate: NODE=LABEL (repeatable, consumed in order per node).
+    #[arg(long = "answer", value_name = "NODE=LABEL")]
+    pub(crate) answers: Vec<String>,
+    /// Model for LLM nodes without one of their own.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Provider for LLM nodes without one of their own.
+    #[arg(long)]
+    pub(crate) provider: Option<String>,
+    /// Run variable K=V (repeatable).
+    #[arg(long = "var", value_name = "K=V")]
+    pub(crate) vars: Vec<String>,
+    /// Use this run id instead of a new ULID.
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
+    /// Print NDJSON events on stdout instead of progress.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]

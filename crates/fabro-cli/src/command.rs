@@ -1,6 +1,7 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
 mod graph;
+mod run;
 mod validate;
 
 use std::path::Path;
@@ -17,6 +18,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
     match cli.command {
         Command::Validate(args) => validate::run(&args, output),
         Command::Graph(args) => graph::run(&args, output),
+        Command::Run(args) => run::run(&args, output),
     }
 }
 

@@ -7,8 +7,12 @@ use std::path::PathBuf;
 pub(crate) enum Status {
     /// Exit 0.
     Success,
-    /// Exit 1: the workflow has errors (or, later, the run failed). Already reported.
+    /// Exit 1: the workflow has errors, or the run failed or stalled. Already reported.
     Failure,
+    /// Exit 3: the run reached exit with status `partial_success`.
+    PartialSuccess,
+    /// Exit 130: the user cancelled the run.
+    Canceled,
 }
 
 /// A command that could not do its job.

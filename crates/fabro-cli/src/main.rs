@@ -9,6 +9,7 @@ mod command;
 mod error;
 mod loader;
 mod output;
+mod progress;
 mod report;
 mod view;
 
@@ -44,6 +45,8 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
     match result {
         Ok(Status::Success) => ExitCode::SUCCESS,
         Ok(Status::Failure) => ExitCode::from(1),
+        Ok(Status::PartialSuccess) => ExitCode::from(3),
+        Ok(Status::Canceled) => ExitCode::from(130),
         Err(CliError::Usage(_) | CliError::Io { .. }) => ExitCode::from(2),
     }
 }

@@ -1,11 +1,21 @@
 //! The fabro run engine.
 pub mod blob;
+mod catch_panic;
 pub mod context;
 pub mod event;
 pub mod failure;
+mod handler;
+pub mod llm_target;
 pub mod outcome;
+pub mod record;
+pub mod retry;
+pub mod routing;
+pub mod run;
+pub mod run_dir;
+pub mod sandbox;
 pub mod timestamp;
 pub mod transition;
+pub mod traversal;
 
 pub use context::Context;
 pub use outcome::{Failure, Outcome};

@@ -49,6 +49,12 @@ pub struct Outcome {
     /// Files the stage changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files_touched: Vec<String>,
+    /// Model of an LLM stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Provider of an LLM stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 impl Outcome {
@@ -64,6 +70,8 @@ impl Outcome {
             failure: None,
             usage: None,
             files_touched: Vec::new(),
+            model: None,
+            provider: None,
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod corpus;
 mod graph;
+mod run;
 mod validate;
 
 use std::process::Output;

@@ -1,0 +1,211 @@
+//! `fabro run WORKFLOW …` (SPEC 12.1): validate, execute, report, exit 0 / 3 / 1 / 130.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use fabro_engine::event::EventSink;
+use fabro_engine::llm_target::{credential_variable, LlmDefaults};
+use fabro_engine::run::{prepare, RunError, RunOptions};
+use fabro_engine::sandbox::SandboxEnv;
+use fabro_engine::traversal::RunEnd;
+use fabro_llm::Provider;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::RunArgs;
+use crate::error::{CliError, Status};
+use crate::loader::{locate_workflow, Catalog, FsLoader};
+use crate::output::Output;
+use crate::progress::{JsonSink, ProgressSink};
+use crate::report::{render_diagnostics, SourceView, Style};
+
+pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
+    let options = options(args)?;
+    let prepared = match prepare(options, &FsLoader, &Catalog) {
+        Ok(prepared) => prepared,
+        Err(RunError::InvalidWorkflow {
+            path,
+            text,
+            checked,
+        }) => {
+            let name = path.display().to_string();
+            let source = SourceView::new(&name, &text);
+            let style = Style {
+                snippet: output.stderr_is_terminal(),
+                color: output.stderr_color(),
+            };
+            output.err(&render_diagnostics(&source, &checked.diagnostics, style));
+            return Ok(Status::Failure);
+        }
+        Err(RunError::Configuration(message)) => return Err(CliError::Usage(message)),
+        Err(RunError::Io {
+            action,
+            path,
+            source,
+        }) => return Err(CliError::io(action, path, source)),
+    };
+    for warning in prepared.warnings() {
+        output.err(&format!("{warning}\n"));
+    }
+    if !args.json {
+        output.out(&format!(
+            "run_id: {}\nrun_dir: {}\n",
+            prepared.run_id(),
+            prepared.run_dir().display()
+        ));
+    }
+    let sink: Arc<dyn EventSink> = if args.json {
+        Arc::new(JsonSink::new())
+    } else {
+        Arc::new(ProgressSink::new(output.stderr_color()))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| CliError::Usage(format!("cannot start the async runtime: {error}")))?;
+    let result = runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let signals = tokio::spawn(watch_signals(cancel.clone()));
+        let result = prepared.execute(cancel, vec![sink]).await;
+        signals.abort();
+        result
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(RunError::Configuration(message)) => return Err(CliError::Usage(message)),
+        Err(RunError::Io {
+            action,
+            path,
+            source,
+        }) => return Err(CliError::io(action, path, source)),
+        Err(RunError::InvalidWorkflow { path, .. }) => {
+            return Err(CliError::Usage(format!(
+                "workflow {} has errors",
+                path.display()
+            )))
+        }
+    };
+    if !args.json {
+        let mut text = format!("status: {}\n", report.status);
+        if let Some(reason) = &report.reason {
+            text.push_str(&format!("reason: {reason}\n"));
+        }
+        output.out(&text);
+    }
+    Ok(match &report.end {
+        RunEnd::Completed { status } if *status == fabro_language::StageStatus::Success => {
+            Status::Success
+        }
+        RunEnd::Completed { .. } => Status::PartialSuccess,
+        RunEnd::Failed { .. } => Status::Failure,
+        RunEnd::Canceled { stalled: true, .. } => Status::Failure,
+        RunEnd::Canceled { stalled: false, .. } => Status::Canceled,
+    })
+}
+
+/// First SIGINT or SIGTERM cancels the run cleanly; a second one exits at once with 130
+/// (SPEC 4.8).
+async fn watch_signals(cancel: CancellationToken) {
+    let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return;
+    };
+    let Ok(mut interrupt) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    else {
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    cancel.cancel();
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    force_exit();
+}
+
+#[expect(
+    clippy::exit,
+    reason = "a second signal must end the process at once, without further writes (SPEC 4.8)"
+)]
+fn force_exit() {
+    std::process::exit(130);
+}
+
+fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
+    let workflow_path = locate_workflow(&args.workflow);
+    let answers = args
+        .answers
+        .iter()
+        .map(|answer| split_pair(answer, "--answer", "NODE=LABEL"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let vars = args
+        .vars
+        .iter()
+        .map(|var| split_pair(var, "--var", "K=V"))
+        .collect::<Result<BTreeMap<_, _>, _>>()?;
+    let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let fabro_home = env("FABRO_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        env("HOME").map_or_else(
+            || PathBuf::from(".fabro"),
+            |home| PathBuf::from(home).join(".fabro"),
+        )
+    });
+    let credentials = [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Gemini,
+        Provider::OpenAiCompatible,
+    ]
+    .into_iter()
+    .filter(|&provider| {
+        env(credential_variable(provider)).is_some()
+            || (provider == Provider::Gemini && env("GOOGLE_API_KEY").is_some())
+    })
+    .collect();
+    let random_seed = match env("FABRO_RANDOM_SEED") {
+        Some(seed) => Some(seed.parse().map_err(|_| {
+            CliError::Usage(format!(
+                "FABRO_RANDOM_SEED must be an unsigned integer, found '{seed}'"
+            ))
+        })?),
+        None => None,
+    };
+    Ok(RunOptions {
+        workflow_path,
+        goal: args.goal.clone(),
+        dry_run: args.dry_run,
+        auto_approve: args.auto_approve,
+        answers,
+        vars,
+        run_id: args.run_id.clone(),
+        fabro_home,
+        console: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        llm: LlmDefaults {
+            cli_model: args.model.clone(),
+            cli_provider: args.provider.clone(),
+            env_model: env("FABRO_MODEL"),
+            env_provider: env("FABRO_PROVIDER"),
+            config_model: None,
+            config_provider: None,
+            credentials,
+        },
+        simulated_responses: env("FABRO_SIMULATED_RESPONSES").map(PathBuf::from),
+        random_seed,
+        sandbox_env: SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new()),
+    })
+}
+
+fn split_pair(text: &str, flag: &str, form: &str) -> Result<(String, String), CliError> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(CliError::Usage(format!(
+            "{flag} expects {form}, found '{text}'"
+        ))),
+    }
+}

@@ -1,0 +1,143 @@
+//! The live view of a run on stderr (one line per stage), and the `--json` event stream
+//! on stdout (SPEC 12.1).
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use fabro_engine::event::{EventEnvelope, EventSink};
+use serde_json::Value;
+
+/// Prints one line per finished stage to stderr.
+pub(crate) struct ProgressSink {
+    color: bool,
+    lock: Mutex<()>,
+}
+
+impl ProgressSink {
+    pub(crate) fn new(color: bool) -> ProgressSink {
+        ProgressSink {
+            color,
+            lock: Mutex::new(()),
+        }
+    }
+}
+
+impl EventSink for ProgressSink {
+    fn emit(&self, envelope: &EventEnvelope) {
+        let Some(line) = progress_line(envelope, self.color) else {
+            return;
+        };
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "{line}");
+    }
+}
+
+/// The progress line for an event, if it gets one.
+pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<String> {
+    let properties = &envelope.properties;
+    let node = envelope.node_id.as_deref().unwrap_or("");
+    match envelope.event.as_str() {
+        "StageCompleted" => {
+            let status = properties
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let duration = properties
+                .get("duration_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let (mark, paint) = match status {
+                "success" => ("✓", "\x1b[32m"),
+                "partial_success" | "skipped" => ("~", "\x1b[33m"),
+                _ => ("✗", "\x1b[31m"),
+            };
+            let mark = if color {
+                format!("{paint}{mark}\x1b[0m")
+            } else {
+                mark.to_owned()
+            };
+            let mut line = format!("{mark} {node} {status} ({})", format_duration_ms(duration));
+            if let (Some(model), Some(usage)) = (
+                properties.get("model").and_then(Value::as_str),
+                properties.get("usage").filter(|usage| !usage.is_null()),
+            ) {
+                let input = usage
+                    .get("input_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let output = usage
+                    .get("output_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                line.push_str(&format!(" {model} {input} in / {output} out"));
+            }
+            if let Some(reason) = properties.get("failure_reason").and_then(Value::as_str) {
+                let first = reason.lines().next().unwrap_or("");
+                line.push_str(&format!(": {first}"));
+            }
+            Some(line)
+        }
+        "StageRetrying" => {
+            let attempt = properties
+                .get("next_attempt")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let delay = properties
+                .get("delay_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            Some(format!(
+                "↻ {node} retrying (attempt {attempt} in {})",
+                format_duration_ms(delay)
+            ))
+        }
+        "Warning" => {
+            let message = properties
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            Some(format!("warning: {message}"))
+        }
+        _ => None,
+    }
+}
+
+fn format_duration_ms(milliseconds: u64) -> String {
+    if milliseconds < 1000 {
+        format!("{milliseconds}ms")
+    } else {
+        format!("{:.1}s", milliseconds as f64 / 1000.0)
+    }
+}
+
+/// Prints every event envelope as one JSON line on stdout (`--json`).
+pub(crate) struct JsonSink {
+    lock: Mutex<()>,
+}
+
+impl JsonSink {
+    pub(crate) fn new() -> JsonSink {
+        JsonSink {
+            lock: Mutex::new(()),
+        }
+    }
+}
+
+impl EventSink for JsonSink {
+    fn emit(&self, envelope: &EventEnvelope) {
+        let Ok(line) = serde_json::to_string(envelope) else {
+            return;
+        };
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}

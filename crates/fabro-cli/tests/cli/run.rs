@@ -1,0 +1,352 @@
+//! `fabro run`: end-to-end runs on the real binary, checking exit codes, stdout, run
+//! directory files and events.
+
+use std::path::PathBuf;
+
+use fabro_test_support::TestEnv;
+use serde_json::Value;
+
+use crate::{code, fabro, stderr, stdout};
+
+/// Runs `workflow` as `w.fabro` with `args` and a fixed run id; returns the output and
+/// the run directory.
+fn run(env: &TestEnv, workflow: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+    env.write("w.fabro", workflow);
+    let mut all = vec!["run", "w.fabro", "--run-id", "r1"];
+    all.extend_from_slice(args);
+    let output = fabro(env, &all);
+    (output, env.fabro_home().join("scratch/r1"))
+}
+
+fn events(run_dir: &std::path::Path) -> Vec<Value> {
+    fs_err::read_to_string(run_dir.join("events.jsonl"))
+        .expect("events written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("valid event line"))
+        .collect()
+}
+
+fn event_names(run_dir: &std::path::Path) -> Vec<String> {
+    events(run_dir)
+        .iter()
+        .map(|event| event["event"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn completed(run_dir: &std::path::Path) -> Vec<String> {
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    checkpoint["completed_nodes"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|node| node.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+const FRAME_START: &str = "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n";
+
+#[test]
+fn linear_pipeline_of_commands_succeeds_with_records() {
+    let env = TestEnv::new("run_linear");
+    let mut workflow = FRAME_START.to_owned();
+    let mut chain = vec!["start".to_owned()];
+    for index in 1..=10 {
+        workflow.push_str(&format!(
+            "  c{index} [shape=parallelogram, script=\"echo step{index} >> log.txt\"]\n"
+        ));
+        chain.push(format!("c{index}"));
+    }
+    chain.push("exit".to_owned());
+    workflow.push_str(&format!("  {}\n}}\n", chain.join(" -> ")));
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "run_id: r1\nrun_dir: {}\nstatus: success\n",
+            run_dir.display()
+        )
+    );
+    let log = fs_err::read_to_string(env.work_dir().join("log.txt")).expect("commands ran");
+    assert_eq!(log.lines().count(), 10);
+    assert_eq!(completed(&run_dir), chain);
+    let status: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("stages/002-c1@1/status.json")).expect("status.json"),
+    )
+    .expect("json");
+    assert_eq!(status["status"], "success");
+    assert_eq!(status["handler"], "command");
+    assert!(run_dir.join("stages/002-c1@1/stdout.log").exists());
+    let names = event_names(&run_dir);
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("WorkflowRunStarted")
+    );
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("WorkflowRunCompleted")
+    );
+    assert_eq!(
+        &names[1..6],
+        [
+            "StageStarted",
+            "StageCompleted",
+            "EdgeSelected",
+            "CheckpointCompleted",
+            "StageStarted"
+        ]
+    );
+    let manifest: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    assert_eq!(manifest["workflow_name"], "w");
+    assert_eq!(manifest["node_count"], 12);
+}
+
+#[test]
+fn conditions_route_on_command_results_and_beat_weights() {
+    let env = TestEnv::new("run_conditions");
+    let workflow = format!(
+        "{FRAME_START}  check [shape=parallelogram, script=\"echo ALL PASS\"]\n  gate [shape=diamond]\n  good [shape=parallelogram, script=\"touch good\"]\n  bad [shape=parallelogram, script=\"touch bad\"]\n  start -> check -> gate\n  gate -> good [condition=\"command.output contains PASS && outcome=success\"]\n  gate -> bad [weight=100]\n  good -> exit\n  bad -> exit\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(env.work_dir().join("good").exists());
+    assert!(!env.work_dir().join("bad").exists());
+    let selected: Vec<Value> = events(&run_dir)
+        .into_iter()
+        .filter(|event| event["event"] == "EdgeSelected" && event["properties"]["from"] == "gate")
+        .collect();
+    assert_eq!(selected[0]["properties"]["reason"], "condition");
+}
+
+#[test]
+fn failed_command_routed_to_exit_is_partial_success_with_exit_3() {
+    let env = TestEnv::new("run_partial");
+    let workflow = format!(
+        "{FRAME_START}  t [shape=parallelogram, script=\"exit 4\"]\n  start -> t -> exit\n}}\n"
+    );
+    let (output, _) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    assert!(stdout(&output).ends_with("status: partial_success\n"));
+}
+
+#[test]
+fn failure_without_an_edge_fails_the_run_with_the_reason() {
+    let env = TestEnv::new("run_fail");
+    let workflow = format!("{FRAME_START}  t [shape=parallelogram, script=\"exit 4\"]\n  start -> t\n  t -> exit [condition=\"outcome=success\"]\n}}\n");
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains("status: fail\nreason: Script failed with exit code: 4"),
+        "{}",
+        stdout(&output)
+    );
+    let last = events(&run_dir).pop().expect("events");
+    assert_eq!(last["event"], "WorkflowRunFailed");
+    assert_eq!(last["properties"]["failure_class"], "deterministic");
+    assert_eq!(last["properties"]["node_id"], "t");
+}
+
+#[test]
+fn timeouts_are_retried_per_policy_until_the_command_succeeds() {
+    let env = TestEnv::new("run_retry");
+    let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; if [ $n -lt 3 ]; then sleep 5; fi";
+    let workflow = format!(
+        "{FRAME_START}  flaky [shape=parallelogram, retry_policy=linear, timeout=\"300ms\", script=\"{script}\"]\n  start -> flaky -> exit\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        fs_err::read_to_string(env.work_dir().join("count"))
+            .expect("count")
+            .trim(),
+        "3"
+    );
+    let retries = event_names(&run_dir)
+        .iter()
+        .filter(|name| *name == "StageRetrying")
+        .count();
+    assert_eq!(retries, 2);
+    assert!(run_dir
+        .join("stages/002-flaky@1/attempts/1/status.json")
+        .exists());
+    assert!(run_dir
+        .join("stages/002-flaky@1/attempts/2/status.json")
+        .exists());
+}
+
+#[test]
+fn goal_gate_sends_the_run_back_to_its_retry_target() {
+    let env = TestEnv::new("run_goal_gate");
+    let workflow = format!(
+        "{FRAME_START}  fix [shape=parallelogram, script=\"touch fixed\"]\n  verify [shape=parallelogram, goal_gate=true, retry_target=fix, script=\"test -f fixed\"]\n  start -> verify -> exit\n  fix -> verify\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    // The gate's latest outcome is success, so the run is a success (SPEC 4.7).
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let nodes = completed(&run_dir);
+    assert_eq!(nodes, ["start", "verify", "fix", "verify", "exit"]);
+    assert!(event_names(&run_dir).contains(&"GoalGateUnsatisfied".to_owned()));
+}
+
+#[test]
+fn human_gates_follow_answers_and_auto_approve() {
+    let env = TestEnv::new("run_human");
+    let workflow = format!(
+        "{FRAME_START}  ask [shape=hexagon, label=\"Ship?\"]\n  yes [shape=parallelogram, script=\"touch yes\"]\n  no [shape=parallelogram, script=\"touch no\"]\n  start -> ask\n  ask -> yes [label=\"[Y] Yes\"]\n  ask -> no [label=\"[N] No\"]\n  yes -> exit\n  no -> exit\n}}\n"
+    );
+    let (output, _) = run(&env, &workflow, &["--answer", "ask=N"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(env.work_dir().join("no").exists());
+    assert!(!env.work_dir().join("yes").exists());
+
+    let env = TestEnv::new("run_human_auto");
+    let (output, _) = run(&env, &workflow, &["--auto-approve"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(env.work_dir().join("yes").exists());
+
+    let env = TestEnv::new("run_human_none");
+    let (output, _) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains(
+            "human input unavailable: no interactive terminal (use --answer or --auto-approve)"
+        ),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn visit_limits_stop_cycles_with_the_spec_message() {
+    let env = TestEnv::new("run_visits");
+    let workflow = format!(
+        "{FRAME_START}  spin [shape=parallelogram, max_visits=3, script=\"true\"]\n  start -> spin\n  spin -> spin\n  spin -> exit [condition=\"outcome=fail\"]\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains(
+            "reason: node \"spin\" visited 3 times (node limit 3); run is stuck in a cycle"
+        ),
+        "{}",
+        stdout(&output)
+    );
+    let last = events(&run_dir).pop().expect("events");
+    assert_eq!(last["properties"]["failure_class"], "compilation_loop");
+}
+
+#[test]
+fn repeated_deterministic_failures_trip_the_circuit_breaker() {
+    let env = TestEnv::new("run_breaker");
+    let workflow = format!(
+        "{FRAME_START}  t [shape=parallelogram, script=\"exit 2\"]\n  start -> t\n  t -> t [condition=\"outcome=fail\"]\n  t -> exit [condition=\"outcome=success\"]\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains("reason: deterministic failure cycle detected: signature t|deterministic|script failed with exit code: <n> repeated 3 times (limit 3)"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(event_names(&run_dir).contains(&"CircuitBreakerTripped".to_owned()));
+}
+
+#[test]
+fn llm_stages_run_on_the_simulated_provider_and_route_on_scripted_json() {
+    let env = TestEnv::new("run_llm");
+    env.write(
+        "responses.json",
+        r#"{"nodes": {"review": [{"text": "Needs work {\"preferred_next_label\": \"revise\"}"}, {"text": "LGTM {\"preferred_next_label\": \"done\"}"}]}}"#,
+    );
+    let workflow = format!(
+        "{FRAME_START}  draft [shape=tab, prompt=\"Draft $goal\"]\n  review [shape=tab, prompt=\"Review\"]\n  start -> draft -> review\n  review -> draft [label=\"revise\"]\n  review -> exit [label=\"done\"]\n  goal=\"a poem\"\n  max_node_visits=5\n}}\n"
+    );
+    env.write("w.fabro", &workflow);
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("runs");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("note: no LLM credentials found; using the simulated provider")
+    );
+    let run_dir = env.fabro_home().join("scratch/r1");
+    assert_eq!(
+        completed(&run_dir),
+        ["start", "draft", "review", "draft", "review", "exit"]
+    );
+    let prompt =
+        fs_err::read_to_string(run_dir.join("stages/002-draft@1/prompt.md")).expect("prompt.md");
+    assert!(prompt.ends_with("Draft a poem"), "{prompt}");
+    let response = fs_err::read_to_string(run_dir.join("stages/002-draft@1/response.md"))
+        .expect("response.md");
+    assert_eq!(response, "[Simulated] Response for stage: draft");
+    let manifest: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    assert_eq!(manifest["simulated_llm"], true);
+}
+
+#[test]
+fn validation_errors_exit_one_before_a_run_directory_exists() {
+    let env = TestEnv::new("run_invalid");
+    let (output, run_dir) = run(&env, "digraph { a -> b }\n", &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stderr(&output).contains("error[start_node]"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!run_dir.exists());
+}
+
+#[test]
+fn sigint_cancels_the_run_with_exit_130() {
+    let env = TestEnv::new("run_sigint");
+    let workflow = format!("{FRAME_START}  slow [shape=parallelogram, script=\"touch started; sleep 30\"]\n  start -> slow -> exit\n}}\n");
+    env.write("w.fabro", &workflow);
+    let child = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let started = env.work_dir().join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal sent");
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(
+        code(&output),
+        130,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run_dir = env.fabro_home().join("scratch/r1");
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    assert_eq!(checkpoint["run_status"], "canceled");
+    assert_eq!(checkpoint["next_node_id"], "slow");
+}

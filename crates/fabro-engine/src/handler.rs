@@ -1,0 +1,219 @@
+//! Stage handlers (SPEC 5): one module per handler type, dispatched by
+//! [`HandlerKind`] in [`execute`].
+//!
+//! A handler gets a [`StageInput`] (the node, a read-only snapshot of the context, the
+//! stage directory, the working directory and the run's services) and returns an
+//! [`Outcome`]. Handlers never fail with `Err`: every problem becomes a failed outcome
+//! with a reason and a failure class (SPEC 4.3).
+
+mod command;
+mod conditional;
+mod human;
+mod llm;
+mod wait;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fabro_language::{HandlerKind, Node, NodeIndex, Workflow};
+use tokio_util::sync::CancellationToken;
+
+use crate::blob::BlobStore;
+use crate::context::Context;
+use crate::event::Emitter;
+use crate::outcome::Outcome;
+use crate::sandbox::SandboxEnv;
+
+pub(crate) use human::Interviewer;
+
+/// Everything a handler may read for one attempt.
+pub(crate) struct StageInput<'a> {
+    /// The workflow.
+    pub(crate) workflow: &'a Workflow,
+    /// The node being executed.
+    pub(crate) node: &'a Node,
+    /// Its index.
+    pub(crate) node_index: NodeIndex,
+    /// The context before this stage (read-only).
+    pub(crate) context: &'a Context,
+    /// `{run_dir}/stages/{rank:03}-{node_id}@{visit}/`, already created.
+    pub(crate) stage_dir: &'a Path,
+    /// The stage's working directory.
+    pub(crate) work_dir: &'a Path,
+    /// 1-based attempt number.
+    pub(crate) attempt: u32,
+    /// Outcome of the most recently completed stage, if any (conditional nodes copy it,
+    /// SPEC 5.6).
+    pub(crate) previous: Option<&'a Outcome>,
+    /// Preamble for LLM nodes (SPEC 6.6), empty for other handlers.
+    pub(crate) preamble: &'a str,
+    /// Run-wide services.
+    pub(crate) services: &'a RunServices,
+}
+
+/// Run-wide services shared by all stages.
+pub(crate) struct RunServices {
+    /// The run id.
+    pub(crate) run_id: String,
+    /// Events.
+    pub(crate) emitter: Arc<Emitter>,
+    /// The global blob store.
+    pub(crate) blobs: BlobStore,
+    /// Cancelled on SIGINT/SIGTERM or by the stall watchdog; every long wait selects on
+    /// it and handlers must return within 2 seconds (SPEC 4.3).
+    pub(crate) cancel: CancellationToken,
+    /// `--dry-run`: every handler is simulated (SPEC 4.9).
+    pub(crate) dry_run: bool,
+    /// Environment for commands (SPEC 13.5).
+    pub(crate) sandbox_env: SandboxEnv,
+    /// Human gate answer sources (SPEC 5.5).
+    pub(crate) interviewer: Interviewer,
+    /// Run variables, for expanding prompts and scripts (SPEC 2.7).
+    pub(crate) variables: fabro_language::Variables,
+    /// Provider, model and client per LLM node (SPEC 10.2).
+    pub(crate) llm: crate::llm_target::LlmSetup,
+}
+
+/// Runs the handler of `input.node` for one attempt.
+pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
+    match input.node.handler {
+        HandlerKind::Start | HandlerKind::Exit => Outcome::success(),
+        HandlerKind::Command => command::execute(input).await,
+        HandlerKind::Human => human::execute(input).await,
+        HandlerKind::Wait => wait::execute(input).await,
+        HandlerKind::Conditional => conditional::execute(input),
+        HandlerKind::Agent | HandlerKind::Prompt => llm::execute(input).await,
+        HandlerKind::Parallel | HandlerKind::FanIn | HandlerKind::SubWorkflow => Outcome::fail(
+            format!("handler {} is not wired yet", input.node.handler),
+            crate::failure::FailureClass::Deterministic,
+        ),
+    }
+}
+
+/// Scaffolding for handler unit tests: a run over a temporary directory and a workflow
+/// parsed from a DOT snippet.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use fabro_language::{AnyModel, CheckOptions, NoFiles, Variables, Workflow};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{Interviewer, RunServices, StageInput};
+    use crate::blob::BlobStore;
+    use crate::context::Context;
+    use crate::event::{read_events, Emitter, EventEnvelope};
+    use crate::llm_target::{LlmDefaults, LlmSetup};
+    use crate::sandbox::SandboxEnv;
+
+    /// A run over a fresh temporary directory `{tmp}`: events go to
+    /// `{tmp}/events.jsonl`, blobs under `{tmp}/blobs/`, the stage directory is
+    /// `{tmp}/stages/001-stage@1/` and the working directory `{tmp}/work/`.
+    pub(crate) struct TestRun {
+        /// Deleted when the run is dropped.
+        pub(crate) dir: tempfile::TempDir,
+        /// The services handed to handlers; fields may be changed before building inputs
+        /// (`dry_run`, `interviewer`, `sandbox_env`, …).
+        pub(crate) services: RunServices,
+        /// The context every [`TestRun::input`] sees; replace it with struct update
+        /// syntax (`StageInput { context: &other, ..run.input(&workflow, "id") }`).
+        pub(crate) context: Context,
+        /// The stage directory, already created.
+        pub(crate) stage_dir: PathBuf,
+        /// The working directory, already created.
+        pub(crate) work_dir: PathBuf,
+    }
+
+    impl TestRun {
+        /// A run with the real (filtered) environment, a default interviewer, a fresh
+        /// cancellation token, no run variables, an LLM setup where every node falls back
+        /// to the simulated client (replace `services.llm` to resolve a real workflow) and
+        /// `dry_run` off.
+        pub(crate) fn new() -> TestRun {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let root = dir.path();
+            let stage_dir = root.join("stages").join("001-stage@1");
+            let work_dir = root.join("work");
+            fs_err::create_dir_all(&stage_dir).expect("stage directory");
+            fs_err::create_dir_all(&work_dir).expect("working directory");
+            let emitter = Emitter::open("test-run", &root.join("events.jsonl"), 1, Vec::new())
+                .expect("events file");
+            let services = RunServices {
+                run_id: "test-run".to_owned(),
+                emitter: Arc::new(emitter),
+                blobs: BlobStore::new(root),
+                cancel: CancellationToken::new(),
+                dry_run: false,
+                sandbox_env: SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new()),
+                interviewer: Interviewer::new(&[], false, false),
+                variables: Variables::default(),
+                llm: no_llm_nodes(),
+            };
+            TestRun {
+                dir,
+                services,
+                context: Context::new(),
+                stage_dir,
+                work_dir,
+            }
+        }
+
+        /// The temporary directory.
+        pub(crate) fn path(&self) -> &Path {
+            self.dir.path()
+        }
+
+        /// The input for the first attempt of node `node_id` of `workflow`.
+        pub(crate) fn input<'a>(&'a self, workflow: &'a Workflow, node_id: &str) -> StageInput<'a> {
+            let node_index = workflow
+                .find(node_id)
+                .unwrap_or_else(|| panic!("workflow has no node {node_id}"));
+            StageInput {
+                workflow,
+                node: workflow.node(node_index),
+                node_index,
+                context: &self.context,
+                stage_dir: &self.stage_dir,
+                work_dir: &self.work_dir,
+                attempt: 1,
+                previous: None,
+                preamble: "",
+                services: &self.services,
+            }
+        }
+
+        /// Every event written to `events.jsonl` so far.
+        pub(crate) fn events(&self) -> Vec<EventEnvelope> {
+            let text =
+                fs_err::read_to_string(self.path().join("events.jsonl")).expect("events file");
+            read_events(&text)
+        }
+    }
+
+    /// Parses and lowers `dot` with [`fabro_language::check`]. Lint diagnostics are
+    /// ignored, so tests can build nodes that validation would reject (an empty script,
+    /// an unknown language); only a parse error panics.
+    pub(crate) fn workflow(dot: &str) -> Workflow {
+        let variables = Variables::default();
+        let options = CheckOptions {
+            loader: &NoFiles,
+            variables: &variables,
+            models: &AnyModel,
+        };
+        let checked = fabro_language::check(Path::new("test.fabro"), dot, &options);
+        checked
+            .workflow
+            .unwrap_or_else(|| panic!("workflow does not parse: {:?}", checked.diagnostics))
+    }
+
+    /// The LLM setup of a workflow without LLM nodes: every node gets the simulated
+    /// fallback.
+    fn no_llm_nodes() -> LlmSetup {
+        let workflow =
+            workflow("digraph { start [shape=Mdiamond] exit [shape=Msquare] start -> exit }");
+        LlmSetup::resolve(&workflow, &LlmDefaults::default(), Arc::default(), false)
+            .expect("a workflow without LLM nodes needs no credentials")
+    }
+}

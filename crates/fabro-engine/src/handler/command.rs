@@ -1,0 +1,975 @@
+//! The command handler (SPEC 5.4): runs a node's shell or Python script in a process
+//! group of its own, streams stdout and stderr to `stdout.log` and `stderr.log` in the
+//! stage directory while it runs, stores both streams as blobs once it ends (SPEC 7.7)
+//! and turns the exit status, a timeout or a cancellation into an outcome.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::{pin, Pin};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use fabro_language::model::ScriptLanguage;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+use super::StageInput;
+use crate::blob::{BlobError, BlobStore};
+use crate::event::{Emitter, Event};
+use crate::failure::FailureClass;
+use crate::outcome::Outcome;
+
+/// The timeout of a command node without a `timeout` attribute (SPEC 2.10).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time between SIGTERM and SIGKILL (SPEC 4.8, 5.4).
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for the pipes to close after SIGKILL: a grandchild that moved to
+/// another process group could keep them open for ever.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
+/// Lines of each stream quoted in the failure reason (SPEC 5.4).
+const TAIL_LINES: usize = 20;
+/// Upper bound of a tail buffer, so one endless line cannot exhaust memory.
+const TAIL_MAX_BYTES: usize = 64 * 1024;
+/// Size of one read from a pipe.
+const CHUNK_BYTES: usize = 8 * 1024;
+
+/// Context key of the stdout blob ref (SPEC 6.2).
+const OUTPUT_KEY: &str = "command.output";
+/// Context key of the stderr blob ref (SPEC 6.2).
+const STDERR_KEY: &str = "command.stderr";
+
+pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
+    run(input, KILL_GRACE).await
+}
+
+/// [`execute`] with the SIGTERM-to-SIGKILL grace as a parameter, so tests of the
+/// escalation need not wait the real 2 seconds.
+async fn run(input: &StageInput<'_>, kill_grace: Duration) -> Outcome {
+    // SPEC 2.7: defined run variables are expanded in scripts; shell variables survive.
+    let script = input.services.variables.expand(&input.node.script);
+    let script = script.as_ref();
+    if script.is_empty() {
+        return not_run(
+            input,
+            Outcome::fail("No script specified", FailureClass::Deterministic),
+        );
+    }
+    let interpreter = match Interpreter::of(&input.node.language) {
+        Ok(interpreter) => interpreter,
+        Err(value) => {
+            return not_run(
+                input,
+                Outcome::fail(
+                    format!(r#"Invalid language: "{value}" (expected "shell" or "python")"#),
+                    FailureClass::Deterministic,
+                ),
+            )
+        }
+    };
+    if input.services.dry_run {
+        // SPEC 4.9: the script does not run; both streams are empty blobs.
+        return not_run(
+            input,
+            Outcome::success().with_notes(format!("[Simulated] Script not run: {script}")),
+        );
+    }
+    if input.services.cancel.is_cancelled() {
+        return not_run(input, canceled());
+    }
+    run_script(input, script, interpreter, kill_grace).await
+}
+
+/// How a script language is run.
+#[derive(Debug, Clone, Copy)]
+struct Interpreter {
+    /// The program, given `-c {script}`.
+    program: &'static str,
+    /// The language name, for events.
+    language: &'static str,
+}
+
+impl Interpreter {
+    /// The interpreter of `language`, or the unsupported value.
+    fn of(language: &ScriptLanguage) -> Result<Interpreter, &str> {
+        match language {
+            ScriptLanguage::Shell => Ok(Interpreter {
+                program: "/bin/sh",
+                language: "shell",
+            }),
+            ScriptLanguage::Python => Ok(Interpreter {
+                program: "python3",
+                language: "python",
+            }),
+            ScriptLanguage::Other(value) => Err(value),
+        }
+    }
+}
+
+/// Why a script could not be run or its output not be kept. Every variant fails the
+/// stage as `deterministic`, the default class of SPEC 9.1.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error("cannot create {}", .path.display())]
+    CreateLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", .path.display())]
+    WriteLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the {stream} of the script")]
+    ReadPipe {
+        stream: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start {program}")]
+    Spawn {
+        program: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot wait for the script to exit")]
+    Wait(#[source] std::io::Error),
+    #[error("cannot read the captured {stream}")]
+    ReadLog {
+        stream: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot store the {stream} of the script")]
+    Store {
+        stream: &'static str,
+        #[source]
+        source: BlobError,
+    },
+    #[error("storing the {stream} of the script panicked")]
+    StorePanicked { stream: &'static str },
+}
+
+impl CommandError {
+    /// The failed outcome: the message followed by each cause.
+    fn into_outcome(self) -> Outcome {
+        let mut reason = self.to_string();
+        let mut source = std::error::Error::source(&self);
+        while let Some(cause) = source {
+            reason.push_str(": ");
+            reason.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Outcome::fail(reason, FailureClass::Deterministic)
+    }
+}
+
+/// How the script's run ended.
+enum Ending {
+    /// It exited on its own.
+    Exited(ExitStatus),
+    /// Its timeout expired and fabro stopped it; the status is unknown when it could not
+    /// be reaped.
+    TimedOut(Option<ExitStatus>),
+    /// The run was cancelled and fabro stopped it.
+    Canceled(Option<ExitStatus>),
+}
+
+impl Ending {
+    /// The exit code for events: `-1` for death by a signal, `None` when unknown.
+    fn exit_code(&self) -> Option<i32> {
+        let status = match self {
+            Ending::Exited(status) => Some(status),
+            Ending::TimedOut(status) | Ending::Canceled(status) => status.as_ref(),
+        };
+        status.map(|status| status.code().unwrap_or(-1))
+    }
+}
+
+/// Fails or succeeds without running anything, still setting both context keys to refs
+/// of empty-string blobs (SPEC 4.9, 5.4: "in all cases").
+fn not_run(input: &StageInput<'_>, outcome: Outcome) -> Outcome {
+    match store_text(&input.services.blobs, String::new(), "output") {
+        Ok(reference) => outcome
+            .with_update(OUTPUT_KEY, Value::String(reference.clone()))
+            .with_update(STDERR_KEY, Value::String(reference)),
+        Err(error) => error.into_outcome(),
+    }
+}
+
+/// Runs the script and reports it with `CommandStarted` and `CommandCompleted`.
+async fn run_script(
+    input: &StageInput<'_>,
+    script: &str,
+    interpreter: Interpreter,
+    kill_grace: Duration,
+) -> Outcome {
+    let node_id = input.node.id.as_str();
+    let emitter = &*input.services.emitter;
+    let timeout = input.node.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    emitter.emit(Event::node(
+        "CommandStarted",
+        node_id,
+        json!({"script": script, "language": interpreter.language, "timeout_ms": millis(timeout)}),
+    ));
+    let started = Instant::now();
+    let mut stdout = Capture::new(input.stage_dir.join("stdout.log"), "stdout");
+    let mut stderr = Capture::new(input.stage_dir.join("stderr.log"), "stderr");
+    let ending = supervise(
+        input,
+        script,
+        interpreter,
+        timeout,
+        kill_grace,
+        &mut stdout,
+        &mut stderr,
+    )
+    .await;
+    stdout.finish().await;
+    stderr.finish().await;
+    let duration_ms = millis(started.elapsed());
+
+    let blobs = &input.services.blobs;
+    let stdout_ref = store_log(blobs, &stdout).await;
+    let stderr_ref = store_log(blobs, &stderr).await;
+    let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
+    emitter.emit(Event::node(
+        "CommandCompleted",
+        node_id,
+        json!({
+            "exit_code": ending.as_ref().ok().and_then(Ending::exit_code),
+            "duration_ms": duration_ms,
+            "timed_out": matches!(ending, Ok(Ending::TimedOut(_))),
+            "stdout_ref": reference(&stdout_ref),
+            "stderr_ref": reference(&stderr_ref),
+        }),
+    ));
+
+    let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
+    match (stdout_ref, stderr_ref) {
+        (Ok(stdout_ref), Ok(stderr_ref)) => outcome
+            .with_update(OUTPUT_KEY, Value::String(stdout_ref))
+            .with_update(STDERR_KEY, Value::String(stderr_ref)),
+        (Err(error), _) | (_, Err(error)) => error.into_outcome(),
+    }
+}
+
+/// The outcome of a finished run, before the context updates. Cancellation and timeout
+/// take precedence over a lost log, which takes precedence over the exit status.
+fn outcome_of(
+    script: &str,
+    timeout: Duration,
+    ending: Result<Ending, CommandError>,
+    stdout: &mut Capture,
+    stderr: &mut Capture,
+) -> Outcome {
+    let status = match ending {
+        Err(error) => return error.into_outcome(),
+        Ok(Ending::Canceled(_)) => return canceled(),
+        Ok(Ending::TimedOut(_)) => {
+            return Outcome::fail(
+                format!("Script timed out after {}ms: {script}", millis(timeout)),
+                FailureClass::TransientInfra,
+            )
+        }
+        Ok(Ending::Exited(status)) => status,
+    };
+    if let Some(error) = stdout.error.take().or_else(|| stderr.error.take()) {
+        return error.into_outcome();
+    }
+    // A signal fabro did not send (fabro only signals on timeout and cancellation)
+    // reports -1, and any non-zero exit is deterministic whatever the output says
+    // (SPEC 5.4, 9.1).
+    match status.code().unwrap_or(-1) {
+        0 => Outcome::success().with_notes(format!("Script completed: {script}")),
+        code => Outcome::fail(
+            exit_failure_reason(code, &stdout.tail.text(), &stderr.tail.text()),
+            FailureClass::Deterministic,
+        ),
+    }
+}
+
+/// `Script failed with exit code: {code}`, then the tail of each non-empty stream under
+/// a heading naming it.
+fn exit_failure_reason(code: i32, stdout_tail: &str, stderr_tail: &str) -> String {
+    let mut reason = format!("Script failed with exit code: {code}");
+    for (stream, tail) in [("stdout", stdout_tail), ("stderr", stderr_tail)] {
+        if !tail.is_empty() {
+            reason.push_str(&format!("\n{stream} (last {TAIL_LINES} lines):\n{tail}"));
+        }
+    }
+    reason
+}
+
+/// The outcome of a cancelled stage (SPEC 4.8).
+fn canceled() -> Outcome {
+    Outcome::fail("canceled", FailureClass::Canceled)
+}
+
+/// Spawns the script and waits until it has exited and both pipes are drained, its
+/// timeout expires or the run is cancelled; in the last two cases the process group gets
+/// SIGTERM, then SIGKILL after `kill_grace`.
+async fn supervise(
+    input: &StageInput<'_>,
+    script: &str,
+    interpreter: Interpreter,
+    timeout: Duration,
+    kill_grace: Duration,
+    stdout: &mut Capture,
+    stderr: &mut Capture,
+) -> Result<Ending, CommandError> {
+    stdout.create().await?;
+    stderr.create().await?;
+    let mut child = Command::new(interpreter.program)
+        .arg("-c")
+        .arg(script)
+        .current_dir(input.work_dir)
+        .env_clear()
+        .envs(input.services.sandbox_env.iter())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| CommandError::Spawn {
+            program: interpreter.program,
+            source,
+        })?;
+    let group = ProcessGroup::of(&child);
+    let child_stdout = child.stdout.take();
+    let child_stderr = child.stderr.take();
+    let emitter = &*input.services.emitter;
+
+    let ending = {
+        let mut finished = pin!(async {
+            let (status, (), ()) = tokio::join!(
+                child.wait(),
+                stdout.pump(child_stdout, emitter),
+                stderr.pump(child_stderr, emitter),
+            );
+            status
+        });
+        tokio::select! {
+            biased;
+            status = &mut finished => Ending::Exited(status.map_err(CommandError::Wait)?),
+            () = input.services.cancel.cancelled() => {
+                Ending::Canceled(terminate(&group, finished, kill_grace).await)
+            }
+            () = tokio::time::sleep(timeout) => {
+                Ending::TimedOut(terminate(&group, finished, kill_grace).await)
+            }
+        }
+    };
+    let ending = match ending {
+        Ending::TimedOut(None) => Ending::TimedOut(reap(&mut child).await),
+        Ending::Canceled(None) => Ending::Canceled(reap(&mut child).await),
+        known => known,
+    };
+    // Processes the script left running with their output redirected stay alive, so a
+    // script may start a server for later stages.
+    group.disarm();
+    Ok(ending)
+}
+
+/// SIGTERM to the group, SIGKILL after `kill_grace`; the exit status once the script has
+/// exited and its pipes are drained, `None` if that does not happen soon after SIGKILL.
+async fn terminate(
+    group: &ProcessGroup,
+    mut finished: Pin<&mut impl Future<Output = std::io::Result<ExitStatus>>>,
+    kill_grace: Duration,
+) -> Option<ExitStatus> {
+    group.signal(Signal::SIGTERM);
+    if let Ok(status) = tokio::time::timeout(kill_grace, finished.as_mut()).await {
+        return status.ok();
+    }
+    group.signal(Signal::SIGKILL);
+    tokio::time::timeout(DRAIN_AFTER_KILL, finished)
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
+/// The status of a killed child whose pipes stayed open.
+async fn reap(child: &mut Child) -> Option<ExitStatus> {
+    tokio::time::timeout(DRAIN_AFTER_KILL, child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
+/// The script's process group. While armed, dropping it kills the whole group, so a
+/// stage future dropped mid-run (a stage timeout, a panic elsewhere) leaves no
+/// processes behind.
+struct ProcessGroup {
+    id: Option<Pid>,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    /// The group led by `child` (spawned with `process_group(0)`, so its pid is the
+    /// group id).
+    fn of(child: &Child) -> ProcessGroup {
+        ProcessGroup {
+            id: child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(Pid::from_raw),
+            armed: true,
+        }
+    }
+
+    /// Sends `signal` to every process of the group.
+    fn signal(&self, signal: Signal) {
+        if let Some(id) = self.id {
+            // ESRCH means the group is already gone, which is what we want.
+            if let Err(error) = killpg(id, signal) {
+                tracing::debug!(group = %id, %signal, %error, "cannot signal process group");
+            }
+        }
+    }
+
+    /// Leaves the group alone from now on.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+/// One captured stream: its log file, the tail kept for the failure reason, and the
+/// first error met while capturing it.
+struct Capture {
+    stream: &'static str,
+    path: PathBuf,
+    file: Option<tokio::fs::File>,
+    tail: Tail,
+    error: Option<CommandError>,
+}
+
+impl Capture {
+    fn new(path: PathBuf, stream: &'static str) -> Capture {
+        Capture {
+            stream,
+            path,
+            file: None,
+            tail: Tail::default(),
+            error: None,
+        }
+    }
+
+    /// Creates (or truncates) the log file.
+    async fn create(&mut self) -> Result<(), CommandError> {
+        let file = tokio::fs::File::create(&self.path)
+            .await
+            .map_err(|source| CommandError::CreateLog {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// Copies `pipe` to the log file chunk by chunk until end of file, noting each chunk
+    /// as activity for the stall watchdog (SPEC 9.11). After a write error it keeps
+    /// draining the pipe, so the script never blocks on a full pipe.
+    async fn pump(&mut self, pipe: Option<impl AsyncRead + Unpin>, emitter: &Emitter) {
+        let Some(mut pipe) = pipe else {
+            return;
+        };
+        let mut buffer = vec![0; CHUNK_BYTES];
+        loop {
+            let read = match pipe.read(&mut buffer).await {
+                Ok(0) => return,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    self.note(CommandError::ReadPipe {
+                        stream: self.stream,
+                        source,
+                    });
+                    return;
+                }
+            };
+            emitter.touch();
+            let chunk = redact(&buffer[..read]);
+            self.tail.push(&chunk);
+            if let Some(file) = self.file.as_mut() {
+                if let Err(source) = file.write_all(&chunk).await {
+                    self.file = None;
+                    self.note(CommandError::WriteLog {
+                        path: self.path.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Waits for writes still in flight (also after an interrupted pump) and closes the
+    /// log file.
+    async fn finish(&mut self) {
+        if let Some(mut file) = self.file.take() {
+            if let Err(source) = file.flush().await {
+                self.note(CommandError::WriteLog {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        }
+    }
+
+    fn note(&mut self, error: CommandError) {
+        self.error.get_or_insert(error);
+    }
+}
+
+/// SPEC 13.1: captured output is redacted before it reaches the log files, the failure
+/// reason and the blobs, and all three are fed from here. Secret redaction is not
+/// implemented yet, so chunks pass unchanged; a real redactor must carry state across
+/// chunks, since a secret can straddle two reads.
+fn redact(chunk: &[u8]) -> Cow<'_, [u8]> {
+    Cow::Borrowed(chunk)
+}
+
+/// The last [`TAIL_LINES`] lines of a stream, at most [`TAIL_MAX_BYTES`] bytes.
+#[derive(Debug, Default)]
+struct Tail {
+    bytes: Vec<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > TAIL_MAX_BYTES {
+            let mut cut = self.bytes.len() - TAIL_MAX_BYTES;
+            // Do not start inside a UTF-8 sequence.
+            while self
+                .bytes
+                .get(cut)
+                .is_some_and(|byte| byte & 0b1100_0000 == 0b1000_0000)
+            {
+                cut += 1;
+            }
+            self.bytes.drain(..cut);
+        }
+        let body = self.bytes.strip_suffix(b"\n").unwrap_or(&self.bytes);
+        let start = body
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, byte)| **byte == b'\n')
+            .nth(TAIL_LINES - 1)
+            .map(|(index, _)| index + 1);
+        if let Some(start) = start {
+            self.bytes.drain(..start);
+        }
+    }
+
+    /// The kept lines, decoded lossily, without the final newline.
+    fn text(&self) -> String {
+        let text = String::from_utf8_lossy(&self.bytes);
+        text.strip_suffix('\n').unwrap_or(&text).to_owned()
+    }
+}
+
+/// Stores a captured log as a blob: the bytes decoded as UTF-8 (invalid sequences
+/// replaced) and serialised as a compact JSON string (SPEC 7.7). A log that was never
+/// created (the script did not start) counts as empty.
+async fn store_log(blobs: &BlobStore, capture: &Capture) -> Result<String, CommandError> {
+    let blobs = blobs.clone();
+    let path = capture.path.clone();
+    let stream = capture.stream;
+    // Reading, hashing and writing a large output is blocking work (STYLE 11).
+    tokio::task::spawn_blocking(move || {
+        let bytes = read_log(&path).map_err(|source| CommandError::ReadLog { stream, source })?;
+        store_text(&blobs, String::from_utf8_lossy(&bytes).into_owned(), stream)
+    })
+    .await
+    .unwrap_or(Err(CommandError::StorePanicked { stream }))
+}
+
+fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
+    match fs_err::read(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        result => result,
+    }
+}
+
+/// Stores `text` as a JSON string blob and returns its ref.
+fn store_text(
+    blobs: &BlobStore,
+    text: String,
+    stream: &'static str,
+) -> Result<String, CommandError> {
+    blobs
+        .put_value(&Value::String(text))
+        .map(|(reference, _)| reference)
+        .map_err(|source| CommandError::Store { stream, source })
+}
+
+/// Whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::ffi::OsString;
+
+    use fabro_language::StageStatus;
+
+    use super::*;
+    use crate::event::EventEnvelope;
+    use crate::handler::test_support::{workflow, TestRun};
+    use crate::sandbox::SandboxEnv;
+
+    /// A workflow whose node `run` is a command node with `attributes`.
+    fn command_workflow(attributes: &str) -> fabro_language::Workflow {
+        workflow(&format!(
+            r#"digraph t {{
+                start [shape=Mdiamond]
+                run [shape=parallelogram, {attributes}]
+                exit [shape=Msquare]
+                start -> run -> exit
+            }}"#
+        ))
+    }
+
+    /// The JSON string a context ref points to.
+    fn blob_text(run: &TestRun, outcome: &Outcome, key: &str) -> String {
+        let reference = outcome.context_updates[key]
+            .as_str()
+            .expect("refs are strings");
+        match run
+            .services
+            .blobs
+            .read_value(reference)
+            .expect("blob stored")
+        {
+            Value::String(text) => text,
+            other => panic!("blob of {key} is not a string: {other}"),
+        }
+    }
+
+    fn log(run: &TestRun, name: &str) -> String {
+        fs_err::read_to_string(run.stage_dir.join(name)).expect("log written")
+    }
+
+    fn named<'a>(events: &'a [EventEnvelope], name: &str) -> Vec<&'a EventEnvelope> {
+        events.iter().filter(|event| event.event == name).collect()
+    }
+
+    fn completed(run: &TestRun) -> serde_json::Map<String, Value> {
+        let events = run.events();
+        let completed = named(&events, "CommandCompleted");
+        assert_eq!(completed.len(), 1, "{events:?}");
+        completed[0].properties.clone()
+    }
+
+    #[tokio::test]
+    async fn a_successful_script_streams_logs_and_stores_blobs() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="echo hello; echo oops >&2""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+        assert_eq!(
+            outcome.notes.as_deref(),
+            Some("Script completed: echo hello; echo oops >&2")
+        );
+        assert_eq!(log(&run, "stdout.log"), "hello\n");
+        assert_eq!(log(&run, "stderr.log"), "oops\n");
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "hello\n");
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "oops\n");
+
+        let events = run.events();
+        let started = named(&events, "CommandStarted");
+        assert_eq!(started.len(), 1);
+        assert_eq!(started[0].node_id.as_deref(), Some("run"));
+        assert_eq!(
+            Value::Object(started[0].properties.clone()),
+            json!({"script": "echo hello; echo oops >&2", "language": "shell", "timeout_ms": 600_000})
+        );
+        let completed = completed(&run);
+        assert_eq!(completed["exit_code"], json!(0));
+        assert_eq!(completed["timed_out"], json!(false));
+        assert!(completed["duration_ms"].is_u64());
+        assert_eq!(completed["stdout_ref"], outcome.context_updates[OUTPUT_KEY]);
+        assert_eq!(completed["stderr_ref"], outcome.context_updates[STDERR_KEY]);
+    }
+
+    #[tokio::test]
+    async fn a_non_zero_exit_fails_deterministically_with_the_last_lines() {
+        let run = TestRun::new();
+        let workflow = command_workflow(
+            r#"script="for i in $(seq 1 25); do echo line$i; done; echo bad >&2; exit 3""#,
+        );
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        let stdout_tail: Vec<String> = (6..=25).map(|line| format!("line{line}")).collect();
+        assert_eq!(
+            outcome.failure_reason(),
+            format!(
+                "Script failed with exit code: 3\nstdout (last 20 lines):\n{}\nstderr (last 20 lines):\nbad",
+                stdout_tail.join("\n")
+            )
+        );
+        assert!(blob_text(&run, &outcome, OUTPUT_KEY).starts_with("line1\nline2\n"));
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "bad\n");
+        assert_eq!(completed(&run)["exit_code"], json!(3));
+    }
+
+    #[tokio::test]
+    async fn a_silent_failure_has_a_one_line_reason() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="exit 3""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_reason(), "Script failed with exit code: 3");
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "");
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
+    }
+
+    #[tokio::test]
+    async fn death_by_a_foreign_signal_reports_minus_one() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="echo before; kill -9 $$""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        assert_eq!(
+            outcome.failure_reason(),
+            "Script failed with exit code: -1\nstdout (last 20 lines):\nbefore"
+        );
+        let completed = completed(&run);
+        assert_eq!(completed["exit_code"], json!(-1));
+        assert_eq!(completed["timed_out"], json!(false));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_stops_the_group_as_transient_infra() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="echo started; sleep 5", timeout="200ms""#);
+        let started = Instant::now();
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(outcome.failure_class(), Some(FailureClass::TransientInfra));
+        assert_eq!(
+            outcome.failure_reason(),
+            "Script timed out after 200ms: echo started; sleep 5"
+        );
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "started\n");
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
+        let events = run.events();
+        assert_eq!(
+            named(&events, "CommandStarted")[0].properties["timeout_ms"],
+            json!(200)
+        );
+        let completed = completed(&run);
+        assert_eq!(completed["timed_out"], json!(true));
+        assert_eq!(completed["exit_code"], json!(-1));
+    }
+
+    #[tokio::test]
+    async fn a_group_ignoring_sigterm_is_killed_after_the_grace() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="trap '' TERM; sleep 5", timeout="100ms""#);
+        let started = Instant::now();
+        let outcome = run_with_grace(&run, &workflow, Duration::from_millis(200)).await;
+
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(outcome.failure_class(), Some(FailureClass::TransientInfra));
+        assert_eq!(completed(&run)["exit_code"], json!(-1));
+    }
+
+    async fn run_with_grace(
+        run: &TestRun,
+        workflow: &fabro_language::Workflow,
+        grace: Duration,
+    ) -> Outcome {
+        super::run(&run.input(workflow, "run"), grace).await
+    }
+
+    #[tokio::test]
+    async fn cancellation_stops_the_group_and_fails_as_canceled() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="echo ready; sleep 5""#);
+        let stdout_log = run.stage_dir.join("stdout.log");
+        let cancel_when_ready = async {
+            // Synchronise on the script's own output rather than on a fixed delay.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !fs_err::read_to_string(&stdout_log).is_ok_and(|text| text.contains("ready")) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the script never wrote its output"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            run.services.cancel.cancel();
+            Instant::now()
+        };
+        let input = run.input(&workflow, "run");
+        let (outcome, canceled_at) = tokio::join!(execute(&input), cancel_when_ready);
+
+        assert!(canceled_at.elapsed() < Duration::from_secs(2));
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Canceled));
+        assert_eq!(outcome.failure_reason(), "canceled");
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "ready\n");
+        let completed = completed(&run);
+        assert_eq!(completed["timed_out"], json!(false));
+        assert_eq!(completed["exit_code"], json!(-1));
+    }
+
+    #[tokio::test]
+    async fn a_run_cancelled_before_the_stage_does_not_start_the_script() {
+        let run = TestRun::new();
+        run.services.cancel.cancel();
+        let workflow = command_workflow(r#"script="touch marker""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Canceled));
+        assert!(!run.work_dir.join("marker").exists());
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "");
+    }
+
+    #[tokio::test]
+    async fn python_scripts_run_with_python3() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="print(1)", language=python"#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "1\n");
+        let events = run.events();
+        assert_eq!(
+            named(&events, "CommandStarted")[0].properties["language"],
+            json!("python")
+        );
+    }
+
+    #[tokio::test]
+    async fn scripts_run_in_the_work_dir_with_only_the_sandbox_environment() {
+        let mut run = TestRun::new();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        run.services.sandbox_env = SandboxEnv::new(
+            [(OsString::from("PATH"), path)],
+            &[],
+            &BTreeMap::from([("FABRO_TEST_VALUE".to_owned(), "sandboxed".to_owned())]),
+        );
+        let workflow = command_workflow(r#"script="pwd; echo \"[$HOME][$FABRO_TEST_VALUE]\"""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+        let work_dir = run.work_dir.canonicalize().expect("work dir exists");
+        assert_eq!(
+            blob_text(&run, &outcome, OUTPUT_KEY),
+            format!("{}\n[][sandboxed]\n", work_dir.display())
+        );
+    }
+
+    #[tokio::test]
+    async fn run_variables_are_expanded_in_the_script() {
+        let mut run = TestRun::new();
+        run.services.variables = fabro_language::Variables::new(
+            "the goal",
+            BTreeMap::from([("name".to_owned(), "world".to_owned())]),
+        );
+        let workflow = command_workflow(r#"script="echo $name $goal ${name}""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(
+            outcome.notes.as_deref(),
+            Some("Script completed: echo world the goal ${name}")
+        );
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "world the goal\n");
+    }
+
+    #[tokio::test]
+    async fn an_empty_script_fails_without_running() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        assert_eq!(outcome.failure_reason(), "No script specified");
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "");
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
+        assert!(run.events().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_language_fails_without_running() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="touch marker", language=ruby"#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        assert_eq!(
+            outcome.failure_reason(),
+            r#"Invalid language: "ruby" (expected "shell" or "python")"#
+        );
+        assert!(!run.work_dir.join("marker").exists());
+        assert!(run.events().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_simulates_the_script() {
+        let mut run = TestRun::new();
+        run.services.dry_run = true;
+        let workflow = command_workflow(r#"script="touch marker""#);
+        let outcome = execute(&run.input(&workflow, "run")).await;
+
+        assert_eq!(outcome.status, StageStatus::Success);
+        assert_eq!(
+            outcome.notes.as_deref(),
+            Some("[Simulated] Script not run: touch marker")
+        );
+        assert!(!run.work_dir.join("marker").exists());
+        assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "");
+        assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
+        assert!(run.events().is_empty());
+    }
+
+    #[test]
+    fn tails_keep_the_last_lines_within_a_byte_bound() {
+        let mut tail = Tail::default();
+        for line in 1..=30 {
+            tail.push(format!("l{line}\n").as_bytes());
+        }
+        let expected: Vec<String> = (11..=30).map(|line| format!("l{line}")).collect();
+        assert_eq!(tail.text(), expected.join("\n"));
+
+        let mut partial = Tail::default();
+        partial.push(b"a\nb");
+        partial.push(b"c");
+        assert_eq!(partial.text(), "a\nbc");
+
+        let mut long = Tail::default();
+        long.push("é".repeat(TAIL_MAX_BYTES).as_bytes());
+        assert!(long.bytes.len() <= TAIL_MAX_BYTES);
+        assert!(!long.text().contains('\u{FFFD}'));
+    }
+}

@@ -1,0 +1,199 @@
+//! Run records written as JSON: `manifest.json` (SPEC 11.1), the per-stage
+//! `status.json` (SPEC 7.5) and `checkpoint.json` (SPEC 8.5).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::outcome::Outcome;
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Run id.
+    pub run_id: String,
+    /// Graph id or file stem.
+    pub workflow_name: String,
+    /// Path of the workflow file.
+    pub workflow_path: String,
+    /// Resolved goal.
+    pub goal: String,
+    /// Number of nodes.
+    pub node_count: usize,
+    /// Number of edges.
+    pub edge_count: usize,
+    /// Git base commit, when checkpointing is active.
+    pub base_sha: Option<String>,
+    /// Git run branch, when checkpointing is active.
+    pub run_branch: Option<String>,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// fabro version.
+    pub fabro_version: String,
+    /// Whether this is a dry run.
+    pub dry_run: bool,
+    /// Parent run of a child workflow.
+    pub parent_run_id: Option<String>,
+    /// Run variables (secret-looking values redacted).
+    pub vars: BTreeMap<String, String>,
+    /// Whether the simulated provider was chosen because nothing else was configured.
+    pub simulated_llm: bool,
+}
+
+/// Token usage as written in records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Reasoning tokens.
+    pub reasoning_tokens: u64,
+    /// Cache reads.
+    pub cache_read_tokens: u64,
+    /// Cache writes.
+    pub cache_write_tokens: u64,
+    /// Cost in USD.
+    pub cost_usd: Option<f64>,
+}
+
+impl From<fabro_llm::Usage> for UsageRecord {
+    fn from(usage: fabro_llm::Usage) -> UsageRecord {
+        UsageRecord {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            cost_usd: usage.cost_usd,
+        }
+    }
+}
+
+/// `status.json` of a stage visit: every key always present (SPEC 7.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageStatusFile {
+    /// Node id.
+    pub node_id: String,
+    /// Run-wide visit number.
+    pub visit: u32,
+    /// Stage rank.
+    pub rank: u32,
+    /// Final attempt number.
+    pub attempt: u32,
+    /// Handler type.
+    pub handler: String,
+    /// Canonical status.
+    pub status: String,
+    /// Condition-visible outcome.
+    pub outcome: String,
+    /// Failure reason.
+    pub failure_reason: Option<String>,
+    /// Failure class.
+    pub failure_class: Option<String>,
+    /// Failure signature.
+    pub failure_signature: Option<String>,
+    /// Preferred label.
+    pub preferred_next_label: Option<String>,
+    /// Suggested next ids.
+    pub suggested_next_ids: Vec<String>,
+    /// Context updates.
+    pub context_updates: BTreeMap<String, Value>,
+    /// Notes.
+    pub notes: Option<String>,
+    /// Files touched.
+    pub files_touched: Vec<String>,
+    /// Model used.
+    pub model: Option<String>,
+    /// Provider used.
+    pub provider: Option<String>,
+    /// Usage.
+    pub usage: Option<UsageRecord>,
+    /// Start time.
+    pub started_at: String,
+    /// End time.
+    pub finished_at: String,
+    /// Duration.
+    pub duration_ms: u64,
+}
+
+/// `checkpoint.json` (SPEC 8.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Format version, 1.
+    pub version: u32,
+    /// Run id.
+    pub run_id: String,
+    /// Time of writing.
+    pub timestamp: String,
+    /// Node that just completed.
+    pub current_node: Option<String>,
+    /// Node to execute next.
+    pub next_node_id: Option<String>,
+    /// Completed stages' node ids, one per visit.
+    pub completed_nodes: Vec<String>,
+    /// Retries used per node in its latest visit.
+    pub node_retries: BTreeMap<String, u32>,
+    /// Visits per node over the whole run.
+    pub node_visits: BTreeMap<String, u32>,
+    /// Visits per node in the current restart epoch.
+    pub epoch_node_visits: BTreeMap<String, u32>,
+    /// Latest outcome per node.
+    pub node_outcomes: BTreeMap<String, Outcome>,
+    /// Context snapshot.
+    #[serde(alias = "context")]
+    pub context_values: BTreeMap<String, Value>,
+    /// Engine log lines.
+    pub logs: Vec<String>,
+    /// Run-branch commit of this checkpoint, or null.
+    pub git_commit_sha: Option<String>,
+    /// Loop failure signature counts.
+    pub loop_failure_signatures: BTreeMap<String, u32>,
+    /// Restart failure signature counts.
+    pub restart_failure_signatures: BTreeMap<String, u32>,
+    /// Loop restarts so far.
+    pub restart_count: u32,
+    /// Last rank allocated.
+    pub stage_rank: u32,
+    /// Simulated provider cursors.
+    pub simulated_cursors: BTreeMap<String, u64>,
+    /// `running`, `success`, `partial_success`, `fail` or `canceled`.
+    pub run_status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_round_trip_and_accept_the_context_alias() {
+        let checkpoint = Checkpoint {
+            version: 1,
+            run_id: "r".to_owned(),
+            timestamp: "t".to_owned(),
+            current_node: Some("a".to_owned()),
+            next_node_id: None,
+            completed_nodes: vec!["start".to_owned(), "a".to_owned()],
+            node_retries: BTreeMap::new(),
+            node_visits: BTreeMap::from([("a".to_owned(), 1)]),
+            epoch_node_visits: BTreeMap::new(),
+            node_outcomes: BTreeMap::from([("a".to_owned(), Outcome::success())]),
+            context_values: BTreeMap::from([("k".to_owned(), serde_json::json!("v"))]),
+            logs: Vec::new(),
+            git_commit_sha: None,
+            loop_failure_signatures: BTreeMap::new(),
+            restart_failure_signatures: BTreeMap::new(),
+            restart_count: 0,
+            stage_rank: 2,
+            simulated_cursors: BTreeMap::new(),
+            run_status: "success".to_owned(),
+        };
+        let json = serde_json::to_string(&checkpoint).expect("serialises");
+        let back: Checkpoint = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, checkpoint);
+        let aliased = json.replace("\"context_values\"", "\"context\"");
+        let back: Checkpoint = serde_json::from_str(&aliased).expect("alias parses");
+        assert_eq!(back.context_values, checkpoint.context_values);
+    }
+}

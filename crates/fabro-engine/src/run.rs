@@ -1,0 +1,568 @@
+//! The run lifecycle (SPEC 4.1): PARSE, TRANSFORM and VALIDATE in [`prepare`],
+//! INITIALIZE, EXECUTE and FINALIZE in [`PreparedRun::execute`].
+//!
+//! The split lets the CLI print the run id and directory before the first stage.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabro_language::render::dot::render_dot;
+use fabro_language::variable::resolve_goal;
+use fabro_language::{
+    check, decode_source, CheckOptions, Checked, ModelCatalog, SourceLoader, StageStatus, Variables,
+};
+use fabro_llm::simulated::{Script, SimulatedClient};
+use rand::SeedableRng;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::blob::BlobStore;
+use crate::event::{Emitter, Event, EventSink};
+use crate::failure::FailureClass;
+use crate::handler::{Interviewer, RunServices};
+use crate::llm_target::{LlmDefaults, LlmSetup};
+use crate::record::Manifest;
+use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::sandbox::SandboxEnv;
+use crate::timestamp::now_rfc3339;
+use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
+
+/// What `fabro run` asks for.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// The workflow file.
+    pub workflow_path: PathBuf,
+    /// `--goal`.
+    pub goal: Option<String>,
+    /// `--dry-run`.
+    pub dry_run: bool,
+    /// `--auto-approve`.
+    pub auto_approve: bool,
+    /// `--answer NODE=LABEL`, in order.
+    pub answers: Vec<(String, String)>,
+    /// `--var K=V` and config variables.
+    pub vars: BTreeMap<String, String>,
+    /// `--run-id`.
+    pub run_id: Option<String>,
+    /// `$FABRO_HOME`.
+    pub fabro_home: PathBuf,
+    /// Whether a console interview is possible.
+    pub console: bool,
+    /// Model and provider layers.
+    pub llm: LlmDefaults,
+    /// The simulated provider's responses file.
+    pub simulated_responses: Option<PathBuf>,
+    /// `FABRO_RANDOM_SEED`.
+    pub random_seed: Option<u64>,
+    /// Extra environment for commands.
+    pub sandbox_env: SandboxEnv,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The workflow has errors (exit 1); the diagnostics are in the check result.
+    #[error("workflow {} has errors", .path.display())]
+    InvalidWorkflow {
+        /// The workflow file.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+        /// The diagnostics.
+        checked: Box<Checked>,
+    },
+    /// Bad options or configuration (exit 2).
+    #[error("{0}")]
+    Configuration(String),
+    /// A file could not be read or written (exit 2).
+    #[error("{action} {}", .path.display())]
+    Io {
+        /// What was attempted.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The final state of a run, as `fabro run` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Run id.
+    pub run_id: String,
+    /// Run directory.
+    pub run_dir: PathBuf,
+    /// `success`, `partial_success`, `fail` or `canceled`.
+    pub status: String,
+    /// Why, for `fail` and `canceled`.
+    pub reason: Option<String>,
+    /// How the traversal ended.
+    pub end: RunEnd,
+}
+
+/// A validated workflow with its run directory allocated.
+pub struct PreparedRun {
+    options: RunOptions,
+    workflow: Arc<fabro_language::Workflow>,
+    workflow_name: String,
+    goal: String,
+    variables: Variables,
+    paths: RunPaths,
+    run_id: String,
+    warnings: Vec<String>,
+    /// The resolved LLM setup, or why it failed (the run then fails before any stage).
+    llm: Option<Result<LlmSetup, String>>,
+    simulated_llm: bool,
+}
+
+impl PreparedRun {
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The run directory.
+    pub fn run_dir(&self) -> &Path {
+        self.paths.run_dir()
+    }
+
+    /// Notes for stderr gathered while preparing (e.g. the simulated-provider note).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// PARSE, TRANSFORM, VALIDATE and the first part of INITIALIZE: the run id and directory.
+pub fn prepare(
+    options: RunOptions,
+    loader: &dyn SourceLoader,
+    models: &dyn ModelCatalog,
+) -> Result<PreparedRun, RunError> {
+    let path = options.workflow_path.clone();
+    let bytes = fs_err::read(&path).map_err(|source| RunError::Io {
+        action: "cannot read workflow",
+        path: path.clone(),
+        source,
+    })?;
+    let text = match decode_source(&bytes) {
+        Ok(text) => text.to_owned(),
+        Err(diagnostic) => {
+            return Err(RunError::InvalidWorkflow {
+                path,
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                checked: Box::new(Checked {
+                    workflow: None,
+                    diagnostics: vec![diagnostic],
+                    children: Vec::new(),
+                }),
+            })
+        }
+    };
+    // The goal needs the graph attribute, so parse once without variables first.
+    let graph_goal = fabro_language::syntax::parse(&text)
+        .ok()
+        .and_then(|graph| graph.attributes.value("goal").map(str::to_owned));
+    let mut sources: Vec<&str> = Vec::new();
+    if let Some(goal) = options.goal.as_deref() {
+        sources.push(goal);
+    }
+    if let Some(goal) = graph_goal.as_deref() {
+        sources.push(goal);
+    }
+    let goal = resolve_goal(&sources, &options.vars);
+    let variables = Variables::new(goal.clone(), options.vars.clone());
+    let check_options = CheckOptions {
+        loader,
+        variables: &variables,
+        models,
+    };
+    let checked = check(&path, &text, &check_options);
+    if checked.has_errors() {
+        return Err(RunError::InvalidWorkflow {
+            path,
+            text,
+            checked: Box::new(checked),
+        });
+    }
+    let Some(workflow) = checked.workflow else {
+        return Err(RunError::Configuration("workflow did not parse".to_owned()));
+    };
+    let run_id = match &options.run_id {
+        Some(run_id) => {
+            if !valid_run_id(run_id) {
+                return Err(RunError::Configuration(format!(
+                    "invalid run id '{run_id}': use 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit"
+                )));
+            }
+            run_id.clone()
+        }
+        None => ulid::Ulid::new().to_string(),
+    };
+    let paths = RunPaths::new(&options.fabro_home, &run_id);
+    if paths.run_dir().exists() {
+        return Err(RunError::Configuration(format!(
+            "run {run_id} already exists"
+        )));
+    }
+    fs_err::create_dir_all(paths.run_dir()).map_err(|source| RunError::Io {
+        action: "cannot create run directory",
+        path: paths.run_dir().to_path_buf(),
+        source,
+    })?;
+    let workflow_name = workflow
+        .name(
+            path.file_stem()
+                .and_then(|stem| stem.to_str())
+                .unwrap_or("workflow"),
+        )
+        .to_owned();
+    let script = match &options.simulated_responses {
+        Some(script_path) => {
+            let text = fs_err::read_to_string(script_path).map_err(|source| RunError::Io {
+                action: "cannot read simulated responses",
+                path: script_path.clone(),
+                source,
+            })?;
+            Script::parse(&text).map_err(|error| {
+                RunError::Configuration(format!("{}: {error}", script_path.display()))
+            })?
+        }
+        None => Script::default(),
+    };
+    let simulated = Arc::new(SimulatedClient::new(script));
+    let llm = LlmSetup::resolve(&workflow, &options.llm, simulated, options.dry_run)
+        .map_err(|error| error.to_string());
+    let simulated_llm =
+        matches!(&llm, Ok(setup) if setup.simulated_by_default()) && !options.dry_run;
+    let mut warnings = Vec::new();
+    if simulated_llm {
+        warnings.push("note: no LLM credentials found; using the simulated provider".to_owned());
+    }
+    Ok(PreparedRun {
+        options,
+        workflow: Arc::new(workflow),
+        workflow_name,
+        goal,
+        variables,
+        paths,
+        run_id,
+        warnings,
+        llm: Some(llm),
+        simulated_llm,
+    })
+}
+
+/// `[A-Za-z0-9][A-Za-z0-9._-]{0,63}` (SPEC 12.1).
+fn valid_run_id(run_id: &str) -> bool {
+    let mut chars = run_id.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric())
+        && run_id.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+impl PreparedRun {
+    /// INITIALIZE, EXECUTE and FINALIZE. `cancel` is fired by the caller on SIGINT or
+    /// SIGTERM; `sinks` receive every event.
+    pub async fn execute(
+        mut self,
+        cancel: CancellationToken,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RunError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let emitter = Arc::new(
+            Emitter::open(&self.run_id, &self.paths.events(), 1, sinks)
+                .map_err(|error| RunError::Configuration(error.to_string()))?,
+        );
+        let (llm, setup_failure) = match self.llm.take() {
+            Some(Ok(llm)) => (llm, None),
+            Some(Err(message)) => (
+                LlmSetup::resolve(
+                    &self.workflow,
+                    &LlmDefaults::default(),
+                    Arc::default(),
+                    true,
+                )
+                .map_err(|error| RunError::Configuration(error.to_string()))?,
+                Some(message),
+            ),
+            None => return Err(RunError::Configuration("run executed twice".to_owned())),
+        };
+        let simulated_llm = self.simulated_llm;
+        let manifest = Manifest {
+            run_id: self.run_id.clone(),
+            workflow_name: self.workflow_name.clone(),
+            workflow_path: self.options.workflow_path.display().to_string(),
+            goal: self.goal.clone(),
+            node_count: self.workflow.nodes().len(),
+            edge_count: self.workflow.edges().len(),
+            base_sha: None,
+            run_branch: None,
+            started_at: now_rfc3339(),
+            fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
+            dry_run: self.options.dry_run,
+            parent_run_id: None,
+            vars: redact_vars(&self.options.vars),
+            simulated_llm,
+        };
+        write_json_atomic(&self.paths.manifest(), &manifest)
+            .map_err(io("cannot write", &self.paths.manifest()))?;
+        fs_err::write(self.paths.graph(), render_dot(&self.workflow))
+            .map_err(io("cannot write", &self.paths.graph()))?;
+        let config = json!({
+            "goal": self.goal,
+            "vars": redact_vars(&self.options.vars),
+            "dry_run": self.options.dry_run,
+            "llm": {"model": self.options.llm.cli_model, "provider": self.options.llm.cli_provider},
+        });
+        write_json_atomic(&self.paths.config(), &config)
+            .map_err(io("cannot write", &self.paths.config()))?;
+
+        let work_dir =
+            std::env::current_dir().map_err(io("cannot read current directory", Path::new(".")))?;
+        let services = Arc::new(RunServices {
+            run_id: self.run_id.clone(),
+            emitter: Arc::clone(&emitter),
+            blobs: BlobStore::new(&self.options.fabro_home),
+            cancel: cancel.clone(),
+            dry_run: self.options.dry_run,
+            sandbox_env: self.options.sandbox_env.clone(),
+            interviewer: Interviewer::new(
+                &self.options.answers,
+                self.options.auto_approve,
+                self.options.console,
+            ),
+            variables: self.variables.clone(),
+            llm,
+        });
+        let mut state = RunState::default();
+        seed_context(
+            &mut state,
+            &self.workflow,
+            &self.goal,
+            &self.run_id,
+            &work_dir,
+        );
+        let rng = match self.options.random_seed {
+            Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
+            None => rand::rngs::StdRng::from_os_rng(),
+        };
+        let cause = Arc::new(CancelCause::default());
+        let watchdog_paused = Arc::new(AtomicUsize::new(0));
+        let mut traversal = Traversal {
+            workflow: Arc::clone(&self.workflow),
+            services: Arc::clone(&services),
+            paths: self.paths.clone(),
+            state,
+            rng,
+            work_dir: work_dir.clone(),
+            dry_run_visit_limit: self.options.dry_run.then_some(10),
+            cause: Arc::clone(&cause),
+            watchdog_paused: Arc::clone(&watchdog_paused),
+        };
+        let start = self
+            .workflow
+            .start()
+            .ok_or_else(|| RunError::Configuration("workflow has no start node".to_owned()))?;
+        let start_id = self.workflow.node(start).id.clone();
+        emitter.emit(Event::workflow_run_started(
+            &self.workflow_name,
+            &self.goal,
+            &self.paths.run_dir().display().to_string(),
+            None,
+            None,
+            self.options.dry_run,
+            false,
+            &start_id,
+        ));
+        traversal.final_checkpoint(None, Some(&start_id), "running");
+
+        let end = match setup_failure {
+            Some(reason) => RunEnd::Failed {
+                reason,
+                class: FailureClass::Deterministic,
+                node_id: None,
+            },
+            None => {
+                let watchdog = spawn_watchdog(
+                    self.workflow.settings.stall_timeout,
+                    Arc::clone(&emitter),
+                    cancel.clone(),
+                    Arc::clone(&cause),
+                    Arc::clone(&watchdog_paused),
+                );
+                let end = traversal.run_from(start).await;
+                watchdog.abort();
+                end
+            }
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let report = match &end {
+            RunEnd::Completed { status } => {
+                let status_name = status.as_str();
+                traversal.final_checkpoint(
+                    traversal.state.completed_nodes.last().map(String::as_str),
+                    None,
+                    status_name,
+                );
+                let mut usage = fabro_llm::Usage::default();
+                for outcome in traversal.state.node_outcomes.values() {
+                    if let Some(stage_usage) = &outcome.usage {
+                        usage.add(stage_usage);
+                    }
+                }
+                emitter.emit(Event::workflow_run_completed(
+                    status_name,
+                    duration_ms,
+                    traversal.state.completed_nodes.len(),
+                    0,
+                    0,
+                    &serde_json::to_value(crate::record::UsageRecord::from(usage))
+                        .unwrap_or_default(),
+                    usage.cost_usd,
+                ));
+                (status_name.to_owned(), None)
+            }
+            RunEnd::Failed {
+                reason,
+                class,
+                node_id,
+            } => {
+                traversal.final_checkpoint(
+                    traversal.state.completed_nodes.last().map(String::as_str),
+                    None,
+                    "fail",
+                );
+                emitter.emit(Event::workflow_run_failed(
+                    reason,
+                    class.as_str(),
+                    node_id.as_deref(),
+                    duration_ms,
+                ));
+                ("fail".to_owned(), Some(reason.clone()))
+            }
+            RunEnd::Canceled {
+                reason,
+                node_id,
+                stalled,
+            } => {
+                traversal.final_checkpoint(
+                    traversal.state.completed_nodes.last().map(String::as_str),
+                    node_id.as_deref(),
+                    "canceled",
+                );
+                if *stalled {
+                    emitter.emit(Event::run(
+                        "Watchdog.Timeout",
+                        json!({"stall_timeout_s": self.workflow.settings.stall_timeout.as_secs(), "last_event_id": emitter.last_event_id()}),
+                    ));
+                }
+                emitter.emit(Event::workflow_run_failed(
+                    reason,
+                    "canceled",
+                    node_id.as_deref(),
+                    duration_ms,
+                ));
+                ("canceled".to_owned(), Some(reason.clone()))
+            }
+        };
+        Ok(RunReport {
+            run_id: self.run_id.clone(),
+            run_dir: self.paths.run_dir().to_path_buf(),
+            status: report.0,
+            reason: report.1,
+            end,
+        })
+    }
+}
+
+/// The context at the start of a run (SPEC 4.1 step 4).
+fn seed_context(
+    state: &mut RunState,
+    workflow: &fabro_language::Workflow,
+    goal: &str,
+    run_id: &str,
+    work_dir: &Path,
+) {
+    let context = &mut state.context;
+    for attribute in &workflow.attributes {
+        context.set(format!("graph.{}", attribute.key), attribute.value.as_ref());
+    }
+    context.set("graph.goal", goal);
+    context.set("internal.run_id", run_id);
+    context.set("internal.work_dir", work_dir.display().to_string());
+    context.set("internal.restart_count", 0);
+    for key in [
+        "outcome",
+        "preferred_label",
+        "failure_class",
+        "failure_signature",
+        "last_stage",
+        "last_response",
+    ] {
+        context.set(key, "");
+    }
+}
+
+/// Variables with secret-looking names redacted (SPEC 11.1, 13.1).
+fn redact_vars(vars: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    vars.iter()
+        .map(|(key, value)| {
+            let value = if crate::sandbox::is_secret_name(key) {
+                "[REDACTED]".to_owned()
+            } else {
+                value.clone()
+            };
+            (key.clone(), value)
+        })
+        .collect()
+}
+
+/// The stall watchdog (SPEC 9.11): cancels the run when nothing happened for
+/// `stall_timeout`, unless a human question is open or a wait node sleeps.
+fn spawn_watchdog(
+    stall_timeout: Duration,
+    emitter: Arc<Emitter>,
+    cancel: CancellationToken,
+    cause: Arc<CancelCause>,
+    paused: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if stall_timeout.is_zero() {
+            return;
+        }
+        let tick = (stall_timeout / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        loop {
+            tokio::time::sleep(tick).await;
+            if paused.load(Ordering::SeqCst) > 0 {
+                emitter.touch();
+                continue;
+            }
+            if emitter.last_activity().elapsed() >= stall_timeout {
+                cause.set_stall(format!(
+                    "stall timeout: no events for {}s",
+                    stall_timeout.as_secs()
+                ));
+                cancel.cancel();
+                return;
+            }
+        }
+    })
+}
+
+/// Whether the final status of a run counts as success for exit codes.
+pub fn exit_status(report: &RunReport) -> StageStatus {
+    StageStatus::parse(&report.status).unwrap_or(StageStatus::Fail)
+}

@@ -1,0 +1,117 @@
+//! The run directory layout (SPEC 11.1) and atomic file replacement (SPEC 13.2).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Paths of one run.
+#[derive(Debug, Clone)]
+pub struct RunPaths {
+    root: PathBuf,
+    run_dir: PathBuf,
+}
+
+impl RunPaths {
+    /// The run `run_id` under storage root `root` (`$FABRO_HOME`).
+    pub fn new(root: &Path, run_id: &str) -> RunPaths {
+        RunPaths {
+            root: root.to_path_buf(),
+            run_dir: root.join("scratch").join(run_id),
+        }
+    }
+
+    /// `$FABRO_HOME`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `{root}/scratch/{run_id}`.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// `manifest.json`.
+    pub fn manifest(&self) -> PathBuf {
+        self.run_dir.join("manifest.json")
+    }
+
+    /// `checkpoint.json`.
+    pub fn checkpoint(&self) -> PathBuf {
+        self.run_dir.join("checkpoint.json")
+    }
+
+    /// `events.jsonl`.
+    pub fn events(&self) -> PathBuf {
+        self.run_dir.join("events.jsonl")
+    }
+
+    /// `graph.fabro`.
+    pub fn graph(&self) -> PathBuf {
+        self.run_dir.join("graph.fabro")
+    }
+
+    /// `config.json`.
+    pub fn config(&self) -> PathBuf {
+        self.run_dir.join("config.json")
+    }
+
+    /// `stages/{rank:03}-{node_id}@{visit}` (SPEC 7.5).
+    pub fn stage_dir(&self, rank: u32, node_id: &str, visit: u32) -> PathBuf {
+        self.run_dir
+            .join("stages")
+            .join(format!("{rank:03}-{node_id}@{visit}"))
+    }
+}
+
+/// Replaces `path` atomically: writes a temporary file in the same directory, then
+/// renames it over the target, so readers never see a partial file (SPEC 13.2).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |name| name.to_string_lossy().into_owned());
+    let temporary = directory.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut file = fs_err::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.flush()?;
+    drop(file);
+    fs_err::rename(&temporary, path)
+}
+
+/// Writes `value` as pretty JSON atomically.
+pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_directories_are_ranked_and_visited() {
+        let paths = RunPaths::new(Path::new("/h"), "R1");
+        assert_eq!(
+            paths.stage_dir(7, "plan", 2),
+            Path::new("/h/scratch/R1/stages/007-plan@2")
+        );
+        assert_eq!(
+            paths.stage_dir(1234, "x", 1),
+            Path::new("/h/scratch/R1/stages/1234-x@1")
+        );
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_files() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let path = directory.path().join("checkpoint.json");
+        write_atomic(&path, b"first").expect("writes");
+        write_json_atomic(&path, &serde_json::json!({"a": 1})).expect("writes");
+        assert_eq!(
+            fs_err::read_to_string(&path).expect("reads"),
+            "{\n  \"a\": 1\n}\n"
+        );
+        let leftovers = fs_err::read_dir(directory.path()).expect("lists").count();
+        assert_eq!(leftovers, 1);
+    }
+}

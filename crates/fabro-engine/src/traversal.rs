@@ -1,0 +1,979 @@
+//! The main loop of a run (SPEC 4.2): execute a stage with retries, record it, choose
+//! the next node, checkpoint, repeat until the exit node or a terminating condition.
+//!
+//! The loop owns all run state ([`RunState`]); handlers get a read-only snapshot and
+//! return an [`Outcome`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabro_language::value::format_duration;
+use fabro_language::{HandlerKind, NodeIndex, StageStatus, Workflow};
+use rand::rngs::StdRng;
+use serde_json::{json, Value};
+
+use crate::catch_panic::CatchPanic;
+use crate::context::Context;
+use crate::event::Event;
+use crate::failure::{failure_signature, FailureClass};
+use crate::handler::{self, RunServices, StageInput};
+use crate::outcome::Outcome;
+use crate::record::{Checkpoint, StageStatusFile, UsageRecord};
+use crate::retry::RetryPlan;
+use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::timestamp::now_rfc3339;
+use crate::transition::{select_edge, ConditionView, SelectionReason};
+
+/// How a traversal ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// The exit node completed: `success` or `partial_success` (SPEC 4.7).
+    Completed {
+        /// Final status.
+        status: StageStatus,
+    },
+    /// A terminating condition (SPEC 9.12).
+    Failed {
+        /// Why.
+        reason: String,
+        /// Class reported in `WorkflowRunFailed`.
+        class: FailureClass,
+        /// Node concerned.
+        node_id: Option<String>,
+    },
+    /// Cancelled by the user or the stall watchdog (SPEC 4.8, 9.11).
+    Canceled {
+        /// `canceled` or the stall timeout message.
+        reason: String,
+        /// The interrupted node.
+        node_id: Option<String>,
+        /// Whether the stall watchdog fired (exit 1 rather than 130).
+        stalled: bool,
+    },
+}
+
+/// Everything the loop tracks; mirrored by `checkpoint.json`.
+#[derive(Debug, Clone, Default)]
+pub struct RunState {
+    /// The run context.
+    pub context: Context,
+    /// Completed stages' node ids, one per visit.
+    pub completed_nodes: Vec<String>,
+    /// Visits per node over the whole run.
+    pub node_visits: BTreeMap<String, u32>,
+    /// Visits per node in the current restart epoch.
+    pub epoch_node_visits: BTreeMap<String, u32>,
+    /// Retries per node in its latest visit.
+    pub node_retries: BTreeMap<String, u32>,
+    /// Latest outcome per node.
+    pub node_outcomes: BTreeMap<String, Outcome>,
+    /// Loop failure signatures.
+    pub loop_failure_signatures: BTreeMap<String, u32>,
+    /// Restart failure signatures.
+    pub restart_failure_signatures: BTreeMap<String, u32>,
+    /// Loop restarts so far.
+    pub restart_count: u32,
+    /// Last rank allocated.
+    pub stage_rank: u32,
+    /// Engine log lines.
+    pub logs: Vec<String>,
+    /// Stages of the current epoch, for preambles.
+    pub epoch_stages: Vec<(String, Outcome)>,
+}
+
+/// Why the watchdog or the user cancelled, set before the token fires.
+#[derive(Debug, Default)]
+pub struct CancelCause {
+    stall_message: std::sync::Mutex<Option<String>>,
+}
+
+impl CancelCause {
+    /// Records that the stall watchdog fired with `message`.
+    pub fn set_stall(&self, message: String) {
+        *self
+            .stall_message
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
+    }
+
+    fn stall(&self) -> Option<String> {
+        self.stall_message
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// One run's traversal.
+pub(crate) struct Traversal {
+    pub(crate) workflow: Arc<Workflow>,
+    pub(crate) services: Arc<RunServices>,
+    pub(crate) paths: RunPaths,
+    pub(crate) state: RunState,
+    pub(crate) rng: StdRng,
+    pub(crate) work_dir: PathBuf,
+    pub(crate) dry_run_visit_limit: Option<u32>,
+    pub(crate) cause: Arc<CancelCause>,
+    pub(crate) watchdog_paused: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// What a finished stage leads to.
+enum Next {
+    Node(NodeIndex),
+    End(RunEnd),
+}
+
+impl Traversal {
+    /// Runs from `start` until the run ends.
+    pub(crate) async fn run_from(&mut self, start: NodeIndex) -> RunEnd {
+        let workflow = Arc::clone(&self.workflow);
+        let mut node = start;
+        let mut previous: Option<Outcome> = None;
+        let mut entered_by: Option<fabro_language::EdgeIndex> = None;
+        loop {
+            if self.services.cancel.is_cancelled() {
+                return self.canceled(Some(node));
+            }
+            if Some(node) == workflow.exit() {
+                if let Some(jump) = self.unsatisfied_goal_gate() {
+                    match jump {
+                        Ok((gate, target)) => {
+                            let exit_id = workflow.node(node).id.clone();
+                            self.emit(Event::run(
+                                "GoalGateUnsatisfied",
+                                json!({"gate_node": workflow.node(gate).id, "retry_target": workflow.node(target).id}),
+                            ));
+                            self.emit(Event::edge_selected(
+                                &exit_id,
+                                &workflow.node(target).id,
+                                "",
+                                SelectionReason::GoalGateRetry.as_str(),
+                                false,
+                            ));
+                            node = target;
+                            entered_by = None;
+                            continue;
+                        }
+                        Err(end) => return self.finish_between_stages(end, None),
+                    }
+                }
+            }
+            if let Some(end) = self.visit_limit(node) {
+                return self.finish_between_stages(end, Some(node));
+            }
+            let outcome = self.run_stage(node, previous.as_ref(), entered_by).await;
+            if self.services.cancel.is_cancelled()
+                && outcome.failure_class() == Some(FailureClass::Canceled)
+            {
+                return self.canceled(Some(node));
+            }
+            self.record(node, &outcome);
+            if Some(node) == workflow.exit() {
+                self.checkpoint(node, None);
+                let status = self.completion_status();
+                return RunEnd::Completed { status };
+            }
+            match self.next(node, &outcome) {
+                Next::Node(next) => {
+                    self.checkpoint(node, Some(next));
+                    entered_by = workflow
+                        .outgoing(node)
+                        .find(|(_, edge)| edge.to == next)
+                        .map(|(index, _)| index);
+                    node = next;
+                    previous = Some(outcome);
+                }
+                Next::End(end) => return self.finish_between_stages(end, Some(node)),
+            }
+        }
+    }
+
+    /// The state as a checkpoint.
+    pub(crate) fn checkpoint_record(
+        &self,
+        current: Option<&str>,
+        next: Option<&str>,
+        run_status: &str,
+    ) -> Checkpoint {
+        Checkpoint {
+            version: 1,
+            run_id: self.services.run_id.clone(),
+            timestamp: now_rfc3339(),
+            current_node: current.map(str::to_owned),
+            next_node_id: next.map(str::to_owned),
+            completed_nodes: self.state.completed_nodes.clone(),
+            node_retries: self.state.node_retries.clone(),
+            node_visits: self.state.node_visits.clone(),
+            epoch_node_visits: self.state.epoch_node_visits.clone(),
+            node_outcomes: self.state.node_outcomes.clone(),
+            context_values: self.state.context.values().clone(),
+            logs: self.state.logs.clone(),
+            git_commit_sha: None,
+            loop_failure_signatures: self.state.loop_failure_signatures.clone(),
+            restart_failure_signatures: self.state.restart_failure_signatures.clone(),
+            restart_count: self.state.restart_count,
+            stage_rank: self.state.stage_rank,
+            simulated_cursors: self.services.llm.simulated().cursors(),
+            run_status: run_status.to_owned(),
+        }
+    }
+
+    /// Writes `checkpoint.json` (step 1 of the checkpoint cycle, SPEC 8.6) and emits
+    /// `CheckpointCompleted`.
+    fn checkpoint(&mut self, node: NodeIndex, next: Option<NodeIndex>) {
+        let current = self.workflow.node(node).id.clone();
+        let next_id = next.map(|next| self.workflow.node(next).id.clone());
+        let record = self.checkpoint_record(Some(&current), next_id.as_deref(), "running");
+        if let Err(error) = write_json_atomic(&self.paths.checkpoint(), &record) {
+            tracing::error!(%error, "cannot write checkpoint.json");
+        }
+        self.emit(Event::checkpoint_completed(
+            &current,
+            next_id.as_deref(),
+            None,
+            None,
+        ));
+    }
+
+    /// Writes the final checkpoint of a run that ends between stages.
+    pub(crate) fn final_checkpoint(
+        &self,
+        current: Option<&str>,
+        next: Option<&str>,
+        run_status: &str,
+    ) {
+        let record = self.checkpoint_record(current, next, run_status);
+        if let Err(error) = write_json_atomic(&self.paths.checkpoint(), &record) {
+            tracing::error!(%error, "cannot write checkpoint.json");
+        }
+    }
+
+    /// A termination between stages; the final checkpoint is written by the caller.
+    fn finish_between_stages(&self, end: RunEnd, _node: Option<NodeIndex>) -> RunEnd {
+        end
+    }
+
+    fn canceled(&self, node: Option<NodeIndex>) -> RunEnd {
+        let node_id = node.map(|node| self.workflow.node(node).id.clone());
+        match self.cause.stall() {
+            Some(reason) => RunEnd::Canceled {
+                reason,
+                node_id,
+                stalled: true,
+            },
+            None => RunEnd::Canceled {
+                reason: "canceled".to_owned(),
+                node_id,
+                stalled: false,
+            },
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        self.services.emitter.emit(event);
+    }
+
+    /// The first unsatisfied goal gate and its retry target (SPEC 9.10), or the failure
+    /// when it has none.
+    fn unsatisfied_goal_gate(&self) -> Option<Result<(NodeIndex, NodeIndex), RunEnd>> {
+        let workflow = &self.workflow;
+        let gates: Vec<NodeIndex> = workflow
+            .node_indices()
+            .filter(|&index| workflow.node(index).goal_gate)
+            .collect();
+        if gates.is_empty() {
+            return None;
+        }
+        let mut ordered: Vec<NodeIndex> = Vec::new();
+        for completed in &self.state.completed_nodes {
+            if let Some(index) = workflow.find(completed) {
+                if gates.contains(&index) && !ordered.contains(&index) {
+                    ordered.push(index);
+                }
+            }
+        }
+        for &gate in &gates {
+            if !ordered.contains(&gate) {
+                ordered.push(gate);
+            }
+        }
+        let satisfied = |gate: NodeIndex| {
+            self.state
+                .node_outcomes
+                .get(&workflow.node(gate).id)
+                .is_some_and(|outcome| {
+                    matches!(
+                        outcome.status,
+                        StageStatus::Success | StageStatus::PartialSuccess
+                    )
+                })
+        };
+        let gate = ordered.into_iter().find(|&gate| !satisfied(gate))?;
+        let spec = workflow.node(gate);
+        let target = [
+            spec.retry_target.as_deref(),
+            spec.fallback_retry_target.as_deref(),
+            workflow.settings.retry_target.as_deref(),
+            workflow.settings.fallback_retry_target.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .find_map(|id| workflow.find(id));
+        Some(
+            target
+                .map(|target| (gate, target))
+                .ok_or_else(|| RunEnd::Failed {
+                    reason: format!(
+                        "goal gate unsatisfied for node {} and no retry target",
+                        spec.id
+                    ),
+                    class: FailureClass::Deterministic,
+                    node_id: Some(spec.id.clone()),
+                }),
+        )
+    }
+
+    /// The visit-limit termination for `node`, if it would exceed its limit (SPEC 9.7).
+    fn visit_limit(&self, node: NodeIndex) -> Option<RunEnd> {
+        let spec = self.workflow.node(node);
+        let (limit, source) = match spec.max_visits {
+            Some(limit) => (limit, "node"),
+            None if self.workflow.settings.max_node_visits > 0 => {
+                (self.workflow.settings.max_node_visits, "graph")
+            }
+            None => (self.dry_run_visit_limit?, "graph"),
+        };
+        let visits = self.state.node_visits.get(&spec.id).copied().unwrap_or(0);
+        (visits >= limit).then(|| RunEnd::Failed {
+            reason: format!(
+                "node \"{}\" visited {limit} times ({source} limit {limit}); run is stuck in a cycle",
+                spec.id
+            ),
+            class: FailureClass::CompilationLoop,
+            node_id: Some(spec.id.clone()),
+        })
+    }
+
+    /// Executes one stage of `node` with node retries (SPEC 9.3) and `auto_status`.
+    async fn run_stage(
+        &mut self,
+        node: NodeIndex,
+        previous: Option<&Outcome>,
+        entered_by: Option<fabro_language::EdgeIndex>,
+    ) -> Outcome {
+        let workflow = Arc::clone(&self.workflow);
+        let spec = workflow.node(node);
+        let visit = {
+            let visits = self.state.node_visits.entry(spec.id.clone()).or_insert(0);
+            *visits += 1;
+            *visits
+        };
+        let epoch_visit = {
+            let visits = self
+                .state
+                .epoch_node_visits
+                .entry(spec.id.clone())
+                .or_insert(0);
+            *visits += 1;
+            *visits
+        };
+        self.state.stage_rank += 1;
+        let rank = self.state.stage_rank;
+        let context = &mut self.state.context;
+        context.set("current_node", spec.id.clone());
+        context.set("internal.node_visit_count", epoch_visit);
+        context.set(format!("internal.retry_count.{}", spec.id), 0);
+        let fidelity = entered_by
+            .and_then(|edge| workflow.edge(edge).fidelity)
+            .or(spec.llm.fidelity)
+            .or(workflow.settings.default_fidelity)
+            .unwrap_or(fabro_language::model::Fidelity::Compact);
+        context.set("internal.fidelity", fidelity.as_str());
+        let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
+        if let Err(error) = fs_err::create_dir_all(&stage_dir) {
+            return Outcome::fail(
+                format!("engine error: {error}"),
+                FailureClass::Deterministic,
+            );
+        }
+        self.emit(Event::stage_started(
+            &spec.id,
+            spec.handler.as_str(),
+            visit,
+            1,
+            rank,
+            None,
+        ));
+        let started = Instant::now();
+        let started_at = now_rfc3339();
+        let plan = if spec.handler == HandlerKind::Conditional {
+            RetryPlan::preset(fabro_language::model::RetryPolicy::None)
+        } else {
+            RetryPlan::for_node(spec, workflow.settings.default_max_retries)
+        };
+        let preamble = if spec.handler.is_llm() {
+            self.preamble()
+        } else {
+            String::new()
+        };
+        let mut attempt = 1;
+        let mut outcome = loop {
+            let outcome = self
+                .attempt(node, &stage_dir, attempt, previous, &preamble)
+                .await;
+            let retryable = outcome.status == StageStatus::Retry
+                || (outcome.is_fail()
+                    && outcome.failure_class() == Some(FailureClass::TransientInfra));
+            if !retryable || self.services.cancel.is_cancelled() {
+                break outcome;
+            }
+            if attempt >= plan.max_attempts {
+                let mut exhausted = if outcome.status == StageStatus::Retry {
+                    let mut failed = outcome.clone();
+                    failed.status = StageStatus::Fail;
+                    failed.failure = Some(crate::outcome::Failure {
+                        reason: "max retries exceeded".to_owned(),
+                        class: FailureClass::TransientInfra,
+                    });
+                    failed
+                } else {
+                    outcome
+                };
+                if spec.allow_partial {
+                    exhausted.status = StageStatus::PartialSuccess;
+                    exhausted.notes = Some("retries exhausted, partial accepted".to_owned());
+                }
+                break exhausted;
+            }
+            let delay = plan.delay(attempt + 1, &mut self.rng);
+            let retries = self.state.node_retries.entry(spec.id.clone()).or_insert(0);
+            *retries = attempt;
+            self.state
+                .context
+                .set(format!("internal.retry_count.{}", spec.id), attempt);
+            self.write_status(
+                &stage_dir,
+                node,
+                visit,
+                rank,
+                attempt,
+                &outcome,
+                &started_at,
+                started.elapsed(),
+            );
+            archive_attempt(&stage_dir, attempt);
+            self.emit(Event::stage_retrying(
+                &spec.id,
+                attempt,
+                attempt + 1,
+                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                outcome.failure_reason(),
+                outcome.failure_class().map_or("", FailureClass::as_str),
+            ));
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.services.cancel.cancelled() => break Outcome::fail("canceled", FailureClass::Canceled),
+            }
+            attempt += 1;
+        };
+        if attempt == 1 {
+            self.state.node_retries.insert(spec.id.clone(), 0);
+        }
+        let canceled = outcome.failure_class() == Some(FailureClass::Canceled);
+        if spec.auto_status
+            && !matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)
+            && !canceled
+        {
+            outcome = Outcome::success()
+                .with_notes("auto-status: handler completed without writing status");
+        }
+        if outcome.is_fail() && spec.handler != HandlerKind::Conditional {
+            if let Some(class) = outcome.failure_class() {
+                let signature = failure_signature(&spec.id, class, outcome.failure_reason());
+                self.state.context.set("failure_signature", signature);
+            }
+        }
+        self.write_status(
+            &stage_dir,
+            node,
+            visit,
+            rank,
+            attempt,
+            &outcome,
+            &started_at,
+            started.elapsed(),
+        );
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.emit(Event::stage_completed(
+            &spec.id,
+            json!({
+                "status": outcome.status.as_str(),
+                "outcome": outcome.condition_value(),
+                "duration_ms": duration_ms,
+                "files_touched": outcome.files_touched,
+                "usage": outcome.usage.map(UsageRecord::from),
+                "failure_reason": outcome.failure.as_ref().map(|failure| failure.reason.clone()),
+                "failure_class": outcome.failure_class().map(FailureClass::as_str),
+                "model": outcome.model,
+                "provider": outcome.provider,
+                "attempts": attempt,
+                "visit": visit,
+                "rank": rank,
+            }),
+        ));
+        outcome
+    }
+
+    /// One attempt of the handler, with the node timeout and panic containment.
+    async fn attempt(
+        &mut self,
+        node: NodeIndex,
+        stage_dir: &Path,
+        attempt: u32,
+        previous: Option<&Outcome>,
+        preamble: &str,
+    ) -> Outcome {
+        let workflow = Arc::clone(&self.workflow);
+        let spec = workflow.node(node);
+        let input = StageInput {
+            workflow: &workflow,
+            node: spec,
+            node_index: node,
+            context: &self.state.context,
+            stage_dir,
+            work_dir: &self.work_dir,
+            attempt,
+            previous,
+            preamble,
+            services: &self.services,
+        };
+        // The watchdog must not fire while a person is asked or a wait node sleeps.
+        let pauses_watchdog = matches!(spec.handler, HandlerKind::Human | HandlerKind::Wait);
+        if pauses_watchdog {
+            self.watchdog_paused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let handles_own_timeout = matches!(spec.handler, HandlerKind::Command | HandlerKind::Human);
+        let execution = CatchPanic::new(handler::execute(&input));
+        let result = match spec.timeout.filter(|_| !handles_own_timeout) {
+            Some(limit) => match tokio::time::timeout(limit, execution).await {
+                Ok(result) => result,
+                Err(_) => Ok(Outcome::fail(
+                    format!("stage timed out after {}", format_duration(limit)),
+                    FailureClass::TransientInfra,
+                )),
+            },
+            None => execution.await,
+        };
+        if pauses_watchdog {
+            self.watchdog_paused
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            self.services.emitter.touch();
+        }
+        result.unwrap_or_else(|message| {
+            Outcome::fail(
+                format!("handler panicked: {message}"),
+                FailureClass::Deterministic,
+            )
+        })
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one parameter per status.json field group"
+    )]
+    fn write_status(
+        &self,
+        stage_dir: &Path,
+        node: NodeIndex,
+        visit: u32,
+        rank: u32,
+        attempt: u32,
+        outcome: &Outcome,
+        started_at: &str,
+        elapsed: Duration,
+    ) {
+        let spec = self.workflow.node(node);
+        let signature = match (outcome.is_fail(), outcome.failure_class()) {
+            (true, Some(class)) => {
+                Some(failure_signature(&spec.id, class, outcome.failure_reason()))
+            }
+            _ => None,
+        };
+        let record = StageStatusFile {
+            node_id: spec.id.clone(),
+            visit,
+            rank,
+            attempt,
+            handler: spec.handler.as_str().to_owned(),
+            status: outcome.status.as_str().to_owned(),
+            outcome: outcome.condition_value().to_owned(),
+            failure_reason: outcome
+                .failure
+                .as_ref()
+                .map(|failure| failure.reason.clone()),
+            failure_class: outcome
+                .failure_class()
+                .map(|class| class.as_str().to_owned()),
+            failure_signature: signature,
+            preferred_next_label: outcome.preferred_label.clone(),
+            suggested_next_ids: outcome.suggested_next_ids.clone(),
+            context_updates: outcome.context_updates.clone(),
+            notes: outcome.notes.clone(),
+            files_touched: outcome.files_touched.clone(),
+            model: outcome.model.clone(),
+            provider: outcome.provider.clone(),
+            usage: outcome.usage.map(UsageRecord::from),
+            started_at: started_at.to_owned(),
+            finished_at: now_rfc3339(),
+            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        };
+        if let Err(error) = write_json_atomic(&stage_dir.join("status.json"), &record) {
+            tracing::error!(%error, "cannot write status.json");
+        }
+    }
+
+    /// Applies a completed stage to the run state (SPEC 4.2).
+    fn record(&mut self, node: NodeIndex, outcome: &Outcome) {
+        let spec = self.workflow.node(node);
+        let context = &mut self.state.context;
+        for (key, value) in &outcome.context_updates {
+            context.set(key.clone(), value.clone());
+        }
+        context.set("outcome", outcome.condition_value());
+        context.set(
+            "preferred_label",
+            outcome.preferred_label.clone().unwrap_or_default(),
+        );
+        if outcome.is_fail() {
+            context.set(
+                "failure_class",
+                outcome.failure_class().map_or("", FailureClass::as_str),
+            );
+        } else {
+            context.set("failure_class", "");
+            context.set("failure_signature", "");
+        }
+        self.state.completed_nodes.push(spec.id.clone());
+        self.state
+            .node_outcomes
+            .insert(spec.id.clone(), outcome.clone());
+        if !matches!(spec.handler, HandlerKind::Start | HandlerKind::Exit) {
+            self.state
+                .epoch_stages
+                .push((spec.id.clone(), outcome.clone()));
+        }
+    }
+
+    /// The run status when the exit stage completes (SPEC 4.7).
+    fn completion_status(&self) -> StageStatus {
+        let clean =
+            self.state.node_outcomes.values().all(|outcome| {
+                matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)
+            });
+        if clean {
+            StageStatus::Success
+        } else {
+            StageStatus::PartialSuccess
+        }
+    }
+
+    /// Circuit breaker, edge selection, failure routing and loop restarts after `node`.
+    fn next(&mut self, node: NodeIndex, outcome: &Outcome) -> Next {
+        let workflow = Arc::clone(&self.workflow);
+        let spec = workflow.node(node);
+        if outcome.is_fail() && spec.handler != HandlerKind::Conditional {
+            if let Some(class) = outcome
+                .failure_class()
+                .filter(|class| class.counts_for_breaker())
+            {
+                let signature = failure_signature(&spec.id, class, outcome.failure_reason());
+                let count = {
+                    let count = self
+                        .state
+                        .loop_failure_signatures
+                        .entry(signature.clone())
+                        .or_insert(0);
+                    *count += 1;
+                    *count
+                };
+                let limit = workflow.settings.loop_restart_signature_limit;
+                if count >= limit {
+                    self.emit(Event::node(
+                        "CircuitBreakerTripped",
+                        &spec.id,
+                        json!({"signature": signature, "count": count, "limit": limit, "scope": "loop"}),
+                    ));
+                    return Next::End(RunEnd::Failed {
+                        reason: format!("deterministic failure cycle detected: signature {signature} repeated {count} times (limit {limit})"),
+                        class: FailureClass::CompilationLoop,
+                        node_id: Some(spec.id.clone()),
+                    });
+                }
+            }
+        }
+        let blobs = self.services.blobs.clone();
+        let view = ConditionView {
+            outcome: outcome.condition_value(),
+            preferred_label: outcome.preferred_label.as_deref().unwrap_or(""),
+            context: &self.state.context,
+            blobs: &blobs,
+        };
+        let selected = select_edge(&workflow, node, outcome, &view, &mut self.rng);
+        let (target, edge, reason) = match selected {
+            Some((edge, reason)) => (workflow.edge(edge).to, Some(edge), reason),
+            None if outcome.is_fail() => {
+                let target = [
+                    spec.retry_target.as_deref(),
+                    spec.fallback_retry_target.as_deref(),
+                    workflow.settings.retry_target.as_deref(),
+                    workflow.settings.fallback_retry_target.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                .find_map(|id| workflow.find(id));
+                match target {
+                    Some(target) => (target, None, SelectionReason::RetryTarget),
+                    None => {
+                        return Next::End(RunEnd::Failed {
+                            reason: outcome.failure_reason().to_owned(),
+                            class: outcome
+                                .failure_class()
+                                .unwrap_or(FailureClass::Deterministic),
+                            node_id: Some(spec.id.clone()),
+                        })
+                    }
+                }
+            }
+            None => {
+                return Next::End(RunEnd::Failed {
+                    reason: format!(
+                        "no outgoing edge matched from node {} (outcome={})",
+                        spec.id,
+                        outcome.condition_value()
+                    ),
+                    class: FailureClass::Deterministic,
+                    node_id: Some(spec.id.clone()),
+                })
+            }
+        };
+        let loop_restart = edge.is_some_and(|edge| workflow.edge(edge).loop_restart);
+        let label = edge.map_or("", |edge| workflow.edge(edge).label.as_str());
+        if loop_restart {
+            if let Some(end) = self.loop_restart(node, target, outcome) {
+                return Next::End(end);
+            }
+        }
+        self.emit(Event::edge_selected(
+            &spec.id,
+            &workflow.node(target).id,
+            label,
+            reason.as_str(),
+            loop_restart,
+        ));
+        Next::Node(target)
+    }
+
+    /// Applies the rules of SPEC 9.9 to a loop-restart edge; `Some` ends the run.
+    fn loop_restart(
+        &mut self,
+        node: NodeIndex,
+        target: NodeIndex,
+        outcome: &Outcome,
+    ) -> Option<RunEnd> {
+        let workflow = Arc::clone(&self.workflow);
+        let spec = workflow.node(node);
+        if let Some(class) = outcome.failure_class().filter(|_| outcome.is_fail()) {
+            if class != FailureClass::TransientInfra {
+                return Some(RunEnd::Failed {
+                    reason: format!(
+                        "loop_restart blocked: failure_class={class} (requires transient_infra)"
+                    ),
+                    class,
+                    node_id: Some(spec.id.clone()),
+                });
+            }
+            let signature = failure_signature(&spec.id, class, outcome.failure_reason());
+            let count = {
+                let count = self
+                    .state
+                    .restart_failure_signatures
+                    .entry(signature.clone())
+                    .or_insert(0);
+                *count += 1;
+                *count
+            };
+            let limit = workflow.settings.loop_restart_signature_limit;
+            if count >= limit {
+                self.emit(Event::node(
+                    "CircuitBreakerTripped",
+                    &spec.id,
+                    json!({"signature": signature, "count": count, "limit": limit, "scope": "restart"}),
+                ));
+                return Some(RunEnd::Failed {
+                    reason: format!("loop_restart failure cycle detected: signature {signature} repeated {count} times (limit {limit})"),
+                    class: FailureClass::CompilationLoop,
+                    node_id: Some(spec.id.clone()),
+                });
+            }
+        }
+        let limit = workflow.settings.max_restarts;
+        if self.state.restart_count >= limit {
+            return Some(RunEnd::Failed {
+                reason: format!(
+                    "loop_restart limit reached (max_restarts {limit}); run is stuck in a cycle"
+                ),
+                class: FailureClass::CompilationLoop,
+                node_id: Some(spec.id.clone()),
+            });
+        }
+        self.state.restart_count += 1;
+        self.state.epoch_node_visits.clear();
+        self.state.node_retries.clear();
+        self.state.epoch_stages.clear();
+        let keys: Vec<String> = self
+            .state
+            .context
+            .iter()
+            .map(|(key, _)| key.clone())
+            .filter(|key| key.starts_with("internal.retry_count."))
+            .collect();
+        for key in keys {
+            self.state.context.remove(&key);
+        }
+        self.state
+            .context
+            .set("internal.restart_count", self.state.restart_count);
+        self.emit(Event::node(
+            "LoopRestart",
+            &spec.id,
+            json!({"from": spec.id, "to": workflow.node(target).id, "restart_count": self.state.restart_count}),
+        ));
+        None
+    }
+
+    /// The compact preamble of SPEC 6.6 for the current epoch's stages.
+    fn preamble(&self) -> String {
+        let goal = self.state.context.get_str("graph.goal").unwrap_or("");
+        let mut text = format!("Goal: {goal}\n");
+        if !self.state.epoch_stages.is_empty() {
+            text.push_str("\n## Completed stages\n");
+            for (node_id, outcome) in &self.state.epoch_stages {
+                text.push_str(&format!("- **{node_id}**: {}\n", outcome.condition_value()));
+                if let (Some(model), Some(usage)) = (&outcome.model, &outcome.usage) {
+                    text.push_str(&format!(
+                        "  - Model: {model}, {} tokens in / {} out\n",
+                        format_tokens(usage.input_tokens),
+                        format_tokens(usage.output_tokens)
+                    ));
+                }
+                if !outcome.files_touched.is_empty() {
+                    text.push_str(&format!(
+                        "  - Files: {}\n",
+                        outcome.files_touched.join(", ")
+                    ));
+                }
+            }
+        }
+        let rendered: Vec<String> = self
+            .state
+            .context
+            .iter()
+            .filter(|(key, _)| !is_internal_for_preamble(key))
+            .map(|(key, value)| format!("- {key}: {}", render_context_value(value)))
+            .collect();
+        if !rendered.is_empty() {
+            text.push_str("\n## Context\n");
+            text.push_str(&rendered.join("\n"));
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// Keys never shown in preambles (SPEC 6.6).
+fn is_internal_for_preamble(key: &str) -> bool {
+    [
+        "internal.",
+        "current",
+        "graph.",
+        "thread.",
+        "response.",
+        "command.",
+    ]
+    .iter()
+    .any(|prefix| key.starts_with(prefix))
+        || matches!(
+            key,
+            "outcome"
+                | "preferred_label"
+                | "failure_class"
+                | "failure_signature"
+                | "last_stage"
+                | "last_response"
+        )
+}
+
+fn render_context_value(value: &Value) -> String {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > 500 {
+        let cut: String = text.chars().take(500).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+/// Token counts as preambles print them (SPEC 6.6).
+pub(crate) fn format_tokens(count: u64) -> String {
+    if count < 1000 {
+        return count.to_string();
+    }
+    let thousands = (count as f64 / 100.0).round() / 10.0;
+    if thousands < 1000.0 {
+        return format!("{thousands:.1}k");
+    }
+    let millions = (count as f64 / 100_000.0).round() / 10.0;
+    format!("{millions:.1}m")
+}
+
+/// Moves the files of attempt `attempt` into `attempts/{attempt}/` (SPEC 7.5).
+fn archive_attempt(stage_dir: &Path, attempt: u32) {
+    let target = stage_dir.join("attempts").join(attempt.to_string());
+    if fs_err::create_dir_all(&target).is_err() {
+        return;
+    }
+    for name in [
+        "prompt.md",
+        "response.md",
+        "status.json",
+        "stdout.log",
+        "stderr.log",
+    ] {
+        let source = stage_dir.join(name);
+        if source.exists() {
+            let _ = fs_err::rename(&source, target.join(name));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_print_like_the_spec() {
+        let check =
+            |count: u64, expected: &str| assert_eq!(format_tokens(count), expected, "{count}");
+        check(950, "950");
+        check(1000, "1.0k");
+        check(12_350, "12.4k");
+        check(999_950, "1.0m");
+        check(1_234_567, "1.2m");
+    }
+}
