@@ -7,6 +7,7 @@
 //! Markdown table for `docs/benchmarks.md`. Build fabro first with
 //! `cargo build --release -p fabro-cli`.
 
+mod engine;
 mod generate;
 mod measure;
 
@@ -45,6 +46,16 @@ fn main() -> ExitCode {
             print_out(&measure::phases(size));
             ExitCode::SUCCESS
         }
+        Some("engine") => match engine::engine_benchmark(&fabro_binary(), 5) {
+            Ok(table) => {
+                print_out(&table);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                report(&format!("error: {error}"));
+                ExitCode::FAILURE
+            }
+        },
         Some("generate") => {
             let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
                 report("usage: fabro-bench generate NODES");
@@ -54,7 +65,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

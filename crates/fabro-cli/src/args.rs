@@ -20,6 +20,40 @@ pub(crate) enum Command {
     Graph(GraphArgs),
     /// Validate, then execute a workflow.
     Run(RunArgs),
+    /// List runs, newest first.
+    Runs(RunsArgs),
+    /// Summarise one run: status, times, and one row per stage.
+    Inspect(InspectArgs),
+    /// Print the events of a run.
+    Events(EventsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunsArgs {
+    /// Print one JSON array instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct InspectArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// Print one JSON document instead of the summary.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EventsArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// Keep reading new events until the run's terminal event.
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// Print the stored event envelopes verbatim (NDJSON).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, clap::Args)]

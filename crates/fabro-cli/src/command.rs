@@ -1,16 +1,21 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
+mod events;
 mod graph;
+mod inspect;
 mod run;
+mod runs;
 mod validate;
 
 use std::path::Path;
+use std::time::Duration;
 
+use fabro_engine::run_index::{RunIndex, RunIndexError, RunRecord};
 use fabro_language::{check, decode_source, CheckOptions, Checked, Diagnostic, Variables};
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Status};
-use crate::loader::{locate_workflow, read_file, Catalog, FsLoader};
+use crate::loader::{fabro_home, locate_workflow, read_file, Catalog, FsLoader};
 use crate::output::Output;
 
 /// Runs the command `cli` names.
@@ -19,6 +24,9 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Validate(args) => validate::run(&args, output),
         Command::Graph(args) => graph::run(&args, output),
         Command::Run(args) => run::run(&args, output),
+        Command::Runs(args) => runs::run(&args, output),
+        Command::Inspect(args) => inspect::run(&args, output),
+        Command::Events(args) => events::run(&args, output),
     }
 }
 
@@ -39,7 +47,14 @@ pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError>
     let bytes = read_file("cannot read workflow", &path)?;
     let display_name = path.display().to_string();
     let text = match decode_source(&bytes) {
-        Ok(text) => text.to_owned(),
+        Ok(text) => {
+            // Reuse the buffer instead of copying a file of up to 10 MB: the decoded text
+            // is the buffer without its byte-order mark.
+            let mark = bytes.len() - text.len();
+            let mut bytes = bytes;
+            bytes.drain(..mark);
+            String::from_utf8(bytes).expect("decode_source accepted these bytes as UTF-8")
+        }
         Err(diagnostic) => {
             return Ok(LoadedWorkflow {
                 display_name,
@@ -69,5 +84,107 @@ fn decoding_failure(diagnostic: Diagnostic) -> Checked {
         workflow: None,
         diagnostics: vec![diagnostic],
         children: Vec::new(),
+    }
+}
+
+/// Opens the run index of `$FABRO_HOME` (SPEC 11.4).
+pub(crate) fn open_index() -> Result<RunIndex, CliError> {
+    RunIndex::open(&fabro_home()).map_err(index_error)
+}
+
+/// The run a `RUN` argument names: a full id or a unique prefix of at least 4 characters;
+/// unknown and ambiguous arguments exit 2 (SPEC 12.1).
+pub(crate) fn resolve_run(run: &str) -> Result<RunRecord, CliError> {
+    open_index()?.resolve(run).map_err(index_error)
+}
+
+/// Every index failure exits 2 (SPEC 12.2); the message carries the whole cause chain.
+pub(crate) fn index_error(error: RunIndexError) -> CliError {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    CliError::Usage(message)
+}
+
+/// Encodes a `--json` document, pretty-printed, with a final newline.
+pub(crate) fn json_document(value: &impl serde::Serialize) -> Result<String, CliError> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|error| CliError::Usage(format!("cannot encode JSON: {error}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Left-aligned columns two spaces apart, without trailing spaces.
+pub(crate) fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|&cell| cell.to_owned()).collect();
+    let mut text = String::new();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (column, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if column > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', width - cell.chars().count()));
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// A duration for tables: `850ms`, `12.3s`, `4m05s`, `2h07m`.
+pub(crate) fn format_elapsed(duration: Duration) -> String {
+    let milliseconds = duration.as_millis();
+    let seconds = duration.as_secs();
+    if milliseconds < 1000 {
+        format!("{milliseconds}ms")
+    } else if seconds < 60 {
+        format!("{:.1}s", duration.as_secs_f64())
+    } else if seconds < 3600 {
+        format!("{}m{:02}s", seconds / 60, seconds % 60)
+    } else {
+        format!("{}h{:02}m", seconds / 3600, seconds % 3600 / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_times_read_at_a_glance() {
+        let check = |milliseconds: u64, expected: &str| {
+            assert_eq!(
+                format_elapsed(Duration::from_millis(milliseconds)),
+                expected
+            );
+        };
+        check(0, "0ms");
+        check(999, "999ms");
+        check(1_250, "1.2s");
+        check(65_000, "1m05s");
+        check(7_260_000, "2h01m");
+    }
+
+    #[test]
+    fn tables_align_columns_without_trailing_spaces() {
+        let rows = vec![
+            vec!["r1".to_owned(), "long-name".to_owned(), String::new()],
+            vec!["run-two".to_owned(), "w".to_owned(), "x".to_owned()],
+        ];
+        assert_eq!(
+            render_table(&["ID", "WORKFLOW", "NOTE"], &rows),
+            "ID       WORKFLOW   NOTE\nr1       long-name\nrun-two  w          x\n"
+        );
     }
 }

@@ -50,6 +50,18 @@ pub(crate) fn locate_workflow(argument: &Path) -> PathBuf {
     argument.to_path_buf()
 }
 
+/// The storage root: `$FABRO_HOME`, else `$HOME/.fabro`, else `.fabro` (SPEC 11.1).
+/// Empty variables count as unset.
+pub(crate) fn fabro_home() -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    env("FABRO_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        env("HOME").map_or_else(
+            || PathBuf::from(".fabro"),
+            |home| PathBuf::from(home).join(".fabro"),
+        )
+    })
+}
+
 /// The model catalog of the LLM layer, for model lint rules.
 pub(crate) struct Catalog;
 

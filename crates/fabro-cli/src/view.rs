@@ -118,3 +118,81 @@ impl<'a> ValidateView<'a> {
         }
     }
 }
+
+/// One element of `fabro runs --json` (SPEC 12.1), newest run first.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunView<'a> {
+    pub(crate) run_id: &'a str,
+    pub(crate) workflow_name: &'a str,
+    /// `running`, `success`, `partial_success`, `fail`, `canceled` or `interrupted`.
+    pub(crate) status: &'static str,
+    pub(crate) started_at: &'a str,
+    pub(crate) finished_at: Option<&'a str>,
+    pub(crate) run_dir: String,
+    pub(crate) goal: &'a str,
+    /// The simulated provider was chosen because no credentials were found (SPEC 10.2).
+    pub(crate) simulated_llm: bool,
+}
+
+/// `fabro inspect --json` (SPEC 12.1): the run's summary, its stages by rank, and totals.
+#[derive(Debug, Serialize)]
+pub(crate) struct InspectView {
+    pub(crate) run_id: String,
+    pub(crate) workflow_name: String,
+    pub(crate) workflow_path: String,
+    pub(crate) goal: String,
+    pub(crate) status: &'static str,
+    pub(crate) started_at: String,
+    pub(crate) finished_at: Option<String>,
+    /// Wall-clock time; up to now while the run is running.
+    pub(crate) duration_ms: Option<u64>,
+    pub(crate) run_dir: String,
+    pub(crate) base_sha: Option<String>,
+    pub(crate) run_branch: Option<String>,
+    pub(crate) simulated_llm: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) parent_run_id: Option<String>,
+    /// From `checkpoint.json`: the node that completed last.
+    pub(crate) current_node: Option<String>,
+    /// From `checkpoint.json`: the node a resume would run next.
+    pub(crate) next_node_id: Option<String>,
+    pub(crate) stages: Vec<StageView>,
+    pub(crate) totals: TotalsView,
+}
+
+/// One stage visit, from `stages/{rank:03}-{node_id}@{visit}/status.json` (SPEC 7.5). A
+/// stage without a readable `status.json` has not finished: its status is `running`
+/// while the run runs, `incomplete` otherwise, and the fields only `status.json` knows
+/// are null.
+#[derive(Debug, Serialize)]
+pub(crate) struct StageView {
+    pub(crate) rank: u32,
+    pub(crate) node_id: String,
+    pub(crate) visit: u32,
+    pub(crate) handler: Option<String>,
+    pub(crate) status: String,
+    /// The final attempt number.
+    pub(crate) attempts: Option<u32>,
+    pub(crate) duration_ms: Option<u64>,
+    /// Input plus output tokens; null for stages that made no LLM call.
+    pub(crate) tokens: Option<u64>,
+    pub(crate) input_tokens: Option<u64>,
+    pub(crate) output_tokens: Option<u64>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) files_touched: Vec<String>,
+}
+
+/// Sums over the stages of `fabro inspect`.
+#[derive(Debug, Serialize)]
+pub(crate) struct TotalsView {
+    pub(crate) stages: usize,
+    pub(crate) attempts: u64,
+    pub(crate) duration_ms: u64,
+    pub(crate) tokens: u64,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    /// Null when no stage reported a cost.
+    pub(crate) cost_usd: Option<f64>,
+    /// Distinct paths, sorted.
+    pub(crate) files_touched: Vec<String>,
+}

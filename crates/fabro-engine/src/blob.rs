@@ -75,12 +75,25 @@ impl BlobStore {
             source,
         };
         fs_err::create_dir_all(&directory).map_err(io)?;
-        let temporary = directory.join(format!(".{hex}.{}.tmp", std::process::id()));
+        // Unique per write: parallel branches may store the same content at once.
+        let temporary = directory.join(format!(
+            ".{hex}.{}.{}.tmp",
+            std::process::id(),
+            next_temporary_id()
+        ));
         let mut file = fs_err::File::create(&temporary).map_err(io)?;
         file.write_all(bytes).map_err(io)?;
         file.sync_data().map_err(io)?;
-        fs_err::rename(&temporary, &path).map_err(io)?;
-        Ok((reference, true))
+        drop(file);
+        match fs_err::rename(&temporary, &path) {
+            Ok(()) => Ok((reference, true)),
+            // Another writer stored the same content first; blobs are immutable.
+            Err(_) if path.exists() => {
+                let _ = fs_err::remove_file(&temporary);
+                Ok((reference, false))
+            }
+            Err(error) => Err(io(error)),
+        }
     }
 
     /// Stores a JSON value as its compact serialisation.
@@ -124,6 +137,12 @@ impl BlobStore {
     fn path_of(&self, hex: &str) -> PathBuf {
         self.root.join(&hex[..2]).join(hex)
     }
+}
+
+/// A process-wide counter for temporary file names.
+pub(crate) fn next_temporary_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Lowercase hex SHA-256 of `bytes`.

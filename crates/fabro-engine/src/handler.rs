@@ -8,6 +8,7 @@
 
 mod command;
 mod conditional;
+mod fan_in;
 mod human;
 mod llm;
 mod wait;
@@ -83,8 +84,18 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
         HandlerKind::Wait => wait::execute(input).await,
         HandlerKind::Conditional => conditional::execute(input),
         HandlerKind::Agent | HandlerKind::Prompt => llm::execute(input).await,
-        HandlerKind::Parallel | HandlerKind::FanIn | HandlerKind::SubWorkflow => Outcome::fail(
-            format!("handler {} is not wired yet", input.node.handler),
+        HandlerKind::FanIn => fan_in::execute(input).await,
+        // The traversal runs parallel nodes itself (they start sub-traversals), so this
+        // arm is reached only through an engine defect.
+        HandlerKind::Parallel => Outcome::fail(
+            "engine error: parallel node dispatched as a leaf handler",
+            crate::failure::FailureClass::Deterministic,
+        ),
+        HandlerKind::SubWorkflow => Outcome::fail(
+            format!(
+                "sub_workflow node {} cannot run: child workflows are not supported by this build yet",
+                input.node.id
+            ),
             crate::failure::FailureClass::Deterministic,
         ),
     }

@@ -120,6 +120,9 @@ impl LlmSetup {
                 .or_else(|| defaults.config_provider.clone())
                 .or_else(|| workflow.settings.default_provider.clone());
             let provider = match provider_choice {
+                // A dry run calls no provider, so a provider this build does not know is
+                // no obstacle there.
+                Some(name) if dry_run => Provider::parse(&name).unwrap_or(Provider::Simulated),
                 Some(name) => {
                     Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
                         node_id: node.id.clone(),

@@ -319,6 +319,8 @@ impl PreparedRun {
         };
         write_json_atomic(&self.paths.manifest(), &manifest)
             .map_err(io("cannot write", &self.paths.manifest()))?;
+        // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
+        let run_lock = crate::run_index::register_start(&self.paths, &manifest);
         fs_err::write(self.paths.graph(), render_dot(&self.workflow))
             .map_err(io("cannot write", &self.paths.graph()))?;
         let config = json!({
@@ -371,6 +373,10 @@ impl PreparedRun {
             dry_run_visit_limit: self.options.dry_run.then_some(10),
             cause: Arc::clone(&cause),
             watchdog_paused: Arc::clone(&watchdog_paused),
+            branch: None,
+            ranks: Arc::new(std::sync::atomic::AtomicU32::new(0)),
+            pending_join: None,
+            pending_records: Vec::new(),
         };
         let start = self
             .workflow
@@ -478,6 +484,8 @@ impl PreparedRun {
                 ("canceled".to_owned(), Some(reason.clone()))
             }
         };
+        // SPEC 11.4: the final status goes to the index before the lock is released.
+        crate::run_index::register_end(&self.paths, &self.run_id, &report.0, run_lock);
         Ok(RunReport {
             run_id: self.run_id.clone(),
             run_dir: self.paths.run_dir().to_path_buf(),

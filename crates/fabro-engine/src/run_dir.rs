@@ -69,7 +69,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path
         .file_name()
         .map_or_else(|| "file".into(), |name| name.to_string_lossy().into_owned());
-    let temporary = directory.join(format!(".{name}.{}.tmp", std::process::id()));
+    let temporary = directory.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        crate::blob::next_temporary_id()
+    ));
     let mut file = fs_err::File::create(&temporary)?;
     file.write_all(bytes)?;
     file.flush()?;

@@ -117,6 +117,14 @@ pub(crate) struct Traversal {
     pub(crate) dry_run_visit_limit: Option<u32>,
     pub(crate) cause: Arc<CancelCause>,
     pub(crate) watchdog_paused: Arc<std::sync::atomic::AtomicUsize>,
+    /// The branch target id when this traversal runs a parallel branch.
+    pub(crate) branch: Option<String>,
+    /// Run-wide rank counter, shared with parallel branches.
+    pub(crate) ranks: Arc<std::sync::atomic::AtomicU32>,
+    /// Join node chosen by the last parallel stage, consumed by edge selection.
+    pub(crate) pending_join: Option<NodeIndex>,
+    /// Branch stages to record after the parallel node, in finish order (SPEC 5.7).
+    pub(crate) pending_records: Vec<(String, Outcome)>,
 }
 
 /// What a finished stage leads to.
@@ -379,8 +387,8 @@ impl Traversal {
             *visits += 1;
             *visits
         };
-        self.state.stage_rank += 1;
-        let rank = self.state.stage_rank;
+        let rank = self.ranks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        self.state.stage_rank = rank;
         let context = &mut self.state.context;
         context.set("current_node", spec.id.clone());
         context.set("internal.node_visit_count", epoch_visit);
@@ -404,7 +412,7 @@ impl Traversal {
             visit,
             1,
             rank,
-            None,
+            self.branch.as_deref(),
         ));
         let started = Instant::now();
         let started_at = now_rfc3339();
@@ -537,6 +545,10 @@ impl Traversal {
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
+        if spec.handler == HandlerKind::Parallel {
+            // Parallel nodes start sub-traversals, so the traversal runs them itself.
+            return self.run_parallel(node, stage_dir).await;
+        }
         let input = StageInput {
             workflow: &workflow,
             node: spec,
@@ -665,6 +677,41 @@ impl Traversal {
                 .epoch_stages
                 .push((spec.id.clone(), outcome.clone()));
         }
+        for (node_id, branch_outcome) in std::mem::take(&mut self.pending_records) {
+            self.state.completed_nodes.push(node_id.clone());
+            self.state
+                .node_outcomes
+                .insert(node_id.clone(), branch_outcome.clone());
+            self.state.epoch_stages.push((node_id, branch_outcome));
+        }
+    }
+
+    /// The visit-limit termination for `node`, for branch traversals.
+    pub(crate) fn visit_limit_end(&self, node: NodeIndex) -> Option<RunEnd> {
+        self.visit_limit(node)
+    }
+
+    /// Runs one stage, for branch traversals.
+    pub(crate) async fn run_stage_public(
+        &mut self,
+        node: NodeIndex,
+        previous: Option<&Outcome>,
+        entered_by: Option<fabro_language::EdgeIndex>,
+    ) -> Outcome {
+        self.run_stage(node, previous, entered_by).await
+    }
+
+    /// Records a stage, for branch traversals.
+    pub(crate) fn record_public(&mut self, node: NodeIndex, outcome: &Outcome) {
+        self.record(node, outcome);
+    }
+
+    /// The next node after `node`, or `None` when the branch ends there.
+    pub(crate) fn next_node(&mut self, node: NodeIndex, outcome: &Outcome) -> Option<NodeIndex> {
+        match self.next(node, outcome) {
+            Next::Node(next) => Some(next),
+            Next::End(_) => None,
+        }
     }
 
     /// The run status when the exit stage completes (SPEC 4.7).
@@ -722,9 +769,15 @@ impl Traversal {
             blobs: &blobs,
         };
         let selected = select_edge(&workflow, node, outcome, &view, &mut self.rng);
-        let (target, edge, reason) = match selected {
-            Some((edge, reason)) => (workflow.edge(edge).to, Some(edge), reason),
-            None if outcome.is_fail() => {
+        let parallel_join = if spec.handler == HandlerKind::Parallel && !outcome.is_fail() {
+            self.pending_join.take()
+        } else {
+            None
+        };
+        let (target, edge, reason) = match (selected, parallel_join) {
+            (Some((edge, reason)), _) => (workflow.edge(edge).to, Some(edge), reason),
+            (None, Some(join)) => (join, None, SelectionReason::ParallelJoin),
+            (None, None) if outcome.is_fail() => {
                 let target = [
                     spec.retry_target.as_deref(),
                     spec.fallback_retry_target.as_deref(),
@@ -747,7 +800,7 @@ impl Traversal {
                     }
                 }
             }
-            None => {
+            (None, None) => {
                 return Next::End(RunEnd::Failed {
                     reason: format!(
                         "no outgoing edge matched from node {} (outcome={})",

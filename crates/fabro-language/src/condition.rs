@@ -11,6 +11,7 @@ mod parser;
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::ops::Range;
+use std::sync::Arc;
 
 use regex::Regex;
 use serde_json::Value;
@@ -24,9 +25,10 @@ use crate::status::StageStatus;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
     /// The text given to [`Condition::parse`], untrimmed, so clause ranges index into it.
-    source: Box<str>,
+    source: Arc<str>,
     /// Clauses in source order; `Clause::starts_alternative` splits them into the `||` alternatives.
-    clauses: Vec<Clause>,
+    /// Shared, so that the many edges of a workflow with the same condition share one parse.
+    clauses: Arc<[Clause]>,
 }
 
 /// A parse error with the byte range (into the condition text) that it concerns.
@@ -112,7 +114,7 @@ impl Condition {
         let clauses = parser::parse(text)?;
         Ok(Condition {
             source: text.into(),
-            clauses,
+            clauses: clauses.into(),
         })
     }
 

@@ -58,6 +58,102 @@ impl Hasher for IdHasher {
     }
 }
 
+/// An index of node ids by position: maps an id to its position in a list of ids that
+/// the caller keeps (the parser's nodes, then the workflow's, which share one order).
+///
+/// It stores no strings, only a hash fragment and a position per slot, so the table the
+/// parser builds is handed on to [`crate::Workflow`] instead of hashing every id again.
+#[derive(Debug, Clone)]
+pub(crate) struct IdTable {
+    /// Open addressing with linear probing; 0 is empty, else the high 32 bits of the
+    /// id's hash and the position plus one.
+    slots: Vec<u64>,
+    len: usize,
+}
+
+impl Default for IdTable {
+    fn default() -> IdTable {
+        IdTable {
+            slots: vec![0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl IdTable {
+    /// Position of `id`, where `id_at(position)` returns the id stored at a position.
+    pub(crate) fn find<'a>(&self, id: &str, id_at: impl Fn(usize) -> &'a str) -> Option<usize> {
+        self.probe(id, hash_id(id), id_at).ok()
+    }
+
+    /// Position of `id`, or the slot where it belongs and its hash fragment.
+    fn probe<'a>(
+        &self,
+        id: &str,
+        fragment: u32,
+        id_at: impl Fn(usize) -> &'a str,
+    ) -> Result<usize, usize> {
+        let mask = self.slots.len() - 1;
+        let mut slot = fragment as usize & mask;
+        loop {
+            let entry = self.slots[slot];
+            if entry == 0 {
+                return Err(slot);
+            }
+            if (entry >> 32) as u32 == fragment {
+                let position = (entry & 0xffff_ffff) as usize - 1;
+                if id_at(position) == id {
+                    return Ok(position);
+                }
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Position of `id`; when absent, records it at `next` (the position the caller is
+    /// about to fill) and returns `Err(next)`.
+    pub(crate) fn find_or_insert<'a>(
+        &mut self,
+        id: &str,
+        next: usize,
+        id_at: impl Fn(usize) -> &'a str,
+    ) -> Result<usize, usize> {
+        let fragment = hash_id(id);
+        match self.probe(id, fragment, id_at) {
+            Ok(position) => Ok(position),
+            Err(slot) => {
+                self.slots[slot] = (u64::from(fragment) << 32) | (next as u64 + 1);
+                self.len += 1;
+                // Keep at most half the slots full so that probes stay short.
+                if self.len * 2 > self.slots.len() {
+                    self.grow();
+                }
+                Err(next)
+            }
+        }
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![0; self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        let mask = self.slots.len() - 1;
+        for entry in old.into_iter().filter(|&entry| entry != 0) {
+            let mut slot = (entry >> 32) as usize & mask;
+            while self.slots[slot] != 0 {
+                slot = (slot + 1) & mask;
+            }
+            self.slots[slot] = entry;
+        }
+    }
+}
+
+/// The high half of the id's [`IdHasher`] hash (its best-mixed bits).
+fn hash_id(id: &str) -> u32 {
+    let mut hasher = IdHasher::default();
+    hasher.write(id.as_bytes());
+    (hasher.finish() >> 32) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +186,25 @@ mod tests {
         assert_eq!(map.get("n1000000002"), Some(&4));
         assert_eq!(map.get("n10"), Some(&1));
         assert_eq!(map.get("n2"), None);
+    }
+
+    #[test]
+    fn id_tables_find_what_was_inserted_across_growth() {
+        let mut ids: Vec<String> = Vec::new();
+        let mut table = IdTable::default();
+        for index in 0..1000 {
+            let id = format!("n{}", index % 700);
+            let found = table.find_or_insert(&id, ids.len(), |position| &ids[position]);
+            match found {
+                Ok(position) => assert_eq!(ids[position], id),
+                Err(next) => {
+                    assert_eq!(next, ids.len());
+                    ids.push(id);
+                }
+            }
+        }
+        assert_eq!(ids.len(), 700);
+        assert_eq!(table.find("n699", |position| &ids[position]), Some(699));
+        assert_eq!(table.find("n700", |position| &ids[position]), None);
     }
 }

@@ -170,8 +170,8 @@ pub(crate) fn check_source(
     options: &CheckOptions<'_>,
     stack: &mut Vec<PathBuf>,
 ) -> Checked {
-    let syntax = match syntax::parse(text) {
-        Ok(syntax) => syntax,
+    let (syntax, index) = match syntax::parse_indexed(text) {
+        Ok(parsed) => parsed,
         Err(diagnostic) => {
             return Checked {
                 workflow: None,
@@ -180,7 +180,7 @@ pub(crate) fn check_source(
             }
         }
     };
-    let (mut workflow, mut diagnostics) = lower::lower(syntax, text);
+    let (mut workflow, mut diagnostics) = lower::lower_indexed(syntax, index, text);
     let children =
         transform::resolve_references(&mut workflow, path, options, stack, &mut diagnostics);
     lint::run(&workflow, text, options, &mut diagnostics);

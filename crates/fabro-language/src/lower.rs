@@ -6,10 +6,14 @@
 //! with spans inside the attribute value. Unknown enum spellings fall back to the default
 //! silently: the `*_valid` lint rules report them.
 
+mod node_key;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::condition::Condition;
 use crate::diagnostic::{Diagnostic, Rule};
+use crate::id_hash::{IdHashMap, IdTable};
 use crate::model::{
     Backend, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings, ManagerAction,
     Node, NodeIndex, OutputSchema, RankDir, ReasoningEffort, RetryPolicy, ScriptLanguage,
@@ -18,9 +22,24 @@ use crate::model::{
 use crate::stylesheet::Stylesheet;
 use crate::syntax::{Attribute, Attributes, SyntaxGraph};
 use crate::value;
+use node_key::{Key, Slots};
 
 /// Lowers a parsed graph; returns the workflow and the conversion diagnostics.
+#[cfg(test)]
 pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnostic>) {
+    let mut index = IdTable::default();
+    for (position, node) in syntax.nodes.iter().enumerate() {
+        let _ = index.find_or_insert(&node.id, position, |earlier| &syntax.nodes[earlier].id);
+    }
+    lower_indexed(syntax, index, source)
+}
+
+/// Lowers a parsed graph whose node ids `index` maps to their positions.
+pub(crate) fn lower_indexed(
+    syntax: SyntaxGraph,
+    index: IdTable,
+    source: &str,
+) -> (Workflow, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let settings = {
         let mut reader = Reader {
@@ -37,8 +56,9 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
             diagnostics: &mut diagnostics,
             node: Some(&syntax_node.id),
         };
-        let node = reader.node(&syntax_node.attributes, &settings);
-        let mut classes = node_classes(&syntax_node.attributes);
+        let slots = Slots::new(&syntax_node.attributes);
+        let node = reader.node(&slots, &settings);
+        let mut classes = node_classes(slots.value(Key::Class));
         for class in syntax_node.derived_classes {
             if !classes.contains(&class) {
                 classes.push(class);
@@ -46,8 +66,8 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
         }
         nodes.push(Node {
             id: syntax_node.id,
-            label: syntax_node.attributes.get("label").map(|a| a.value.clone()),
-            shape: syntax_node.attributes.get("shape").map(|a| a.value.clone()),
+            label: slots.get(Key::Label).map(|a| a.value.clone()),
+            shape: slots.get(Key::Shape).map(|a| a.value.clone()),
             classes,
             span: syntax_node.span,
             declared: syntax_node.declared,
@@ -58,6 +78,9 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
     }
     apply_stylesheet(&settings.stylesheet, &mut nodes);
     let mut edges = Vec::with_capacity(syntax.edges.len());
+    // Edges of one workflow repeat a few condition texts many times; a parsed condition
+    // is shared, so each distinct text is parsed once.
+    let mut conditions: IdHashMap<Arc<str>, Condition> = IdHashMap::default();
     for syntax_edge in syntax.edges {
         let from_id = &nodes[syntax_edge.from].id;
         let to_id = &nodes[syntax_edge.to].id;
@@ -67,9 +90,22 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
             node: None,
         };
         let attributes = &syntax_edge.attributes;
-        let condition = reader.condition(attributes.get("condition"), |diagnostic| {
-            diagnostic.edge(from_id, to_id)
-        });
+        let condition = match attributes.get("condition") {
+            Some(attribute) => match conditions.get(&attribute.value) {
+                Some(parsed) => Some(parsed.clone()),
+                None => {
+                    let parsed = reader.condition(Some(attribute), |diagnostic| {
+                        diagnostic.edge(from_id, to_id)
+                    });
+                    // Only parsed conditions are shared: each failing edge reports its own error.
+                    if let Some(condition) = &parsed {
+                        conditions.insert(attribute.value.clone(), condition.clone());
+                    }
+                    parsed
+                }
+            },
+            None => None,
+        };
         let weight = reader
             .parsed(attributes.get("weight"), "a number", value::parse_float)
             .unwrap_or(0.0);
@@ -90,13 +126,13 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
             attributes: syntax_edge.attributes,
         });
     }
-    let workflow = Workflow::new(syntax.id, settings, syntax.attributes, nodes, edges);
+    let workflow = Workflow::new(syntax.id, settings, syntax.attributes, nodes, edges, index);
     (workflow, diagnostics)
 }
 
-fn node_classes(attributes: &Attributes) -> Vec<String> {
+fn node_classes(class: Option<&str>) -> Vec<String> {
     let mut classes = Vec::new();
-    for class in value::parse_list(attributes.value("class").unwrap_or("")) {
+    for class in value::parse_list(class.unwrap_or("")) {
         if !classes.contains(&class) {
             classes.push(class);
         }
@@ -201,15 +237,15 @@ impl Reader<'_, '_> {
     }
 
     /// A node without id, label, shape, classes and position (filled in by the caller).
-    fn node(&mut self, attributes: &Attributes, graph: &GraphSettings) -> Node {
-        let shape = attributes.value("shape").unwrap_or("box");
-        let handler = attributes
-            .get_any(&["type", "node_type", "codergen_mode"])
+    fn node(&mut self, slots: &Slots<'_>, graph: &GraphSettings) -> Node {
+        let shape = slots.value(Key::Shape).unwrap_or("box");
+        let handler = slots
+            .any(&[Key::Type, Key::NodeType, Key::CodergenMode])
             .and_then(|attribute| HandlerKind::parse(&attribute.value))
             .unwrap_or_else(|| HandlerKind::from_shape(shape));
-        let timeout = self.duration(attributes.get("timeout"));
+        let timeout = self.duration(slots.get(Key::Timeout));
         let sub_workflow = (handler == HandlerKind::SubWorkflow)
-            .then(|| Box::new(self.sub_workflow(attributes, graph)));
+            .then(|| Box::new(self.sub_workflow(slots, graph)));
         Node {
             id: String::new(),
             label: None,
@@ -217,32 +253,30 @@ impl Reader<'_, '_> {
             handler,
             classes: Vec::new(),
             timeout,
-            max_retries: self.count(attributes.get("max_retries"), 0),
-            retry_policy: attributes
-                .value("retry_policy")
-                .and_then(RetryPolicy::parse),
-            max_visits: self.count(attributes.get("max_visits"), 1),
-            retry_target: non_empty(attributes.value("retry_target")),
-            fallback_retry_target: non_empty(attributes.value("fallback_retry_target")),
-            goal_gate: self.boolean(attributes.get("goal_gate"), false),
-            auto_status: self.boolean(attributes.get("auto_status"), false),
-            allow_partial: self.boolean(attributes.get("allow_partial"), false),
-            selection: attributes
-                .value("selection")
+            max_retries: self.count(slots.get(Key::MaxRetries), 0),
+            retry_policy: slots.value(Key::RetryPolicy).and_then(RetryPolicy::parse),
+            max_visits: self.count(slots.get(Key::MaxVisits), 1),
+            retry_target: non_empty(slots.value(Key::RetryTarget)),
+            fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
+            goal_gate: self.boolean(slots.get(Key::GoalGate), false),
+            auto_status: self.boolean(slots.get(Key::AutoStatus), false),
+            allow_partial: self.boolean(slots.get(Key::AllowPartial), false),
+            selection: slots
+                .value(Key::Selection)
                 .and_then(Selection::parse)
                 .unwrap_or(Selection::Deterministic),
-            llm: self.llm_settings(attributes),
-            script: attributes
-                .get_any(&["script", "tool_command"])
+            llm: self.llm_settings(slots),
+            script: slots
+                .any(&[Key::Script, Key::ToolCommand])
                 .map_or_else(String::new, |attribute| attribute.value.to_string()),
-            language: ScriptLanguage::parse(attributes.value("language").unwrap_or("shell")),
-            default_choice: non_empty(attributes.value("human.default_choice")),
-            join_policy: attributes
-                .value("join_policy")
+            language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
+            default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
+            join_policy: slots
+                .value(Key::JoinPolicy)
                 .and_then(JoinPolicy::parse)
                 .unwrap_or(JoinPolicy::WaitAll),
-            max_parallel: self.count(attributes.get("max_parallel"), 1).unwrap_or(4),
-            duration: self.duration(attributes.get("duration")),
+            max_parallel: self.count(slots.get(Key::MaxParallel), 1).unwrap_or(4),
+            duration: self.duration(slots.get(Key::Duration)),
             sub_workflow,
             attributes: Attributes::default(),
             span: Default::default(),
@@ -251,12 +285,12 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn llm_settings(&mut self, attributes: &Attributes) -> LlmSettings {
+    fn llm_settings(&mut self, slots: &Slots<'_>) -> LlmSettings {
         let defaults = LlmSettings::default();
-        let output_schema = attributes
-            .get("output_schema")
+        let output_schema = slots
+            .get(Key::OutputSchema)
             .and_then(|attribute| self.inline_output_schema(attribute));
-        let output_retries = match attributes.get("output_retries") {
+        let output_retries = match slots.get(Key::OutputRetries) {
             Some(attribute) => match value::parse_integer(&attribute.value) {
                 Some(retries) => u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
                 None => {
@@ -266,49 +300,50 @@ impl Reader<'_, '_> {
             },
             None => defaults.output_retries,
         };
-        let acp_command = attributes.get("acp_command").and_then(|attribute| {
-            match split_words(&attribute.value) {
-                Some(words) => Some(words),
-                None => {
-                    self.type_error(attribute, "a command line with balanced quotes");
-                    None
-                }
-            }
-        });
+        let acp_command =
+            slots
+                .get(Key::AcpCommand)
+                .and_then(|attribute| match split_words(&attribute.value) {
+                    Some(words) => Some(words),
+                    None => {
+                        self.type_error(attribute, "a command line with balanced quotes");
+                        None
+                    }
+                });
         LlmSettings {
-            prompt: attributes
-                .get_any(&["prompt", "llm_prompt"])
+            prompt: slots
+                .any(&[Key::Prompt, Key::LlmPrompt])
                 .map_or_else(String::new, |attribute| attribute.value.to_string()),
             model: non_empty(
-                attributes
-                    .get_any(&["model", "llm_model"])
+                slots
+                    .any(&[Key::Model, Key::LlmModel])
                     .map(|attribute| attribute.value.as_ref()),
             ),
             provider: non_empty(
-                attributes
-                    .get_any(&["provider", "llm_provider"])
+                slots
+                    .any(&[Key::Provider, Key::LlmProvider])
                     .map(|attribute| attribute.value.as_ref()),
             ),
             stylesheet_model: None,
             stylesheet_provider: None,
-            reasoning_effort: attributes
-                .value("reasoning_effort")
+            reasoning_effort: slots
+                .value(Key::ReasoningEffort)
                 .and_then(ReasoningEffort::parse)
                 .unwrap_or(defaults.reasoning_effort),
-            max_tokens: self.count(attributes.get("max_tokens"), 1),
-            backend: attributes
-                .value("backend")
+            max_tokens: self.count(slots.get(Key::MaxTokens), 1),
+            backend: slots
+                .value(Key::Backend)
                 .and_then(Backend::parse)
                 .unwrap_or(defaults.backend),
-            fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
-            thread_id: non_empty(attributes.value("thread_id")),
-            project_memory: self.boolean(attributes.get("project_memory"), true),
+            fidelity: slots.value(Key::Fidelity).and_then(Fidelity::parse),
+            thread_id: non_empty(slots.value(Key::ThreadId)),
+            project_memory: self.boolean(slots.get(Key::ProjectMemory), true),
             max_turns: self
-                .count(attributes.get_any(&["max_turns", "max_agent_turns"]), 0)
+                .count(slots.any(&[Key::MaxTurns, Key::MaxAgentTurns]), 0)
                 .unwrap_or(0),
             output_schema,
             output_retries,
-            write_scope: value::parse_list(attributes.value("write_scope").unwrap_or("")),
+            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or("")),
             acp_command,
         }
     }
@@ -338,36 +373,31 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn sub_workflow(
-        &mut self,
-        attributes: &Attributes,
-        graph: &GraphSettings,
-    ) -> SubWorkflowSettings {
+    fn sub_workflow(&mut self, slots: &Slots<'_>, graph: &GraphSettings) -> SubWorkflowSettings {
         let defaults = SubWorkflowSettings::default();
         let node = self.node;
         SubWorkflowSettings {
             child_workflow: non_empty(
-                attributes
-                    .get_any(&["stack.child_workflow", "stack.child_dotfile"])
+                slots
+                    .any(&[Key::StackChildWorkflow, Key::StackChildDotfile])
                     .map(|attribute| attribute.value.as_ref()),
             )
             .or_else(|| graph.child_workflow.clone()),
-            child_workdir: non_empty(attributes.value("stack.child_workdir")),
-            autostart: self.boolean(attributes.get("stack.child_autostart"), true),
+            child_workdir: non_empty(slots.value(Key::StackChildWorkdir)),
+            autostart: self.boolean(slots.get(Key::StackChildAutostart), true),
             poll_interval: self
-                .duration(attributes.get("manager.poll_interval"))
+                .duration(slots.get(Key::ManagerPollInterval))
                 .unwrap_or(defaults.poll_interval),
             max_cycles: self
-                .count(attributes.get("manager.max_cycles"), 1)
+                .count(slots.get(Key::ManagerMaxCycles), 1)
                 .unwrap_or(defaults.max_cycles),
-            stop_condition: self.condition(
-                attributes.get("manager.stop_condition"),
-                |diagnostic| match node {
+            stop_condition: self.condition(slots.get(Key::ManagerStopCondition), |diagnostic| {
+                match node {
                     Some(node) => diagnostic.node(node),
                     None => diagnostic,
-                },
-            ),
-            actions: match attributes.value("manager.actions") {
+                }
+            }),
+            actions: match slots.value(Key::ManagerActions) {
                 Some(text) => value::parse_list(text)
                     .iter()
                     .filter_map(|action| ManagerAction::parse(action))

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::condition::Condition;
-use crate::id_hash::IdHashMap;
+use crate::id_hash::IdTable;
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
 use crate::syntax::Attributes;
@@ -327,7 +327,8 @@ pub struct Workflow {
     pub attributes: Attributes,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
-    index: IdHashMap<String, NodeIndex>,
+    /// Node positions by id, built by the parser over the same node order.
+    index: IdTable,
     outgoing: Adjacency,
     incoming: Adjacency,
     starts: Vec<NodeIndex>,
@@ -378,6 +379,7 @@ impl Workflow {
         attributes: Attributes,
         mut nodes: Vec<Node>,
         edges: Vec<Edge>,
+        index: IdTable,
     ) -> Workflow {
         let starts = recognise(&mut nodes, HandlerKind::Start, &["start", "Start"]);
         let exits = recognise(
@@ -385,11 +387,6 @@ impl Workflow {
             HandlerKind::Exit,
             &["exit", "Exit", "end", "End"],
         );
-        let index = nodes
-            .iter()
-            .enumerate()
-            .map(|(position, node)| (node.id.clone(), NodeIndex(position as u32)))
-            .collect();
         let outgoing = Adjacency::build(nodes.len(), &edges, |edge| edge.from);
         let incoming = Adjacency::build(nodes.len(), &edges, |edge| edge.to);
         Workflow {
@@ -438,7 +435,9 @@ impl Workflow {
 
     /// Index of the node with `id`.
     pub fn find(&self, id: &str) -> Option<NodeIndex> {
-        self.index.get(id).copied()
+        self.index
+            .find(id, |position| &self.nodes[position].id)
+            .map(|position| NodeIndex(position as u32))
     }
 
     /// Outgoing edges of `node`, in declaration order.

@@ -8,6 +8,7 @@
 mod cursor;
 mod parser;
 
+pub(crate) use parser::parse_indexed;
 pub use parser::{is_ident, is_keyword, parse, MAX_SOURCE_BYTES};
 
 use std::sync::Arc;
@@ -49,6 +50,27 @@ impl Attributes {
             Some(existing) => *existing = attribute,
             None => self.entries.push(attribute),
         }
+    }
+
+    /// An empty list with room for `capacity` attributes.
+    pub(crate) fn with_capacity(capacity: usize) -> Attributes {
+        Attributes {
+            entries: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Sets every attribute of `other` (later wins), leaving `other` empty but keeping its
+    /// buffer. Grows by exactly what may be needed: most lists stay this size.
+    pub(crate) fn merge(&mut self, other: &mut Attributes) {
+        self.entries.reserve_exact(other.len());
+        for attribute in other.entries.drain(..) {
+            self.set(attribute);
+        }
+    }
+
+    /// Appends clones of `other`'s attributes; `self` must not have any of their keys.
+    pub(crate) fn extend_cloned(&mut self, other: &Attributes) {
+        self.entries.extend_from_slice(&other.entries);
     }
 
     /// The attribute with this key, if set.

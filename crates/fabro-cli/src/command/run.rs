@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::RunArgs;
 use crate::error::{CliError, Status};
-use crate::loader::{locate_workflow, Catalog, FsLoader};
+use crate::loader::{fabro_home, locate_workflow, Catalog, FsLoader};
 use crate::output::Output;
 use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
@@ -150,12 +150,6 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         .map(|var| split_pair(var, "--var", "K=V"))
         .collect::<Result<BTreeMap<_, _>, _>>()?;
     let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let fabro_home = env("FABRO_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        env("HOME").map_or_else(
-            || PathBuf::from(".fabro"),
-            |home| PathBuf::from(home).join(".fabro"),
-        )
-    });
     let credentials = [
         Provider::Anthropic,
         Provider::OpenAi,
@@ -184,7 +178,7 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         answers,
         vars,
         run_id: args.run_id.clone(),
-        fabro_home,
+        fabro_home: fabro_home(),
         console: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         llm: LlmDefaults {
             cli_model: args.model.clone(),

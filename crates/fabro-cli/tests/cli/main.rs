@@ -2,6 +2,7 @@
 
 mod corpus;
 mod graph;
+mod inspect;
 mod run;
 mod validate;
 

@@ -14,8 +14,14 @@ pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
     let graph_full = workflow.settings.default_fidelity == Some(Fidelity::Full);
     let mut any_full = graph_full;
+    let default_thread = workflow.settings.default_thread.is_some();
     for index in workflow.node_indices() {
         let node = workflow.node(index);
+        // Only a thread key, or a graph default thread not yet known to be useful, needs
+        // the answer; skipping the rest keeps the rule from walking every incoming list.
+        if node.llm.thread_id.is_none() && (any_full || !default_thread) {
+            continue;
+        }
         let entered_full = workflow
             .incoming(index)
             .any(|(_, edge)| edge.fidelity == Some(Fidelity::Full));

@@ -6,6 +6,7 @@
 //! undefined ones are normal in shell scripts (`$HOME`).
 
 use std::collections::HashSet;
+use std::fmt;
 
 use super::Lint;
 use crate::diagnostic::{Diagnostic, Rule};
@@ -19,23 +20,40 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         reported: HashSet::new(),
     };
     if let Some(goal) = workflow.attributes.get("goal") {
-        checker.inline(lint, goal, "the graph", None);
+        checker.inline(lint, goal, Owner::Graph, None);
     }
     for node in workflow.nodes() {
-        let owner = format!("node '{}'", node.id);
+        // Named lazily: formatting it for every node would cost more than the check.
+        let owner = Owner::Node(&node.id);
         if let Some(prompt) = node.attributes.get_any(&["prompt", "llm_prompt"]) {
             if *node.llm.prompt == *prompt.value {
-                checker.inline(lint, prompt, &owner, Some(&node.id));
+                checker.inline(lint, prompt, owner, Some(&node.id));
             } else {
                 // Inlined from an `@path` file: offsets do not map to the workflow source.
-                checker.inlined(lint, prompt, &node.llm.prompt, &owner, &node.id);
+                checker.inlined(lint, prompt, &node.llm.prompt, owner, &node.id);
             }
         }
         if let Some(script) = node.attributes.get_any(&["script", "tool_command"]) {
-            checker.inline(lint, script, &owner, Some(&node.id));
+            checker.inline(lint, script, owner, Some(&node.id));
         }
         if let Some(choice) = node.attributes.get("human.default_choice") {
-            checker.inline(lint, choice, &owner, Some(&node.id));
+            checker.inline(lint, choice, owner, Some(&node.id));
+        }
+    }
+}
+
+/// Whose text a reference is in, as messages name it.
+#[derive(Debug, Clone, Copy)]
+enum Owner<'a> {
+    Graph,
+    Node(&'a str),
+}
+
+impl fmt::Display for Owner<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Graph => formatter.write_str("the graph"),
+            Owner::Node(id) => write!(formatter, "node '{id}'"),
         }
     }
 }
@@ -52,7 +70,7 @@ impl Checker {
         &mut self,
         lint: &mut Lint<'_>,
         attribute: &Attribute,
-        owner: &str,
+        owner: Owner<'_>,
         node: Option<&str>,
     ) {
         for (name, range) in template_references(&attribute.value) {
@@ -85,7 +103,7 @@ impl Checker {
         lint: &mut Lint<'_>,
         attribute: &Attribute,
         text: &str,
-        owner: &str,
+        owner: Owner<'_>,
         node: &str,
     ) {
         let mut names: Vec<&str> = Vec::new();

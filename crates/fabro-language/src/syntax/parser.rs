@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
 use super::{Attribute, Attributes, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
-use crate::id_hash::IdHashMap;
+use crate::id_hash::{IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
 
 /// Largest accepted workflow file (SPEC 2.1).
@@ -28,6 +28,12 @@ const MAX_NESTING: usize = 64;
 /// assert_eq!(graph.edges[1].attributes.value("label"), Some("x"));
 /// ```
 pub fn parse(text: &str) -> Result<SyntaxGraph, Diagnostic> {
+    parse_indexed(text).map(|(graph, _)| graph)
+}
+
+/// [`parse`], also returning the index of node ids by position in
+/// [`SyntaxGraph::nodes`], which lowering hands on to the workflow.
+pub(crate) fn parse_indexed(text: &str) -> Result<(SyntaxGraph, IdTable), Diagnostic> {
     if text.len() > MAX_SOURCE_BYTES {
         return Err(Diagnostic::new(
             Rule::ParseError,
@@ -38,6 +44,7 @@ pub fn parse(text: &str) -> Result<SyntaxGraph, Diagnostic> {
         ));
     }
     let mut parser = Parser::new(text);
+    parser.reserve();
     match parser.file() {
         Ok(()) => Ok(parser.finish()),
         Err(SyntaxError { message, span }) => {
@@ -66,9 +73,15 @@ struct Parser<'s> {
     text: &'s str,
     cursor: Cursor<'s>,
     graph: SyntaxGraph,
-    node_index: IdHashMap<&'s str, usize>,
-    /// Interned attribute keys: every `label` key shares one allocation.
-    keys: IdHashMap<&'s str, Arc<str>>,
+    /// Node ids by position, as slices of the source, for [`Parser::node_index`].
+    ids: Vec<&'s str>,
+    node_index: IdTable,
+    /// Interned attribute keys: every `label` key shares one allocation. Beside each key,
+    /// the value it was last assigned, shared when the next assignment repeats it (as
+    /// defaults and repeated conditions do).
+    keys: IdHashMap<&'s str, (Arc<str>, Arc<str>)>,
+    /// Reused buffer for the attribute block being parsed.
+    block: Attributes,
     /// Reused buffer of the current edge chain: (node index, span).
     chain: Vec<(usize, Span)>,
     /// Per node: derived classes with the depth of the subgraph that contributed them.
@@ -82,8 +95,10 @@ impl<'s> Parser<'s> {
             text,
             cursor: Cursor::new(text),
             graph: SyntaxGraph::default(),
-            node_index: IdHashMap::default(),
+            ids: Vec::new(),
+            node_index: IdTable::default(),
             keys: IdHashMap::default(),
+            block: Attributes::default(),
             chain: Vec::new(),
             derived: Vec::new(),
             scopes: vec![Scope {
@@ -95,7 +110,21 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn finish(mut self) -> SyntaxGraph {
+    /// Reserves room for the nodes and edges the text can hold at most (one edge per
+    /// `>`, roughly one node per line), so the large vectors are never copied while they
+    /// grow; untouched reserved memory costs nothing.
+    fn reserve(&mut self) {
+        let (mut arrows, mut lines) = (0, 0);
+        for &byte in self.text.as_bytes() {
+            arrows += usize::from(byte == b'>');
+            lines += usize::from(byte == b'\n');
+        }
+        self.graph.edges.reserve(arrows);
+        self.graph.nodes.reserve(lines / 2 + 16);
+        self.ids.reserve(lines / 2 + 16);
+    }
+
+    fn finish(mut self) -> (SyntaxGraph, IdTable) {
         for (node, mut classes) in self.graph.nodes.iter_mut().zip(self.derived) {
             if classes.is_empty() {
                 continue;
@@ -107,7 +136,7 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        self.graph
+        (self.graph, self.node_index)
     }
 
     fn file(&mut self) -> Scan<()> {
@@ -349,13 +378,18 @@ impl<'s> Parser<'s> {
         self.reject_port()?;
         self.cursor.skip_trivia()?;
         if !self.at_arrow()? {
-            let index = self.ensure_node(&first);
+            // The block is read before the node is created (it cannot change the
+            // defaults), so that a new node's attributes are allocated once.
+            let mut block = std::mem::take(&mut self.block);
             if self.cursor.peek() == Some(b'[') {
-                let mut attributes = std::mem::take(&mut self.graph.nodes[index].attributes);
-                let parsed = self.attribute_block_into(&mut attributes);
-                self.graph.nodes[index].attributes = attributes;
-                parsed?;
+                if let Err(error) = self.attribute_block_into(&mut block) {
+                    self.block = block;
+                    return Err(error);
+                }
             }
+            let index = self.ensure_node_with_room(&first, block.len());
+            self.graph.nodes[index].attributes.merge(&mut block);
+            self.block = block;
             let in_subgraph = self.scopes.len() > 1;
             self.graph.nodes[index].declared = true;
             if in_subgraph && !self.scope_mut().members.contains(&index) {
@@ -377,10 +411,19 @@ impl<'s> Parser<'s> {
             self.reject_port()?;
             self.cursor.skip_trivia()?;
         }
-        let mut edge_attributes = self.scope_mut().edge_defaults.clone();
-        if self.cursor.peek() == Some(b'[') {
-            self.attribute_block_into(&mut edge_attributes)?;
-        }
+        let mut edge_attributes = if self.cursor.peek() == Some(b'[') {
+            let mut block = std::mem::take(&mut self.block);
+            let parsed = self.attribute_block_into(&mut block);
+            let defaults = &self.scope_mut().edge_defaults;
+            let mut attributes = Attributes::with_capacity(defaults.len() + block.len());
+            attributes.extend_cloned(defaults);
+            attributes.merge(&mut block);
+            self.block = block;
+            parsed?;
+            attributes
+        } else {
+            self.scope_mut().edge_defaults.clone()
+        };
         let last = chain.len() - 1;
         for (position, pair) in chain.windows(2).enumerate() {
             // Every edge of the chain carries the block; the last one takes it by move.
@@ -592,11 +635,24 @@ impl<'s> Parser<'s> {
     }
 
     fn ensure_node(&mut self, endpoint: &Endpoint<'s>) -> usize {
-        if let Some(&index) = self.node_index.get(endpoint.id) {
-            return index;
-        }
-        let index = self.graph.nodes.len();
-        let attributes = self.scope_mut().node_defaults.clone();
+        self.ensure_node_with_room(endpoint, 0)
+    }
+
+    /// The node's index, creating it with room for `room` more attributes than the
+    /// defaults.
+    fn ensure_node_with_room(&mut self, endpoint: &Endpoint<'s>, room: usize) -> usize {
+        let ids = &self.ids;
+        let index = match self
+            .node_index
+            .find_or_insert(endpoint.id, ids.len(), |position| ids[position])
+        {
+            Ok(index) => return index,
+            Err(index) => index,
+        };
+        self.ids.push(endpoint.id);
+        let defaults = &self.scope_mut().node_defaults;
+        let mut attributes = Attributes::with_capacity(defaults.len() + room);
+        attributes.extend_cloned(defaults);
         self.graph.nodes.push(SyntaxNode {
             id: endpoint.id.to_owned(),
             span: endpoint.span,
@@ -606,7 +662,6 @@ impl<'s> Parser<'s> {
             derived_classes: Vec::new(),
         });
         self.derived.push(Vec::new());
-        self.node_index.insert(endpoint.id, index);
         if self.scopes.len() > 1 {
             self.scope_mut().members.push(index);
         }
@@ -615,15 +670,17 @@ impl<'s> Parser<'s> {
 
     /// Builds an attribute, sharing the key's allocation with earlier uses of the key.
     fn attribute(&mut self, key: &'s str, key_span: Span, literal: Literal<'s>) -> Attribute {
-        let key = self
+        let (key, last_value) = self
             .keys
             .entry(key)
-            .or_insert_with(|| Arc::from(key))
-            .clone();
+            .or_insert_with(|| (Arc::from(key), Arc::from("")));
+        if **last_value != *literal.value {
+            *last_value = Arc::from(literal.value.as_ref());
+        }
         Attribute {
-            key,
+            key: key.clone(),
             key_span,
-            value: Arc::from(literal.value.as_ref()),
+            value: last_value.clone(),
             value_span: literal.span,
             quoted: literal.quoted,
         }

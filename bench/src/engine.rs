@@ -1,0 +1,164 @@
+//! Engine overhead workloads of issue 3 (W1–W4), run through `fabro run` as processes.
+//!
+//! W1: a chain of 1,000 conditional (no-op) nodes. W2: a chain of 200 command nodes
+//! running `true`, compared with spawning and reaping `sh -c true` 200 times. W3: a fan-out
+//! of 100 branches each running `sleep 0.2`. W4: a 500-iteration loop that exits on
+//! `context.internal.node_visit_count >= 500`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Generates the workflow of workload `name`.
+pub(crate) fn workload(name: &str) -> Option<String> {
+    let mut out =
+        String::from("digraph bench {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n");
+    match name {
+        "w1" => {
+            for index in 1..=1000 {
+                let _ = writeln!(out, "  n{index} [shape=diamond]");
+            }
+            out.push_str("  start -> n1\n");
+            for index in 1..1000 {
+                let _ = writeln!(
+                    out,
+                    "  n{index} -> n{} [condition=\"outcome=success\"]",
+                    index + 1
+                );
+                let _ = writeln!(out, "  n{index} -> exit");
+            }
+            out.push_str("  n1000 -> exit\n");
+        }
+        "w2" => {
+            for index in 1..=200 {
+                let _ = writeln!(out, "  c{index} [shape=parallelogram, script=\"true\"]");
+            }
+            out.push_str("  start -> c1\n");
+            for index in 1..200 {
+                let _ = writeln!(out, "  c{index} -> c{}", index + 1);
+            }
+            out.push_str("  c200 -> exit\n");
+        }
+        "w3" => {
+            out.push_str("  fan [shape=component, max_parallel=100]\n  join [shape=tripleoctagon]\n  start -> fan\n  join -> exit\n");
+            for index in 1..=100 {
+                let _ = writeln!(
+                    out,
+                    "  b{index} [shape=parallelogram, script=\"sleep 0.2\"]"
+                );
+                let _ = writeln!(out, "  fan -> b{index} -> join");
+            }
+        }
+        "w4" => {
+            out.push_str("  spin [shape=diamond]\n  start -> spin\n");
+            out.push_str(
+                "  spin -> exit [condition=\"context.internal.node_visit_count >= 500\"]\n",
+            );
+            out.push_str("  spin -> spin\n");
+        }
+        _ => return None,
+    }
+    out.push_str("}\n");
+    Some(out)
+}
+
+/// Runs every workload `runs` times; returns a Markdown table.
+pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, String> {
+    let directory = std::env::temp_dir().join(format!("fabro-engine-bench-{}", std::process::id()));
+    fs_err::create_dir_all(&directory).map_err(|error| error.to_string())?;
+    let mut table = String::from("| workload | stages | fabro run (median) | peak RSS | reference | overhead per stage |\n|---|---:|---:|---:|---:|---:|\n");
+    let spawn_200 = median(runs, || {
+        let started = Instant::now();
+        for _ in 0..200 {
+            let status = Command::new("sh").args(["-c", "true"]).status();
+            if status.is_err() {
+                return f64::NAN;
+            }
+        }
+        started.elapsed().as_secs_f64()
+    });
+    for (name, stages, reference, work) in [
+        ("W1 1,000 conditional nodes", 1002usize, "–", 0.0),
+        ("W2 200 commands `true`", 202, "200 × sh -c true", spawn_200),
+        ("W3 100 parallel `sleep 0.2`", 104, "one 0.2 s sleep", 0.2),
+        ("W4 500-iteration loop", 502, "–", 0.0),
+    ] {
+        let key = name
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_lowercase();
+        let text = workload(&key).ok_or_else(|| format!("unknown workload {key}"))?;
+        let path = directory.join(format!("{key}.fabro"));
+        fs_err::write(&path, text).map_err(|error| error.to_string())?;
+        let home = directory.join(format!("home-{key}"));
+        let mut rss = 0u64;
+        let seconds = median(runs, || {
+            let _ = fs_err::remove_dir_all(&home);
+            let started = Instant::now();
+            let output = Command::new("/usr/bin/time")
+                .args(["-f", "%M"])
+                .arg(fabro)
+                .args(["run", &path.to_string_lossy()])
+                .env("FABRO_HOME", &home)
+                .current_dir(&directory)
+                .stdout(Stdio::null())
+                .output();
+            let elapsed = started.elapsed().as_secs_f64();
+            match output {
+                Ok(output) if output.status.success() => {
+                    let stderr = String::from_utf8_lossy(&output.stderr);
+                    rss = stderr
+                        .lines()
+                        .last()
+                        .and_then(|line| line.trim().parse().ok())
+                        .unwrap_or(rss);
+                    elapsed
+                }
+                _ => f64::NAN,
+            }
+        });
+        let overhead_ms = (seconds - work) * 1000.0 / stages as f64;
+        let reference_text = if work > 0.0 {
+            format!("{reference} = {work:.3} s")
+        } else {
+            reference.to_owned()
+        };
+        let _ = writeln!(
+            table,
+            "| {name} | {stages} | {seconds:.3} s | {:.1} MB | {reference_text} | {overhead_ms:.3} ms |",
+            rss as f64 / 1024.0
+        );
+    }
+    let _ = fs_err::remove_dir_all(&directory);
+    Ok(table)
+}
+
+fn median(runs: usize, mut measure: impl FnMut() -> f64) -> f64 {
+    let mut samples: Vec<f64> = (0..runs.max(1)).map(|_| measure()).collect();
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabro_language::{check, AnyModel, CheckOptions, NoFiles, Variables};
+
+    #[test]
+    fn workloads_are_valid_workflows() {
+        let variables = Variables::default();
+        let options = CheckOptions {
+            loader: &NoFiles,
+            variables: &variables,
+            models: &AnyModel,
+        };
+        for name in ["w1", "w2", "w3", "w4"] {
+            let text = workload(name).expect("known workload");
+            let checked = check("bench.fabro".as_ref(), &text, &options);
+            assert!(!checked.has_errors(), "{name}: {:#?}", checked.diagnostics);
+        }
+        assert!(workload("w9").is_none());
+    }
+}

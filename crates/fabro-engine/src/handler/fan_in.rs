@@ -1,0 +1,218 @@
+//! The fan-in handler (SPEC 5.8): picks the best branch of the preceding parallel node
+//! from `parallel.results`, by a heuristic or, when the node has a prompt, by asking the
+//! LLM for `{"best_id": "..."}`.
+
+use fabro_llm::{Message, Request};
+use serde_json::{json, Value};
+
+use super::StageInput;
+use crate::event::Event;
+use crate::failure::FailureClass;
+use crate::outcome::Outcome;
+use crate::routing::json_objects;
+
+/// One branch result as the parallel handler records it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Candidate {
+    pub(crate) id: String,
+    pub(crate) status: String,
+    pub(crate) failure_reason: Option<String>,
+    pub(crate) score: Option<f64>,
+}
+
+pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
+    let candidates = candidates(input.context.get("parallel.results"));
+    if candidates.is_empty() {
+        return Outcome::fail(
+            "No parallel results to evaluate",
+            FailureClass::Deterministic,
+        );
+    }
+    let mut method = "heuristic";
+    let mut best = best_by_heuristic(&candidates);
+    if !input.node.llm.prompt.is_empty() && !input.services.dry_run {
+        match ask_llm(input, &candidates).await {
+            Some(chosen) => {
+                best = chosen;
+                method = "llm";
+            }
+            None => {
+                input.services.emitter.emit(Event::warning(
+                    Some(&input.node.id),
+                    "fan_in_llm_invalid",
+                    &format!(
+                        "fan-in node {} got no valid {{\"best_id\": …}} from the LLM; used the heuristic",
+                        input.node.id
+                    ),
+                ));
+            }
+        }
+    }
+    let chosen = &candidates[best];
+    input.services.emitter.emit(Event::node(
+        "FanInSelected",
+        &input.node.id,
+        json!({"best_id": chosen.id, "best_outcome": chosen.status, "best_head_sha": null, "method": method}),
+    ));
+    let all_failed = candidates
+        .iter()
+        .all(|candidate| candidate.status == "fail");
+    let outcome = if all_failed {
+        Outcome::fail("all parallel branches failed", FailureClass::Deterministic)
+    } else {
+        Outcome::success()
+    };
+    outcome
+        .with_update("parallel.fan_in.best_id", json!(chosen.id))
+        .with_update("parallel.fan_in.best_outcome", json!(chosen.status))
+}
+
+/// Reads `parallel.results`.
+pub(crate) fn candidates(results: Option<&Value>) -> Vec<Candidate> {
+    results
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .filter_map(|entry| {
+                    Some(Candidate {
+                        id: entry.get("id")?.as_str()?.to_owned(),
+                        status: entry.get("status")?.as_str()?.to_owned(),
+                        failure_reason: entry
+                            .get("failure_reason")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        score: entry.get("score").and_then(Value::as_f64),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Status rank (`success` 0, `partial_success` 1, `skipped` 2, `fail` 3), then score
+/// descending (none last), then id ascending; the index of the first.
+pub(crate) fn best_by_heuristic(candidates: &[Candidate]) -> usize {
+    let rank = |status: &str| match status {
+        "success" => 0,
+        "partial_success" => 1,
+        "skipped" => 2,
+        _ => 3,
+    };
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&candidates[a], &candidates[b]);
+        rank(&a.status)
+            .cmp(&rank(&b.status))
+            .then_with(|| match (a.score, b.score) {
+                (Some(x), Some(y)) => y.total_cmp(&x),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            })
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    order.first().copied().unwrap_or(0)
+}
+
+async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usize> {
+    let mut prompt = format!("{}\n\n{}\n", input.preamble, input.node.llm.prompt);
+    for candidate in candidates {
+        let response = input
+            .context
+            .get_str(&format!("response.{}", candidate.id))
+            .unwrap_or("")
+            .chars()
+            .take(4000)
+            .collect::<String>();
+        prompt.push_str(&format!(
+            "\n## Candidate {}\n- Status: {}\n- Failure reason: {}\n\n{response}\n",
+            candidate.id,
+            candidate.status,
+            candidate.failure_reason.as_deref().unwrap_or("none")
+        ));
+    }
+    let _ = fs_err::write(input.stage_dir.join("prompt.md"), &prompt);
+    let target = input.services.llm.target_for(input.node);
+    let request = Request {
+        model: target.model.clone(),
+        system: None,
+        messages: vec![Message::user(prompt)],
+        max_tokens: input.node.llm.max_tokens,
+        node_id: input.node.id.clone(),
+    };
+    let response = tokio::select! {
+        response = target.client.complete(&request) => response.ok()?,
+        () = input.services.cancel.cancelled() => return None,
+    };
+    let _ = fs_err::write(input.stage_dir.join("response.md"), &response.text);
+    json_objects(&response.text)
+        .into_iter()
+        .rev()
+        .find_map(|object| {
+            object
+                .get("best_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .and_then(|id| candidates.iter().position(|candidate| candidate.id == id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(id: &str, status: &str, score: Option<f64>) -> Candidate {
+        Candidate {
+            id: id.to_owned(),
+            status: status.to_owned(),
+            failure_reason: None,
+            score,
+        }
+    }
+
+    #[test]
+    fn heuristic_orders_by_status_then_score_then_id() {
+        let check = |candidates: &[Candidate], expected: &str| {
+            assert_eq!(candidates[best_by_heuristic(candidates)].id, expected);
+        };
+        check(
+            &[
+                candidate("a", "fail", Some(9.0)),
+                candidate("b", "partial_success", None),
+            ],
+            "b",
+        );
+        check(
+            &[
+                candidate("a", "success", None),
+                candidate("b", "success", Some(1.0)),
+            ],
+            "b",
+        );
+        check(
+            &[
+                candidate("b", "success", Some(2.0)),
+                candidate("a", "success", Some(2.0)),
+            ],
+            "a",
+        );
+        check(
+            &[
+                candidate("z", "success", None),
+                candidate("y", "success", None),
+            ],
+            "y",
+        );
+    }
+
+    #[test]
+    fn candidates_are_read_from_parallel_results() {
+        let results = json!([{"id": "a", "status": "success", "failure_reason": null, "head_sha": null, "score": 3}, {"bad": 1}]);
+        assert_eq!(
+            candidates(Some(&results)),
+            vec![candidate("a", "success", Some(3.0))]
+        );
+        assert!(candidates(None).is_empty());
+    }
+}
