@@ -58,7 +58,7 @@ pub(crate) struct EventsArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
-    /// Workflow file (.fabro, .dot, .gv) or a workflow name under .fabro/workflows/.
+    /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,
     /// Override the workflow's goal.
     #[arg(long)]
@@ -81,6 +81,9 @@ pub(crate) struct RunArgs {
     /// Run variable K=V (repeatable).
     #[arg(long = "var", value_name = "K=V")]
     pub(crate) vars: Vec<String>,
+    /// Run config TOML (SPEC 12.3), above `.fabro/project.toml` and `settings.toml`.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Use this run id instead of a new ULID.
     #[arg(long)]
     pub(crate) run_id: Option<String>,
@@ -91,7 +94,7 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ValidateArgs {
-    /// Workflow file (.fabro, .dot, .gv) or a workflow name under .fabro/workflows/.
+    /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,
     /// Print one JSON document instead of diagnostics lines.
     #[arg(long)]
@@ -100,7 +103,7 @@ pub(crate) struct ValidateArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct GraphArgs {
-    /// Workflow file (.fabro, .dot, .gv) or a workflow name under .fabro/workflows/.
+    /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,
     /// Write to this file instead of stdout.
     #[arg(short = 'o', long = "output")]

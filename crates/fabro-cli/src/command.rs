@@ -15,7 +15,7 @@ use fabro_language::{check, decode_source, CheckOptions, Checked, Diagnostic, Va
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, locate_workflow, read_file, Catalog, FsLoader};
+use crate::loader::{fabro_home, read_file, resolve_workflow, Catalog, FsLoader};
 use crate::output::Output;
 
 /// Runs the command `cli` names.
@@ -43,7 +43,7 @@ pub(crate) struct LoadedWorkflow {
 /// Reads and checks the workflow named by `argument`. Unreadable files are I/O errors
 /// (exit 2); everything else wrong with the content is a diagnostic.
 pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError> {
-    let path = locate_workflow(argument);
+    let (path, _) = resolve_workflow(argument)?;
     let bytes = read_file("cannot read workflow", &path)?;
     let display_name = path.display().to_string();
     let text = match decode_source(&bytes) {

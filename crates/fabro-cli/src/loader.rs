@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use fabro_engine::config::{workflow_graph, ConfigError, FsConfigReader};
 use fabro_language::SourceLoader;
+
+use crate::error::CliError;
 
 /// Reads referenced files from the file system.
 pub(crate) struct FsLoader;
@@ -50,6 +53,32 @@ pub(crate) fn locate_workflow(argument: &Path) -> PathBuf {
     argument.to_path_buf()
 }
 
+/// Resolves a WORKFLOW argument to its DOT file, plus the run-config TOML when the
+/// argument is one: its `[workflow] graph`, default `workflow.fabro`, relative to the
+/// TOML (SPEC 12.1).
+pub(crate) fn resolve_workflow(argument: &Path) -> Result<(PathBuf, Option<PathBuf>), CliError> {
+    let path = locate_workflow(argument);
+    if path
+        .extension()
+        .is_some_and(|extension| extension == "toml")
+    {
+        let graph = workflow_graph(&path, &FsConfigReader).map_err(config_error)?;
+        Ok((graph, Some(path)))
+    } else {
+        Ok((path, None))
+    }
+}
+
+/// Configuration errors exit 2 (SPEC 12.2, 12.3).
+pub(crate) fn config_error(error: ConfigError) -> CliError {
+    match error {
+        ConfigError::Read { path, source } => {
+            CliError::io("cannot read configuration", path, source)
+        }
+        other => CliError::Usage(other.to_string()),
+    }
+}
+
 /// The storage root: `$FABRO_HOME`, else `$HOME/.fabro`, else `.fabro` (SPEC 11.1).
 /// Empty variables count as unset.
 pub(crate) fn fabro_home() -> PathBuf {
@@ -72,23 +101,19 @@ impl fabro_language::ModelCatalog for Catalog {
 }
 
 /// Reads a whole file; the error names `action` and the path.
-pub(crate) fn read_file(
-    action: &'static str,
-    path: &Path,
-) -> Result<Vec<u8>, crate::error::CliError> {
+pub(crate) fn read_file(action: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
     #[expect(
         clippy::disallowed_methods,
         reason = "the error is wrapped with the path right here"
     )]
-    std::fs::read(path).map_err(|error| crate::error::CliError::io(action, path, error))
+    std::fs::read(path).map_err(|error| CliError::io(action, path, error))
 }
 
 /// Writes a whole file; the error names the path.
-pub(crate) fn write_file(path: &Path, contents: &[u8]) -> Result<(), crate::error::CliError> {
+pub(crate) fn write_file(path: &Path, contents: &[u8]) -> Result<(), CliError> {
     #[expect(
         clippy::disallowed_methods,
         reason = "the error is wrapped with the path right here"
     )]
-    std::fs::write(path, contents)
-        .map_err(|error| crate::error::CliError::io("cannot write", path, error))
+    std::fs::write(path, contents).map_err(|error| CliError::io("cannot write", path, error))
 }

@@ -1,6 +1,7 @@
 //! The fabro run engine.
 pub mod blob;
 mod catch_panic;
+pub mod config;
 pub mod context;
 pub mod event;
 pub mod failure;

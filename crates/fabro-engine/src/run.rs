@@ -20,6 +20,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::blob::BlobStore;
+use crate::config::RunConfig;
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
 use crate::handler::{Interviewer, RunServices};
@@ -59,6 +60,8 @@ pub struct RunOptions {
     pub random_seed: Option<u64>,
     /// Extra environment for commands.
     pub sandbox_env: SandboxEnv,
+    /// The merged configuration files (SPEC 12.3), recorded as `config.json`.
+    pub config: RunConfig,
 }
 
 /// Why a run could not start.
@@ -169,6 +172,9 @@ pub fn prepare(
         .and_then(|graph| graph.attributes.value("goal").map(str::to_owned));
     let mut sources: Vec<&str> = Vec::new();
     if let Some(goal) = options.goal.as_deref() {
+        sources.push(goal);
+    }
+    if let Some(goal) = options.config.run.goal.as_deref() {
         sources.push(goal);
     }
     if let Some(goal) = graph_goal.as_deref() {
@@ -323,12 +329,10 @@ impl PreparedRun {
         let run_lock = crate::run_index::register_start(&self.paths, &manifest);
         fs_err::write(self.paths.graph(), render_dot(&self.workflow))
             .map_err(io("cannot write", &self.paths.graph()))?;
-        let config = json!({
-            "goal": self.goal,
-            "vars": redact_vars(&self.options.vars),
-            "dry_run": self.options.dry_run,
-            "llm": {"model": self.options.llm.cli_model, "provider": self.options.llm.cli_provider},
-        });
+        // SPEC 12.3: the merged configuration, with the run's variables (CLI included)
+        // and secret-looking values redacted.
+        let mut config = self.options.config.clone();
+        config.run.vars = redact_vars(&self.options.vars);
         write_json_atomic(&self.paths.config(), &config)
             .map_err(io("cannot write", &self.paths.config()))?;
 

@@ -1,10 +1,10 @@
 //! `fabro run WORKFLOW …` (SPEC 12.1): validate, execute, report, exit 0 / 3 / 1 / 130.
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use fabro_engine::config::{self, ConfigSources, FsConfigReader};
 use fabro_engine::event::EventSink;
 use fabro_engine::llm_target::{credential_variable, LlmDefaults};
 use fabro_engine::run::{prepare, RunError, RunOptions};
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::RunArgs;
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, locate_workflow, Catalog, FsLoader};
+use crate::loader::{config_error, fabro_home, resolve_workflow, Catalog, FsLoader};
 use crate::output::Output;
 use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
@@ -138,17 +138,26 @@ fn force_exit() {
 }
 
 fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
-    let workflow_path = locate_workflow(&args.workflow);
+    let (workflow_path, workflow_config) = resolve_workflow(&args.workflow)?;
+    let fabro_home = fabro_home();
+    // SPEC 12.3: `--config` above a TOML WORKFLOW; the project layer is searched from the
+    // workflow's absolute directory.
+    let sources = ConfigSources {
+        root: fabro_home.clone(),
+        workflow: std::path::absolute(&workflow_path).unwrap_or_else(|_| workflow_path.clone()),
+        run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
+    };
+    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
     let answers = args
         .answers
         .iter()
         .map(|answer| split_pair(answer, "--answer", "NODE=LABEL"))
         .collect::<Result<Vec<_>, _>>()?;
-    let vars = args
-        .vars
-        .iter()
-        .map(|var| split_pair(var, "--var", "K=V"))
-        .collect::<Result<BTreeMap<_, _>, _>>()?;
+    let mut vars = config.run.vars.clone();
+    for var in &args.vars {
+        let (key, value) = split_pair(var, "--var", "K=V")?;
+        vars.insert(key, value);
+    }
     let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let credentials = [
         Provider::Anthropic,
@@ -178,20 +187,31 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         answers,
         vars,
         run_id: args.run_id.clone(),
-        fabro_home: fabro_home(),
+        fabro_home,
         console: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         llm: LlmDefaults {
             cli_model: args.model.clone(),
             cli_provider: args.provider.clone(),
             env_model: env("FABRO_MODEL"),
             env_provider: env("FABRO_PROVIDER"),
-            config_model: None,
-            config_provider: None,
+            config_model: config.llm.model.clone(),
+            config_provider: config.llm.provider.clone(),
             credentials,
         },
-        simulated_responses: env("FABRO_SIMULATED_RESPONSES").map(PathBuf::from),
+        simulated_responses: env("FABRO_SIMULATED_RESPONSES")
+            .map(PathBuf::from)
+            .or_else(|| config.llm.simulated_responses.clone()),
         random_seed,
-        sandbox_env: SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new()),
+        sandbox_env: SandboxEnv::new(
+            std::env::vars_os(),
+            config
+                .sandbox
+                .env_passthrough
+                .as_deref()
+                .unwrap_or_default(),
+            &config.sandbox.env,
+        ),
+        config,
     })
 }
 

@@ -497,3 +497,180 @@ fn every_corpus_workflow_terminates_under_dry_run() {
         );
     }
 }
+
+#[test]
+fn the_stall_watchdog_cancels_a_silent_run_with_exit_1() {
+    let env = TestEnv::new("run_stall");
+    let workflow = format!(
+        "{FRAME_START}  stall_timeout=\"1s\"\n  quiet [shape=parallelogram, script=\"sleep 20\"]\n  start -> quiet -> exit\n}}\n"
+    );
+    let started = std::time::Instant::now();
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("status: canceled\nreason: stall timeout: no events for 1s"),
+        "{}",
+        stdout(&output)
+    );
+    let names = event_names(&run_dir);
+    assert!(names.contains(&"Watchdog.Timeout".to_owned()));
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    assert_eq!(checkpoint["run_status"], "canceled");
+    assert_eq!(checkpoint["next_node_id"], "quiet");
+}
+
+#[test]
+fn node_timeouts_fail_the_attempt_as_transient() {
+    let env = TestEnv::new("run_node_timeout");
+    let workflow = format!(
+        "{FRAME_START}  pause [shape=insulator, duration=\"10s\", timeout=\"200ms\", retry_policy=none]\n  start -> pause -> exit\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    let status: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("stages/002-pause@1/status.json"))
+            .expect("status.json"),
+    )
+    .expect("json");
+    assert_eq!(status["failure_reason"], "stage timed out after 200ms");
+    assert_eq!(status["failure_class"], "transient_infra");
+}
+
+#[test]
+fn allow_partial_accepts_exhausted_transient_retries() {
+    let env = TestEnv::new("run_allow_partial");
+    let workflow = format!(
+        "{FRAME_START}  flaky [shape=parallelogram, retry_policy=linear, timeout=\"100ms\", allow_partial=true, script=\"sleep 5\"]\n  start -> flaky\n  flaky -> exit [condition=\"outcome=partial_success\"]\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    let status: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("stages/002-flaky@1/status.json"))
+            .expect("status.json"),
+    )
+    .expect("json");
+    assert_eq!(status["status"], "partial_success");
+    assert_eq!(status["attempt"], 3);
+    assert_eq!(status["notes"], "retries exhausted, partial accepted");
+}
+
+#[test]
+fn loop_restart_is_blocked_for_deterministic_failures() {
+    let env = TestEnv::new("run_loop_restart");
+    let workflow = format!(
+        "{FRAME_START}  work [shape=parallelogram, script=\"exit 1\"]\n  start -> work\n  work -> work [loop_restart=true]\n  work -> exit [condition=\"outcome=success\"]\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains(
+            "reason: loop_restart blocked: failure_class=deterministic (requires transient_infra)"
+        ),
+        "{}",
+        stdout(&output)
+    );
+    let last = events(&run_dir).pop().expect("events");
+    assert_eq!(last["properties"]["failure_class"], "deterministic");
+}
+
+#[test]
+fn goal_gates_use_the_graph_retry_target_or_fail_without_one() {
+    let env = TestEnv::new("run_goal_gate_graph");
+    let workflow = format!(
+        "{FRAME_START}  retry_target=fix\n  fix [shape=parallelogram, script=\"touch fixed\"]\n  verify [shape=parallelogram, goal_gate=true, script=\"test -f fixed\"]\n  start -> verify -> exit\n  fix -> verify\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        completed(&run_dir),
+        ["start", "verify", "fix", "verify", "exit"]
+    );
+
+    let env = TestEnv::new("run_goal_gate_none");
+    let workflow = format!(
+        "{FRAME_START}  verify [shape=parallelogram, goal_gate=true, script=\"exit 1\"]\n  start -> verify -> exit\n}}\n"
+    );
+    let (output, _) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output)
+            .contains("reason: goal gate unsatisfied for node verify and no retry target"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn json_mode_prints_the_event_stream_on_stdout() {
+    let env = TestEnv::new("run_json");
+    let workflow = format!("{FRAME_START}  start -> exit\n}}\n");
+    let (output, run_dir) = run(&env, &workflow, &["--json"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let lines: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is an event"))
+        .collect();
+    assert_eq!(
+        lines.first().map(|event| event["event"].clone()),
+        Some(Value::from("WorkflowRunStarted"))
+    );
+    assert_eq!(
+        lines
+            .first()
+            .map(|event| event["properties"]["run_dir"].clone()),
+        Some(Value::from(run_dir.display().to_string()))
+    );
+    assert_eq!(
+        lines.last().map(|event| event["event"].clone()),
+        Some(Value::from("WorkflowRunCompleted"))
+    );
+    assert_eq!(
+        lines,
+        events(&run_dir),
+        "stdout carries exactly the stored envelopes"
+    );
+}
+
+#[test]
+fn every_condition_operator_routes_on_context_from_routing_json() {
+    let env = TestEnv::new("run_operators");
+    env.write(
+        "responses.json",
+        r#"{"nodes": {"probe": [{"text": "{\"context_updates\": {\"score\": 7, \"tags\": [\"fast\", \"safe\"], \"version\": \"v1.2\", \"flag\": \"yes\", \"empty\": \"\"}}"}]}}"#,
+    );
+    let gates = [
+        ("g1", "score=7"),
+        ("g2", "score!=8"),
+        ("g3", "score>6"),
+        ("g4", "score<8"),
+        ("g5", "score>=7"),
+        ("g6", "score<=7"),
+        ("g7", "tags contains safe"),
+        ("g8", "version matches ^v\\\\d+\\\\.\\\\d+$"),
+        ("g9", "flag && !empty"),
+        ("g10", "score=1 || context.score=7 && outcome=success"),
+    ];
+    let mut workflow = format!("{FRAME_START}  probe [shape=tab, prompt=\"probe\"]\n  wrong [shape=parallelogram, script=\"exit 9\"]\n  start -> probe -> g1\n");
+    for (index, (gate, condition)) in gates.iter().enumerate() {
+        let next = gates.get(index + 1).map_or("exit", |(next, _)| next);
+        workflow.push_str(&format!("  {gate} [shape=diamond]\n  {gate} -> {next} [condition=\"{condition}\"]\n  {gate} -> wrong\n"));
+    }
+    workflow.push_str("  wrong -> exit [condition=\"outcome=success\"]\n}\n");
+    env.write("w.fabro", &workflow);
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("runs");
+    assert_eq!(code(&output), 0, "{}\n{}", stdout(&output), stderr(&output));
+    let run_dir = env.fabro_home().join("scratch/r1");
+    assert!(!completed(&run_dir).contains(&"wrong".to_owned()));
+}
