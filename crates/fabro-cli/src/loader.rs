@@ -3,28 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use fabro_engine::config::{workflow_graph, ConfigError, FsConfigReader};
-use fabro_language::SourceLoader;
 
 use crate::error::CliError;
 
-/// Reads referenced files from the file system.
-pub(crate) struct FsLoader;
-
-impl SourceLoader for FsLoader {
-    fn read(&self, path: &Path) -> std::io::Result<String> {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the diagnostic built from this error already names the path"
-        )]
-        std::fs::read_to_string(path)
-    }
-
-    fn home_dir(&self) -> Option<PathBuf> {
-        std::env::var_os("HOME")
-            .filter(|home| !home.is_empty())
-            .map(PathBuf::from)
-    }
-}
+pub(crate) use fabro_engine::source::{CatalogModels as Catalog, FsLoader};
 
 /// Resolves a WORKFLOW argument: an existing path, or a bare name resolved to
 /// `.fabro/workflows/{name}/workflow.fabro` under the nearest ancestor that holds
@@ -89,15 +71,6 @@ pub(crate) fn fabro_home() -> PathBuf {
             |home| PathBuf::from(home).join(".fabro"),
         )
     })
-}
-
-/// The model catalog of the LLM layer, for model lint rules.
-pub(crate) struct Catalog;
-
-impl fabro_language::ModelCatalog for Catalog {
-    fn is_known(&self, model: &str) -> bool {
-        fabro_llm::catalog::is_known(model)
-    }
 }
 
 /// Reads a whole file; the error names `action` and the path.

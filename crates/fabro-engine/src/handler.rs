@@ -11,6 +11,7 @@ mod conditional;
 mod fan_in;
 mod human;
 mod llm;
+mod sub_workflow;
 mod wait;
 
 use std::path::Path;
@@ -73,6 +74,8 @@ pub(crate) struct RunServices {
     pub(crate) variables: fabro_language::Variables,
     /// Provider, model and client per LLM node (SPEC 10.2).
     pub(crate) llm: crate::llm_target::LlmSetup,
+    /// The run's options, the template for child workflow runs (SPEC 5.10).
+    pub(crate) run_options: crate::run::RunOptions,
 }
 
 /// Runs the handler of `input.node` for one attempt.
@@ -91,13 +94,7 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
             "engine error: parallel node dispatched as a leaf handler",
             crate::failure::FailureClass::Deterministic,
         ),
-        HandlerKind::SubWorkflow => Outcome::fail(
-            format!(
-                "sub_workflow node {} cannot run: child workflows are not supported by this build yet",
-                input.node.id
-            ),
-            crate::failure::FailureClass::Deterministic,
-        ),
+        HandlerKind::SubWorkflow => sub_workflow::execute(input).await,
     }
 }
 
@@ -161,6 +158,7 @@ pub(crate) mod test_support {
                 interviewer: Interviewer::new(&[], false, false),
                 variables: Variables::default(),
                 llm: no_llm_nodes(),
+                run_options: crate::run::RunOptions::for_tests(root),
             };
             TestRun {
                 dir,

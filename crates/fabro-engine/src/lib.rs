@@ -16,6 +16,7 @@ pub mod run;
 pub mod run_dir;
 pub mod run_index;
 pub mod sandbox;
+pub mod source;
 pub mod timestamp;
 pub mod transition;
 pub mod traversal;

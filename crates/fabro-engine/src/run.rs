@@ -62,6 +62,12 @@ pub struct RunOptions {
     pub sandbox_env: SandboxEnv,
     /// The merged configuration files (SPEC 12.3), recorded as `config.json`.
     pub config: RunConfig,
+    /// The parent run, for child workflows of sub_workflow nodes (SPEC 5.10).
+    pub parent_run_id: Option<String>,
+    /// Goal used when no other source gives one (a child inherits its parent's goal).
+    pub fallback_goal: Option<String>,
+    /// Working directory of the run; `None` means the current directory.
+    pub work_dir: Option<PathBuf>,
 }
 
 /// Why a run could not start.
@@ -177,7 +183,10 @@ pub fn prepare(
     if let Some(goal) = options.config.run.goal.as_deref() {
         sources.push(goal);
     }
-    if let Some(goal) = graph_goal.as_deref() {
+    if let Some(goal) = graph_goal.as_deref().filter(|goal| !goal.is_empty()) {
+        sources.push(goal);
+    }
+    if let Some(goal) = options.fallback_goal.as_deref() {
         sources.push(goal);
     }
     let goal = resolve_goal(&sources, &options.vars);
@@ -319,7 +328,7 @@ impl PreparedRun {
             started_at: now_rfc3339(),
             fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
             dry_run: self.options.dry_run,
-            parent_run_id: None,
+            parent_run_id: self.options.parent_run_id.clone(),
             vars: redact_vars(&self.options.vars),
             simulated_llm,
         };
@@ -336,8 +345,11 @@ impl PreparedRun {
         write_json_atomic(&self.paths.config(), &config)
             .map_err(io("cannot write", &self.paths.config()))?;
 
-        let work_dir =
-            std::env::current_dir().map_err(io("cannot read current directory", Path::new(".")))?;
+        let work_dir = match &self.options.work_dir {
+            Some(work_dir) => work_dir.clone(),
+            None => std::env::current_dir()
+                .map_err(io("cannot read current directory", Path::new(".")))?,
+        };
         let services = Arc::new(RunServices {
             run_id: self.run_id.clone(),
             emitter: Arc::clone(&emitter),
@@ -352,6 +364,7 @@ impl PreparedRun {
             ),
             variables: self.variables.clone(),
             llm,
+            run_options: self.options.clone(),
         });
         let mut state = RunState::default();
         seed_context(
@@ -577,4 +590,30 @@ fn spawn_watchdog(
 /// Whether the final status of a run counts as success for exit codes.
 pub fn exit_status(report: &RunReport) -> StageStatus {
     StageStatus::parse(&report.status).unwrap_or(StageStatus::Fail)
+}
+
+#[cfg(test)]
+impl RunOptions {
+    /// Options for handler tests: a workflow path under `root`, nothing else set.
+    pub(crate) fn for_tests(root: &Path) -> RunOptions {
+        RunOptions {
+            workflow_path: root.join("workflow.fabro"),
+            goal: None,
+            dry_run: false,
+            auto_approve: false,
+            answers: Vec::new(),
+            vars: BTreeMap::new(),
+            run_id: None,
+            fabro_home: root.join("home"),
+            console: false,
+            llm: LlmDefaults::default(),
+            simulated_responses: None,
+            random_seed: None,
+            sandbox_env: SandboxEnv::default(),
+            config: RunConfig::default(),
+            parent_run_id: None,
+            fallback_goal: None,
+            work_dir: None,
+        }
+    }
 }

@@ -212,6 +212,9 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
             &config.sandbox.env,
         ),
         config,
+        parent_run_id: None,
+        fallback_goal: None,
+        work_dir: None,
     })
 }
 

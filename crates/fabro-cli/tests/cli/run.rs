@@ -674,3 +674,64 @@ fn every_condition_operator_routes_on_context_from_routing_json() {
     let run_dir = env.fabro_home().join("scratch/r1");
     assert!(!completed(&run_dir).contains(&"wrong".to_owned()));
 }
+
+#[test]
+fn sub_workflow_nodes_run_the_child_as_its_own_run() {
+    let env = TestEnv::new("run_sub_workflow");
+    env.write(
+        "flows/child.fabro",
+        "digraph child {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  build [shape=parallelogram, script=\"echo $goal > built.txt\"]\n  start -> build -> exit\n}\n",
+    );
+    env.write(
+        "flows/parent.fabro",
+        "digraph parent {\n  goal=\"parent goal\"\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  manage [shape=house, stack.child_workflow=\"child.fabro\"]\n  check [shape=parallelogram, script=\"grep -q 'parent goal' built.txt\"]\n  start -> manage -> check -> exit\n}\n",
+    );
+    let output = fabro(&env, &["run", "flows/parent.fabro", "--run-id", "parent1"]);
+    assert_eq!(code(&output), 0, "{}\n{}", stdout(&output), stderr(&output));
+    let run_dir = env.fabro_home().join("scratch/parent1");
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    let context = &checkpoint["context_values"];
+    assert_eq!(context["stack.child.status"], "success");
+    assert_eq!(context["stack.child.completed_count"], 3);
+    let child_id = context["stack.child.run_id"]
+        .as_str()
+        .expect("child run id")
+        .to_owned();
+    let child_manifest: Value = serde_json::from_str(
+        &fs_err::read_to_string(
+            env.fabro_home()
+                .join("scratch")
+                .join(&child_id)
+                .join("manifest.json"),
+        )
+        .expect("child manifest"),
+    )
+    .expect("json");
+    assert_eq!(child_manifest["parent_run_id"], "parent1");
+    assert_eq!(
+        child_manifest["goal"], "parent goal",
+        "a child without a goal inherits the parent's"
+    );
+    let names = event_names(&run_dir);
+    assert!(names.contains(&"SubWorkflowStarted".to_owned()));
+    assert!(names.contains(&"SubWorkflowCompleted".to_owned()));
+
+    env.write(
+        "flows/broken_child.fabro",
+        "digraph child {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  fail [shape=parallelogram, script=\"exit 5\"]\n  start -> fail\n  fail -> exit [condition=\"outcome=success\"]\n}\n",
+    );
+    env.write(
+        "flows/parent2.fabro",
+        "digraph parent {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  manage [shape=house, stack.child_workflow=\"broken_child.fabro\"]\n  start -> manage\n  manage -> exit [condition=\"outcome=success\"]\n}\n",
+    );
+    let output = fabro(&env, &["run", "flows/parent2.fabro", "--run-id", "parent2"]);
+    assert_eq!(code(&output), 1);
+    assert!(
+        stdout(&output).contains("reason: Script failed with exit code: 5"),
+        "{}",
+        stdout(&output)
+    );
+}

@@ -1,0 +1,271 @@
+//! The sub-workflow handler (SPEC 5.10): starts the child workflow as a separate run
+//! (own run id and directory, `parent_run_id` in its manifest) and runs the manager loop
+//! over it: observe, wait, stop condition, cycle cap.
+
+use std::time::Duration;
+
+use fabro_language::model::ManagerAction;
+use fabro_language::{resolve_path, StageStatus};
+use serde_json::{json, Value};
+
+use super::StageInput;
+use crate::context::Context;
+use crate::event::Event;
+use crate::failure::FailureClass;
+use crate::outcome::Outcome;
+use crate::parallel::BoxFuture;
+use crate::record::Checkpoint;
+use crate::run::{prepare, RunError, RunReport};
+use crate::source::{CatalogModels, FsLoader};
+use crate::transition::ConditionView;
+
+/// Boxed as a `Send` trait object: a child run executes handlers again, and the
+/// recursive future type could not otherwise be proven `Send`.
+pub(super) fn execute<'a>(input: &'a StageInput<'a>) -> BoxFuture<'a, Outcome> {
+    Box::pin(run(input))
+}
+
+async fn run(input: &StageInput<'_>) -> Outcome {
+    let node = input.node;
+    let Some(settings) = node.sub_workflow.as_deref() else {
+        return Outcome::fail(
+            "engine error: sub_workflow node without settings",
+            FailureClass::Deterministic,
+        );
+    };
+    let parent = &input.services.run_options;
+    let base = parent
+        .workflow_path
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    let mut observed = Context::new();
+    let child = match (settings.autostart, settings.child_workflow.as_deref()) {
+        (true, Some(reference)) => {
+            let mut options = parent.clone();
+            options.workflow_path = resolve_path(&FsLoader, base, reference);
+            options.run_id = None;
+            options.goal = None;
+            options.fallback_goal = input.context.get_str("graph.goal").map(str::to_owned);
+            options.parent_run_id = Some(input.services.run_id.clone());
+            options.config.run.goal = None;
+            options.work_dir = Some(match settings.child_workdir.as_deref() {
+                Some(workdir) => input.work_dir.join(workdir),
+                None => input.work_dir.to_path_buf(),
+            });
+            let prepared = match prepare(options, &FsLoader, &CatalogModels) {
+                Ok(prepared) => prepared,
+                Err(error) => {
+                    return Outcome::fail(child_error(&error), FailureClass::Deterministic)
+                }
+            };
+            let child_run_id = prepared.run_id().to_owned();
+            let child_dir = prepared.run_dir().to_path_buf();
+            input.services.emitter.emit(Event::node(
+                "SubWorkflowStarted",
+                &node.id,
+                json!({"child_run_id": child_run_id}),
+            ));
+            let cancel = input.services.cancel.child_token();
+            let run: BoxFuture<'static, Result<RunReport, RunError>> =
+                Box::pin(prepared.execute(cancel.clone(), Vec::new()));
+            observed.set("stack.child.run_id", child_run_id.clone());
+            observed.set("stack.child.status", "running");
+            Some((tokio::spawn(run), cancel, child_run_id, child_dir))
+        }
+        _ => None,
+    };
+    let Some((mut handle, cancel, child_run_id, child_dir)) = child else {
+        return manage_without_child(
+            input,
+            settings.max_cycles,
+            settings.poll_interval,
+            settings.stop_condition.as_ref(),
+        )
+        .await;
+    };
+    let observe = settings.actions.contains(&ManagerAction::Observe);
+    let mut cycles = 0u32;
+    let result = loop {
+        tokio::select! {
+            joined = &mut handle => break Some(joined),
+            () = tokio::time::sleep(settings.poll_interval) => {}
+            () = input.services.cancel.cancelled() => {
+                cancel.cancel();
+                let _ = (&mut handle).await;
+                return Outcome::fail("canceled", FailureClass::Canceled);
+            }
+        }
+        cycles += 1;
+        if observe {
+            observe_child(&child_dir, &mut observed);
+            input.services.emitter.touch();
+        }
+        if let Some(condition) = &settings.stop_condition {
+            let mut view_context = input.context.clone();
+            for (key, value) in observed.iter() {
+                view_context.set(key.clone(), value.clone());
+            }
+            let view = ConditionView {
+                outcome: "",
+                preferred_label: "",
+                context: &view_context,
+                blobs: &input.services.blobs,
+            };
+            if condition.evaluate(&view) {
+                cancel.cancel();
+                let _ = (&mut handle).await;
+                break None;
+            }
+        }
+        if cycles >= settings.max_cycles {
+            cancel.cancel();
+            let _ = (&mut handle).await;
+            return finish(
+                input,
+                &child_run_id,
+                "canceled",
+                observed,
+                Outcome::fail("Max cycles exceeded", FailureClass::Deterministic),
+            );
+        }
+    };
+    observe_child(&child_dir, &mut observed);
+    let (status, outcome) = match result {
+        None => (
+            "canceled".to_owned(),
+            Outcome::success().with_notes("manager.stop_condition met; child canceled"),
+        ),
+        Some(Ok(Ok(report))) => {
+            let outcome = match StageStatus::parse(&report.status) {
+                Some(StageStatus::Success) => Outcome::success(),
+                Some(StageStatus::PartialSuccess) => Outcome::new(StageStatus::PartialSuccess),
+                _ => Outcome::fail(
+                    report.reason.clone().unwrap_or_else(|| {
+                        format!(
+                            "child run {child_run_id} ended with status {}",
+                            report.status
+                        )
+                    }),
+                    FailureClass::Deterministic,
+                ),
+            };
+            (report.status, outcome)
+        }
+        Some(Ok(Err(error))) => (
+            "fail".to_owned(),
+            Outcome::fail(child_error(&error), FailureClass::Deterministic),
+        ),
+        Some(Err(error)) => (
+            "fail".to_owned(),
+            Outcome::fail(
+                format!("handler panicked: {error}"),
+                FailureClass::Deterministic,
+            ),
+        ),
+    };
+    observed.set("stack.child.status", status.clone());
+    finish(input, &child_run_id, &status, observed, outcome)
+}
+
+/// Emits `SubWorkflowCompleted` and returns `outcome` with the observed keys.
+fn finish(
+    input: &StageInput<'_>,
+    child_run_id: &str,
+    status: &str,
+    observed: Context,
+    mut outcome: Outcome,
+) -> Outcome {
+    input.services.emitter.emit(Event::node(
+        "SubWorkflowCompleted",
+        &input.node.id,
+        json!({"child_run_id": child_run_id, "status": status}),
+    ));
+    for (key, value) in observed.iter() {
+        outcome.context_updates.insert(key.clone(), value.clone());
+    }
+    outcome
+}
+
+/// Copies the child's state from its checkpoint into `stack.child.*` keys.
+fn observe_child(child_dir: &std::path::Path, observed: &mut Context) {
+    let Ok(text) = fs_err::read_to_string(child_dir.join("checkpoint.json")) else {
+        return;
+    };
+    let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&text) else {
+        return;
+    };
+    observed.set("stack.child.status", checkpoint.run_status.clone());
+    observed.set(
+        "stack.child.current_node",
+        checkpoint
+            .current_node
+            .clone()
+            .map_or(Value::Null, Value::from),
+    );
+    observed.set(
+        "stack.child.completed_count",
+        checkpoint.completed_nodes.len(),
+    );
+    let outcome = checkpoint
+        .context_values
+        .get("outcome")
+        .cloned()
+        .unwrap_or(Value::String(String::new()));
+    observed.set("stack.child.outcome", outcome);
+}
+
+/// Without autostart the manager only watches the context (set by other means) until
+/// the stop condition holds or the cycles run out.
+async fn manage_without_child(
+    input: &StageInput<'_>,
+    max_cycles: u32,
+    poll_interval: Duration,
+    stop: Option<&fabro_language::Condition>,
+) -> Outcome {
+    let Some(stop) = stop else {
+        return Outcome::fail(
+            format!(
+                "sub_workflow node {} has no child workflow to start and no manager.stop_condition",
+                input.node.id
+            ),
+            FailureClass::Deterministic,
+        );
+    };
+    for _ in 0..max_cycles {
+        let view = ConditionView {
+            outcome: "",
+            preferred_label: "",
+            context: input.context,
+            blobs: &input.services.blobs,
+        };
+        if stop.evaluate(&view) {
+            return Outcome::success();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll_interval) => {}
+            () = input.services.cancel.cancelled() => return Outcome::fail("canceled", FailureClass::Canceled),
+        }
+    }
+    Outcome::fail("Max cycles exceeded", FailureClass::Deterministic)
+}
+
+fn child_error(error: &RunError) -> String {
+    match error {
+        RunError::InvalidWorkflow { path, checked, .. } => {
+            let first = checked
+                .diagnostics
+                .iter()
+                .find(|diagnostic| diagnostic.severity() == fabro_language::Severity::Error)
+                .map_or_else(String::new, |diagnostic| {
+                    format!(": {}", diagnostic.message)
+                });
+            format!("child workflow {} is invalid{first}", path.display())
+        }
+        RunError::Configuration(message) => format!("child workflow: {message}"),
+        RunError::Io {
+            action,
+            path,
+            source,
+        } => format!("child workflow: {action} {}: {source}", path.display()),
+    }
+}
