@@ -127,6 +127,15 @@ pub(crate) struct Traversal {
     pub(crate) pending_records: Vec<(String, Outcome)>,
 }
 
+/// Which signature table a failure is counted in.
+#[derive(Debug, Clone, Copy)]
+enum BreakerScope {
+    /// Failed stages (SPEC 9.8).
+    Loop,
+    /// Transient failures crossing loop-restart edges (SPEC 9.9).
+    Restart,
+}
+
 /// What a finished stage leads to.
 enum Next {
     Node(NodeIndex),
@@ -727,6 +736,45 @@ impl Traversal {
         }
     }
 
+    /// Counts a failure signature in the table of `scope` and trips the circuit breaker
+    /// at the graph's `loop_restart_signature_limit` (SPEC 9.8, 9.9).
+    fn count_signature(
+        &mut self,
+        node_id: &str,
+        signature: String,
+        scope: BreakerScope,
+    ) -> Option<RunEnd> {
+        let table = match scope {
+            BreakerScope::Loop => &mut self.state.loop_failure_signatures,
+            BreakerScope::Restart => &mut self.state.restart_failure_signatures,
+        };
+        let count = {
+            let count = table.entry(signature.clone()).or_insert(0);
+            *count += 1;
+            *count
+        };
+        let limit = self.workflow.settings.loop_restart_signature_limit;
+        if count < limit {
+            return None;
+        }
+        let (scope_name, kind) = match scope {
+            BreakerScope::Loop => ("loop", "deterministic failure cycle"),
+            BreakerScope::Restart => ("restart", "loop_restart failure cycle"),
+        };
+        self.emit(Event::node(
+            "CircuitBreakerTripped",
+            node_id,
+            json!({"signature": signature, "count": count, "limit": limit, "scope": scope_name}),
+        ));
+        Some(RunEnd::Failed {
+            reason: format!(
+                "{kind} detected: signature {signature} repeated {count} times (limit {limit})"
+            ),
+            class: FailureClass::CompilationLoop,
+            node_id: Some(node_id.to_owned()),
+        })
+    }
+
     /// Circuit breaker, edge selection, failure routing and loop restarts after `node`.
     fn next(&mut self, node: NodeIndex, outcome: &Outcome) -> Next {
         let workflow = Arc::clone(&self.workflow);
@@ -737,27 +785,8 @@ impl Traversal {
                 .filter(|class| class.counts_for_breaker())
             {
                 let signature = failure_signature(&spec.id, class, outcome.failure_reason());
-                let count = {
-                    let count = self
-                        .state
-                        .loop_failure_signatures
-                        .entry(signature.clone())
-                        .or_insert(0);
-                    *count += 1;
-                    *count
-                };
-                let limit = workflow.settings.loop_restart_signature_limit;
-                if count >= limit {
-                    self.emit(Event::node(
-                        "CircuitBreakerTripped",
-                        &spec.id,
-                        json!({"signature": signature, "count": count, "limit": limit, "scope": "loop"}),
-                    ));
-                    return Next::End(RunEnd::Failed {
-                        reason: format!("deterministic failure cycle detected: signature {signature} repeated {count} times (limit {limit})"),
-                        class: FailureClass::CompilationLoop,
-                        node_id: Some(spec.id.clone()),
-                    });
+                if let Some(end) = self.count_signature(&spec.id, signature, BreakerScope::Loop) {
+                    return Next::End(end);
                 }
             }
         }
@@ -849,27 +878,8 @@ impl Traversal {
                 });
             }
             let signature = failure_signature(&spec.id, class, outcome.failure_reason());
-            let count = {
-                let count = self
-                    .state
-                    .restart_failure_signatures
-                    .entry(signature.clone())
-                    .or_insert(0);
-                *count += 1;
-                *count
-            };
-            let limit = workflow.settings.loop_restart_signature_limit;
-            if count >= limit {
-                self.emit(Event::node(
-                    "CircuitBreakerTripped",
-                    &spec.id,
-                    json!({"signature": signature, "count": count, "limit": limit, "scope": "restart"}),
-                ));
-                return Some(RunEnd::Failed {
-                    reason: format!("loop_restart failure cycle detected: signature {signature} repeated {count} times (limit {limit})"),
-                    class: FailureClass::CompilationLoop,
-                    node_id: Some(spec.id.clone()),
-                });
+            if let Some(end) = self.count_signature(&spec.id, signature, BreakerScope::Restart) {
+                return Some(end);
             }
         }
         let limit = workflow.settings.max_restarts;

@@ -38,12 +38,7 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
             output.err(&render_diagnostics(&source, &checked.diagnostics, style));
             return Ok(Status::Failure);
         }
-        Err(RunError::Configuration(message)) => return Err(CliError::Usage(message)),
-        Err(RunError::Io {
-            action,
-            path,
-            source,
-        }) => return Err(CliError::io(action, path, source)),
+        Err(error) => return Err(cli_error(error)),
     };
     for warning in prepared.warnings() {
         output.err(&format!("{warning}\n"));
@@ -71,21 +66,7 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         signals.abort();
         result
     });
-    let report = match result {
-        Ok(report) => report,
-        Err(RunError::Configuration(message)) => return Err(CliError::Usage(message)),
-        Err(RunError::Io {
-            action,
-            path,
-            source,
-        }) => return Err(CliError::io(action, path, source)),
-        Err(RunError::InvalidWorkflow { path, .. }) => {
-            return Err(CliError::Usage(format!(
-                "workflow {} has errors",
-                path.display()
-            )))
-        }
-    };
+    let report = result.map_err(cli_error)?;
     if !args.json {
         let mut text = format!("status: {}\n", report.status);
         if let Some(reason) = &report.reason {
@@ -102,6 +83,21 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         RunEnd::Canceled { stalled: true, .. } => Status::Failure,
         RunEnd::Canceled { stalled: false, .. } => Status::Canceled,
     })
+}
+
+/// A run that could not start or finish: configuration and I/O problems exit 2.
+fn cli_error(error: RunError) -> CliError {
+    match error {
+        RunError::Configuration(message) => CliError::Usage(message),
+        RunError::Io {
+            action,
+            path,
+            source,
+        } => CliError::io(action, path, source),
+        RunError::InvalidWorkflow { path, .. } => {
+            CliError::Usage(format!("workflow {} has errors", path.display()))
+        }
+    }
 }
 
 /// First SIGINT or SIGTERM cancels the run cleanly; a second one exits at once with 130

@@ -18,6 +18,21 @@ fn run(env: &TestEnv, workflow: &str, args: &[&str]) -> (std::process::Output, P
     (output, env.fabro_home().join("scratch/r1"))
 }
 
+/// Runs `workflow` as `w.fabro` (run id `r1`) with the simulated provider scripted by
+/// `responses`.
+fn run_scripted(env: &TestEnv, workflow: &str, responses: &str) -> std::process::Output {
+    env.write("w.fabro", workflow);
+    env.write("responses.json", responses);
+    env.command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("fabro runs")
+}
+
 fn events(run_dir: &std::path::Path) -> Vec<Value> {
     fs_err::read_to_string(run_dir.join("events.jsonl"))
         .expect("events written")
@@ -260,23 +275,11 @@ fn repeated_deterministic_failures_trip_the_circuit_breaker() {
 #[test]
 fn llm_stages_run_on_the_simulated_provider_and_route_on_scripted_json() {
     let env = TestEnv::new("run_llm");
-    env.write(
-        "responses.json",
-        r#"{"nodes": {"review": [{"text": "Needs work {\"preferred_next_label\": \"revise\"}"}, {"text": "LGTM {\"preferred_next_label\": \"done\"}"}]}}"#,
-    );
+    let responses = r#"{"nodes": {"review": [{"text": "Needs work {\"preferred_next_label\": \"revise\"}"}, {"text": "LGTM {\"preferred_next_label\": \"done\"}"}]}}"#;
     let workflow = format!(
         "{FRAME_START}  draft [shape=tab, prompt=\"Draft $goal\"]\n  review [shape=tab, prompt=\"Review\"]\n  start -> draft -> review\n  review -> draft [label=\"revise\"]\n  review -> exit [label=\"done\"]\n  goal=\"a poem\"\n  max_node_visits=5\n}}\n"
     );
-    env.write("w.fabro", &workflow);
-    let output = env
-        .command(env!("CARGO_BIN_EXE_fabro"))
-        .args(["run", "w.fabro", "--run-id", "r1"])
-        .env(
-            "FABRO_SIMULATED_RESPONSES",
-            env.work_dir().join("responses.json"),
-        )
-        .output()
-        .expect("runs");
+    let output = run_scripted(&env, &workflow, responses);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert!(
         stderr(&output).contains("note: no LLM credentials found; using the simulated provider")
@@ -638,10 +641,7 @@ fn json_mode_prints_the_event_stream_on_stdout() {
 #[test]
 fn every_condition_operator_routes_on_context_from_routing_json() {
     let env = TestEnv::new("run_operators");
-    env.write(
-        "responses.json",
-        r#"{"nodes": {"probe": [{"text": "{\"context_updates\": {\"score\": 7, \"tags\": [\"fast\", \"safe\"], \"version\": \"v1.2\", \"flag\": \"yes\", \"empty\": \"\"}}"}]}}"#,
-    );
+    let responses = r#"{"nodes": {"probe": [{"text": "{\"context_updates\": {\"score\": 7, \"tags\": [\"fast\", \"safe\"], \"version\": \"v1.2\", \"flag\": \"yes\", \"empty\": \"\"}}"}]}}"#;
     let gates = [
         ("g1", "score=7"),
         ("g2", "score!=8"),
@@ -660,16 +660,7 @@ fn every_condition_operator_routes_on_context_from_routing_json() {
         workflow.push_str(&format!("  {gate} [shape=diamond]\n  {gate} -> {next} [condition=\"{condition}\"]\n  {gate} -> wrong\n"));
     }
     workflow.push_str("  wrong -> exit [condition=\"outcome=success\"]\n}\n");
-    env.write("w.fabro", &workflow);
-    let output = env
-        .command(env!("CARGO_BIN_EXE_fabro"))
-        .args(["run", "w.fabro", "--run-id", "r1"])
-        .env(
-            "FABRO_SIMULATED_RESPONSES",
-            env.work_dir().join("responses.json"),
-        )
-        .output()
-        .expect("runs");
+    let output = run_scripted(&env, &workflow, responses);
     assert_eq!(code(&output), 0, "{}\n{}", stdout(&output), stderr(&output));
     let run_dir = env.fabro_home().join("scratch/r1");
     assert!(!completed(&run_dir).contains(&"wrong".to_owned()));
