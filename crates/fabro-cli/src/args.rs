@@ -26,6 +26,24 @@ pub(crate) enum Command {
     Inspect(InspectArgs),
     /// Print the events of a run.
     Events(EventsArgs),
+    /// The model catalog.
+    Model(ModelArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ModelArgs {
+    #[command(subcommand)]
+    pub(crate) command: ModelCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelCommand {
+    /// List the models fabro knows: provider, context window, limits, prices, aliases.
+    List {
+        /// Print one JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,6 +3,7 @@
 mod events;
 mod graph;
 mod inspect;
+mod model;
 mod run;
 mod runs;
 mod validate;
@@ -27,6 +28,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Runs(args) => runs::run(&args, output),
         Command::Inspect(args) => inspect::run(&args, output),
         Command::Events(args) => events::run(&args, output),
+        Command::Model(args) => model::run(&args, output),
     }
 }
 

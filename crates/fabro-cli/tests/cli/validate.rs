@@ -265,3 +265,38 @@ fn workflow_names_resolve_under_dot_fabro() {
         .expect("runs");
     assert_eq!(code(&output), 0, "{}", stderr(&output));
 }
+
+#[test]
+fn model_list_prints_the_catalog() {
+    let env = TestEnv::new("model_list");
+    let output = fabro(&env, &["model", "list"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("MODEL"), "{text}");
+    let sonnet = text
+        .lines()
+        .find(|line| line.starts_with("claude-sonnet-4-6 "))
+        .expect("sonnet row");
+    assert!(
+        sonnet.contains("anthropic") && sonnet.contains("200000") && sonnet.contains("sonnet"),
+        "{sonnet}"
+    );
+
+    let output = fabro(&env, &["model", "list", "--json"]);
+    assert_eq!(code(&output), 0);
+    let models: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let models = models.as_array().expect("array");
+    assert_eq!(models.len(), 11);
+    let gpt = models
+        .iter()
+        .find(|model| model["id"] == "gpt-5.4")
+        .expect("gpt-5.4");
+    assert_eq!(gpt["provider"], "openai");
+    assert_eq!(gpt["default"], true);
+    assert_eq!(gpt["input_price_per_million"], 2.5);
+    let haiku = models
+        .iter()
+        .find(|model| model["id"] == "claude-haiku-4-5")
+        .expect("haiku");
+    assert_eq!(haiku["reasoning"], false);
+}
