@@ -329,15 +329,7 @@ impl Traversal {
         };
         let gate = ordered.into_iter().find(|&gate| !satisfied(gate))?;
         let spec = workflow.node(gate);
-        let target = [
-            spec.retry_target.as_deref(),
-            spec.fallback_retry_target.as_deref(),
-            workflow.settings.retry_target.as_deref(),
-            workflow.settings.fallback_retry_target.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .find_map(|id| workflow.find(id));
+        let target = retry_target(workflow, gate);
         Some(
             target
                 .map(|target| (gate, target))
@@ -806,29 +798,18 @@ impl Traversal {
         let (target, edge, reason) = match (selected, parallel_join) {
             (Some((edge, reason)), _) => (workflow.edge(edge).to, Some(edge), reason),
             (None, Some(join)) => (join, None, SelectionReason::ParallelJoin),
-            (None, None) if outcome.is_fail() => {
-                let target = [
-                    spec.retry_target.as_deref(),
-                    spec.fallback_retry_target.as_deref(),
-                    workflow.settings.retry_target.as_deref(),
-                    workflow.settings.fallback_retry_target.as_deref(),
-                ]
-                .into_iter()
-                .flatten()
-                .find_map(|id| workflow.find(id));
-                match target {
-                    Some(target) => (target, None, SelectionReason::RetryTarget),
-                    None => {
-                        return Next::End(RunEnd::Failed {
-                            reason: outcome.failure_reason().to_owned(),
-                            class: outcome
-                                .failure_class()
-                                .unwrap_or(FailureClass::Deterministic),
-                            node_id: Some(spec.id.clone()),
-                        })
-                    }
+            (None, None) if outcome.is_fail() => match retry_target(&workflow, node) {
+                Some(target) => (target, None, SelectionReason::RetryTarget),
+                None => {
+                    return Next::End(RunEnd::Failed {
+                        reason: outcome.failure_reason().to_owned(),
+                        class: outcome
+                            .failure_class()
+                            .unwrap_or(FailureClass::Deterministic),
+                        node_id: Some(spec.id.clone()),
+                    })
                 }
-            }
+            },
             (None, None) => {
                 return Next::End(RunEnd::Failed {
                     reason: format!(
@@ -954,6 +935,21 @@ impl Traversal {
         }
         text
     }
+}
+
+/// The first existing node among the node's `retry_target` and
+/// `fallback_retry_target`, then the graph's (SPEC 9.5, 9.10).
+fn retry_target(workflow: &Workflow, node: NodeIndex) -> Option<NodeIndex> {
+    let spec = workflow.node(node);
+    [
+        spec.retry_target.as_deref(),
+        spec.fallback_retry_target.as_deref(),
+        workflow.settings.retry_target.as_deref(),
+        workflow.settings.fallback_retry_target.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|id| workflow.find(id))
 }
 
 /// Keys never shown in preambles (SPEC 6.6).
