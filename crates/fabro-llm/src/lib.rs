@@ -20,5 +20,5 @@ pub mod simulated;
 pub use catalog::{ModelInfo, CATALOG};
 pub use client::{BoxFuture, LlmClient};
 pub use error::{LlmError, LlmErrorKind};
-pub use message::{Message, Request, Response, Role, ToolCall, Usage};
+pub use message::{Message, Request, Response, Role, ToolCall, ToolDefinition, Usage};
 pub use provider::Provider;

@@ -29,6 +29,9 @@ pub struct Message {
     /// For tool messages: the call answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For tool messages: the tool failed and `text` is its error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl Message {
@@ -39,6 +42,7 @@ impl Message {
             text: text.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
 
@@ -49,8 +53,38 @@ impl Message {
             text: text.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
+}
+
+/// A tool result answering the call `tool_call_id`.
+impl Message {
+    /// A tool message carrying the result (or, with `is_error`, the error) of one call.
+    pub fn tool_result(
+        tool_call_id: impl Into<String>,
+        text: impl Into<String>,
+        is_error: bool,
+    ) -> Message {
+        Message {
+            role: Role::Tool,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.into()),
+            is_error,
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// Tool name.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
 }
 
 /// A tool call requested by the model.
@@ -75,6 +109,8 @@ pub struct Request {
     pub messages: Vec<Message>,
     /// Output cap.
     pub max_tokens: Option<u32>,
+    /// Tools the model may call; empty for a plain completion.
+    pub tools: Vec<ToolDefinition>,
     /// The workflow node making the call (the simulated provider scripts per node).
     pub node_id: String,
 }

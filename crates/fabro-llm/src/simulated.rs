@@ -231,6 +231,7 @@ mod tests {
             system: None,
             messages: vec![Message::user("12345678")],
             max_tokens: None,
+            tools: Vec::new(),
             node_id: node_id.to_owned(),
         }
     }

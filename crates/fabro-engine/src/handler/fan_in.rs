@@ -139,6 +139,7 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         system: None,
         messages: vec![Message::user(prompt)],
         max_tokens: input.node.llm.max_tokens,
+        tools: Vec::new(),
         node_id: input.node.id.clone(),
     };
     let response = tokio::select! {

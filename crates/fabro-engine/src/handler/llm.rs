@@ -44,6 +44,7 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
             system: None,
             messages: vec![Message::user(prompt)],
             max_tokens: node.llm.max_tokens,
+            tools: Vec::new(),
             node_id: node.id.clone(),
         };
         let call = target.client.complete(&request);
