@@ -20,6 +20,8 @@ pub(crate) enum Command {
     Graph(GraphArgs),
     /// Validate, then execute a workflow.
     Run(RunArgs),
+    /// Continue an interrupted or cancelled run from its newest complete checkpoint.
+    Resume(ResumeArgs),
     /// List runs, newest first.
     Runs(RunsArgs),
     /// Summarise one run: status, times, and one row per stage.
@@ -105,6 +107,27 @@ pub(crate) struct RunArgs {
     /// Use this run id instead of a new ULID.
     #[arg(long)]
     pub(crate) run_id: Option<String>,
+    /// Print NDJSON events on stdout instead of progress.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// Run id (or unique prefix), checkpoint file, or ref (fabro/run/ID, fabro/meta/ID, refs/fabro/ID).
+    pub(crate) target: String,
+    /// Answer every human gate with its default choice (or first option).
+    #[arg(long)]
+    pub(crate) auto_approve: bool,
+    /// Answer a human gate: NODE=LABEL (repeatable, consumed in order per node).
+    #[arg(long = "answer", value_name = "NODE=LABEL")]
+    pub(crate) answers: Vec<String>,
+    /// Model for LLM nodes without one of their own.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Provider for LLM nodes without one of their own.
+    #[arg(long)]
+    pub(crate) provider: Option<String>,
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,

@@ -4,6 +4,7 @@ mod events;
 mod graph;
 mod inspect;
 mod model;
+mod resume;
 mod run;
 mod runs;
 mod validate;
@@ -25,6 +26,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Validate(args) => validate::run(&args, output),
         Command::Graph(args) => graph::run(&args, output),
         Command::Run(args) => run::run(&args, output),
+        Command::Resume(args) => resume::run(&args, output),
         Command::Runs(args) => runs::run(&args, output),
         Command::Inspect(args) => inspect::run(&args, output),
         Command::Events(args) => events::run(&args, output),

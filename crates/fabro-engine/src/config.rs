@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
@@ -18,7 +18,8 @@ pub const CONFIG_VERSION: i64 = 1;
 /// One configuration layer, or several merged. Every key is optional so that a higher
 /// layer overrides only what it sets; defaults are applied by the accessors of the
 /// consumers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunConfig {
     /// `[workflow]`.
     pub workflow: WorkflowConfig,
@@ -39,7 +40,8 @@ pub struct RunConfig {
 }
 
 /// `[workflow]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WorkflowConfig {
     /// `graph` (top-level `graph`), resolved against the file's directory.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,7 +49,8 @@ pub struct WorkflowConfig {
 }
 
 /// `[run]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunSection {
     /// `goal` (top-level `goal`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,7 +60,8 @@ pub struct RunSection {
 }
 
 /// `[llm]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LlmConfig {
     /// `model`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,7 +81,8 @@ pub struct LlmConfig {
 }
 
 /// `[checkpoint]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CheckpointConfig {
     /// `exclude_globs`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,7 +96,8 @@ pub struct CheckpointConfig {
 }
 
 /// `[git]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GitConfig {
     /// `author_name`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,7 +108,8 @@ pub struct GitConfig {
 }
 
 /// `[sandbox]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SandboxConfig {
     /// `provider`; only `local` is available in this release.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,7 +126,7 @@ pub struct SandboxConfig {
 }
 
 /// Where commands and tools run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxProvider {
     /// On this machine, in the run's working directory.
@@ -127,7 +134,8 @@ pub enum SandboxProvider {
 }
 
 /// `[artifacts]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ArtifactsConfig {
     /// `include`: extra asset patterns.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,7 +143,8 @@ pub struct ArtifactsConfig {
 }
 
 /// `[agent]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AgentConfig {
     /// `[agent.acp] command`.
     #[serde(skip_serializing_if = "Option::is_none")]

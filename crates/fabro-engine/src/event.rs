@@ -96,6 +96,50 @@ impl Emitter {
         })
     }
 
+    /// An emitter continuing `path` after a crash or a cancellation (SPEC 8.7 step 5):
+    /// a truncated last line is removed and numbering continues after the last event.
+    pub fn reopen(
+        run_id: &str,
+        path: &Path,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<Emitter, EmitterError> {
+        let error = |source| EmitterError {
+            path: path.display().to_string(),
+            source,
+        };
+        let bytes = match fs_err::read(path) {
+            Ok(bytes) => bytes,
+            Err(source) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(error(source)),
+        };
+        let mut keep = bytes
+            .iter()
+            .rposition(|&byte| byte == b'\n')
+            .map_or(0, |end| end + 1);
+        let mut last_id = 0;
+        // The last complete line may itself be torn (a short write followed by nothing).
+        for line in bytes[..keep].split(|&byte| byte == b'\n').rev() {
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<EventEnvelope>(line) {
+                Ok(envelope) => {
+                    last_id = envelope.id;
+                    break;
+                }
+                Err(_) => keep -= line.len() + 1,
+            }
+        }
+        if keep < bytes.len() {
+            let file = fs_err::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(error)?;
+            file.set_len(keep as u64).map_err(error)?;
+        }
+        Emitter::open(run_id, path, last_id + 1, sinks)
+    }
+
     /// Emits `event`: numbers it, appends it to the file and passes it to every sink.
     pub fn emit(&self, event: Event) -> EventEnvelope {
         // The file lock also orders ids, so lines in the file are in id order even when

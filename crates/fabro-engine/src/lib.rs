@@ -1,11 +1,13 @@
 //! The fabro run engine.
 pub mod blob;
 mod catch_panic;
+pub mod checkpoint;
 pub mod config;
 pub mod context;
 pub mod event;
 pub mod failure;
 mod handler;
+pub mod journal;
 pub mod llm_target;
 pub mod outcome;
 mod parallel;
@@ -22,4 +24,16 @@ pub mod transition;
 pub mod traversal;
 
 pub use context::Context;
+
+/// `error` and its sources, joined with `: `, for one-line messages.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 pub use outcome::{Failure, Outcome};

@@ -96,6 +96,8 @@ impl Traversal {
             ranks: Arc::clone(&self.ranks),
             pending_join: None,
             pending_records: Vec::new(),
+            checkpointer: None,
+            resumed_stage: false,
         }
     }
 

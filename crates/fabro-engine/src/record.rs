@@ -162,6 +162,104 @@ pub struct Checkpoint {
     pub run_status: String,
 }
 
+/// A [`Checkpoint`] borrowed from the live run state: serialises to the same JSON
+/// without copying the state, which grows with the run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CheckpointView<'a> {
+    /// Format version, 1.
+    pub version: u32,
+    /// Run id.
+    pub run_id: &'a str,
+    /// Time of writing.
+    pub timestamp: &'a str,
+    /// Node that just completed.
+    pub current_node: Option<&'a str>,
+    /// Node to execute next.
+    pub next_node_id: Option<&'a str>,
+    /// Completed stages' node ids, one per visit.
+    pub completed_nodes: &'a [String],
+    /// Retries used per node in its latest visit.
+    pub node_retries: &'a BTreeMap<String, u32>,
+    /// Visits per node over the whole run.
+    pub node_visits: &'a BTreeMap<String, u32>,
+    /// Visits per node in the current restart epoch.
+    pub epoch_node_visits: &'a BTreeMap<String, u32>,
+    /// Latest outcome per node.
+    pub node_outcomes: &'a BTreeMap<String, Outcome>,
+    /// Context snapshot.
+    pub context_values: &'a BTreeMap<String, Value>,
+    /// Engine log lines.
+    pub logs: &'a [String],
+    /// Run-branch commit of this checkpoint, or null.
+    pub git_commit_sha: Option<&'a str>,
+    /// Loop failure signature counts.
+    pub loop_failure_signatures: &'a BTreeMap<String, u32>,
+    /// Restart failure signature counts.
+    pub restart_failure_signatures: &'a BTreeMap<String, u32>,
+    /// Loop restarts so far.
+    pub restart_count: u32,
+    /// Last rank allocated.
+    pub stage_rank: u32,
+    /// Simulated provider cursors.
+    pub simulated_cursors: &'a BTreeMap<String, u64>,
+    /// `running`, `success`, `partial_success`, `fail` or `canceled`.
+    pub run_status: &'a str,
+}
+
+impl Checkpoint {
+    /// The checkpoint as a view.
+    pub fn view(&self) -> CheckpointView<'_> {
+        CheckpointView {
+            version: self.version,
+            run_id: &self.run_id,
+            timestamp: &self.timestamp,
+            current_node: self.current_node.as_deref(),
+            next_node_id: self.next_node_id.as_deref(),
+            completed_nodes: &self.completed_nodes,
+            node_retries: &self.node_retries,
+            node_visits: &self.node_visits,
+            epoch_node_visits: &self.epoch_node_visits,
+            node_outcomes: &self.node_outcomes,
+            context_values: &self.context_values,
+            logs: &self.logs,
+            git_commit_sha: self.git_commit_sha.as_deref(),
+            loop_failure_signatures: &self.loop_failure_signatures,
+            restart_failure_signatures: &self.restart_failure_signatures,
+            restart_count: self.restart_count,
+            stage_rank: self.stage_rank,
+            simulated_cursors: &self.simulated_cursors,
+            run_status: &self.run_status,
+        }
+    }
+}
+
+impl CheckpointView<'_> {
+    /// An owned copy.
+    pub fn to_owned(&self) -> Checkpoint {
+        Checkpoint {
+            version: self.version,
+            run_id: self.run_id.to_owned(),
+            timestamp: self.timestamp.to_owned(),
+            current_node: self.current_node.map(str::to_owned),
+            next_node_id: self.next_node_id.map(str::to_owned),
+            completed_nodes: self.completed_nodes.to_vec(),
+            node_retries: self.node_retries.clone(),
+            node_visits: self.node_visits.clone(),
+            epoch_node_visits: self.epoch_node_visits.clone(),
+            node_outcomes: self.node_outcomes.clone(),
+            context_values: self.context_values.clone(),
+            logs: self.logs.to_vec(),
+            git_commit_sha: self.git_commit_sha.map(str::to_owned),
+            loop_failure_signatures: self.loop_failure_signatures.clone(),
+            restart_failure_signatures: self.restart_failure_signatures.clone(),
+            restart_count: self.restart_count,
+            stage_rank: self.stage_rank,
+            simulated_cursors: self.simulated_cursors.clone(),
+            run_status: self.run_status.to_owned(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +290,11 @@ mod tests {
         let json = serde_json::to_string(&checkpoint).expect("serialises");
         let back: Checkpoint = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, checkpoint);
+        assert_eq!(
+            serde_json::to_string(&checkpoint.view()).expect("serialises"),
+            json
+        );
+        assert_eq!(checkpoint.view().to_owned(), checkpoint);
         let aliased = json.replace("\"context_values\"", "\"context\"");
         let back: Checkpoint = serde_json::from_str(&aliased).expect("alias parses");
         assert_eq!(back.context_values, checkpoint.context_values);

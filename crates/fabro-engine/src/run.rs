@@ -20,12 +20,13 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::blob::BlobStore;
+use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
 use crate::handler::{Interviewer, RunServices};
 use crate::llm_target::{LlmDefaults, LlmSetup};
-use crate::record::Manifest;
+use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_json_atomic, RunPaths};
 use crate::sandbox::SandboxEnv;
 use crate::timestamp::now_rfc3339;
@@ -127,6 +128,8 @@ pub struct PreparedRun {
     /// The resolved LLM setup, or why it failed (the run then fails before any stage).
     llm: Option<Result<LlmSetup, String>>,
     simulated_llm: bool,
+    /// The checkpoint a resumed run continues from.
+    resume: Option<Checkpoint>,
 }
 
 impl PreparedRun {
@@ -152,6 +155,83 @@ pub fn prepare(
     loader: &dyn SourceLoader,
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
+    let loaded = load_workflow(&options, loader, models)?;
+    let run_id = match &options.run_id {
+        Some(run_id) => {
+            if !valid_run_id(run_id) {
+                return Err(RunError::Configuration(format!(
+                    "invalid run id '{run_id}': use 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit"
+                )));
+            }
+            run_id.clone()
+        }
+        None => ulid::Ulid::new().to_string(),
+    };
+    let paths = RunPaths::new(&options.fabro_home, &run_id);
+    if paths.run_dir().exists() {
+        return Err(RunError::Configuration(format!(
+            "run {run_id} already exists"
+        )));
+    }
+    fs_err::create_dir_all(paths.run_dir()).map_err(|source| RunError::Io {
+        action: "cannot create run directory",
+        path: paths.run_dir().to_path_buf(),
+        source,
+    })?;
+    finish_prepare(options, loaded, run_id, paths, None)
+}
+
+/// PARSE, TRANSFORM and VALIDATE of a stored run's workflow, to continue it from
+/// `checkpoint` (SPEC 8.7). `options.run_id` names the run, whose directory must exist;
+/// `options.workflow_path` is its `graph.fabro`.
+pub fn prepare_resume(
+    options: RunOptions,
+    checkpoint: Checkpoint,
+    loader: &dyn SourceLoader,
+    models: &dyn ModelCatalog,
+) -> Result<PreparedRun, RunError> {
+    let loaded = load_workflow(&options, loader, models)?;
+    let run_id = checkpoint.run_id.clone();
+    let paths = RunPaths::new(&options.fabro_home, &run_id);
+    if !paths.run_dir().is_dir() {
+        return Err(RunError::Configuration(format!(
+            "run directory {} does not exist",
+            paths.run_dir().display()
+        )));
+    }
+    if matches!(
+        checkpoint.run_status.as_str(),
+        "success" | "partial_success" | "fail"
+    ) {
+        return Err(RunError::Configuration(format!(
+            "run {run_id} already finished with status {}",
+            checkpoint.run_status
+        )));
+    }
+    if crate::run_index::RunLock::is_held(paths.run_dir()) {
+        let holder = crate::run_index::lock_pid(paths.run_dir())
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        return Err(RunError::Configuration(format!(
+            "run {run_id} is still running{holder}"
+        )));
+    }
+    finish_prepare(options, loaded, run_id, paths, Some(checkpoint))
+}
+
+/// A checked workflow with its goal and variables.
+struct LoadedWorkflow {
+    workflow: fabro_language::Workflow,
+    goal: String,
+    variables: Variables,
+}
+
+/// PARSE, TRANSFORM and VALIDATE with the run's goal and variables.
+fn load_workflow(
+    options: &RunOptions,
+    loader: &dyn SourceLoader,
+    models: &dyn ModelCatalog,
+) -> Result<LoadedWorkflow, RunError> {
     let path = options.workflow_path.clone();
     let bytes = fs_err::read(&path).map_err(|source| RunError::Io {
         action: "cannot read workflow",
@@ -207,28 +287,27 @@ pub fn prepare(
     let Some(workflow) = checked.workflow else {
         return Err(RunError::Configuration("workflow did not parse".to_owned()));
     };
-    let run_id = match &options.run_id {
-        Some(run_id) => {
-            if !valid_run_id(run_id) {
-                return Err(RunError::Configuration(format!(
-                    "invalid run id '{run_id}': use 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit"
-                )));
-            }
-            run_id.clone()
-        }
-        None => ulid::Ulid::new().to_string(),
-    };
-    let paths = RunPaths::new(&options.fabro_home, &run_id);
-    if paths.run_dir().exists() {
-        return Err(RunError::Configuration(format!(
-            "run {run_id} already exists"
-        )));
-    }
-    fs_err::create_dir_all(paths.run_dir()).map_err(|source| RunError::Io {
-        action: "cannot create run directory",
-        path: paths.run_dir().to_path_buf(),
-        source,
-    })?;
+    Ok(LoadedWorkflow {
+        workflow,
+        goal,
+        variables,
+    })
+}
+
+/// The LLM setup and the rest of [`PreparedRun`].
+fn finish_prepare(
+    options: RunOptions,
+    loaded: LoadedWorkflow,
+    run_id: String,
+    paths: RunPaths,
+    resume: Option<Checkpoint>,
+) -> Result<PreparedRun, RunError> {
+    let LoadedWorkflow {
+        workflow,
+        goal,
+        variables,
+    } = loaded;
+    let path = &options.workflow_path;
     let workflow_name = workflow
         .name(
             path.file_stem()
@@ -269,6 +348,7 @@ pub fn prepare(
         warnings,
         llm: Some(llm),
         simulated_llm,
+        resume,
     })
 }
 
@@ -281,14 +361,8 @@ fn valid_run_id(run_id: &str) -> bool {
 }
 
 impl PreparedRun {
-    /// INITIALIZE, EXECUTE and FINALIZE. `cancel` is fired by the caller on SIGINT or
-    /// SIGTERM; `sinks` receive every event.
-    pub async fn execute(
-        mut self,
-        cancel: CancellationToken,
-        sinks: Vec<Arc<dyn EventSink>>,
-    ) -> Result<RunReport, RunError> {
-        let started = Instant::now();
+    /// INITIALIZE for a new run: `manifest.json`, `graph.fabro` and `config.json`.
+    fn write_records(&self, simulated_llm: bool) -> Result<Manifest, RunError> {
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
             move |source| RunError::Io {
@@ -297,25 +371,6 @@ impl PreparedRun {
                 source,
             }
         };
-        let emitter = Arc::new(
-            Emitter::open(&self.run_id, &self.paths.events(), 1, sinks)
-                .map_err(|error| RunError::Configuration(error.to_string()))?,
-        );
-        let (llm, setup_failure) = match self.llm.take() {
-            Some(Ok(llm)) => (llm, None),
-            Some(Err(message)) => (
-                LlmSetup::resolve(
-                    &self.workflow,
-                    &LlmDefaults::default(),
-                    Arc::default(),
-                    true,
-                )
-                .map_err(|error| RunError::Configuration(error.to_string()))?,
-                Some(message),
-            ),
-            None => return Err(RunError::Configuration("run executed twice".to_owned())),
-        };
-        let simulated_llm = self.simulated_llm;
         let manifest = Manifest {
             run_id: self.run_id.clone(),
             workflow_name: self.workflow_name.clone(),
@@ -334,8 +389,6 @@ impl PreparedRun {
         };
         write_json_atomic(&self.paths.manifest(), &manifest)
             .map_err(io("cannot write", &self.paths.manifest()))?;
-        // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
-        let run_lock = crate::run_index::register_start(&self.paths, &manifest);
         fs_err::write(self.paths.graph(), render_dot(&self.workflow))
             .map_err(io("cannot write", &self.paths.graph()))?;
         // SPEC 12.3: the merged configuration, with the run's variables (CLI included)
@@ -344,6 +397,60 @@ impl PreparedRun {
         config.run.vars = redact_vars(&self.options.vars);
         write_json_atomic(&self.paths.config(), &config)
             .map_err(io("cannot write", &self.paths.config()))?;
+
+        Ok(manifest)
+    }
+
+    /// INITIALIZE, EXECUTE and FINALIZE. `cancel` is fired by the caller on SIGINT or
+    /// SIGTERM; `sinks` receive every event.
+    pub async fn execute(
+        mut self,
+        cancel: CancellationToken,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RunError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let resume = self.resume.take();
+        let emitter = match &resume {
+            None => Emitter::open(&self.run_id, &self.paths.events(), 1, sinks),
+            Some(_) => Emitter::reopen(&self.run_id, &self.paths.events(), sinks),
+        }
+        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?;
+        let emitter = Arc::new(emitter);
+        let (llm, setup_failure) = match self.llm.take() {
+            Some(Ok(llm)) => (llm, None),
+            Some(Err(message)) => (
+                LlmSetup::resolve(
+                    &self.workflow,
+                    &LlmDefaults::default(),
+                    Arc::default(),
+                    true,
+                )
+                .map_err(|error| RunError::Configuration(error.to_string()))?,
+                Some(message),
+            ),
+            None => return Err(RunError::Configuration("run executed twice".to_owned())),
+        };
+        let simulated_llm = self.simulated_llm;
+        let manifest = match &resume {
+            None => self.write_records(simulated_llm)?,
+            Some(_) => crate::run_index::read_manifest(self.paths.run_dir()).map_err(|error| {
+                RunError::Configuration(format!(
+                    "cannot resume run {}: {}",
+                    self.run_id,
+                    crate::error_chain(&error)
+                ))
+            })?,
+        };
+        // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
+        let run_lock = crate::run_index::register_start(&self.paths, &manifest);
 
         let work_dir = match &self.options.work_dir {
             Some(work_dir) => work_dir.clone(),
@@ -367,13 +474,35 @@ impl PreparedRun {
             run_options: self.options.clone(),
         });
         let mut state = RunState::default();
-        seed_context(
-            &mut state,
-            &self.workflow,
-            &self.goal,
-            &self.run_id,
-            &work_dir,
-        );
+        let checkpointer = match &resume {
+            None => {
+                seed_context(
+                    &mut state,
+                    &self.workflow,
+                    &self.goal,
+                    &self.run_id,
+                    &work_dir,
+                );
+                Checkpointer::new(self.paths.run_dir())
+            }
+            Some(checkpoint) => {
+                state = RunState::restore(checkpoint, &self.workflow);
+                services
+                    .llm
+                    .simulated()
+                    .restore_cursors(checkpoint.simulated_cursors.clone());
+                Checkpointer::resume(self.paths.run_dir()).map_err(|error| {
+                    RunError::Configuration(format!(
+                        "cannot resume run {}: {}",
+                        self.run_id,
+                        crate::error_chain(&error)
+                    ))
+                })?
+            }
+        };
+        let first_rank = resume
+            .as_ref()
+            .map_or(0, |checkpoint| checkpoint.stage_rank);
         let rng = match self.options.random_seed {
             Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
             None => rand::rngs::StdRng::from_os_rng(),
@@ -391,26 +520,56 @@ impl PreparedRun {
             cause: Arc::clone(&cause),
             watchdog_paused: Arc::clone(&watchdog_paused),
             branch: None,
-            ranks: Arc::new(std::sync::atomic::AtomicU32::new(0)),
+            ranks: Arc::new(std::sync::atomic::AtomicU32::new(first_rank)),
             pending_join: None,
             pending_records: Vec::new(),
+            checkpointer: Some(checkpointer),
+            resumed_stage: resume.is_some(),
         };
-        let start = self
-            .workflow
-            .start()
-            .ok_or_else(|| RunError::Configuration("workflow has no start node".to_owned()))?;
+        let start = match &resume {
+            None => self.workflow.start(),
+            Some(checkpoint) => checkpoint
+                .next_node_id
+                .as_deref()
+                .and_then(|next| self.workflow.find(next)),
+        }
+        .ok_or_else(|| {
+            RunError::Configuration(match &resume {
+                None => "workflow has no start node".to_owned(),
+                Some(_) => format!(
+                    "cannot resume run {}: its checkpoint names no next node of the workflow",
+                    self.run_id
+                ),
+            })
+        })?;
         let start_id = self.workflow.node(start).id.clone();
         emitter.emit(Event::workflow_run_started(
             &self.workflow_name,
             &self.goal,
             &self.paths.run_dir().display().to_string(),
-            None,
-            None,
+            manifest.base_sha.as_deref(),
+            manifest.run_branch.as_deref(),
             self.options.dry_run,
-            false,
+            resume.is_some(),
             &start_id,
         ));
-        traversal.final_checkpoint(None, Some(&start_id), "running");
+        traversal.final_checkpoint(Some(&start_id), "running");
+        let (previous, entered_by) = match &resume {
+            None => (None, None),
+            Some(checkpoint) => {
+                let current = checkpoint.current_node.as_deref();
+                let previous = current.and_then(|id| checkpoint.node_outcomes.get(id).cloned());
+                let entered_by = current
+                    .and_then(|id| self.workflow.find(id))
+                    .and_then(|from| {
+                        self.workflow
+                            .outgoing(from)
+                            .find(|(_, edge)| edge.to == start)
+                            .map(|(index, _)| index)
+                    });
+                (previous, entered_by)
+            }
+        };
 
         let end = match setup_failure {
             Some(reason) => RunEnd::Failed {
@@ -426,7 +585,7 @@ impl PreparedRun {
                     Arc::clone(&cause),
                     Arc::clone(&watchdog_paused),
                 );
-                let end = traversal.run_from(start).await;
+                let end = traversal.run_from(start, previous, entered_by).await;
                 watchdog.abort();
                 end
             }
@@ -435,11 +594,7 @@ impl PreparedRun {
         let report = match &end {
             RunEnd::Completed { status } => {
                 let status_name = status.as_str();
-                traversal.final_checkpoint(
-                    traversal.state.completed_nodes.last().map(String::as_str),
-                    None,
-                    status_name,
-                );
+                traversal.final_checkpoint(None, status_name);
                 let mut usage = fabro_llm::Usage::default();
                 for outcome in traversal.state.node_outcomes.values() {
                     if let Some(stage_usage) = &outcome.usage {
@@ -463,11 +618,7 @@ impl PreparedRun {
                 class,
                 node_id,
             } => {
-                traversal.final_checkpoint(
-                    traversal.state.completed_nodes.last().map(String::as_str),
-                    None,
-                    "fail",
-                );
+                traversal.final_checkpoint(None, "fail");
                 emitter.emit(Event::workflow_run_failed(
                     reason,
                     class.as_str(),
@@ -481,11 +632,7 @@ impl PreparedRun {
                 node_id,
                 stalled,
             } => {
-                traversal.final_checkpoint(
-                    traversal.state.completed_nodes.last().map(String::as_str),
-                    node_id.as_deref(),
-                    "canceled",
-                );
+                traversal.canceled_checkpoint(node_id.as_deref());
                 if *stalled {
                     emitter.emit(Event::run(
                         "Watchdog.Timeout",

@@ -81,6 +81,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs_err::rename(&temporary, path)
 }
 
+/// Replaces `path` atomically like [`write_atomic`], for a file rewritten many times:
+/// the new content goes into the sibling `spare` (created once, then reused), and the
+/// two names are exchanged in one step (`renameat2(RENAME_EXCHANGE)`). No inode is
+/// created or freed per write, which on ext4 makes each replacement several times
+/// cheaper than a fresh temporary file. Where the exchange is unsupported it falls back
+/// to a rename. A reader that keeps the old file open for longer than one replacement
+/// may see it rewritten; readers here read whole files at once.
+pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = fs_err::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(spare)?;
+    file.write_all(bytes)?;
+    drop(file);
+    if path.exists() {
+        match nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            spare,
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    fs_err::rename(spare, path)
+}
+
 /// Writes `value` as pretty JSON atomically.
 pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
@@ -117,5 +148,22 @@ mod tests {
         );
         let leftovers = fs_err::read_dir(directory.path()).expect("lists").count();
         assert_eq!(leftovers, 1);
+    }
+
+    #[test]
+    fn replacing_via_a_spare_reuses_two_files() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let path = directory.path().join("checkpoint.json");
+        let spare = directory.path().join(".checkpoint.json.spare");
+        for round in 0..5 {
+            let text = format!("round {round}").repeat(5 - round);
+            replace_via_spare(&path, &spare, text.as_bytes()).expect("replaces");
+            assert_eq!(fs_err::read_to_string(&path).expect("reads"), text);
+        }
+        let names: Vec<_> = fs_err::read_dir(directory.path())
+            .expect("lists")
+            .map(|entry| entry.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 }

@@ -631,7 +631,7 @@ pub(crate) fn register_start(paths: &RunPaths, manifest: &Manifest) -> Option<Ru
     if let Err(error) =
         RunIndex::open(paths.root()).and_then(|index| index.record_start(manifest, paths.run_dir()))
     {
-        tracing::warn!(error = %error_chain(&error), "cannot record the run in the run index");
+        tracing::warn!(error = %crate::error_chain(&error), "cannot record the run in the run index");
     }
     lock
 }
@@ -650,20 +650,9 @@ pub(crate) fn register_end(paths: &RunPaths, run_id: &str, status: &str, lock: O
     if let Err(error) = RunIndex::open(paths.root())
         .and_then(|index| index.record_status(run_id, status, Some(&finished_at)))
     {
-        tracing::warn!(error = %error_chain(&error), "cannot record the run status in the run index");
+        tracing::warn!(error = %crate::error_chain(&error), "cannot record the run status in the run index");
     }
     drop(lock);
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn lock_path(run_dir: &Path) -> PathBuf {

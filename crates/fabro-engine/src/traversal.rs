@@ -15,12 +15,13 @@ use rand::rngs::StdRng;
 use serde_json::{json, Value};
 
 use crate::catch_panic::CatchPanic;
+use crate::checkpoint::{CheckpointError, Checkpointer};
 use crate::context::Context;
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
 use crate::handler::{self, RunServices, StageInput};
 use crate::outcome::Outcome;
-use crate::record::{Checkpoint, StageStatusFile, UsageRecord};
+use crate::record::{Checkpoint, CheckpointView, StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
 use crate::run_dir::{write_json_atomic, RunPaths};
 use crate::timestamp::now_rfc3339;
@@ -83,6 +84,54 @@ pub struct RunState {
     pub epoch_stages: Vec<(String, Outcome)>,
 }
 
+impl RunState {
+    /// The state a checkpoint describes (SPEC 8.7 step 5).
+    pub fn restore(checkpoint: &Checkpoint, workflow: &Workflow) -> RunState {
+        // The current epoch's stages are the newest completed stages, as many as the
+        // epoch's visits.
+        let epoch_length: usize = checkpoint
+            .epoch_node_visits
+            .values()
+            .map(|&visits| visits as usize)
+            .sum();
+        let skip = checkpoint
+            .completed_nodes
+            .len()
+            .saturating_sub(epoch_length);
+        let epoch_stages = checkpoint.completed_nodes[skip..]
+            .iter()
+            .filter(|id| {
+                workflow.find(id).is_some_and(|index| {
+                    !matches!(
+                        workflow.node(index).handler,
+                        HandlerKind::Start | HandlerKind::Exit
+                    )
+                })
+            })
+            .filter_map(|id| {
+                checkpoint
+                    .node_outcomes
+                    .get(id)
+                    .map(|outcome| (id.clone(), outcome.clone()))
+            })
+            .collect();
+        RunState {
+            context: Context::from_values(checkpoint.context_values.clone()),
+            completed_nodes: checkpoint.completed_nodes.clone(),
+            node_visits: checkpoint.node_visits.clone(),
+            epoch_node_visits: checkpoint.epoch_node_visits.clone(),
+            node_retries: checkpoint.node_retries.clone(),
+            node_outcomes: checkpoint.node_outcomes.clone(),
+            loop_failure_signatures: checkpoint.loop_failure_signatures.clone(),
+            restart_failure_signatures: checkpoint.restart_failure_signatures.clone(),
+            restart_count: checkpoint.restart_count,
+            stage_rank: checkpoint.stage_rank,
+            logs: checkpoint.logs.clone(),
+            epoch_stages,
+        }
+    }
+}
+
 /// Why the watchdog or the user cancelled, set before the token fires.
 #[derive(Debug, Default)]
 pub struct CancelCause {
@@ -125,6 +174,11 @@ pub(crate) struct Traversal {
     pub(crate) pending_join: Option<NodeIndex>,
     /// Branch stages to record after the parallel node, in finish order (SPEC 5.7).
     pub(crate) pending_records: Vec<(String, Outcome)>,
+    /// Writes checkpoints; `None` in parallel branches, whose stages the parent records.
+    pub(crate) checkpointer: Option<Checkpointer>,
+    /// The next stage is the first of a resumed run: its stage directory is replaced
+    /// and `full` fidelity degrades to `summary:high` (SPEC 6.7, 8.7).
+    pub(crate) resumed_stage: bool,
 }
 
 /// Which signature table a failure is counted in.
@@ -144,11 +198,18 @@ enum Next {
 
 impl Traversal {
     /// Runs from `start` until the run ends.
-    pub(crate) async fn run_from(&mut self, start: NodeIndex) -> RunEnd {
+    /// `previous` and `entered_by` describe the stage before `start` (a resumed run's
+    /// last completed stage and the edge taken from it).
+    pub(crate) async fn run_from(
+        &mut self,
+        start: NodeIndex,
+        previous: Option<Outcome>,
+        entered_by: Option<fabro_language::EdgeIndex>,
+    ) -> RunEnd {
         let workflow = Arc::clone(&self.workflow);
         let mut node = start;
-        let mut previous: Option<Outcome> = None;
-        let mut entered_by: Option<fabro_language::EdgeIndex> = None;
+        let mut previous = previous;
+        let mut entered_by = entered_by;
         loop {
             if self.services.cancel.is_cancelled() {
                 return self.canceled(Some(node));
@@ -188,13 +249,17 @@ impl Traversal {
             }
             self.record(node, &outcome);
             if Some(node) == workflow.exit() {
-                self.checkpoint(node, None);
+                if let Err(end) = self.checkpoint(node, None) {
+                    return end;
+                }
                 let status = self.completion_status();
                 return RunEnd::Completed { status };
             }
             match self.next(node, &outcome) {
                 Next::Node(next) => {
-                    self.checkpoint(node, Some(next));
+                    if let Err(end) = self.checkpoint(node, Some(next)) {
+                        return end;
+                    }
                     entered_by = workflow
                         .outgoing(node)
                         .find(|(_, edge)| edge.to == next)
@@ -207,44 +272,54 @@ impl Traversal {
         }
     }
 
-    /// The state as a checkpoint.
-    pub(crate) fn checkpoint_record(
-        &self,
+    /// Writes the state as a checkpoint (nothing in parallel branches).
+    fn write_checkpoint(
+        &mut self,
         current: Option<&str>,
         next: Option<&str>,
         run_status: &str,
-    ) -> Checkpoint {
-        Checkpoint {
+    ) -> Result<(), CheckpointError> {
+        let Some(checkpointer) = self.checkpointer.as_mut() else {
+            return Ok(());
+        };
+        let timestamp = now_rfc3339();
+        let simulated_cursors = self.services.llm.simulated().cursors();
+        let state = &self.state;
+        checkpointer.write(&CheckpointView {
             version: 1,
-            run_id: self.services.run_id.clone(),
-            timestamp: now_rfc3339(),
-            current_node: current.map(str::to_owned),
-            next_node_id: next.map(str::to_owned),
-            completed_nodes: self.state.completed_nodes.clone(),
-            node_retries: self.state.node_retries.clone(),
-            node_visits: self.state.node_visits.clone(),
-            epoch_node_visits: self.state.epoch_node_visits.clone(),
-            node_outcomes: self.state.node_outcomes.clone(),
-            context_values: self.state.context.values().clone(),
-            logs: self.state.logs.clone(),
+            run_id: &self.services.run_id,
+            timestamp: &timestamp,
+            current_node: current,
+            next_node_id: next,
+            completed_nodes: &state.completed_nodes,
+            node_retries: &state.node_retries,
+            node_visits: &state.node_visits,
+            epoch_node_visits: &state.epoch_node_visits,
+            node_outcomes: &state.node_outcomes,
+            context_values: state.context.values(),
+            logs: &state.logs,
             git_commit_sha: None,
-            loop_failure_signatures: self.state.loop_failure_signatures.clone(),
-            restart_failure_signatures: self.state.restart_failure_signatures.clone(),
-            restart_count: self.state.restart_count,
-            stage_rank: self.state.stage_rank,
-            simulated_cursors: self.services.llm.simulated().cursors(),
-            run_status: run_status.to_owned(),
-        }
+            loop_failure_signatures: &state.loop_failure_signatures,
+            restart_failure_signatures: &state.restart_failure_signatures,
+            restart_count: state.restart_count,
+            stage_rank: state.stage_rank,
+            simulated_cursors: &simulated_cursors,
+            run_status,
+        })
     }
 
-    /// Writes `checkpoint.json` (step 1 of the checkpoint cycle, SPEC 8.6) and emits
-    /// `CheckpointCompleted`.
-    fn checkpoint(&mut self, node: NodeIndex, next: Option<NodeIndex>) {
+    /// The checkpoint cycle after a stage (SPEC 8.6), then `CheckpointCompleted`. A
+    /// checkpoint that cannot be made durable ends the run: going on would do work that
+    /// a resume could not account for.
+    fn checkpoint(&mut self, node: NodeIndex, next: Option<NodeIndex>) -> Result<(), RunEnd> {
         let current = self.workflow.node(node).id.clone();
         let next_id = next.map(|next| self.workflow.node(next).id.clone());
-        let record = self.checkpoint_record(Some(&current), next_id.as_deref(), "running");
-        if let Err(error) = write_json_atomic(&self.paths.checkpoint(), &record) {
-            tracing::error!(%error, "cannot write checkpoint.json");
+        if let Err(error) = self.write_checkpoint(Some(&current), next_id.as_deref(), "running") {
+            return Err(RunEnd::Failed {
+                reason: format!("engine error: {}", crate::error_chain(&error)),
+                class: FailureClass::Deterministic,
+                node_id: Some(current),
+            });
         }
         self.emit(Event::checkpoint_completed(
             &current,
@@ -252,18 +327,33 @@ impl Traversal {
             None,
             None,
         ));
+        Ok(())
     }
 
-    /// Writes the final checkpoint of a run that ends between stages.
-    pub(crate) fn final_checkpoint(
-        &self,
-        current: Option<&str>,
-        next: Option<&str>,
-        run_status: &str,
-    ) {
-        let record = self.checkpoint_record(current, next, run_status);
-        if let Err(error) = write_json_atomic(&self.paths.checkpoint(), &record) {
-            tracing::error!(%error, "cannot write checkpoint.json");
+    /// Writes the final checkpoint of a run (or the initial one): steps 1 and 2 of the
+    /// cycle. Failures are logged; the run's outcome is already decided.
+    /// `current_node` is the last completed stage (none in the initial checkpoint).
+    pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: &str) {
+        let current = self.state.completed_nodes.last().cloned();
+        if let Err(error) = self.write_checkpoint(current.as_deref(), next, run_status) {
+            tracing::error!(error = %crate::error_chain(&error), "cannot write checkpoint");
+        }
+    }
+
+    /// The final checkpoint of a cancelled run: the last complete checkpoint, marked
+    /// `canceled`, so that a resume executes the interrupted stage again as the same
+    /// visit with the same rank (SPEC 8.7).
+    pub(crate) fn canceled_checkpoint(&mut self, next: Option<&str>) {
+        let written = match &mut self.checkpointer {
+            Some(checkpointer) => checkpointer.write_last_with_status("canceled"),
+            None => Ok(false),
+        };
+        match written {
+            Ok(true) => {}
+            Ok(false) => self.final_checkpoint(next, "canceled"),
+            Err(error) => {
+                tracing::error!(error = %crate::error_chain(&error), "cannot write checkpoint");
+            }
         }
     }
 
@@ -394,13 +484,22 @@ impl Traversal {
         context.set("current_node", spec.id.clone());
         context.set("internal.node_visit_count", epoch_visit);
         context.set(format!("internal.retry_count.{}", spec.id), 0);
-        let fidelity = entered_by
+        let mut fidelity = entered_by
             .and_then(|edge| workflow.edge(edge).fidelity)
             .or(spec.llm.fidelity)
             .or(workflow.settings.default_fidelity)
             .unwrap_or(fabro_language::model::Fidelity::Compact);
+        let resumed = std::mem::take(&mut self.resumed_stage);
+        if resumed && fidelity == fabro_language::model::Fidelity::Full {
+            fidelity = fabro_language::model::Fidelity::SummaryHigh;
+        }
         context.set("internal.fidelity", fidelity.as_str());
         let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
+        if resumed {
+            // A stage executed again after a crash reuses its rank; nothing of the
+            // interrupted attempt may survive (SPEC 8.7).
+            let _ = fs_err::remove_dir_all(&stage_dir);
+        }
         if let Err(error) = fs_err::create_dir_all(&stage_dir) {
             return Outcome::fail(
                 format!("engine error: {error}"),

@@ -4,10 +4,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use fabro_engine::config::{self, ConfigSources, FsConfigReader};
+use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::event::EventSink;
 use fabro_engine::llm_target::{credential_variable, LlmDefaults};
-use fabro_engine::run::{prepare, RunError, RunOptions};
+use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
 use fabro_engine::traversal::RunEnd;
 use fabro_llm::Provider;
@@ -22,7 +22,17 @@ use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
     let options = options(args)?;
-    let prepared = match prepare(options, &FsLoader, &Catalog) {
+    execute(prepare(options, &FsLoader, &Catalog), args.json, output)
+}
+
+/// Reports a prepared run's problems or executes it: the shared second half of `run` and
+/// `resume` (SPEC 12.1).
+pub(crate) fn execute(
+    prepared: Result<PreparedRun, RunError>,
+    json: bool,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(RunError::InvalidWorkflow {
             path,
@@ -43,14 +53,14 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     for warning in prepared.warnings() {
         output.err(&format!("{warning}\n"));
     }
-    if !args.json {
+    if !json {
         output.out(&format!(
             "run_id: {}\nrun_dir: {}\n",
             prepared.run_id(),
             prepared.run_dir().display()
         ));
     }
-    let sink: Arc<dyn EventSink> = if args.json {
+    let sink: Arc<dyn EventSink> = if json {
         Arc::new(JsonSink::new())
     } else {
         Arc::new(ProgressSink::new(output.stderr_color()))
@@ -67,7 +77,7 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         result
     });
     let report = result.map_err(cli_error)?;
-    if !args.json {
+    if !json {
         let mut text = format!("status: {}\n", report.status);
         if let Some(reason) = &report.reason {
             text.push_str(&format!("reason: {reason}\n"));
@@ -144,16 +154,47 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
     let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
-    let answers = args
-        .answers
-        .iter()
-        .map(|answer| split_pair(answer, "--answer", "NODE=LABEL"))
-        .collect::<Result<Vec<_>, _>>()?;
+    let answers = parse_answers(&args.answers)?;
     let mut vars = config.run.vars.clone();
     for var in &args.vars {
         let (key, value) = split_pair(var, "--var", "K=V")?;
         vars.insert(key, value);
     }
+    let run_options = environment_options(
+        workflow_path,
+        config,
+        fabro_home,
+        args.model.clone(),
+        args.provider.clone(),
+    )?;
+    Ok(RunOptions {
+        goal: args.goal.clone(),
+        dry_run: args.dry_run,
+        auto_approve: args.auto_approve,
+        answers,
+        vars,
+        run_id: args.run_id.clone(),
+        ..run_options
+    })
+}
+
+/// `--answer NODE=LABEL` values (SPEC 12.1).
+pub(crate) fn parse_answers(answers: &[String]) -> Result<Vec<(String, String)>, CliError> {
+    answers
+        .iter()
+        .map(|answer| split_pair(answer, "--answer", "NODE=LABEL"))
+        .collect()
+}
+
+/// Run options from the configuration, the environment and the model flags; the caller
+/// fills in what its command line says.
+pub(crate) fn environment_options(
+    workflow_path: PathBuf,
+    config: RunConfig,
+    fabro_home: PathBuf,
+    cli_model: Option<String>,
+    cli_provider: Option<String>,
+) -> Result<RunOptions, CliError> {
     let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
     let credentials = [
         Provider::Anthropic,
@@ -177,17 +218,17 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
     };
     Ok(RunOptions {
         workflow_path,
-        goal: args.goal.clone(),
-        dry_run: args.dry_run,
-        auto_approve: args.auto_approve,
-        answers,
-        vars,
-        run_id: args.run_id.clone(),
+        goal: None,
+        dry_run: false,
+        auto_approve: false,
+        answers: Vec::new(),
+        vars: config.run.vars.clone(),
+        run_id: None,
         fabro_home,
         console: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         llm: LlmDefaults {
-            cli_model: args.model.clone(),
-            cli_provider: args.provider.clone(),
+            cli_model,
+            cli_provider,
             env_model: env("FABRO_MODEL"),
             env_provider: env("FABRO_PROVIDER"),
             config_model: config.llm.model.clone(),

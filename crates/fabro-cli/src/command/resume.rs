@@ -1,0 +1,138 @@
+//! `fabro resume RUN_ID | REF | CHECKPOINT.json` (SPEC 8.7, 12.1): continue a run from
+//! its newest complete checkpoint, with the workflow, goal, variables and configuration
+//! of the run's own records.
+
+use std::path::{Path, PathBuf};
+
+use fabro_engine::checkpoint::load_newest;
+use fabro_engine::config::RunConfig;
+use fabro_engine::record::Checkpoint;
+use fabro_engine::run::prepare_resume;
+use fabro_engine::run_dir::RunPaths;
+use fabro_engine::run_index::read_manifest;
+
+use crate::args::ResumeArgs;
+use crate::command::resolve_run;
+use crate::command::run::{environment_options, execute, parse_answers};
+use crate::error::{CliError, Status};
+use crate::loader::{fabro_home, read_file, Catalog, FsLoader};
+use crate::output::Output;
+
+pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
+    let home = fabro_home();
+    let run_id = identify(&args.target)?;
+    let paths = RunPaths::new(&home, &run_id);
+    if !paths.run_dir().is_dir() {
+        return Err(CliError::Usage(format!(
+            "run {run_id} has no run directory under {}",
+            home.display()
+        )));
+    }
+    let checkpoint = load_newest(paths.run_dir())
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?
+        .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
+    let manifest = read_manifest(paths.run_dir())
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    let config_bytes = read_file("cannot read run configuration", &paths.config())?;
+    let config: RunConfig = serde_json::from_slice(&config_bytes).map_err(|error| {
+        CliError::Usage(format!(
+            "{} is not valid: {error}",
+            paths.config().display()
+        ))
+    })?;
+    let work_dir = checkpoint
+        .context_values
+        .get("internal.work_dir")
+        .and_then(serde_json::Value::as_str)
+        .map(PathBuf::from);
+    let base = environment_options(
+        paths.graph(),
+        config,
+        home,
+        args.model.clone(),
+        args.provider.clone(),
+    )?;
+    let options = fabro_engine::run::RunOptions {
+        goal: Some(manifest.goal),
+        dry_run: manifest.dry_run,
+        auto_approve: args.auto_approve,
+        answers: parse_answers(&args.answers)?,
+        run_id: Some(run_id),
+        parent_run_id: manifest.parent_run_id,
+        work_dir,
+        ..base
+    };
+    execute(
+        prepare_resume(options, checkpoint, &FsLoader, &Catalog),
+        args.json,
+        output,
+    )
+}
+
+/// The run an argument names (SPEC 8.7 step 1): a checkpoint file, a run-branch or
+/// metadata ref name, or a run id or unique prefix.
+fn identify(target: &str) -> Result<String, CliError> {
+    let path = Path::new(target);
+    if path.is_file() {
+        let bytes = read_file("cannot read checkpoint", path)?;
+        let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
+            CliError::Usage(format!("{target} is not a checkpoint file: {error}"))
+        })?;
+        return Ok(checkpoint.run_id);
+    }
+    if let Some(run_id) = run_id_of_ref(target) {
+        return Ok(run_id.to_owned());
+    }
+    Ok(resolve_run(target)?.run_id)
+}
+
+/// The run id in `fabro/run/{id}`, `fabro/meta/{id}` or `refs/fabro/{id}`, optionally
+/// preceded by `refs/heads/`, `refs/remotes/{remote}/` or `{remote}/`.
+fn run_id_of_ref(text: &str) -> Option<&str> {
+    let text = text.strip_prefix("refs/heads/").unwrap_or(text);
+    if let Some(id) = text.strip_prefix("refs/fabro/") {
+        return non_empty_id(id);
+    }
+    let text = match text.strip_prefix("refs/remotes/") {
+        Some(rest) => rest.split_once('/')?.1,
+        None => text,
+    };
+    for prefix in ["fabro/run/", "fabro/meta/"] {
+        if let Some(id) = text.strip_prefix(prefix) {
+            return non_empty_id(id);
+        }
+    }
+    // `{remote}/fabro/run/{id}`.
+    let (_, rest) = text.split_once('/')?;
+    ["fabro/run/", "fabro/meta/"]
+        .iter()
+        .find_map(|prefix| rest.strip_prefix(prefix))
+        .and_then(non_empty_id)
+}
+
+fn non_empty_id(id: &str) -> Option<&str> {
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ref_names_name_runs() {
+        for (text, expected) in [
+            ("fabro/run/R1", Some("R1")),
+            ("fabro/meta/R1", Some("R1")),
+            ("refs/fabro/R1", Some("R1")),
+            ("refs/heads/fabro/run/R1", Some("R1")),
+            ("refs/remotes/origin/fabro/meta/R1", Some("R1")),
+            ("origin/fabro/run/R1", Some("R1")),
+            ("R1", None),
+            ("fabro/run/", None),
+            ("fabro/other/R1", None),
+            ("refs/fabro/a/b", None),
+        ] {
+            assert_eq!(run_id_of_ref(text), expected, "{text}");
+        }
+    }
+}

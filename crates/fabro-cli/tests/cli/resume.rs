@@ -1,0 +1,293 @@
+//! `fabro resume`: continuing cancelled and killed runs (SPEC 8.7) without git.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fabro_test_support::TestEnv;
+use serde_json::Value;
+
+use crate::{code, fabro, stderr, stdout};
+
+/// Every stage appends its id to `trace`, so re-executions are visible. The loop through
+/// `count` and `gate` makes routing depend on restored context and visit counts, and the
+/// simulated `think` stage consumes scripted replies, so restored cursors matter too.
+const PIPELINE: &str = r#"digraph pipeline {
+  graph [goal="Resume safely"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script="echo a >> trace; sleep 0.05"]
+  count [shape=parallelogram, script="echo count >> trace; sleep 0.05; echo round"]
+  gate [shape=diamond]
+  think [shape=tab, prompt="Think"]
+  b [shape=parallelogram, script="echo b >> trace; sleep 0.05"]
+  c [shape=parallelogram, script="echo c >> trace; sleep 0.05"]
+  start -> a -> count -> gate
+  gate -> think [condition="context.internal.node_visit_count < 3"]
+  gate -> b
+  think -> count
+  b -> c -> exit
+}
+"#;
+
+const RESPONSES: &str =
+    r#"{"nodes": {"think": [{"text": "first thought"}, {"text": "second thought"}]}}"#;
+
+fn checkpoint(run_dir: &Path) -> Value {
+    serde_json::from_str(&fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("read"))
+        .expect("checkpoint is JSON")
+}
+
+fn start_run(env: &TestEnv, run_id: &str) -> std::process::Child {
+    env.command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", run_id])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fabro starts")
+}
+
+fn resume(env: &TestEnv, target: &str) -> std::process::Output {
+    env.command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["resume", target])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("fabro runs")
+}
+
+/// The parts of the final state that must not depend on interruptions.
+fn final_state(run_dir: &Path) -> (Vec<Value>, Value, Value) {
+    let checkpoint = checkpoint(run_dir);
+    let mut context = checkpoint["context_values"].clone();
+    if let Some(map) = context.as_object_mut() {
+        // Blob refs of command output are content hashes, so they are compared too; only
+        // the run id differs between the runs compared.
+        map.remove("internal.run_id");
+    }
+    (
+        checkpoint["completed_nodes"]
+            .as_array()
+            .expect("list")
+            .clone(),
+        context,
+        checkpoint["run_status"].clone(),
+    )
+}
+
+fn trace(env: &TestEnv, name: &str) -> Vec<String> {
+    fs_err::read_to_string(env.work_dir().join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_cancelled_run_resumes_where_it_stopped() {
+    let env = TestEnv::new("resume_cancel");
+    let workflow = "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script=\"echo a >> trace\"]
+  slow [shape=parallelogram, script=\"echo slow >> trace; touch started; sleep 30\"]
+  c [shape=parallelogram, script=\"echo c >> trace\"]
+  start -> a -> slow -> c -> exit
+}
+";
+    env.write("w.fabro", workflow);
+    env.write("responses.json", "{}");
+    let child = start_run(&env, "r1");
+    let started = env.work_dir().join("started");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow stage never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal sent");
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(code(&output), 130);
+    let run_dir = env.fabro_home().join("scratch/r1");
+    let canceled = checkpoint(&run_dir);
+    assert_eq!(canceled["run_status"], "canceled");
+    assert_eq!(canceled["next_node_id"], "slow");
+    // The interrupted visit is not counted: the resume runs it as the same visit.
+    assert_eq!(canceled["node_visits"].get("slow"), None);
+
+    // Resume, and cancel the resumed run in the same stage: a resumed run runs the
+    // interrupted stage again and checkpoints like a fresh one.
+    fs_err::remove_file(&started).expect("remove marker");
+    let resumed = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["resume", "r1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("resume starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the resumed stage never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(resumed.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal sent");
+    let output = resumed.wait_with_output().expect("exits");
+    assert_eq!(code(&output), 130, "{}", stderr(&output));
+    let lines: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("NDJSON"))
+        .collect();
+    assert_eq!(lines[0]["event"], "WorkflowRunStarted");
+    assert_eq!(lines[0]["properties"]["resumed"], true);
+    assert_eq!(lines[0]["properties"]["next_node_id"], "slow");
+    assert_eq!(trace(&env, "trace"), ["a", "slow", "slow"]);
+
+    // Event ids continue across resumes without gaps or repeats.
+    let ids: Vec<u64> = fs_err::read_to_string(run_dir.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).expect("event")["id"]
+                .as_u64()
+                .expect("id")
+        })
+        .collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    // The interrupted stage kept its rank: one directory for it, replaced each time.
+    let stages: Vec<String> = fs_err::read_dir(run_dir.join("stages"))
+        .expect("stages")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        stages.iter().filter(|name| name.contains("slow")).count(),
+        1
+    );
+}
+
+#[test]
+fn finished_runs_and_unknown_runs_are_refused() {
+    let env = TestEnv::new("resume_refused");
+    env.write(
+        "w.fabro",
+        "digraph w { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }",
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "done1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let output = fabro(&env, &["resume", "done1"]);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("error: run done1 already finished with status success"),
+        "{}",
+        stderr(&output)
+    );
+    let output = fabro(&env, &["resume", "nope"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let output = fabro(&env, &["resume", "fabro/run/missing"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(stderr(&output).contains("missing"), "{}", stderr(&output));
+}
+
+/// Kills `fabro run` with SIGKILL at 20 moments spread over the run (stages, checkpoint
+/// writes and everything between) and resumes until the run finishes. Every run must end
+/// with the uninterrupted run's path and context, and only an interrupted stage may
+/// execute twice.
+#[test]
+fn runs_killed_at_any_moment_resume_to_the_same_result() {
+    let env = TestEnv::new("resume_kill");
+    env.write("w.fabro", PIPELINE);
+    env.write("responses.json", RESPONSES);
+
+    let reference_start = Instant::now();
+    let output = start_run(&env, "reference").wait().expect("runs");
+    let reference_duration = reference_start.elapsed();
+    assert!(output.success());
+    let reference = final_state(&env.fabro_home().join("scratch/reference"));
+    let reference_trace = trace(&env, "trace");
+    assert_eq!(reference.2, "success");
+    assert_eq!(
+        reference_trace,
+        ["a", "count", "count", "count", "b", "c"],
+        "the uninterrupted run's path"
+    );
+
+    let mut interrupted = 0;
+    let mut repeated = 0;
+    for attempt in 0..20u32 {
+        fs_err::remove_file(env.work_dir().join("trace")).unwrap_or_default();
+        let run_id = format!("kill{attempt}");
+        let delay = reference_duration * (attempt + 1) / 21;
+        let mut child = start_run(&env, &run_id);
+        std::thread::sleep(delay);
+        // The run may already have finished at the last moments; that is fine.
+        let _ = child.kill();
+        let status = child.wait().expect("reaped");
+        if status.code().is_none() {
+            interrupted += 1;
+        }
+        let run_dir = env.fabro_home().join("scratch").join(&run_id);
+        let mut resumes = 0;
+        loop {
+            let Ok(text) = fs_err::read_to_string(run_dir.join("checkpoint.json")) else {
+                // Killed before the initial checkpoint: nothing ran, start again.
+                let _ = fs_err::remove_dir_all(&run_dir);
+                assert!(trace(&env, "trace").is_empty());
+                assert!(start_run(&env, &run_id).wait().expect("runs").success());
+                break;
+            };
+            let state: Value = serde_json::from_str(&text).expect("checkpoint is never torn");
+            if state["run_status"] != "running" && state["run_status"] != "canceled" {
+                break;
+            }
+            let output = resume(&env, &run_id);
+            resumes += 1;
+            assert!(
+                resumes < 3,
+                "attempt {attempt}: resume did not finish: {}",
+                stderr(&output)
+            );
+            assert_eq!(
+                code(&output),
+                0,
+                "attempt {attempt} (killed: {status:?}): {}",
+                stderr(&output)
+            );
+        }
+        assert_eq!(
+            final_state(&run_dir),
+            reference,
+            "attempt {attempt}: killed after {delay:?}"
+        );
+        // Only the stage that was interrupted may have executed twice, right after itself.
+        let executed = trace(&env, "trace");
+        let repeated_once = executed.len() == reference_trace.len() + 1
+            && (1..executed.len()).any(|index| {
+                let mut without = executed.clone();
+                without.remove(index);
+                executed[index] == executed[index - 1] && without == reference_trace
+            });
+        assert!(
+            executed == reference_trace || repeated_once,
+            "attempt {attempt} (killed after {delay:?}): {executed:?}"
+        );
+        repeated += usize::from(repeated_once);
+    }
+    // The kills really landed inside runs, and some inside a stage's work.
+    assert!(interrupted >= 15, "only {interrupted} runs were killed");
+    assert!(
+        repeated >= 3,
+        "only {repeated} interrupted stages ran again"
+    );
+}
