@@ -139,6 +139,193 @@ impl BlobStore {
     }
 }
 
+impl BlobStore {
+    /// Stores the contents of `source` as a compact JSON string blob, exactly the bytes
+    /// `put_value(&Value::String(String::from_utf8_lossy(all bytes)))` would store, but
+    /// streamed: memory stays bounded whatever the size (SPEC 7.7, issue 4). Returns the
+    /// ref and whether it was new.
+    pub fn put_text_stream(&self, source: &mut dyn std::io::Read) -> Result<(String, bool), BlobError> {
+        fs_err::create_dir_all(&self.root).map_err(|error| BlobError::Io {
+            path: self.root.clone(),
+            source: error,
+        })?;
+        let temporary = self.root.join(format!(
+            ".stream.{}.{}.tmp",
+            std::process::id(),
+            next_temporary_id()
+        ));
+        let result = self.write_text_stream(source, &temporary);
+        if result.is_err() {
+            let _ = fs_err::remove_file(&temporary);
+        }
+        result
+    }
+
+    fn write_text_stream(
+        &self,
+        source: &mut dyn std::io::Read,
+        temporary: &Path,
+    ) -> Result<(String, bool), BlobError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| BlobError::Io { path, source }
+        };
+        let file = fs_err::File::create(temporary).map_err(io(temporary))?;
+        let mut sink = HashingWriter {
+            inner: std::io::BufWriter::with_capacity(STREAM_CHUNK, file),
+            hasher: Sha256::new(),
+        };
+        let mut encoder = JsonStringEncoder::default();
+        let mut buffer = vec![0; STREAM_CHUNK];
+        sink.write_all(b"\"").map_err(io(temporary))?;
+        loop {
+            let read = match source.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(io(temporary)(error)),
+            };
+            encoder
+                .push(&buffer[..read], &mut sink)
+                .map_err(io(temporary))?;
+        }
+        encoder.finish(&mut sink).map_err(io(temporary))?;
+        sink.write_all(b"\"").map_err(io(temporary))?;
+        let hex: String = sink
+            .hasher
+            .finalize()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        let file = sink
+            .inner
+            .into_inner()
+            .map_err(|error| io(temporary)(error.into_error()))?;
+        file.sync_data().map_err(io(temporary))?;
+        drop(file);
+        let path = self.path_of(&hex);
+        let reference = format!("{BLOB_PREFIX}{hex}");
+        if path.exists() {
+            let _ = fs_err::remove_file(temporary);
+            return Ok((reference, false));
+        }
+        let directory = path.parent().unwrap_or(&self.root).to_path_buf();
+        fs_err::create_dir_all(&directory).map_err(io(&directory))?;
+        match fs_err::rename(temporary, &path) {
+            Ok(()) => Ok((reference, true)),
+            Err(_) if path.exists() => {
+                let _ = fs_err::remove_file(temporary);
+                Ok((reference, false))
+            }
+            Err(error) => Err(io(&path)(error)),
+        }
+    }
+}
+
+/// Read and write granularity of streamed blobs.
+const STREAM_CHUNK: usize = 64 * 1024;
+
+/// A writer that hashes what passes through.
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Turns a byte stream into the inside of a JSON string: UTF-8 decoded lossily like
+/// `String::from_utf8_lossy` (a sequence split between chunks is decoded whole) and
+/// escaped like `serde_json`'s compact serialiser.
+#[derive(Debug, Default)]
+pub struct JsonStringEncoder {
+    /// Bytes of a sequence cut at the end of the previous chunk (at most 3).
+    pending: Vec<u8>,
+}
+
+impl JsonStringEncoder {
+    /// Encodes `chunk` into `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut impl Write) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return self.encode(chunk, out);
+        }
+        // Rare: a sequence was cut at the end of the previous chunk.
+        let mut joined = std::mem::take(&mut self.pending);
+        joined.extend_from_slice(chunk);
+        self.encode(&joined, out)
+    }
+
+    fn encode(&mut self, mut input: &[u8], out: &mut impl Write) -> std::io::Result<()> {
+        loop {
+            match std::str::from_utf8(input) {
+                Ok(text) => return escape_into(text, out),
+                Err(error) => {
+                    let (valid, rest) = input.split_at(error.valid_up_to());
+                    escape_into(std::str::from_utf8(valid).unwrap_or_default(), out)?;
+                    match error.error_len() {
+                        Some(length) => {
+                            out.write_all("\u{fffd}".as_bytes())?;
+                            input = &rest[length..];
+                        }
+                        None => {
+                            self.pending = rest.to_vec();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: a sequence cut by the end becomes one replacement character.
+    pub fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.pending.clear();
+        out.write_all("\u{fffd}".as_bytes())
+    }
+}
+
+/// Writes `text` escaped as `serde_json` does inside strings: quote and backslash with a
+/// backslash, control characters as short (`\n`) or `\u00XX` escapes, everything else
+/// as is.
+fn escape_into(text: &str, out: &mut impl Write) -> std::io::Result<()> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (index, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                out.write_all(&bytes[start..index])?;
+                write!(out, "\\u{byte:04x}")?;
+                start = index + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.write_all(&bytes[start..index])?;
+        out.write_all(escape)?;
+        start = index + 1;
+    }
+    out.write_all(&bytes[start..])
+}
+
 /// A process-wide counter for temporary file names.
 pub(crate) fn next_temporary_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -154,6 +341,86 @@ pub fn hex_digest(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encode_in_chunks(bytes: &[u8], chunk: usize) -> Vec<u8> {
+        let mut encoder = JsonStringEncoder::default();
+        let mut out = b"\"".to_vec();
+        for piece in bytes.chunks(chunk.max(1)) {
+            encoder.push(piece, &mut out).expect("vec writes");
+        }
+        encoder.finish(&mut out).expect("vec writes");
+        out.push(b'"');
+        out
+    }
+
+    fn expected(bytes: &[u8]) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::Value::String(
+            String::from_utf8_lossy(bytes).into_owned(),
+        ))
+        .expect("serialises")
+    }
+
+    #[test]
+    fn streamed_text_matches_serde_json_for_tricky_inputs() {
+        let cases: Vec<Vec<u8>> = vec![
+            b"plain".to_vec(),
+            b"quote \" backslash \\ newline \n tab \t nul \x00 bell \x07 del \x7f".to_vec(),
+            "h\u{e9}llo w\u{f6}rld \u{1f600} \u{4e2d}\u{6587}".as_bytes().to_vec(),
+            vec![0xff, b'a', 0xc3, 0x28, 0xe2, 0x82, b'x', 0xf0, 0x9f, 0x98],
+            vec![0xe2, 0x82],
+            vec![0xf0, 0x9f, 0x98, 0x80, 0xf0],
+        ];
+        for bytes in cases {
+            for chunk in [1, 2, 3, 5, 64] {
+                assert_eq!(
+                    encode_in_chunks(&bytes, chunk),
+                    expected(&bytes),
+                    "{bytes:?} in chunks of {chunk}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn streamed_text_matches_serde_json(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            chunk in 1usize..9,
+        ) {
+            proptest::prop_assert_eq!(encode_in_chunks(&bytes, chunk), expected(&bytes));
+        }
+    }
+
+    #[test]
+    fn streamed_blobs_equal_stored_values_and_are_stored_once() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let store = BlobStore::new(directory.path());
+        let text = "line \u{e9}\n".repeat(30_000);
+        let (streamed, new) = store
+            .put_text_stream(&mut text.as_bytes())
+            .expect("stored");
+        assert!(new);
+        let (whole, new_again) = store
+            .put_value(&serde_json::Value::String(text.clone()))
+            .expect("stored");
+        assert_eq!(streamed, whole);
+        assert!(!new_again);
+        let (again, new_third) = store
+            .put_text_stream(&mut text.as_bytes())
+            .expect("stored");
+        assert_eq!(again, streamed);
+        assert!(!new_third);
+        assert_eq!(
+            store.read_value(&streamed).expect("reads"),
+            serde_json::Value::String(text)
+        );
+        let leftovers: Vec<_> = fs_err::read_dir(directory.path().join("blobs/sha256"))
+            .expect("lists")
+            .map(|entry| entry.expect("entry").file_name())
+            .filter(|name| name.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 
     #[test]
     fn blobs_are_stored_once_and_read_back() {

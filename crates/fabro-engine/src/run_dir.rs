@@ -89,12 +89,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// to a rename. A reader that keeps the old file open for longer than one replacement
 /// may see it rewritten; readers here read whole files at once.
 pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // Overwrite, then cut to length: truncating to zero first would make ext4 flush the
+    // file's blocks on close (its `auto_da_alloc` heuristic for replace-by-truncate).
     let mut file = fs_err::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .open(spare)?;
     file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)?;
     drop(file);
     if path.exists() {
         match nix::fcntl::renameat2(

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::{pin, Pin};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ const TAIL_LINES: usize = 20;
 /// Upper bound of a tail buffer, so one endless line cannot exhaust memory.
 const TAIL_MAX_BYTES: usize = 64 * 1024;
 /// Size of one read from a pipe.
-const CHUNK_BYTES: usize = 8 * 1024;
+const CHUNK_BYTES: usize = 64 * 1024;
 
 /// Context key of the stdout blob ref (SPEC 6.2).
 const OUTPUT_KEY: &str = "command.output";
@@ -550,37 +550,43 @@ struct Tail {
 }
 
 impl Tail {
+    /// Keeps the newest bytes; trimming to lines waits for [`Tail::text`], so a chunk
+    /// costs its own length whatever the command prints.
     fn push(&mut self, chunk: &[u8]) {
         self.bytes.extend_from_slice(chunk);
-        if self.bytes.len() > TAIL_MAX_BYTES {
-            let mut cut = self.bytes.len() - TAIL_MAX_BYTES;
-            // Do not start inside a UTF-8 sequence.
-            while self
-                .bytes
-                .get(cut)
-                .is_some_and(|byte| byte & 0b1100_0000 == 0b1000_0000)
-            {
-                cut += 1;
-            }
+        if self.bytes.len() > 2 * TAIL_MAX_BYTES {
+            let cut = self.bytes.len() - TAIL_MAX_BYTES;
             self.bytes.drain(..cut);
-        }
-        let body = self.bytes.strip_suffix(b"\n").unwrap_or(&self.bytes);
-        let start = body
-            .iter()
-            .enumerate()
-            .rev()
-            .filter(|(_, byte)| **byte == b'\n')
-            .nth(TAIL_LINES - 1)
-            .map(|(index, _)| index + 1);
-        if let Some(start) = start {
-            self.bytes.drain(..start);
         }
     }
 
-    /// The kept lines, decoded lossily, without the final newline.
+    /// The last [`TAIL_LINES`] lines within the last [`TAIL_MAX_BYTES`] bytes, decoded
+    /// lossily, without the final newline.
     fn text(&self) -> String {
-        let text = String::from_utf8_lossy(&self.bytes);
-        text.strip_suffix('\n').unwrap_or(&text).to_owned()
+        let mut kept = &self.bytes[self.bytes.len().saturating_sub(TAIL_MAX_BYTES)..];
+        // Do not start inside a UTF-8 sequence.
+        while kept
+            .first()
+            .is_some_and(|byte| byte & 0b1100_0000 == 0b1000_0000)
+        {
+            kept = &kept[1..];
+        }
+        let body = kept.strip_suffix(b"\n").unwrap_or(kept);
+        let mut start = 0;
+        let mut end = body.len();
+        for _ in 0..TAIL_LINES {
+            match body[..end].iter().rposition(|&byte| byte == b'\n') {
+                Some(newline) => {
+                    start = newline + 1;
+                    end = newline;
+                }
+                None => {
+                    start = 0;
+                    break;
+                }
+            }
+        }
+        String::from_utf8_lossy(&body[start..]).into_owned()
     }
 }
 
@@ -591,20 +597,23 @@ async fn store_log(blobs: &BlobStore, capture: &Capture) -> Result<String, Comma
     let blobs = blobs.clone();
     let path = capture.path.clone();
     let stream = capture.stream;
-    // Reading, hashing and writing a large output is blocking work (STYLE 11).
+    // Reading, hashing and writing a large output is blocking work (STYLE 11); it is
+    // streamed, so memory stays bounded whatever the command printed.
     tokio::task::spawn_blocking(move || {
-        let bytes = read_log(&path).map_err(|source| CommandError::ReadLog { stream, source })?;
-        store_text(&blobs, String::from_utf8_lossy(&bytes).into_owned(), stream)
+        let mut log = match fs_err::File::open(&path) {
+            Ok(file) => Box::new(std::io::BufReader::new(file)) as Box<dyn std::io::Read>,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Box::new(std::io::empty())
+            }
+            Err(source) => return Err(CommandError::ReadLog { stream, source }),
+        };
+        blobs
+            .put_text_stream(&mut log)
+            .map(|(reference, _)| reference)
+            .map_err(|source| CommandError::Store { stream, source })
     })
     .await
     .unwrap_or(Err(CommandError::StorePanicked { stream }))
-}
-
-fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
-    match fs_err::read(path) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        result => result,
-    }
 }
 
 /// Stores `text` as a JSON string blob and returns its ref.
@@ -969,7 +978,9 @@ mod tests {
 
         let mut long = Tail::default();
         long.push("é".repeat(TAIL_MAX_BYTES).as_bytes());
-        assert!(long.bytes.len() <= TAIL_MAX_BYTES);
+        long.push("é".repeat(TAIL_MAX_BYTES).as_bytes());
+        assert!(long.bytes.len() <= 2 * TAIL_MAX_BYTES);
+        assert!(long.text().len() <= TAIL_MAX_BYTES);
         assert!(!long.text().contains('\u{FFFD}'));
     }
 }
