@@ -28,6 +28,8 @@ pub(crate) enum Command {
     Inspect(InspectArgs),
     /// Print the events of a run.
     Events(EventsArgs),
+    /// Export a run's stages, records and referenced blobs into a directory.
+    Dump(DumpArgs),
     /// The model catalog.
     Model(ModelArgs),
 }
@@ -62,6 +64,15 @@ pub(crate) struct InspectArgs {
     /// Print one JSON document instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DumpArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// Directory to write; it must not exist or be empty.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub(crate) output: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

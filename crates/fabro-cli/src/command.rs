@@ -1,5 +1,6 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
+mod dump;
 mod events;
 mod graph;
 mod inspect;
@@ -30,6 +31,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Runs(args) => runs::run(&args, output),
         Command::Inspect(args) => inspect::run(&args, output),
         Command::Events(args) => events::run(&args, output),
+        Command::Dump(args) => dump::run(&args, output),
         Command::Model(args) => model::run(&args, output),
     }
 }
@@ -104,13 +106,7 @@ pub(crate) fn resolve_run(run: &str) -> Result<RunRecord, CliError> {
 
 /// Every index failure exits 2 (SPEC 12.2); the message carries the whole cause chain.
 pub(crate) fn index_error(error: RunIndexError) -> CliError {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    CliError::Usage(message)
+    CliError::Usage(fabro_engine::error_chain(&error))
 }
 
 /// Encodes a `--json` document, pretty-printed, with a final newline.

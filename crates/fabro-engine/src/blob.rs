@@ -144,7 +144,10 @@ impl BlobStore {
     /// `put_value(&Value::String(String::from_utf8_lossy(all bytes)))` would store, but
     /// streamed: memory stays bounded whatever the size (SPEC 7.7, issue 4). Returns the
     /// ref and whether it was new.
-    pub fn put_text_stream(&self, source: &mut dyn std::io::Read) -> Result<(String, bool), BlobError> {
+    pub fn put_text_stream(
+        &self,
+        source: &mut dyn std::io::Read,
+    ) -> Result<(String, bool), BlobError> {
         fs_err::create_dir_all(&self.root).map_err(|error| BlobError::Io {
             path: self.root.clone(),
             source: error,
@@ -365,7 +368,9 @@ mod tests {
         let cases: Vec<Vec<u8>> = vec![
             b"plain".to_vec(),
             b"quote \" backslash \\ newline \n tab \t nul \x00 bell \x07 del \x7f".to_vec(),
-            "h\u{e9}llo w\u{f6}rld \u{1f600} \u{4e2d}\u{6587}".as_bytes().to_vec(),
+            "h\u{e9}llo w\u{f6}rld \u{1f600} \u{4e2d}\u{6587}"
+                .as_bytes()
+                .to_vec(),
             vec![0xff, b'a', 0xc3, 0x28, 0xe2, 0x82, b'x', 0xf0, 0x9f, 0x98],
             vec![0xe2, 0x82],
             vec![0xf0, 0x9f, 0x98, 0x80, 0xf0],
@@ -396,18 +401,14 @@ mod tests {
         let directory = tempfile::tempdir().expect("tempdir");
         let store = BlobStore::new(directory.path());
         let text = "line \u{e9}\n".repeat(30_000);
-        let (streamed, new) = store
-            .put_text_stream(&mut text.as_bytes())
-            .expect("stored");
+        let (streamed, new) = store.put_text_stream(&mut text.as_bytes()).expect("stored");
         assert!(new);
         let (whole, new_again) = store
             .put_value(&serde_json::Value::String(text.clone()))
             .expect("stored");
         assert_eq!(streamed, whole);
         assert!(!new_again);
-        let (again, new_third) = store
-            .put_text_stream(&mut text.as_bytes())
-            .expect("stored");
+        let (again, new_third) = store.put_text_stream(&mut text.as_bytes()).expect("stored");
         assert_eq!(again, streamed);
         assert!(!new_third);
         assert_eq!(

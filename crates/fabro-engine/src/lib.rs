@@ -4,6 +4,7 @@ mod catch_panic;
 pub mod checkpoint;
 pub mod config;
 pub mod context;
+pub mod dump;
 pub mod event;
 pub mod failure;
 mod handler;

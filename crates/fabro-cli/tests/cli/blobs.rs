@@ -91,6 +91,67 @@ fn huge_output_is_streamed_with_bounded_memory() {
         .map(|path| fs_err::metadata(path).expect("stat").len())
         .collect();
     assert!(sizes.contains(&(209_715_200 + 2)), "{sizes:?}");
-    let log = env.fabro_home().join("scratch/r1/stages/002-flood@1/stdout.log");
+    let log = env
+        .fabro_home()
+        .join("scratch/r1/stages/002-flood@1/stdout.log");
     assert_eq!(fs_err::metadata(log).expect("log").len(), 209_715_200);
+}
+
+#[test]
+fn dump_exports_stages_records_and_blobs() {
+    let env = TestEnv::new("dump");
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  ask [shape=tab, prompt=\"Plan it\"]
+  say [shape=parallelogram, script=\"echo dumped\"]
+  start -> ask -> say -> exit
+}
+",
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "r1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let out = env.work_dir().join("out");
+    let output = fabro(&env, &["dump", "r1", "-o", "out"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    for file in [
+        "checkpoint.json",
+        "events.jsonl",
+        "manifest.json",
+        "graph.fabro",
+        "config.json",
+        "stages/002-ask@1/prompt.md",
+        "stages/002-ask@1/response.md",
+        "stages/002-ask@1/status.json",
+        "stages/003-say@1/status.json",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let checkpoint: Value =
+        serde_json::from_str(&fs_err::read_to_string(out.join("checkpoint.json")).expect("read"))
+            .expect("json");
+    let reference = checkpoint["context_values"]["command.output"]
+        .as_str()
+        .expect("ref");
+    let hex = reference.trim_start_matches("blob://sha256/");
+    assert_eq!(
+        fs_err::read_to_string(out.join(format!("blobs/{hex}.json"))).expect("blob"),
+        "\"dumped\\n\""
+    );
+
+    // A non-empty directory is refused; a missing blob fails the dump.
+    let output = fabro(&env, &["dump", "r1", "-o", "out"]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    for blob in blob_files(&env) {
+        fs_err::remove_file(blob).expect("remove blob");
+    }
+    let output = fabro(&env, &["dump", "r1", "-o", "out2"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("error: engine error: missing blob blob://sha256/"),
+        "{}",
+        stderr(&output)
+    );
 }
