@@ -118,6 +118,12 @@ pub(crate) struct RunArgs {
     /// Use this run id instead of a new ULID.
     #[arg(long)]
     pub(crate) run_id: Option<String>,
+    /// Start the run in a background process (output in worker.log) and exit.
+    #[arg(long)]
+    pub(crate) detach: bool,
+    /// Internal: the worker of `--detach`, whose run directory the parent created.
+    #[arg(long, hide = true)]
+    pub(crate) detached_worker: bool,
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,
@@ -139,6 +145,9 @@ pub(crate) struct ResumeArgs {
     /// Provider for LLM nodes without one of their own.
     #[arg(long)]
     pub(crate) provider: Option<String>,
+    /// Continue the run in a background process (output in worker.log) and exit.
+    #[arg(long)]
+    pub(crate) detach: bool,
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,

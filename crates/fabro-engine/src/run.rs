@@ -69,6 +69,9 @@ pub struct RunOptions {
     pub fallback_goal: Option<String>,
     /// Working directory of the run; `None` means the current directory.
     pub work_dir: Option<PathBuf>,
+    /// This process is the background worker of `--detach`: the run directory exists
+    /// already, created by the parent that printed the run id.
+    pub detached_worker: bool,
 }
 
 /// Why a run could not start.
@@ -165,10 +168,12 @@ pub fn prepare(
             }
             run_id.clone()
         }
-        None => ulid::Ulid::new().to_string(),
+        None => new_run_id(),
     };
     let paths = RunPaths::new(&options.fabro_home, &run_id);
-    if paths.run_dir().exists() {
+    // A detached worker continues in the directory its parent allocated (SPEC 12.1).
+    let allocated_by_parent = options.detached_worker && !paths.manifest().exists();
+    if paths.run_dir().exists() && !allocated_by_parent {
         return Err(RunError::Configuration(format!(
             "run {run_id} already exists"
         )));
@@ -350,6 +355,11 @@ fn finish_prepare(
         simulated_llm,
         resume,
     })
+}
+
+/// A fresh run id: a ULID, so ids sort by start time.
+pub fn new_run_id() -> String {
+    ulid::Ulid::new().to_string()
 }
 
 /// `[A-Za-z0-9][A-Za-z0-9._-]{0,63}` (SPEC 12.1).
@@ -761,6 +771,7 @@ impl RunOptions {
             parent_run_id: None,
             fallback_goal: None,
             work_dir: None,
+            detached_worker: false,
         }
     }
 }

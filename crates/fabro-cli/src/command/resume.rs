@@ -13,7 +13,7 @@ use fabro_engine::run_index::read_manifest;
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
-use crate::command::run::{environment_options, execute, parse_answers};
+use crate::command::run::{detach, environment_options, execute, parse_answers};
 use crate::error::{CliError, Status};
 use crate::loader::{fabro_home, read_file, Catalog, FsLoader};
 use crate::output::Output;
@@ -62,11 +62,20 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         work_dir,
         ..base
     };
-    execute(
-        prepare_resume(options, checkpoint, &FsLoader, &Catalog),
-        args.json,
-        output,
-    )
+    let prepared = prepare_resume(options, checkpoint, &FsLoader, &Catalog);
+    if !args.detach {
+        return execute(prepared, args.json, output);
+    }
+    // Refusals are reported here, before anything runs in the background.
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => return execute(Err(error), args.json, output),
+    };
+    let worker_args = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--detach")
+        .collect();
+    detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
 }
 
 /// The run an argument names (SPEC 8.7 step 1): a checkpoint file, a run-branch or

@@ -21,8 +21,90 @@ use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
-    let options = options(args)?;
-    execute(prepare(options, &FsLoader, &Catalog), args.json, output)
+    let mut options = options(args)?;
+    options.detached_worker = args.detached_worker;
+    if !args.detach {
+        return execute(prepare(options, &FsLoader, &Catalog), args.json, output);
+    }
+    // Allocate the id and the directory here, so that they can be printed at once.
+    let run_id = options
+        .run_id
+        .get_or_insert_with(fabro_engine::run::new_run_id)
+        .clone();
+    let prepared = match prepare(options, &FsLoader, &Catalog) {
+        Ok(prepared) => prepared,
+        Err(error) => return report_prepare_error(error, output),
+    };
+    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--detach")
+        .collect();
+    worker_args.push("--detached-worker".into());
+    if args.run_id.is_none() {
+        worker_args.extend(["--run-id".into(), run_id.into()]);
+    }
+    detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
+}
+
+/// Starts `fabro {worker_args}` in the background, in a process group of its own (so a
+/// Ctrl-C at the terminal does not reach it), with its output in `worker.log`; prints
+/// the run id and directory (SPEC 12.1).
+pub(crate) fn detach(
+    run_id: &str,
+    run_dir: &std::path::Path,
+    worker_args: Vec<std::ffi::OsString>,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    use std::os::unix::process::CommandExt;
+
+    let log_path = run_dir.join("worker.log");
+    let log = fs_err::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    let log_err = log
+        .file()
+        .try_clone()
+        .map_err(|source| CliError::io("cannot open", &log_path, source))?;
+    let program = std::env::current_exe()
+        .map_err(|source| CliError::io("cannot locate", "the fabro executable", source))?;
+    std::process::Command::new(program)
+        .args(worker_args)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.into_parts().0)
+        .stderr(log_err)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| {
+            CliError::io("cannot start the background worker for", run_dir, source)
+        })?;
+    output.out(&format!(
+        "run_id: {run_id}\nrun_dir: {}\n",
+        run_dir.display()
+    ));
+    Ok(Status::Success)
+}
+
+/// Prints why a run could not start: workflow diagnostics exit 1, the rest exits 2.
+fn report_prepare_error(error: RunError, output: &mut Output) -> Result<Status, CliError> {
+    match error {
+        RunError::InvalidWorkflow {
+            path,
+            text,
+            checked,
+        } => {
+            let name = path.display().to_string();
+            let source = SourceView::new(&name, &text);
+            let style = Style {
+                snippet: output.stderr_is_terminal(),
+                color: output.stderr_color(),
+            };
+            output.err(&render_diagnostics(&source, &checked.diagnostics, style));
+            Ok(Status::Failure)
+        }
+        error => Err(cli_error(error)),
+    }
 }
 
 /// Reports a prepared run's problems or executes it: the shared second half of `run` and
@@ -34,21 +116,7 @@ pub(crate) fn execute(
 ) -> Result<Status, CliError> {
     let prepared = match prepared {
         Ok(prepared) => prepared,
-        Err(RunError::InvalidWorkflow {
-            path,
-            text,
-            checked,
-        }) => {
-            let name = path.display().to_string();
-            let source = SourceView::new(&name, &text);
-            let style = Style {
-                snippet: output.stderr_is_terminal(),
-                color: output.stderr_color(),
-            };
-            output.err(&render_diagnostics(&source, &checked.diagnostics, style));
-            return Ok(Status::Failure);
-        }
-        Err(error) => return Err(cli_error(error)),
+        Err(error) => return report_prepare_error(error, output),
     };
     for warning in prepared.warnings() {
         output.err(&format!("{warning}\n"));
@@ -252,6 +320,7 @@ pub(crate) fn environment_options(
         parent_run_id: None,
         fallback_goal: None,
         work_dir: None,
+        detached_worker: false,
     })
 }
 

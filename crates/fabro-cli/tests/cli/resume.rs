@@ -291,3 +291,47 @@ fn runs_killed_at_any_moment_resume_to_the_same_result() {
         "only {repeated} interrupted stages ran again"
     );
 }
+
+#[test]
+fn detached_runs_print_their_id_and_finish_in_the_background() {
+    let env = TestEnv::new("detach");
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=parallelogram, script=\"sleep 0.3; echo done > out.txt\"]
+  start -> work -> exit
+}
+",
+    );
+    let started = Instant::now();
+    let output = fabro(&env, &["run", "w.fabro", "--detach", "--run-id", "d1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "--detach must not wait for the run"
+    );
+    let run_dir = env.fabro_home().join("scratch/d1");
+    assert_eq!(
+        stdout(&output),
+        format!("run_id: d1\nrun_dir: {}\n", run_dir.display())
+    );
+    // `events --follow` returns at the terminal event.
+    let output = fabro(&env, &["events", "d1", "--follow"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(stdout(&output).contains("WorkflowRunCompleted"));
+    assert_eq!(checkpoint(&run_dir)["run_status"], "success");
+    assert_eq!(
+        fs_err::read_to_string(env.work_dir().join("out.txt")).expect("the work ran"),
+        "done\n"
+    );
+    let log = fs_err::read_to_string(run_dir.join("worker.log")).expect("worker.log");
+    assert!(log.contains("status: success"), "{log}");
+
+    // A workflow with errors is reported at once and nothing starts.
+    env.write("bad.fabro", "digraph w { a -> b }");
+    let output = fabro(&env, &["run", "bad.fabro", "--detach", "--run-id", "d2"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(!env.fabro_home().join("scratch/d2").exists());
+}
