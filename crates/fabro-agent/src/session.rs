@@ -431,3 +431,6 @@ struct RunState {
     turns: u32,
     tracker: FileTracker,
 }
+
+#[cfg(test)]
+mod tests;
