@@ -18,6 +18,7 @@ use crate::history::{flatten, Entry};
 use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 use crate::scope::{scope_failure_reason, WorkTree};
+use crate::snapshot::GitSnapshot;
 use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
 use crate::tracker::FileTracker;
 
@@ -199,10 +200,26 @@ impl AgentSession {
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, AgentError> {
         self.tree.clear_violations();
+        // With write_scope globs, changes made any way (shell included) are checked
+        // against the scope from git snapshots (SPEC 7.6, 13.4).
+        let before = if self.config.write_scope.is_empty() {
+            None
+        } else {
+            GitSnapshot::take(self.tree.root(), &self.config.env).await
+        };
         let mut run = RunState::default();
         self.history.push(Entry::Message(Message::user(prompt)));
         let failure = self.turns(&mut run, cancel).await;
-        let violations = self.tree.violations();
+        let mut violations = self.tree.violations();
+        if let Some(before) = before {
+            if let Some(after) = GitSnapshot::take(self.tree.root(), &self.config.env).await {
+                for path in self.tree.out_of_scope(&after.touched_since(&before)) {
+                    if !violations.contains(&path) {
+                        violations.push(path);
+                    }
+                }
+            }
+        }
         let failure = match failure {
             Some(failure) if failure.class == FailureClass::Canceled => Some(failure),
             _ if !violations.is_empty() => Some(AgentFailure::new(

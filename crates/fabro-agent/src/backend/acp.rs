@@ -35,6 +35,9 @@ pub struct AcpAgentConfig {
     pub timeout: Option<Duration>,
     /// `write_scope` globs checked against the touched files.
     pub write_scope: Vec<String>,
+    /// How long the agent may take to answer `session/cancel` before it is
+    /// terminated (2 s, SPEC 5.2.3).
+    pub cancel_grace: Duration,
 }
 
 impl AcpAgentConfig {
@@ -50,6 +53,7 @@ impl AcpAgentConfig {
             env,
             timeout: None,
             write_scope: Vec::new(),
+            cancel_grace: KILL_GRACE,
         }
     }
 }
@@ -129,13 +133,8 @@ pub async fn run_acp_agent(
         }
         Some(Err(error)) => return Err(error),
         None => {
-            connection.cancel().await;
-            if tokio::time::timeout(KILL_GRACE, child.wait())
-                .await
-                .is_err()
-            {
-                group.terminate(&mut child).await;
-            }
+            connection.cancel(config.cancel_grace).await;
+            group.terminate(&mut child).await;
             Some(if cancel.is_cancelled() {
                 AgentFailure::canceled()
             } else {
@@ -226,14 +225,19 @@ impl Connection {
             .to_owned())
     }
 
-    /// Sends `session/cancel` and waits briefly for the prompt's answer.
-    async fn cancel(&mut self) {
+    /// Sends `session/cancel`, then keeps serving the agent (collecting its last
+    /// message chunks) until it answers the pending prompt or `grace` passes.
+    async fn cancel(&mut self, grace: Duration) {
         let Some(session_id) = self.session_id.clone() else {
             return;
         };
         let notification = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}});
-        // The agent may already be gone; termination follows anyway.
-        let _ = self.send(&notification).await;
+        if self.send(&notification).await.is_err() {
+            return;
+        }
+        let pending = self.next_id;
+        // Whatever ends the wait (answer, timeout, broken pipe), termination follows.
+        let _ = tokio::time::timeout(grace, self.receive(pending, "session/prompt")).await;
     }
 
     /// Sends a request and serves the agent's notifications and requests until the
@@ -243,6 +247,11 @@ impl Connection {
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
+        self.receive(id, method).await
+    }
+
+    /// Serves the agent's notifications and requests until the response `id` arrives.
+    async fn receive(&mut self, id: u64, method: &str) -> Result<Value, AgentError> {
         loop {
             let line = self
                 .lines
@@ -420,7 +429,8 @@ read -r cancel
 printf '%s' "$cancel" > cancel-seen.txt
 sleep 30
 "#;
-        let config = agent(bin.path(), body, dir.path());
+        let mut config = agent(bin.path(), body, dir.path());
+        config.cancel_grace = Duration::from_millis(200);
         let cancel = CancellationToken::new();
         let watcher = {
             let cancel = cancel.clone();

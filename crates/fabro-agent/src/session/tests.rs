@@ -644,3 +644,33 @@ async fn simulated_provider_drives_the_loop() {
     assert_eq!(outcome.files_touched, ["a.txt"]);
     assert_eq!(session.context_window(), 200_000);
 }
+
+#[tokio::test]
+async fn shell_writes_outside_write_scope_are_found_by_git_snapshots() {
+    let repo = crate::snapshot::tests::repository();
+    let client = FakeClient::new(vec![
+        calls(&[(
+            "c1",
+            "shell",
+            json!({"command": "echo x > outside.txt; mkdir -p src; echo y > src/in.rs"}),
+        )]),
+        text("done"),
+    ]);
+    let events: Events = Arc::default();
+    let mut config = AgentConfig::new(
+        Provider::Anthropic,
+        "claude-sonnet-4-6",
+        "implement",
+        repo.path(),
+    );
+    config.project_memory = false;
+    config.write_scope = vec!["src/**".to_owned()];
+    let tools = ToolRegistry::for_profile(ToolProfile::Anthropic);
+    let sink = move |event: AgentEvent| events.lock().unwrap().push(event);
+    let mut session = AgentSession::new(config, client, tools, Arc::new(sink)).unwrap();
+    let outcome = session.run("go", &CancellationToken::new()).await.unwrap();
+    let failure = outcome.failure.unwrap();
+    assert_eq!(failure.class, FailureClass::Structural);
+    assert_eq!(failure.reason, "write scope violation: outside.txt");
+    assert!(outcome.files_touched.is_empty());
+}
