@@ -75,10 +75,18 @@ pub enum AgentEvent {
         /// What went wrong.
         message: String,
     },
+    /// An event of a sub-agent (SPEC 10.4.6), carrying its `agent_id`.
+    SubAgent {
+        /// The child's id as returned by `spawn_agent`.
+        agent_id: String,
+        /// The child's event.
+        event: Box<AgentEvent>,
+    },
 }
 
 impl AgentEvent {
-    /// The event name SPEC uses, e.g. `Agent.ToolCallStarted`.
+    /// The event name SPEC uses, e.g. `Agent.ToolCallStarted` (a sub-agent's event
+    /// has its own name).
     pub fn name(&self) -> &'static str {
         match self {
             AgentEvent::AssistantMessage { .. } => "Agent.AssistantMessage",
@@ -89,6 +97,7 @@ impl AgentEvent {
             AgentEvent::CompactionStarted { .. } => "Agent.CompactionStarted",
             AgentEvent::CompactionCompleted { .. } => "Agent.CompactionCompleted",
             AgentEvent::Error { .. } => "Agent.Error",
+            AgentEvent::SubAgent { event, .. } => event.name(),
         }
     }
 }
