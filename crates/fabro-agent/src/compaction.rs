@@ -1,7 +1,9 @@
 //! Context compaction (SPEC 6.8): when the history passes 80 % of the window, older
 //! entries are summarised by one call and replaced by a `[Context Summary]` message.
 
-use fabro_llm::{Message, Provider, Request, Role};
+use fabro_llm::{
+    BoxFuture, LlmClient, LlmError, Message, Provider, Request, Response, Role, Usage,
+};
 
 use crate::history::Entry;
 
@@ -105,6 +107,35 @@ pub(crate) fn summary_message(provider: Provider, summary: &str, file_operations
         message.role = Role::System;
     }
     message
+}
+
+/// Answers summary calls for the simulated provider: `[Simulated] summary`, without
+/// consuming scripted entries (SPEC 10.1.5), usage ⌈characters ÷ 4⌉ as for every
+/// simulated call.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SimulatedSummary;
+
+/// The text of simulated summaries.
+pub(crate) const SIMULATED_SUMMARY: &str = "[Simulated] summary";
+
+impl LlmClient for SimulatedSummary {
+    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
+        Box::pin(async move {
+            let characters = u64::try_from(request.characters()).unwrap_or(u64::MAX);
+            let output = u64::try_from(SIMULATED_SUMMARY.chars().count()).unwrap_or(0);
+            Ok(Response {
+                text: SIMULATED_SUMMARY.to_owned(),
+                tool_calls: Vec::new(),
+                usage: Usage {
+                    input_tokens: characters.div_ceil(4),
+                    output_tokens: output.div_ceil(4),
+                    cost_usd: Some(0.0),
+                    ..Usage::default()
+                },
+                model: request.model.clone(),
+            })
+        })
+    }
 }
 
 fn cut(text: &str) -> String {

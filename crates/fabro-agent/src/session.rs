@@ -329,15 +329,17 @@ impl AgentSession {
             shell_timeout: self.shell_timeout,
             cancel: cancel.child_token(),
         };
-        for call in calls {
+        // Tracker keys are unique even when a model repeats a call id.
+        let key = |index: usize| format!("{}#{index}", run.turns);
+        for (index, call) in calls.iter().enumerate() {
             self.sink.emit(AgentEvent::ToolCallStarted {
                 tool: call.name.clone(),
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
             });
             let paths = self.tools.written_paths(call, &self.tree);
-            run.tracker.start(&call.id, paths.clone());
-            self.tracker.start(&call.id, paths);
+            run.tracker.start(&key(index), paths.clone());
+            self.tracker.start(&key(index), paths);
         }
         let timed = |call: &ToolCall| {
             let tools = &self.tools;
@@ -368,9 +370,9 @@ impl AgentSession {
             }
         };
         let mut messages = Vec::with_capacity(calls.len());
-        for (call, (result, elapsed)) in calls.iter().zip(outcomes) {
-            run.tracker.complete(&call.id, !result.is_error);
-            self.tracker.complete(&call.id, !result.is_error);
+        for (index, (call, (result, elapsed))) in calls.iter().zip(outcomes).enumerate() {
+            run.tracker.complete(&key(index), !result.is_error);
+            self.tracker.complete(&key(index), !result.is_error);
             self.sink.emit(AgentEvent::ToolCallCompleted {
                 tool: call.name.clone(),
                 call_id: call.id.clone(),
@@ -418,10 +420,16 @@ impl AgentSession {
             &self.config.node_id,
             &compaction::render(&self.history[..split]),
         );
+        // Simulated summaries never consume the node's scripted entries (SPEC 10.1.5).
+        let client: &dyn LlmClient = if self.config.provider == Provider::Simulated {
+            &compaction::SimulatedSummary
+        } else {
+            self.client.as_ref()
+        };
         let response = tokio::select! {
             biased;
             () = cancel.cancelled() => return Some(AgentFailure::canceled()),
-            response = self.client.complete(&request) => response,
+            response = client.complete(&request) => response,
         };
         match response {
             Err(error) => {

@@ -125,7 +125,7 @@ impl Fixture {
         config
     }
 
-    fn session(&self, config: AgentConfig, client: Arc<FakeClient>) -> AgentSession {
+    fn session(&self, config: AgentConfig, client: Arc<impl LlmClient + 'static>) -> AgentSession {
         let events = Arc::clone(&self.events);
         let sink = move |event: AgentEvent| events.lock().unwrap().push(event);
         let tools = ToolRegistry::for_profile(ToolProfile::for_provider(config.provider));
@@ -673,4 +673,51 @@ async fn shell_writes_outside_write_scope_are_found_by_git_snapshots() {
     assert_eq!(failure.class, FailureClass::Structural);
     assert_eq!(failure.reason, "write scope violation: outside.txt");
     assert!(outcome.files_touched.is_empty());
+}
+
+#[tokio::test]
+async fn simulated_compaction_consumes_no_scripted_entries() {
+    let fixture = Fixture::new();
+    fs_err::write(
+        fixture.work().join("big.txt"),
+        format!("{}\n", "x".repeat(400)).repeat(40),
+    )
+    .unwrap();
+    let mut entries: Vec<String> = (0..12)
+        .map(|index| {
+            format!(
+                r#"{{"tool_calls": [{{"name": "read_file", "arguments": {{"file_path": "big.txt", "offset": {}, "limit": 1}}}}]}}"#,
+                index + 1
+            )
+        })
+        .collect();
+    entries.push(r#"{"text": "finished"}"#.to_owned());
+    let script = fabro_llm::simulated::Script::parse(&format!(
+        r#"{{"nodes": {{"implement": [{}]}}}}"#,
+        entries.join(",")
+    ))
+    .unwrap();
+    let client = Arc::new(fabro_llm::simulated::SimulatedClient::new(script));
+    let mut config = fixture.config();
+    config.provider = Provider::Simulated;
+    config.model = "simulated".to_owned();
+    config.context_window = Some(1_000);
+    let mut session = fixture.session(config, Arc::clone(&client));
+    let outcome = session
+        .run("Read big.txt", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.failure, None);
+    // Every scripted entry went to an agent turn: 12 reads and the final answer.
+    assert_eq!(outcome.text, "finished");
+    assert_eq!(outcome.turns, 13);
+    assert_eq!(client.cursors()["implement"], 13);
+    assert!(fixture.event_names().contains(&"Agent.CompactionCompleted"));
+    let summary = session
+        .messages()
+        .into_iter()
+        .find(|message| message.text.starts_with("[Context Summary]"))
+        .unwrap();
+    assert_eq!(summary.role, Role::System);
+    assert_eq!(summary.text, "[Context Summary]\n[Simulated] summary");
 }
