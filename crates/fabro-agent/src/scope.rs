@@ -32,6 +32,8 @@ pub(crate) struct ScopeGlobError {
 #[derive(Debug, Clone)]
 pub struct WorkTree {
     root: PathBuf,
+    /// The root as the caller spelled it (may go through a symlink).
+    alias: PathBuf,
     scope: Option<GlobSet>,
     violations: Arc<Mutex<Vec<String>>>,
 }
@@ -49,6 +51,7 @@ impl WorkTree {
     /// A working tree rooted at `root` (canonicalised); `write_scope` globs, when
     /// given, restrict writes further.
     pub fn new(root: &Path, write_scope: &[String]) -> Result<WorkTree, crate::AgentError> {
+        let alias = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
         let root = root
             .canonicalize()
             .map_err(|source| crate::AgentError::WorkingDir {
@@ -80,6 +83,7 @@ impl WorkTree {
         };
         Ok(WorkTree {
             root,
+            alias,
             scope,
             violations: Arc::new(Mutex::new(Vec::new())),
         })
@@ -162,7 +166,11 @@ impl WorkTree {
         if path.is_empty() || path.contains('\0') {
             return None;
         }
-        let joined = self.root.join(path);
+        // Absolute paths spelled through the caller's (symlinked) root are accepted.
+        let joined = match Path::new(path).strip_prefix(&self.alias) {
+            Ok(rest) if self.alias != self.root => self.root.join(rest),
+            _ => self.root.join(path),
+        };
         let mut normal = PathBuf::new();
         for component in joined.components() {
             match component {
@@ -256,6 +264,20 @@ mod tests {
         assert!(tree.resolve_write("flink").is_err());
         assert!(tree.resolve_read("link/new.txt").is_err());
         assert_eq!(tree.violations(), ["link/new.txt", "flink"]);
+    }
+
+    #[test]
+    fn absolute_paths_through_a_symlinked_root_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("alias")).unwrap();
+        let tree = WorkTree::new(&dir.path().join("alias"), &[]).unwrap();
+        let spelled = dir.path().join("alias/a.txt");
+        let resolved = tree.resolve_write(spelled.to_str().unwrap()).unwrap();
+        assert_eq!(resolved.relative, "a.txt");
+        assert!(tree
+            .resolve_write(dir.path().join("alias/../x").to_str().unwrap())
+            .is_err());
     }
 
     #[test]
