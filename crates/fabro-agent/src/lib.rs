@@ -17,6 +17,29 @@
 //! to its run events. This crate knows nothing about workflows, preambles, routing or
 //! output schemas: the engine builds the prompt and interprets the response.
 //! It depends on `fabro-llm` only and never talks to providers itself.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use fabro_agent::{AgentConfig, AgentSession, NullSink};
+//! use fabro_llm::simulated::{Script, SimulatedClient};
+//! use fabro_llm::Provider;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let dir = tempfile::tempdir().unwrap();
+//! let script = Script::parse(r#"{"nodes": {"implement": [
+//!     {"tool_calls": [{"name": "write_file", "arguments": {"file_path": "hello.txt", "content": "hi"}}]},
+//!     {"text": "Wrote hello.txt"}]}}"#).unwrap();
+//! let config = AgentConfig::new(Provider::Simulated, "simulated", "implement", dir.path());
+//! let client = Arc::new(SimulatedClient::new(script));
+//! let mut session = AgentSession::with_default_tools(config, client, Arc::new(NullSink)).unwrap();
+//! let outcome = session.run("Say hello in a file", &CancellationToken::new()).await.unwrap();
+//! assert_eq!(outcome.text, "Wrote hello.txt");
+//! assert_eq!(outcome.files_touched, ["hello.txt"]);
+//! assert!(outcome.failure.is_none());
+//! # }
+//! ```
 
 mod backend;
 mod compaction;
