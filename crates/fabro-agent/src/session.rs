@@ -207,9 +207,11 @@ impl AgentSession {
 
     /// Sends `prompt` as a user message and runs the loop until the model answers
     /// without tool calls, the turn limit is reached, the LLM call fails or `cancel`
-    /// fires. Failures are reported in [`AgentOutcome::failure`] with their class;
-    /// `Err` is reserved for sessions that cannot run. Dropping the future stops the
-    /// run and kills running shell commands.
+    /// fires. Failures (LLM errors, turn limit, write-scope violations, cancellation)
+    /// are reported in [`AgentOutcome::failure`] with their class, so usage and files
+    /// stay known; the api backend currently always returns `Ok`, the `Result` keeps
+    /// one shape with the cli and acp backends. Dropping the future stops the run and
+    /// kills running shell commands; after a cancellation the session can continue.
     pub async fn run(
         &mut self,
         prompt: &str,
@@ -295,9 +297,21 @@ impl AgentSession {
                 run.text = response.text;
                 return None;
             }
-            let results = match self.execute_calls(&response.tool_calls, run, cancel).await {
-                Some(results) => results,
-                None => return Some(AgentFailure::canceled()),
+            let Some(results) = self.execute_calls(&response.tool_calls, run, cancel).await else {
+                // Answer every call, so a continued session sends a well-formed history.
+                let canceled = response
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        Message::tool_result(
+                            call.id.clone(),
+                            format!("Tool error ({}): canceled", call.name),
+                            true,
+                        )
+                    })
+                    .collect();
+                self.history.push(Entry::ToolResults(canceled));
+                return Some(AgentFailure::canceled());
             };
             self.history.push(Entry::ToolResults(results));
             if let Some(pattern_length) = self.detector.record(&response.tool_calls) {

@@ -583,6 +583,11 @@ async fn cancellation_stops_a_running_shell_call() {
     canceller.await.unwrap();
     assert_eq!(outcome.failure.unwrap().class, FailureClass::Canceled);
     assert!(began.elapsed() < Duration::from_secs(10));
+    // Every call got an answer, so the session can continue.
+    let last = session.messages().pop().unwrap();
+    assert_eq!(last.role, Role::Tool);
+    assert_eq!(last.tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(last.text, "Tool error (shell): canceled");
 }
 
 #[tokio::test]
