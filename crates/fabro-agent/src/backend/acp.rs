@@ -1,0 +1,489 @@
+//! The `acp` backend (SPEC 5.2.3): an Agent Client Protocol agent driven over its
+//! stdio with JSON-RPC 2.0 (`initialize`, `session/new`, one `session/prompt`).
+//! Message chunks from `session/update` make the response; permission requests are
+//! granted (the write scope is checked afterwards from git snapshots).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio_util::sync::CancellationToken;
+
+use crate::environment::ProcessEnv;
+use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::process::{ProcessGroup, KILL_GRACE};
+use crate::scope::{scope_failure_reason, WorkTree};
+use crate::session::AgentOutcome;
+use crate::snapshot::{touched, GitSnapshot};
+
+/// ACP protocol version fabro speaks.
+const PROTOCOL_VERSION: u64 = 1;
+
+/// How to run one ACP agent.
+#[derive(Debug, Clone)]
+pub struct AcpAgentConfig {
+    /// Command line as argv (`acp_command` split by shell rules, or `[agent.acp] command`).
+    pub command: Vec<String>,
+    /// Working directory (cwd of the process and of `session/new`).
+    pub working_dir: PathBuf,
+    /// Environment (filtered, SPEC 13.5).
+    pub env: ProcessEnv,
+    /// Ends the run as `transient_infra` when exceeded.
+    pub timeout: Option<Duration>,
+    /// `write_scope` globs checked against the touched files.
+    pub write_scope: Vec<String>,
+    /// How long the agent may take to answer `session/cancel` before it is
+    /// terminated (2 s, SPEC 5.2.3).
+    pub cancel_grace: Duration,
+}
+
+impl AcpAgentConfig {
+    /// An agent run as `command` in `working_dir`.
+    pub fn new(
+        command: Vec<String>,
+        working_dir: impl Into<PathBuf>,
+        env: ProcessEnv,
+    ) -> AcpAgentConfig {
+        AcpAgentConfig {
+            command,
+            working_dir: working_dir.into(),
+            env,
+            timeout: None,
+            write_scope: Vec::new(),
+            cancel_grace: KILL_GRACE,
+        }
+    }
+}
+
+/// Runs one ACP session with `prompt`. Protocol breakage is an [`AgentError`];
+/// cancellation and timeout send `session/cancel` and terminate the process after 2 s.
+pub async fn run_acp_agent(
+    config: &AcpAgentConfig,
+    prompt: &str,
+    cancel: &CancellationToken,
+) -> Result<AgentOutcome, AgentError> {
+    let program = config
+        .command
+        .first()
+        .cloned()
+        .ok_or_else(|| AgentError::Configuration {
+            message: "empty acp command".to_owned(),
+        })?;
+    let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
+    let before = GitSnapshot::take(tree.root(), &config.env).await;
+    let mut child = Command::new(&program)
+        .args(&config.command[1..])
+        .current_dir(tree.root())
+        .env_clear()
+        .envs(config.env.iter())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                program: program.clone(),
+            },
+            _ => AgentError::Spawn {
+                program: program.clone(),
+                source,
+            },
+        })?;
+    let group = ProcessGroup::of(&child);
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(AgentError::Protocol {
+            message: "agent stdio unavailable".to_owned(),
+        });
+    };
+    let mut connection = Connection {
+        program,
+        stdin: Some(stdin),
+        lines: BufReader::new(stdout).lines(),
+        next_id: 0,
+        session_id: None,
+        text: String::new(),
+    };
+    let cwd = tree.root().to_string_lossy().into_owned();
+    let timeout = async {
+        match config.timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        result = connection.session(&cwd, prompt) => Some(result),
+        () = timeout => None,
+        () = cancel.cancelled() => None,
+    };
+    let failure = match ended {
+        Some(Ok(stop_reason)) => {
+            connection.stdin = None;
+            if tokio::time::timeout(KILL_GRACE, child.wait())
+                .await
+                .is_err()
+            {
+                group.terminate(&mut child).await;
+            }
+            stop_failure(&stop_reason)
+        }
+        Some(Err(error)) => return Err(error),
+        None => {
+            connection.cancel(config.cancel_grace).await;
+            group.terminate(&mut child).await;
+            Some(if cancel.is_cancelled() {
+                AgentFailure::canceled()
+            } else {
+                AgentFailure::new(
+                    FailureClass::TransientInfra,
+                    format!(
+                        "acp agent timed out after {}s",
+                        config.timeout.map_or(0, |timeout| timeout.as_secs())
+                    ),
+                )
+            })
+        }
+    };
+    drop(group);
+    let after = GitSnapshot::take(tree.root(), &config.env).await;
+    let (files_touched, last_touched) = touched(before.as_ref(), after.as_ref());
+    let failure = failure.or_else(|| {
+        let outside = tree.out_of_scope(&files_touched);
+        (!outside.is_empty())
+            .then(|| AgentFailure::new(FailureClass::Structural, scope_failure_reason(&outside)))
+    });
+    Ok(AgentOutcome {
+        text: connection.text,
+        usage: fabro_llm::Usage::default(),
+        turns: 1,
+        files_touched,
+        last_touched,
+        failure,
+    })
+}
+
+/// The failure a `stopReason` means.
+fn stop_failure(stop_reason: &str) -> Option<AgentFailure> {
+    match stop_reason {
+        "max_tokens" | "max_turn_requests" => Some(AgentFailure::new(
+            FailureClass::BudgetExhausted,
+            format!("acp agent stopped: {stop_reason}"),
+        )),
+        "refusal" => Some(AgentFailure::new(
+            FailureClass::Deterministic,
+            "acp agent refused the prompt",
+        )),
+        "cancelled" => Some(AgentFailure::canceled()),
+        _ => None,
+    }
+}
+
+/// The client side of one JSON-RPC connection.
+struct Connection {
+    program: String,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    session_id: Option<String>,
+    text: String,
+}
+
+impl Connection {
+    /// `initialize`, `session/new`, `session/prompt`; returns the stop reason.
+    async fn session(&mut self, cwd: &str, prompt: &str) -> Result<String, AgentError> {
+        self.request(
+            "initialize",
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}
+            }),
+        )
+        .await?;
+        let session = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await?;
+        let session_id = session["sessionId"]
+            .as_str()
+            .ok_or_else(|| AgentError::Protocol {
+                message: "session/new returned no sessionId".to_owned(),
+            })?
+            .to_owned();
+        self.session_id = Some(session_id.clone());
+        let result = self
+            .request(
+                "session/prompt",
+                json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
+            )
+            .await?;
+        Ok(result["stopReason"]
+            .as_str()
+            .unwrap_or("end_turn")
+            .to_owned())
+    }
+
+    /// Sends `session/cancel`, then keeps serving the agent (collecting its last
+    /// message chunks) until it answers the pending prompt or `grace` passes.
+    async fn cancel(&mut self, grace: Duration) {
+        let Some(session_id) = self.session_id.clone() else {
+            return;
+        };
+        let notification = json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}});
+        if self.send(&notification).await.is_err() {
+            return;
+        }
+        let pending = self.next_id;
+        // Whatever ends the wait (answer, timeout, broken pipe), termination follows.
+        let _ = tokio::time::timeout(grace, self.receive(pending, "session/prompt")).await;
+    }
+
+    /// Sends a request and serves the agent's notifications and requests until the
+    /// matching response arrives.
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, AgentError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        self.receive(id, method).await
+    }
+
+    /// Serves the agent's notifications and requests until the response `id` arrives.
+    async fn receive(&mut self, id: u64, method: &str) -> Result<Value, AgentError> {
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .map_err(|source| AgentError::ChildIo {
+                    program: self.program.clone(),
+                    source,
+                })?
+                .ok_or_else(|| AgentError::Protocol {
+                    message: format!("agent closed its output while waiting for {method}"),
+                })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let message: Value =
+                serde_json::from_str(&line).map_err(|error| AgentError::Protocol {
+                    message: format!("invalid JSON from agent: {error}"),
+                })?;
+            if let Some(incoming) = message.get("method").and_then(Value::as_str) {
+                let incoming = incoming.to_owned();
+                self.serve(&incoming, &message).await?;
+                continue;
+            }
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                return Err(AgentError::Protocol {
+                    message: format!(
+                        "{method} failed: {}",
+                        error["message"].as_str().unwrap_or("unknown error")
+                    ),
+                });
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// Handles one notification or request from the agent.
+    async fn serve(&mut self, method: &str, message: &Value) -> Result<(), AgentError> {
+        let params = &message["params"];
+        match (method, message.get("id")) {
+            ("session/update", None) => {
+                let update = &params["update"];
+                if update["sessionUpdate"] == "agent_message_chunk"
+                    && update["content"]["type"] == "text"
+                {
+                    self.text
+                        .push_str(update["content"]["text"].as_str().unwrap_or_default());
+                }
+                Ok(())
+            }
+            ("session/request_permission", Some(id)) => {
+                let options = params["options"].as_array().cloned().unwrap_or_default();
+                let chosen = options
+                    .iter()
+                    .find(|option| option["kind"] == "allow_always")
+                    .or_else(|| options.iter().find(|option| option["kind"] == "allow_once"))
+                    .or_else(|| options.first())
+                    .and_then(|option| option["optionId"].as_str());
+                let result = match chosen {
+                    Some(option_id) => {
+                        json!({"outcome": {"outcome": "selected", "optionId": option_id}})
+                    }
+                    None => json!({"outcome": {"outcome": "cancelled"}}),
+                };
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                    .await
+            }
+            (_, Some(id)) => {
+                self.send(&json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {"code": -32601, "message": format!("method not supported: {method}")}
+                }))
+                .await
+            }
+            (_, None) => Ok(()),
+        }
+    }
+
+    async fn send(&mut self, message: &Value) -> Result<(), AgentError> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| AgentError::Protocol {
+            message: "agent input already closed".to_owned(),
+        })?;
+        let mut line = message.to_string();
+        line.push('\n');
+        let program = &self.program;
+        let io = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::BrokenPipe {
+                AgentError::Protocol {
+                    message: "agent closed its input".to_owned(),
+                }
+            } else {
+                AgentError::ChildIo {
+                    program: program.clone(),
+                    source,
+                }
+            }
+        };
+        stdin.write_all(line.as_bytes()).await.map_err(io)?;
+        stdin.flush().await.map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::tests::repository;
+
+    /// A fake ACP agent: answers ids 1–3 in order, streams two chunks, asks for a
+    /// permission and checks that it was granted before writing a file.
+    const FAKE_AGENT: &str = r#"
+read -r init
+case "$init" in *'"method":"initialize"'*) ;; *) echo "bad init: $init" >&2; exit 1;; esac
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r new
+case "$new" in *'"method":"session/new"'*'"cwd"'*) ;; *) exit 1;; esac
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-1"}}'
+read -r prompt
+case "$prompt" in *'please work'*) ;; *) exit 1;; esac
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, "}}}}'
+echo '{"jsonrpc":"2.0","id":"perm-1","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"no","kind":"reject_once"},{"optionId":"yes","kind":"allow_once"}]}}'
+read -r answer
+case "$answer" in *'"optionId":"yes"'*) echo granted > acp.txt;; *) echo denied > acp.txt;; esac
+echo '{"jsonrpc":"2.0","id":"fs-1","method":"fs/read_text_file","params":{}}'
+read -r refused
+case "$refused" in *'-32601'*) ;; *) exit 1;; esac
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"world"}}}}'
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
+"#;
+
+    fn agent(dir: &std::path::Path, body: &str, working_dir: &std::path::Path) -> AcpAgentConfig {
+        let path = dir.join("agent.sh");
+        fs_err::write(&path, body).unwrap();
+        AcpAgentConfig::new(
+            vec!["/bin/sh".to_owned(), path.to_string_lossy().into_owned()],
+            working_dir,
+            ProcessEnv::inherit(),
+        )
+    }
+
+    #[tokio::test]
+    async fn fake_agent_session() {
+        let bin = tempfile::tempdir().unwrap();
+        let repo = repository();
+        let config = agent(bin.path(), FAKE_AGENT, repo.path());
+        let outcome = run_acp_agent(&config, "please work", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        assert_eq!(outcome.text, "Hello, world");
+        assert_eq!(outcome.files_touched, ["acp.txt"]);
+        assert_eq!(outcome.last_touched.as_deref(), Some("acp.txt"));
+        assert_eq!(
+            fs_err::read_to_string(repo.path().join("acp.txt")).unwrap(),
+            "granted\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancellation_sends_session_cancel_then_terminates() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-9"}}'
+read -r prompt
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-9","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"partial"}}}}'
+touch ready
+read -r cancel
+printf '%s' "$cancel" > cancel-seen.txt
+sleep 30
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        config.cancel_grace = Duration::from_millis(200);
+        let cancel = CancellationToken::new();
+        let watcher = {
+            let cancel = cancel.clone();
+            let ready = dir.path().join("ready");
+            tokio::spawn(async move {
+                // Cancel once the agent has streamed its chunk (the prompt is in flight).
+                for _ in 0..1000 {
+                    if ready.exists() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                cancel.cancel();
+            })
+        };
+        let started = std::time::Instant::now();
+        let outcome = run_acp_agent(&config, "x", &cancel).await.unwrap();
+        watcher.await.unwrap();
+        let seen = dir.path().join("cancel-seen.txt");
+        assert_eq!(outcome.failure.unwrap().class, FailureClass::Canceled);
+        assert_eq!(outcome.text, "partial");
+        assert!(fs_err::read_to_string(seen)
+            .unwrap()
+            .contains("\"method\":\"session/cancel\""));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn errors_and_stop_reasons() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported version"}}'
+"#;
+        let config = agent(bin.path(), body, dir.path());
+        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "acp agent protocol error: initialize failed: unsupported version"
+        );
+        let config = agent(bin.path(), "exit 0\n", dir.path());
+        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap_err();
+        // The agent exits at once: fabro notices while writing or while reading.
+        assert!(error.to_string().contains("agent closed its"), "{error}");
+        assert_eq!(
+            stop_failure("max_turn_requests").unwrap().class,
+            FailureClass::BudgetExhausted
+        );
+        assert_eq!(stop_failure("end_turn"), None);
+    }
+}

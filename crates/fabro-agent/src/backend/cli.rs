@@ -1,0 +1,488 @@
+//! The `cli` backend (SPEC 5.2.2): an external agent CLI run in the working directory
+//! with the prompt on stdin; files touched come from git snapshots.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use fabro_llm::{Provider, Usage};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use crate::environment::ProcessEnv;
+use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::process::{Capture, ProcessGroup};
+use crate::scope::{scope_failure_reason, WorkTree};
+use crate::session::AgentOutcome;
+use crate::snapshot::{touched, GitSnapshot};
+
+/// Lines of stderr quoted when the CLI exits non-zero.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// How the CLI reports its result on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliOutputFormat {
+    /// `claude --output-format stream-json`: the `result` field of the final
+    /// `result` record; usage from that record.
+    ClaudeStreamJson,
+    /// `codex exec --json`: the last agent message; usage from `turn.completed`.
+    CodexJson,
+    /// `gemini -o json`: the `response` field.
+    GeminiJson,
+    /// Any other command: stdout as the response.
+    Text,
+}
+
+/// How to run one CLI agent.
+#[derive(Debug, Clone)]
+pub struct CliAgentConfig {
+    /// Program (looked up on `PATH` unless it contains a `/`).
+    pub program: String,
+    /// Arguments before `--model`.
+    pub args: Vec<String>,
+    /// Appended as `--model {model}` when set.
+    pub model: Option<String>,
+    /// How stdout is read.
+    pub format: CliOutputFormat,
+    /// Working directory (cwd of the CLI).
+    pub working_dir: PathBuf,
+    /// Environment (filtered, plus the provider's own key, SPEC 13.5).
+    pub env: ProcessEnv,
+    /// Ends the run as `transient_infra` when exceeded.
+    pub timeout: Option<Duration>,
+    /// `write_scope` globs checked against the touched files.
+    pub write_scope: Vec<String>,
+}
+
+impl CliAgentConfig {
+    /// The SPEC 5.2.2 command of `provider`; `Err` for providers without a CLI
+    /// (`simulated` behaves like `api`, `openai_compatible` has no CLI).
+    pub fn for_provider(
+        provider: Provider,
+        model: impl Into<String>,
+        working_dir: impl Into<PathBuf>,
+        env: ProcessEnv,
+    ) -> Result<CliAgentConfig, AgentError> {
+        let (program, args, format): (&str, &[&str], CliOutputFormat) = match provider {
+            Provider::Anthropic => (
+                "claude",
+                &[
+                    "-p",
+                    "--verbose",
+                    "--output-format",
+                    "stream-json",
+                    "--dangerously-skip-permissions",
+                ],
+                CliOutputFormat::ClaudeStreamJson,
+            ),
+            Provider::OpenAi => (
+                "codex",
+                &["exec", "--json", "--full-auto"],
+                CliOutputFormat::CodexJson,
+            ),
+            Provider::Gemini => (
+                "gemini",
+                &["-o", "json", "--yolo"],
+                CliOutputFormat::GeminiJson,
+            ),
+            Provider::OpenAiCompatible | Provider::Simulated => {
+                return Err(AgentError::Configuration {
+                    message: format!("provider {provider} has no agent CLI"),
+                })
+            }
+        };
+        Ok(CliAgentConfig {
+            program: program.to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            model: Some(model.into()),
+            format,
+            working_dir: working_dir.into(),
+            env,
+            timeout: None,
+            write_scope: Vec::new(),
+        })
+    }
+
+    /// A configured command (argv) whose stdout is the response.
+    pub fn command(
+        argv: Vec<String>,
+        working_dir: impl Into<PathBuf>,
+        env: ProcessEnv,
+    ) -> Result<CliAgentConfig, AgentError> {
+        let mut argv = argv.into_iter();
+        let program = argv.next().ok_or_else(|| AgentError::Configuration {
+            message: "empty agent command".to_owned(),
+        })?;
+        Ok(CliAgentConfig {
+            program,
+            args: argv.collect(),
+            model: None,
+            format: CliOutputFormat::Text,
+            working_dir: working_dir.into(),
+            env,
+            timeout: None,
+            write_scope: Vec::new(),
+        })
+    }
+}
+
+/// Runs the CLI once with `prompt` on stdin. A missing program is
+/// [`AgentError::MissingProgram`]; a non-zero exit is a `deterministic` failure with
+/// the exit code and the last 20 lines of stderr (the output is never classified);
+/// a timeout is `transient_infra`; cancellation kills the process group.
+pub async fn run_cli_agent(
+    config: &CliAgentConfig,
+    prompt: &str,
+    cancel: &CancellationToken,
+) -> Result<AgentOutcome, AgentError> {
+    let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
+    let before = GitSnapshot::take(tree.root(), &config.env).await;
+    let mut command = Command::new(&config.program);
+    command.args(&config.args);
+    if let Some(model) = &config.model {
+        command.arg("--model").arg(model);
+    }
+    let mut child = command
+        .current_dir(tree.root())
+        .env_clear()
+        .envs(config.env.iter())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                program: config.program.clone(),
+            },
+            _ => AgentError::Spawn {
+                program: config.program.clone(),
+                source,
+            },
+        })?;
+    let group = ProcessGroup::of(&child);
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = prompt.to_owned();
+        tokio::spawn(async move {
+            // A CLI that exits without reading its stdin is not an error here.
+            let _ = stdin.write_all(prompt.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let stdout = Capture::start(child.stdout.take());
+    let stderr = Capture::start(child.stderr.take());
+    let timeout = async {
+        match config.timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let status = tokio::select! {
+        status = child.wait() => Some(status.map_err(|source| AgentError::ChildIo {
+            program: config.program.clone(),
+            source,
+        })?),
+        () = timeout => None,
+        () = cancel.cancelled() => None,
+    };
+    if status.is_none() {
+        group.terminate(&mut child).await;
+    }
+    let stdout = stdout.finish().await;
+    let stderr = stderr.finish().await;
+    drop(group);
+    let after = GitSnapshot::take(tree.root(), &config.env).await;
+    let (files_touched, last_touched) = touched(before.as_ref(), after.as_ref());
+    let (text, usage) = parse_output(config.format, &stdout);
+    let failure = match status {
+        None if cancel.is_cancelled() => Some(AgentFailure::canceled()),
+        None => Some(AgentFailure::new(
+            FailureClass::TransientInfra,
+            format!(
+                "{} timed out after {}s",
+                config.program,
+                config.timeout.map_or(0, |timeout| timeout.as_secs())
+            ),
+        )),
+        Some(status) if !status.success() => Some(AgentFailure::new(
+            FailureClass::Deterministic,
+            format!(
+                "{} exited with {}: {}",
+                config.program,
+                status
+                    .code()
+                    .map_or_else(|| "a signal".to_owned(), |code| format!("code {code}")),
+                last_lines(&stderr, STDERR_TAIL_LINES)
+            ),
+        )),
+        Some(_) => {
+            let outside = tree.out_of_scope(&files_touched);
+            (!outside.is_empty()).then(|| {
+                AgentFailure::new(FailureClass::Structural, scope_failure_reason(&outside))
+            })
+        }
+    };
+    Ok(AgentOutcome {
+        text,
+        usage,
+        turns: 1,
+        files_touched,
+        last_touched,
+        failure,
+    })
+}
+
+/// The response text and usage found in the CLI's stdout.
+fn parse_output(format: CliOutputFormat, stdout: &str) -> (String, Usage) {
+    let records = || {
+        stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
+    };
+    match format {
+        CliOutputFormat::Text => (stdout.to_owned(), Usage::default()),
+        CliOutputFormat::ClaudeStreamJson => {
+            let result = records().rfind(|record| record["type"] == "result");
+            match result {
+                Some(record) => {
+                    let usage = &record["usage"];
+                    let usage = Usage {
+                        input_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+                        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+                        cache_read_tokens: usage["cache_read_input_tokens"].as_u64().unwrap_or(0),
+                        cache_write_tokens: usage["cache_creation_input_tokens"]
+                            .as_u64()
+                            .unwrap_or(0),
+                        reasoning_tokens: 0,
+                        cost_usd: record["total_cost_usd"].as_f64(),
+                    };
+                    (
+                        record["result"].as_str().unwrap_or_default().to_owned(),
+                        usage,
+                    )
+                }
+                None => (String::new(), Usage::default()),
+            }
+        }
+        CliOutputFormat::CodexJson => {
+            let mut text = String::new();
+            let mut usage = Usage::default();
+            for record in records() {
+                // Current format: item.completed with an agent_message item; older
+                // versions: {"msg": {"type": "agent_message", "message": ...}}.
+                if record["type"] == "item.completed" && record["item"]["type"] == "agent_message" {
+                    text = record["item"]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                } else if record["msg"]["type"] == "agent_message" {
+                    text = record["msg"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                } else if record["type"] == "turn.completed" {
+                    let turn = &record["usage"];
+                    usage.add(&Usage {
+                        input_tokens: turn["input_tokens"].as_u64().unwrap_or(0),
+                        output_tokens: turn["output_tokens"].as_u64().unwrap_or(0),
+                        cache_read_tokens: turn["cached_input_tokens"].as_u64().unwrap_or(0),
+                        ..Usage::default()
+                    });
+                }
+            }
+            (text, usage)
+        }
+        CliOutputFormat::GeminiJson => {
+            let document: Option<Value> = serde_json::from_str(stdout.trim()).ok();
+            let text = document
+                .as_ref()
+                .and_then(|document| document["response"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (text, Usage::default())
+        }
+    }
+}
+
+fn last_lines(text: &str, count: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(count)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::tests::repository;
+
+    /// Writes a shell script into `dir`. Tests run it as `/bin/sh {script}`, since
+    /// executing a freshly written file races with forks of parallel tests (ETXTBSY).
+    fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
+        let path = dir.join(name);
+        fs_err::write(&path, body).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    fn sh(script: String, working_dir: &std::path::Path) -> CliAgentConfig {
+        CliAgentConfig::command(
+            vec!["/bin/sh".to_owned(), script],
+            working_dir,
+            ProcessEnv::inherit(),
+        )
+        .unwrap()
+    }
+
+    fn claude_like(script: String, working_dir: &std::path::Path) -> CliAgentConfig {
+        let mut config = CliAgentConfig::for_provider(
+            Provider::Anthropic,
+            "claude-sonnet-4-6",
+            working_dir,
+            ProcessEnv::inherit(),
+        )
+        .unwrap();
+        config.program = "/bin/sh".to_owned();
+        config.args.insert(0, script);
+        config
+    }
+
+    #[tokio::test]
+    async fn fake_claude_writes_files_and_reports_a_result() {
+        let bin = tempfile::tempdir().unwrap();
+        let repo = repository();
+        let program = script(
+            bin.path(),
+            "claude",
+            r#"prompt=$(cat)
+printf '%s' "$prompt" > prompt-seen.txt
+echo changed >> tracked.txt
+mkdir -p src && echo new > src/new.rs
+echo "{\"type\":\"system\",\"args\":\"$*\"}"
+echo '{"type":"assistant","message":"working"}'
+echo '{"type":"result","result":"All done {\"outcome\":\"success\"}","usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":2},"total_cost_usd":0.5}'
+"#,
+        );
+        let config = claude_like(program, repo.path());
+        let outcome = run_cli_agent(&config, "do the thing", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        assert_eq!(outcome.text, "All done {\"outcome\":\"success\"}");
+        assert_eq!(outcome.usage.input_tokens, 10);
+        assert_eq!(outcome.usage.output_tokens, 5);
+        assert_eq!(outcome.usage.cache_read_tokens, 2);
+        assert_eq!(outcome.usage.cost_usd, Some(0.5));
+        assert_eq!(
+            outcome.files_touched,
+            ["prompt-seen.txt", "src/new.rs", "tracked.txt"]
+        );
+        assert!(outcome.last_touched.is_some());
+        assert_eq!(
+            fs_err::read_to_string(repo.path().join("prompt-seen.txt")).unwrap(),
+            "do the thing"
+        );
+    }
+
+    #[tokio::test]
+    async fn model_flag_is_appended() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let program = script(bin.path(), "args", r#"cat > /dev/null; echo "$*""#);
+        let mut config = sh(program, dir.path());
+        config.args.push("exec".to_owned());
+        config.model = Some("gpt-5.4".to_owned());
+        let outcome = run_cli_agent(&config, "", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.text, "exec --model gpt-5.4\n");
+        assert!(outcome.files_touched.is_empty());
+    }
+
+    #[tokio::test]
+    async fn non_zero_exit_is_deterministic_with_stderr_tail() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let program = script(bin.path(), "failing", "cat > /dev/null; for i in $(seq 1 30); do echo \"line $i\" >&2; done; echo 'HTTP 503 timeout'; exit 4");
+        let config = sh(program, dir.path());
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Deterministic);
+        let expected_tail: Vec<String> = (11..=30).map(|i| format!("line {i}")).collect();
+        assert_eq!(
+            failure.reason,
+            format!("/bin/sh exited with code 4: {}", expected_tail.join("\n"))
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_program_and_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = CliAgentConfig::command(
+            vec!["fabro-no-such-agent-cli".to_owned()],
+            dir.path(),
+            ProcessEnv::inherit(),
+        )
+        .unwrap();
+        let error = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cli backend requires 'fabro-no-such-agent-cli' on PATH"
+        );
+        let bin = tempfile::tempdir().unwrap();
+        let program = script(bin.path(), "slow", "sleep 30");
+        let mut config = sh(program, dir.path());
+        config.timeout = Some(Duration::from_millis(200));
+        let started = std::time::Instant::now();
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure.unwrap().class, FailureClass::TransientInfra);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn writes_outside_the_scope_are_structural() {
+        let bin = tempfile::tempdir().unwrap();
+        let repo = repository();
+        let program = script(bin.path(), "agent", "cat > /dev/null; echo x > README.md; echo y > status.json; mkdir -p src; echo z > src/a.rs");
+        let mut config = sh(program, repo.path());
+        config.write_scope = vec!["src/**".to_owned()];
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Structural);
+        assert_eq!(failure.reason, "write scope violation: README.md");
+    }
+
+    #[test]
+    fn codex_and_gemini_outputs() {
+        let codex = "{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"first\"}}\nnot json\n{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"last\"}}\n{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":7,\"cached_input_tokens\":3,\"output_tokens\":2}}";
+        let (text, usage) = parse_output(CliOutputFormat::CodexJson, codex);
+        assert_eq!(text, "last");
+        assert_eq!(
+            (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens
+            ),
+            (7, 2, 3)
+        );
+        let (text, _) = parse_output(
+            CliOutputFormat::GeminiJson,
+            "{\"response\": \"hi\", \"stats\": {}}",
+        );
+        assert_eq!(text, "hi");
+        let (text, _) = parse_output(CliOutputFormat::ClaudeStreamJson, "garbage");
+        assert_eq!(text, "");
+        assert!(
+            CliAgentConfig::for_provider(Provider::Simulated, "m", ".", ProcessEnv::inherit())
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! The environment the `shell` tool and agent CLIs run with (SPEC 13.5).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+/// Suffixes that mark a variable as a secret (case-insensitive).
+const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL"];
+
+/// Whether a variable name looks like it holds a credential.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
+}
+
+/// Variables for child processes: the parent's environment minus secret-looking names
+/// (unless passed through), plus configured extras. Children get exactly these
+/// (`env_clear` first).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessEnv {
+    variables: BTreeMap<OsString, OsString>,
+}
+
+impl ProcessEnv {
+    /// Filters `parent` (normally `std::env::vars_os()`), keeping secret-looking names
+    /// listed in `passthrough`, then adds `extra`.
+    pub fn new(
+        parent: impl IntoIterator<Item = (OsString, OsString)>,
+        passthrough: &[String],
+        extra: &BTreeMap<String, String>,
+    ) -> ProcessEnv {
+        let mut variables: BTreeMap<OsString, OsString> = parent
+            .into_iter()
+            .filter(|(name, _)| {
+                let name = name.to_string_lossy();
+                !is_secret_name(&name) || passthrough.iter().any(|allowed| *allowed == name)
+            })
+            .collect();
+        for (name, value) in extra {
+            variables.insert(name.into(), value.into());
+        }
+        ProcessEnv { variables }
+    }
+
+    /// The current process's environment, filtered, without extras.
+    pub fn inherit() -> ProcessEnv {
+        ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
+    }
+
+    /// Sets one variable (a CLI backend gets its own provider's key back this way).
+    pub fn set(&mut self, name: impl Into<OsString>, value: impl Into<OsString>) {
+        self.variables.insert(name.into(), value.into());
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<&OsString> {
+        self.variables.get(&OsString::from(name))
+    }
+
+    /// The variables, for `Command::envs` after `env_clear`.
+    pub fn iter(&self) -> impl Iterator<Item = (&OsString, &OsString)> {
+        self.variables.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_filtered_unless_passed_through() {
+        let parent = [
+            ("PATH", "/bin"),
+            ("ANTHROPIC_API_KEY", "sk-1"),
+            ("github_token", "t"),
+            ("DB_PASSWORD", "p"),
+            ("MY_SECRET", "s"),
+            ("AWS_CREDENTIAL", "c"),
+            ("KEEP_TOKEN", "k"),
+            ("TOKENIZER", "ok"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let extra = BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]);
+        let env = ProcessEnv::new(parent, &["KEEP_TOKEN".to_owned()], &extra);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["EXTRA", "KEEP_TOKEN", "PATH", "TOKENIZER"]);
+    }
+}

@@ -1,0 +1,195 @@
+//! Failure classes (SPEC 9.1) and the errors of this crate.
+
+use fabro_llm::{LlmError, LlmErrorKind};
+
+/// The failure class of a failed agent attempt, as SPEC 9.1 names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureClass {
+    /// Likely to pass on retry.
+    TransientInfra,
+    /// Retrying will not help.
+    Deterministic,
+    /// A limit was reached (turns, tokens, context, quota).
+    BudgetExhausted,
+    /// A loop was detected.
+    CompilationLoop,
+    /// Cancellation.
+    Canceled,
+    /// A write-scope violation (SPEC 13.4).
+    Structural,
+}
+
+impl FailureClass {
+    /// The class name as written in events and `status.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::TransientInfra => "transient_infra",
+            FailureClass::Deterministic => "deterministic",
+            FailureClass::BudgetExhausted => "budget_exhausted",
+            FailureClass::CompilationLoop => "compilation_loop",
+            FailureClass::Canceled => "canceled",
+            FailureClass::Structural => "structural",
+        }
+    }
+
+    /// The class of an LLM error kind (SPEC 10.3).
+    pub fn of_llm_error(kind: LlmErrorKind) -> FailureClass {
+        match kind {
+            LlmErrorKind::RateLimit
+            | LlmErrorKind::Server
+            | LlmErrorKind::Timeout
+            | LlmErrorKind::Network
+            | LlmErrorKind::Stream => FailureClass::TransientInfra,
+            LlmErrorKind::Quota | LlmErrorKind::ContextLength => FailureClass::BudgetExhausted,
+            LlmErrorKind::Aborted => FailureClass::Canceled,
+            LlmErrorKind::Auth
+            | LlmErrorKind::InvalidRequest
+            | LlmErrorKind::NotFound
+            | LlmErrorKind::ContentFilter
+            | LlmErrorKind::Configuration => FailureClass::Deterministic,
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// Why an agent run did not succeed. The run's other results (text so far, usage,
+/// files touched) stay valid in the [`crate::AgentOutcome`] carrying it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentFailure {
+    /// Failure class.
+    pub class: FailureClass,
+    /// Reason text for `status.json` and events; never contains credentials.
+    pub reason: String,
+    /// The LLM error that ended the run, for failover decisions.
+    pub llm_error: Option<LlmError>,
+}
+
+impl AgentFailure {
+    /// A failure of `class` with `reason`.
+    pub fn new(class: FailureClass, reason: impl Into<String>) -> AgentFailure {
+        AgentFailure {
+            class,
+            reason: reason.into(),
+            llm_error: None,
+        }
+    }
+
+    /// The failure an LLM error causes.
+    pub fn from_llm(error: LlmError) -> AgentFailure {
+        AgentFailure {
+            class: FailureClass::of_llm_error(error.kind),
+            reason: error.to_string(),
+            llm_error: Some(error),
+        }
+    }
+
+    /// The cancellation failure.
+    pub fn canceled() -> AgentFailure {
+        AgentFailure::new(FailureClass::Canceled, "canceled")
+    }
+}
+
+/// An agent run that could not happen at all: the backend could not be started or
+/// broke its protocol. Failures of a run that did happen are [`AgentFailure`]s.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The CLI program of the `cli` backend is not installed.
+    #[error("cli backend requires '{program}' on PATH")]
+    MissingProgram {
+        /// Program name.
+        program: String,
+    },
+    /// A child process could not be started.
+    #[error("cannot start {program}")]
+    Spawn {
+        /// Program name.
+        program: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Talking to a child process failed.
+    #[error("i/o with {program} failed")]
+    ChildIo {
+        /// Program name.
+        program: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ACP agent broke the protocol or answered a request with an error.
+    #[error("acp agent protocol error: {message}")]
+    Protocol {
+        /// What went wrong.
+        message: String,
+    },
+    /// The working directory cannot be used.
+    #[error("working directory {path} is unusable")]
+    WorkingDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The backend configuration is incomplete.
+    #[error("agent configuration error: {message}")]
+    Configuration {
+        /// What is missing or wrong.
+        message: String,
+    },
+}
+
+impl AgentError {
+    /// The failure class the engine records for this error.
+    pub fn class(&self) -> FailureClass {
+        match self {
+            AgentError::ChildIo { .. } => FailureClass::TransientInfra,
+            AgentError::MissingProgram { .. }
+            | AgentError::Spawn { .. }
+            | AgentError::Protocol { .. }
+            | AgentError::WorkingDir { .. }
+            | AgentError::Configuration { .. } => FailureClass::Deterministic,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llm_error_kinds_map_to_spec_classes() {
+        assert_eq!(
+            FailureClass::of_llm_error(LlmErrorKind::RateLimit),
+            FailureClass::TransientInfra
+        );
+        assert_eq!(
+            FailureClass::of_llm_error(LlmErrorKind::ContextLength),
+            FailureClass::BudgetExhausted
+        );
+        assert_eq!(
+            FailureClass::of_llm_error(LlmErrorKind::Aborted),
+            FailureClass::Canceled
+        );
+        assert_eq!(
+            FailureClass::of_llm_error(LlmErrorKind::Auth),
+            FailureClass::Deterministic
+        );
+        assert_eq!(FailureClass::Structural.as_str(), "structural");
+    }
+
+    #[test]
+    fn missing_program_message_is_spec_text() {
+        let error = AgentError::MissingProgram {
+            program: "claude".to_owned(),
+        };
+        assert_eq!(error.to_string(), "cli backend requires 'claude' on PATH");
+        assert_eq!(error.class(), FailureClass::Deterministic);
+    }
+}

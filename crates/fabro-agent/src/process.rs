@@ -1,0 +1,125 @@
+//! Child processes in their own process group, killed as a group on timeout,
+//! cancellation or drop (shell tool, cli and acp backends).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Child;
+use tokio::task::JoinHandle;
+
+/// Grace period between SIGTERM and SIGKILL (SPEC 10.5, 5.2.3).
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// How long pipes are drained after the child ended (background processes may keep
+/// them open).
+const DRAIN: Duration = Duration::from_millis(500);
+
+/// The process group led by a child spawned with `process_group(0)`. While armed,
+/// dropping it kills the whole group, so a dropped session leaves no processes behind.
+#[derive(Debug)]
+pub(crate) struct ProcessGroup {
+    id: Option<Pid>,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    /// The group of `child`.
+    pub(crate) fn of(child: &Child) -> ProcessGroup {
+        ProcessGroup {
+            id: child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(Pid::from_raw),
+            armed: true,
+        }
+    }
+
+    /// Sends `signal` to every process of the group.
+    pub(crate) fn signal(&self, signal: Signal) {
+        if let Some(id) = self.id {
+            // ESRCH means the group is already gone, which is what we want.
+            if let Err(error) = killpg(id, signal) {
+                tracing::debug!(group = %id, %signal, %error, "cannot signal process group");
+            }
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after [`KILL_GRACE`] unless the child exited.
+    pub(crate) async fn terminate(&self, child: &mut Child) {
+        self.signal(Signal::SIGTERM);
+        if tokio::time::timeout(KILL_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            self.signal(Signal::SIGKILL);
+            // The child is reaped by tokio when it finally dies; a zombie cannot outlive us.
+            let _ = tokio::time::timeout(DRAIN, child.wait()).await;
+        }
+    }
+
+    /// Leaves the group alone from now on.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+/// A pipe read in the background into a buffer that can be inspected at any time.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Capture {
+    /// Starts reading `pipe` (nothing when `None`).
+    pub(crate) fn start(pipe: Option<impl AsyncRead + Unpin + Send + 'static>) -> Capture {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let task = pipe.map(|mut pipe| {
+            let buffer = Arc::clone(&buffer);
+            tokio::spawn(async move {
+                let mut chunk = [0_u8; 8192];
+                loop {
+                    match pipe.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(read) => buffer
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .extend_from_slice(&chunk[..read]),
+                    }
+                }
+            })
+        });
+        Capture { buffer, task }
+    }
+
+    /// Waits briefly for the pipe to close, then returns what was read.
+    pub(crate) async fn finish(mut self) -> String {
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(DRAIN, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        let bytes = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! The coding-agent loop of the `api` backend (SPEC 10.4): [`AgentSession`] keeps the
+//! conversation, so it can be run again for a thread shared across nodes or for an
+//! `output_schema` repair turn.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabro_llm::{LlmClient, Message, Provider, Request, ToolCall, Usage};
+use futures_util::future::join_all;
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction;
+use crate::environment::ProcessEnv;
+use crate::event::{AgentEvent, AgentEventSink};
+use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::history::{flatten, Entry};
+use crate::instructions::{system_prompt, SystemPromptInput};
+use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
+use crate::scope::{scope_failure_reason, WorkTree};
+use crate::snapshot::GitSnapshot;
+use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
+use crate::tracker::FileTracker;
+
+/// Settings of one api-backend session.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Provider serving `model` (tool profile, instruction file, summary role).
+    pub provider: Provider,
+    /// Model id.
+    pub model: String,
+    /// Workflow node the calls are made for (the simulated provider scripts per node).
+    pub node_id: String,
+    /// Working directory; every tool path is confined to it.
+    pub working_dir: PathBuf,
+    /// Assistant turns per [`AgentSession::run`]; 0 means unlimited.
+    pub max_turns: u32,
+    /// Context window in tokens; the catalog's value (else 200,000) when `None`.
+    pub context_window: Option<u64>,
+    /// Output cap per call.
+    pub max_tokens: Option<u32>,
+    /// Load project instruction files (SPEC 10.6).
+    pub project_memory: bool,
+    /// `write_scope` globs; empty means the whole working directory.
+    pub write_scope: Vec<String>,
+    /// Environment for the `shell` tool (already filtered, SPEC 13.5).
+    pub env: ProcessEnv,
+    /// `shell` timeout when a call gives none; the profile's default when `None`.
+    pub shell_timeout: Option<Duration>,
+    /// Date for the environment block (`YYYY-MM-DD`); the clock when `None`.
+    pub date: Option<String>,
+}
+
+impl AgentConfig {
+    /// Defaults: unlimited turns, catalog window, project memory on, whole working
+    /// directory writable, the current environment filtered.
+    pub fn new(
+        provider: Provider,
+        model: impl Into<String>,
+        node_id: impl Into<String>,
+        working_dir: impl Into<PathBuf>,
+    ) -> AgentConfig {
+        AgentConfig {
+            provider,
+            model: model.into(),
+            node_id: node_id.into(),
+            working_dir: working_dir.into(),
+            max_turns: 0,
+            context_window: None,
+            max_tokens: None,
+            project_memory: true,
+            write_scope: Vec::new(),
+            env: ProcessEnv::inherit(),
+            shell_timeout: None,
+            date: None,
+        }
+    }
+}
+
+/// What one run of an agent (any backend) produced.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgentOutcome {
+    /// The response: text of the final assistant turn (empty when the run failed
+    /// before one).
+    pub text: String,
+    /// Usage summed over every call of the run (compaction included).
+    pub usage: Usage,
+    /// Assistant turns taken.
+    pub turns: u32,
+    /// Paths written, relative to the working directory (SPEC 7.6).
+    pub files_touched: Vec<String>,
+    /// The "last touched" file for routing fallbacks (SPEC 7.2).
+    pub last_touched: Option<String>,
+    /// Why the run failed; `None` on success.
+    pub failure: Option<AgentFailure>,
+}
+
+impl AgentOutcome {
+    /// Whether the run succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// A live api-backend conversation.
+pub struct AgentSession {
+    config: AgentConfig,
+    client: Arc<dyn LlmClient>,
+    tools: ToolRegistry,
+    sink: Arc<dyn AgentEventSink>,
+    tree: WorkTree,
+    system: String,
+    history: Vec<Entry>,
+    detector: LoopDetector,
+    tracker: FileTracker,
+    context_window: u64,
+    shell_timeout: Duration,
+}
+
+impl std::fmt::Debug for AgentSession {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AgentSession")
+            .field("config", &self.config)
+            .field("tools", &self.tools)
+            .field("entries", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSession {
+    /// Builds the system prompt and an empty history. Fails when the working directory
+    /// does not exist or a `write_scope` glob is invalid.
+    pub fn new(
+        config: AgentConfig,
+        client: Arc<dyn LlmClient>,
+        tools: ToolRegistry,
+        sink: Arc<dyn AgentEventSink>,
+    ) -> Result<AgentSession, AgentError> {
+        let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
+        let system = system_prompt(&SystemPromptInput {
+            provider: config.provider,
+            model: &config.model,
+            working_dir: tree.root(),
+            project_memory: config.project_memory,
+            date: config.date.as_deref(),
+        });
+        let context_window = config
+            .context_window
+            .or_else(|| {
+                fabro_llm::catalog::find(&config.model).map(|model| u64::from(model.context_window))
+            })
+            .unwrap_or(compaction::DEFAULT_CONTEXT_WINDOW);
+        let shell_timeout = config
+            .shell_timeout
+            .unwrap_or_else(|| ToolProfile::for_provider(config.provider).shell_timeout());
+        Ok(AgentSession {
+            config,
+            client,
+            tools,
+            sink,
+            tree,
+            system,
+            history: Vec::new(),
+            detector: LoopDetector::default(),
+            tracker: FileTracker::default(),
+            context_window,
+            shell_timeout,
+        })
+    }
+
+    /// A session with the provider's tool profile plus the sub-agent tools (SPEC 10.4.6).
+    pub fn with_default_tools(
+        config: AgentConfig,
+        client: Arc<dyn LlmClient>,
+        sink: Arc<dyn AgentEventSink>,
+    ) -> Result<AgentSession, AgentError> {
+        let mut tools = ToolRegistry::for_profile(ToolProfile::for_provider(config.provider));
+        crate::subagent::register_subagent_tools(
+            &mut tools,
+            &config,
+            Arc::clone(&client),
+            Arc::clone(&sink),
+        );
+        AgentSession::new(config, client, tools, sink)
+    }
+
+    /// The system prompt sent with every call.
+    pub fn system_prompt(&self) -> &str {
+        &self.system
+    }
+
+    /// The conversation so far, as sent to the provider.
+    pub fn messages(&self) -> Vec<Message> {
+        flatten(&self.history)
+    }
+
+    /// The context window compaction works against.
+    pub fn context_window(&self) -> u64 {
+        self.context_window
+    }
+
+    /// Changes the node the next calls are made for (a thread continuing at another node).
+    pub fn set_node_id(&mut self, node_id: impl Into<String>) {
+        self.config.node_id = node_id.into();
+    }
+
+    /// Sends `prompt` as a user message and runs the loop until the model answers
+    /// without tool calls, the turn limit is reached, the LLM call fails or `cancel`
+    /// fires. Failures (LLM errors, turn limit, write-scope violations, cancellation)
+    /// are reported in [`AgentOutcome::failure`] with their class, so usage and files
+    /// stay known; the api backend currently always returns `Ok`, the `Result` keeps
+    /// one shape with the cli and acp backends. Dropping the future stops the run and
+    /// kills running shell commands; after a cancellation the session can continue.
+    pub async fn run(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<AgentOutcome, AgentError> {
+        self.tree.clear_violations();
+        // With write_scope globs, changes made any way (shell included) are checked
+        // against the scope from git snapshots (SPEC 7.6, 13.4).
+        let before = if self.config.write_scope.is_empty() {
+            None
+        } else {
+            GitSnapshot::take(self.tree.root(), &self.config.env).await
+        };
+        let mut run = RunState::default();
+        self.history.push(Entry::Message(Message::user(prompt)));
+        let failure = self.turns(&mut run, cancel).await;
+        let mut violations = self.tree.violations();
+        if let Some(before) = before {
+            if let Some(after) = GitSnapshot::take(self.tree.root(), &self.config.env).await {
+                for path in self.tree.out_of_scope(&after.touched_since(&before)) {
+                    if !violations.contains(&path) {
+                        violations.push(path);
+                    }
+                }
+            }
+        }
+        let failure = match failure {
+            Some(failure) if failure.class == FailureClass::Canceled => Some(failure),
+            _ if !violations.is_empty() => Some(AgentFailure::new(
+                FailureClass::Structural,
+                scope_failure_reason(&violations),
+            )),
+            other => other,
+        };
+        Ok(AgentOutcome {
+            text: run.text,
+            usage: run.usage,
+            turns: run.turns,
+            files_touched: run.tracker.files().to_vec(),
+            last_touched: run.tracker.last_touched().map(str::to_owned),
+            failure,
+        })
+    }
+
+    /// The loop proper; returns the failure that ended it, if any.
+    async fn turns(
+        &mut self,
+        run: &mut RunState,
+        cancel: &CancellationToken,
+    ) -> Option<AgentFailure> {
+        loop {
+            let request = Request {
+                model: self.config.model.clone(),
+                system: Some(self.system.clone()),
+                messages: flatten(&self.history),
+                max_tokens: self.config.max_tokens,
+                tools: self.tools.definitions(),
+                node_id: self.config.node_id.clone(),
+            };
+            let response = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Some(AgentFailure::canceled()),
+                response = self.client.complete(&request) => response,
+            };
+            let response = match response {
+                Ok(response) => response,
+                Err(error) => return Some(AgentFailure::from_llm(error)),
+            };
+            run.usage.add(&response.usage);
+            run.turns += 1;
+            let mut assistant = Message::assistant(response.text.clone());
+            assistant.tool_calls = response.tool_calls.clone();
+            self.history.push(Entry::Message(assistant));
+            self.sink.emit(AgentEvent::AssistantMessage {
+                text: response.text.clone(),
+                tool_call_count: response.tool_calls.len(),
+                usage: response.usage,
+            });
+            if let Some(failure) = self.compact_if_needed(run, cancel).await {
+                return Some(failure);
+            }
+            if response.tool_calls.is_empty() {
+                run.text = response.text;
+                return None;
+            }
+            let Some(results) = self.execute_calls(&response.tool_calls, run, cancel).await else {
+                // Answer every call, so a continued session sends a well-formed history.
+                let canceled = response
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        Message::tool_result(
+                            call.id.clone(),
+                            format!("Tool error ({}): canceled", call.name),
+                            true,
+                        )
+                    })
+                    .collect();
+                self.history.push(Entry::ToolResults(canceled));
+                return Some(AgentFailure::canceled());
+            };
+            self.history.push(Entry::ToolResults(results));
+            if let Some(pattern_length) = self.detector.record(&response.tool_calls) {
+                self.sink.emit(AgentEvent::LoopDetected { pattern_length });
+                self.history
+                    .push(Entry::Message(Message::user(LOOP_STEERING_MESSAGE)));
+            }
+            if self.config.max_turns > 0 && run.turns >= self.config.max_turns {
+                run.text = response.text;
+                return Some(AgentFailure::new(
+                    FailureClass::BudgetExhausted,
+                    format!("turn limit reached ({})", self.config.max_turns),
+                ));
+            }
+        }
+    }
+
+    /// Runs one turn's calls (concurrently when the registry allows), emitting the
+    /// tool events and tracking written files. `None` when cancelled.
+    async fn execute_calls(
+        &mut self,
+        calls: &[ToolCall],
+        run: &mut RunState,
+        cancel: &CancellationToken,
+    ) -> Option<Vec<Message>> {
+        let context = ToolContext {
+            tree: self.tree.clone(),
+            env: self.config.env.clone(),
+            shell_timeout: self.shell_timeout,
+            cancel: cancel.child_token(),
+        };
+        // Tracker keys are unique even when a model repeats a call id.
+        let key = |index: usize| format!("{}#{index}", run.turns);
+        for (index, call) in calls.iter().enumerate() {
+            self.sink.emit(AgentEvent::ToolCallStarted {
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+                arguments: call.arguments.clone(),
+            });
+            let paths = self.tools.written_paths(call, &self.tree);
+            run.tracker.start(&key(index), paths.clone());
+            self.tracker.start(&key(index), paths);
+        }
+        let timed = |call: &ToolCall| {
+            let tools = &self.tools;
+            let context = &context;
+            let call = call.clone();
+            async move {
+                let started = Instant::now();
+                let result = tools.execute(&call, context).await;
+                (result, started.elapsed())
+            }
+        };
+        let outcomes: Vec<(ToolResult, Duration)> = {
+            let work = async {
+                if self.tools.parallel_calls() && calls.len() > 1 {
+                    join_all(calls.iter().map(timed)).await
+                } else {
+                    let mut outcomes = Vec::with_capacity(calls.len());
+                    for call in calls {
+                        outcomes.push(timed(call).await);
+                    }
+                    outcomes
+                }
+            };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return None,
+                outcomes = work => outcomes,
+            }
+        };
+        let mut messages = Vec::with_capacity(calls.len());
+        for (index, (call, (result, elapsed))) in calls.iter().zip(outcomes).enumerate() {
+            run.tracker.complete(&key(index), !result.is_error);
+            self.tracker.complete(&key(index), !result.is_error);
+            self.sink.emit(AgentEvent::ToolCallCompleted {
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+                is_error: result.is_error,
+                output: result.output,
+                duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            });
+            messages.push(Message::tool_result(
+                call.id.clone(),
+                result.model_output,
+                result.is_error,
+            ));
+        }
+        Some(messages)
+    }
+
+    /// SPEC 6.8: estimate, warn, summarise the older entries, replace them. A failed
+    /// summary is reported and leaves the history alone; only cancellation ends the run.
+    async fn compact_if_needed(
+        &mut self,
+        run: &mut RunState,
+        cancel: &CancellationToken,
+    ) -> Option<AgentFailure> {
+        let estimated = compaction::estimate_tokens(&self.system, &self.history);
+        if !compaction::over_threshold(estimated, self.context_window) {
+            return None;
+        }
+        let usage_percent = if self.context_window == 0 {
+            100.0
+        } else {
+            (estimated as f64) * 100.0 / (self.context_window as f64)
+        };
+        self.sink.emit(AgentEvent::ContextWindowWarning {
+            estimated_tokens: estimated,
+            context_window_size: self.context_window,
+            usage_percent,
+        });
+        let split = compaction::split_point(&self.history)?;
+        self.sink.emit(AgentEvent::CompactionStarted {
+            estimated_tokens: estimated,
+            context_window_size: self.context_window,
+        });
+        let request = compaction::summary_request(
+            &self.config.model,
+            &self.config.node_id,
+            &compaction::render(&self.history[..split]),
+        );
+        // Simulated summaries never consume the node's scripted entries (SPEC 10.1.5).
+        let client: &dyn LlmClient = if self.config.provider == Provider::Simulated {
+            &compaction::SimulatedSummary
+        } else {
+            self.client.as_ref()
+        };
+        let response = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Some(AgentFailure::canceled()),
+            response = client.complete(&request) => response,
+        };
+        match response {
+            Err(error) => {
+                self.sink.emit(AgentEvent::Error {
+                    message: format!("context compaction failed: {error}"),
+                });
+                None
+            }
+            Ok(response) => {
+                run.usage.add(&response.usage);
+                let original_turn_count = self.history.len();
+                let summary = compaction::summary_message(
+                    self.config.provider,
+                    &response.text,
+                    &self.tracker.render(),
+                );
+                let summary_token_estimate =
+                    u64::try_from(summary.text.chars().count() / 4).unwrap_or(u64::MAX);
+                let preserved: Vec<Entry> = self.history.split_off(split);
+                self.history = std::iter::once(Entry::Message(summary))
+                    .chain(preserved)
+                    .collect();
+                self.sink.emit(AgentEvent::CompactionCompleted {
+                    original_turn_count,
+                    preserved_turn_count: original_turn_count - split,
+                    summary_token_estimate,
+                    tracked_file_count: self.tracker.files().len(),
+                });
+                None
+            }
+        }
+    }
+}
+
+/// Results of the current run.
+#[derive(Default)]
+struct RunState {
+    text: String,
+    usage: Usage,
+    turns: u32,
+    tracker: FileTracker,
+}
+
+#[cfg(test)]
+mod tests;
