@@ -9,9 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::journal::{Journal, JournalError};
+use crate::journal::{ChangeHint, CheckpointDelta, Journal, JournalError};
+
+mod image;
+
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_dir::replace_via_spare;
+use image::CheckpointImage;
 
 /// Why a checkpoint could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +41,8 @@ pub(crate) struct Checkpointer {
     checkpoint_path: PathBuf,
     spare_path: PathBuf,
     journal: Option<Journal>,
+    /// `checkpoint.json` as fragments, following the journal.
+    image: Option<CheckpointImage>,
     buffer: Vec<u8>,
 }
 
@@ -49,6 +55,7 @@ impl Checkpointer {
             checkpoint_path: run_dir.join("checkpoint.json"),
             spare_path: run_dir.join(".checkpoint.json.spare"),
             journal: None,
+            image: None,
             buffer: Vec::new(),
         }
     }
@@ -61,19 +68,32 @@ impl Checkpointer {
     }
 
     /// Makes `checkpoint` durable (journal append, synced) and replaces
-    /// `checkpoint.json`.
-    pub(crate) fn write(&mut self, checkpoint: &CheckpointView<'_>) -> Result<(), CheckpointError> {
-        match &mut self.journal {
-            Some(journal) => journal.append(checkpoint)?,
-            None => self.journal = Some(Journal::create(&self.journal_path, checkpoint)?),
-        }
-        self.buffer.clear();
-        serde_json::to_writer(&mut self.buffer, checkpoint).map_err(|error| {
-            CheckpointError::File {
-                path: self.checkpoint_path.clone(),
-                source: error.into(),
+    /// `checkpoint.json`. `hint` names what changed since the previous write; the cost
+    /// is that of the changes plus a copy of the file's bytes.
+    pub(crate) fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        hint: &ChangeHint<'_>,
+    ) -> Result<(), CheckpointError> {
+        let image = match &mut self.journal {
+            Some(journal) => {
+                let delta = CheckpointDelta::between_hinted(journal.last(), checkpoint, hint);
+                let image = self
+                    .image
+                    .get_or_insert_with(|| CheckpointImage::of(journal.last()));
+                image.apply(&delta);
+                journal.append_delta(delta)?;
+                image
             }
-        })?;
+            None => {
+                let journal = Journal::create(&self.journal_path, checkpoint)?;
+                let image = self.image.insert(CheckpointImage::of(journal.last()));
+                self.journal = Some(journal);
+                image
+            }
+        };
+        self.buffer.clear();
+        image.render(checkpoint, &mut self.buffer);
         self.buffer.push(b'\n');
         replace_via_spare(&self.checkpoint_path, &self.spare_path, &self.buffer).map_err(|source| {
             CheckpointError::File {
@@ -97,7 +117,7 @@ impl Checkpointer {
         };
         record.run_status = run_status.to_owned();
         record.timestamp = crate::timestamp::now_rfc3339();
-        self.write(&record.view())?;
+        self.write(&record.view(), &ChangeHint::everything())?;
         Ok(true)
     }
 }
@@ -214,7 +234,7 @@ mod tests {
         let mut checkpointer = Checkpointer::new(directory.path());
         for completed in 0..3 {
             checkpointer
-                .write(&checkpoint(completed).view())
+                .write(&checkpoint(completed).view(), &ChangeHint::everything())
                 .expect("writes");
         }
         let file = directory.path().join("checkpoint.json");
@@ -259,11 +279,17 @@ mod tests {
     fn resuming_continues_the_same_journal() {
         let directory = tempfile::tempdir().expect("tempdir");
         let mut checkpointer = Checkpointer::new(directory.path());
-        checkpointer.write(&checkpoint(0).view()).expect("writes");
-        checkpointer.write(&checkpoint(1).view()).expect("writes");
+        checkpointer
+            .write(&checkpoint(0).view(), &ChangeHint::everything())
+            .expect("writes");
+        checkpointer
+            .write(&checkpoint(1).view(), &ChangeHint::everything())
+            .expect("writes");
         drop(checkpointer);
         let mut resumed = Checkpointer::resume(directory.path()).expect("resumes");
-        resumed.write(&checkpoint(2).view()).expect("writes");
+        resumed
+            .write(&checkpoint(2).view(), &ChangeHint::everything())
+            .expect("writes");
         let lines = fs_err::read_to_string(journal_path(directory.path()))
             .expect("reads")
             .lines()

@@ -3,7 +3,7 @@
 //! The run loop owns the context; handlers read a borrowed snapshot and return their
 //! updates in the [`Outcome`](crate::Outcome). Parallel branches work on a deep copy.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -23,9 +23,17 @@ pub fn is_reserved_key(key: &str) -> bool {
 }
 
 /// The run context.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Context {
     values: BTreeMap<String, Value>,
+    /// Keys set or removed since [`Context::take_changed`], for cheap checkpoints.
+    changed: BTreeSet<String>,
+}
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Context) -> bool {
+        self.values == other.values
+    }
 }
 
 impl Context {
@@ -46,12 +54,28 @@ impl Context {
 
     /// Sets `key`.
     pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) {
-        self.values.insert(key.into(), value.into());
+        let key = key.into();
+        if !self.changed.contains(&key) {
+            self.changed.insert(key.clone());
+        }
+        self.values.insert(key, value.into());
     }
 
     /// Removes `key`.
     pub fn remove(&mut self, key: &str) {
-        self.values.remove(key);
+        if self.values.remove(key).is_some() && !self.changed.contains(key) {
+            self.changed.insert(key.to_owned());
+        }
+    }
+
+    /// Keys set or removed since the last call.
+    pub fn take_changed(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.changed)
+    }
+
+    /// Keys set or removed since [`Context::take_changed`] was last called.
+    pub fn changed(&self) -> &BTreeSet<String> {
+        &self.changed
     }
 
     /// All entries in key order.
@@ -66,7 +90,10 @@ impl Context {
 
     /// Builds a context from saved entries.
     pub fn from_values(values: BTreeMap<String, Value>) -> Context {
-        Context { values }
+        Context {
+            values,
+            changed: BTreeSet::new(),
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 //! A crash in the middle of an append leaves a partial last line: [`replay`] ignores it
 //! and [`Journal::reopen`] cuts it off before appending again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -111,7 +111,7 @@ impl<V: Clone + PartialEq> MapChange<V> {
         change
     }
 
-    fn apply(self, map: &mut BTreeMap<String, V>) {
+    pub(crate) fn apply(self, map: &mut BTreeMap<String, V>) {
         for key in self.removed {
             map.remove(&key);
         }
@@ -120,6 +120,31 @@ impl<V: Clone + PartialEq> MapChange<V> {
 
     fn is_empty(&self) -> bool {
         self.set.is_empty() && self.removed.is_empty()
+    }
+
+    /// The changes of the entries `keys` only (the caller knows no other entry changed).
+    pub fn of_keys<'k>(
+        old: &BTreeMap<String, V>,
+        new: &BTreeMap<String, V>,
+        keys: impl IntoIterator<Item = &'k String>,
+    ) -> MapChange<V> {
+        let mut change = MapChange::default();
+        for key in keys {
+            match (old.get(key), new.get(key)) {
+                (Some(before), Some(after)) if before == after => {}
+                (_, Some(after)) => {
+                    change.set.insert(key.clone(), after.clone());
+                }
+                (Some(_), None) => {
+                    if !change.removed.contains(key) {
+                        change.removed.push(key.clone());
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        change.removed.sort();
+        change
     }
 }
 
@@ -135,6 +160,17 @@ pub enum ListChange {
 }
 
 impl ListChange {
+    /// The change from `old` to `new`; `append_only` promises that `new` extends `old`
+    /// unless it is shorter, which saves comparing every entry.
+    fn between_hinted(old: &[String], new: &[String], append_only: bool) -> ListChange {
+        if append_only && old.len() <= new.len() {
+            debug_assert!(new.starts_with(old), "an append-only list was rewritten");
+            ListChange::Append(new[old.len()..].to_vec())
+        } else {
+            ListChange::between(old, new)
+        }
+    }
+
     fn between(old: &[String], new: &[String]) -> ListChange {
         if new.starts_with(old) {
             ListChange::Append(new[old.len()..].to_vec())
@@ -143,7 +179,7 @@ impl ListChange {
         }
     }
 
-    fn apply(self, list: &mut Vec<String>) {
+    pub(crate) fn apply(self, list: &mut Vec<String>) {
         match self {
             ListChange::Append(entries) => list.extend(entries),
             ListChange::Replace(entries) => *list = entries,
@@ -165,36 +201,115 @@ impl Default for ListChange {
 /// and lists only as changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointDelta {
-    timestamp: String,
-    current_node: Option<String>,
-    next_node_id: Option<String>,
+    pub(crate) timestamp: String,
+    pub(crate) current_node: Option<String>,
+    pub(crate) next_node_id: Option<String>,
     #[serde(default, skip_serializing_if = "ListChange::is_empty")]
-    completed_nodes: ListChange,
+    pub(crate) completed_nodes: ListChange,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    node_retries: MapChange<u32>,
+    pub(crate) node_retries: MapChange<u32>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    node_visits: MapChange<u32>,
+    pub(crate) node_visits: MapChange<u32>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    epoch_node_visits: MapChange<u32>,
+    pub(crate) epoch_node_visits: MapChange<u32>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    node_outcomes: MapChange<Outcome>,
+    pub(crate) node_outcomes: MapChange<Outcome>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    context_values: MapChange<Value>,
+    pub(crate) context_values: MapChange<Value>,
     #[serde(default, skip_serializing_if = "ListChange::is_empty")]
-    logs: ListChange,
-    git_commit_sha: Option<String>,
+    pub(crate) logs: ListChange,
+    pub(crate) git_commit_sha: Option<String>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    loop_failure_signatures: MapChange<u32>,
+    pub(crate) loop_failure_signatures: MapChange<u32>,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    restart_failure_signatures: MapChange<u32>,
-    restart_count: u32,
-    stage_rank: u32,
+    pub(crate) restart_failure_signatures: MapChange<u32>,
+    pub(crate) restart_count: u32,
+    pub(crate) stage_rank: u32,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
-    simulated_cursors: MapChange<u64>,
-    run_status: String,
+    pub(crate) simulated_cursors: MapChange<u64>,
+    pub(crate) run_status: String,
+}
+
+/// What changed in the run state since the last checkpoint, as the traversal tracked
+/// it: lets a checkpoint cost what changed rather than the size of the state.
+#[derive(Debug, Clone, Copy)]
+pub struct ChangeHint<'a> {
+    /// Node ids whose entries in the per-node maps may have changed.
+    pub nodes: &'a BTreeSet<String>,
+    /// Context keys that may have changed.
+    pub context_keys: &'a BTreeSet<String>,
+    /// Something changed in bulk (a loop restart, a restored state): compare everything.
+    pub everything: bool,
+}
+
+impl ChangeHint<'static> {
+    /// A hint that promises nothing: compare everything.
+    pub fn everything() -> ChangeHint<'static> {
+        static EMPTY: BTreeSet<String> = BTreeSet::new();
+        ChangeHint {
+            nodes: &EMPTY,
+            context_keys: &EMPTY,
+            everything: true,
+        }
+    }
 }
 
 impl CheckpointDelta {
+    /// The changes that turn `old` into `new`, comparing only what `hint` names. Debug
+    /// builds check the result against [`CheckpointDelta::between`].
+    pub fn between_hinted(
+        old: &Checkpoint,
+        new: &CheckpointView<'_>,
+        hint: &ChangeHint<'_>,
+    ) -> CheckpointDelta {
+        if hint.everything {
+            return CheckpointDelta::between(old, new);
+        }
+        let delta = CheckpointDelta {
+            timestamp: new.timestamp.to_owned(),
+            current_node: new.current_node.map(str::to_owned),
+            next_node_id: new.next_node_id.map(str::to_owned),
+            completed_nodes: ListChange::between_hinted(
+                &old.completed_nodes,
+                new.completed_nodes,
+                true,
+            ),
+            node_retries: MapChange::of_keys(&old.node_retries, new.node_retries, hint.nodes),
+            node_visits: MapChange::of_keys(&old.node_visits, new.node_visits, hint.nodes),
+            epoch_node_visits: MapChange::of_keys(
+                &old.epoch_node_visits,
+                new.epoch_node_visits,
+                hint.nodes,
+            ),
+            node_outcomes: MapChange::of_keys(&old.node_outcomes, new.node_outcomes, hint.nodes),
+            context_values: MapChange::of_keys(
+                &old.context_values,
+                new.context_values,
+                hint.context_keys,
+            ),
+            logs: ListChange::between_hinted(&old.logs, new.logs, true),
+            git_commit_sha: new.git_commit_sha.map(str::to_owned),
+            loop_failure_signatures: MapChange::between(
+                &old.loop_failure_signatures,
+                new.loop_failure_signatures,
+            ),
+            restart_failure_signatures: MapChange::between(
+                &old.restart_failure_signatures,
+                new.restart_failure_signatures,
+            ),
+            restart_count: new.restart_count,
+            stage_rank: new.stage_rank,
+            simulated_cursors: MapChange::between(&old.simulated_cursors, new.simulated_cursors),
+            run_status: new.run_status.to_owned(),
+        };
+        debug_assert_eq!(
+            delta,
+            CheckpointDelta::between(old, new),
+            "the traversal did not report every change"
+        );
+        delta
+    }
+
     /// The changes that turn `old` into `new`.
     pub fn between(old: &Checkpoint, new: &CheckpointView<'_>) -> CheckpointDelta {
         CheckpointDelta {
@@ -317,8 +432,14 @@ impl Journal {
     /// once the record is on disk. Costs a comparison with the previous state and copies
     /// of what changed, never a copy of the whole state.
     pub fn append(&mut self, checkpoint: &CheckpointView<'_>) -> Result<(), JournalError> {
-        let delta = Box::new(CheckpointDelta::between(&self.last, checkpoint));
-        let record = Record::Delta(delta);
+        let delta = CheckpointDelta::between(&self.last, checkpoint);
+        self.append_delta(delta)
+    }
+
+    /// Appends `delta` (against [`Journal::last`]) and syncs it, then applies it to the
+    /// journal's state.
+    pub fn append_delta(&mut self, delta: CheckpointDelta) -> Result<(), JournalError> {
+        let record = Record::Delta(Box::new(delta));
         self.write_record(&record)?;
         if let Record::Delta(delta) = record {
             delta.apply(&mut self.last);

@@ -254,6 +254,8 @@ impl Traversal {
                     }
                 }
             }
+            // Visits and signatures merge in bulk: the next checkpoint compares all.
+            self.state.touched_everything = true;
             for (node_id, visits) in &branch.state.node_visits {
                 let entry = self.state.node_visits.entry(node_id.clone()).or_insert(0);
                 *entry = (*entry).max(*visits);

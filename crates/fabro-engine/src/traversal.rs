@@ -4,7 +4,7 @@
 //! The loop owns all run state ([`RunState`]); handlers get a read-only snapshot and
 //! return an [`Outcome`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use crate::context::Context;
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
 use crate::handler::{self, RunServices, StageInput};
+use crate::journal::ChangeHint;
 use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView, StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
@@ -82,6 +83,19 @@ pub struct RunState {
     pub logs: Vec<String>,
     /// Stages of the current epoch, for preambles.
     pub epoch_stages: Vec<(String, Outcome)>,
+    /// Node ids whose per-node entries changed since the last checkpoint.
+    pub touched_nodes: BTreeSet<String>,
+    /// Something changed in bulk since the last checkpoint: compare everything.
+    pub touched_everything: bool,
+}
+
+impl RunState {
+    /// Notes that the per-node entries of `node_id` may change.
+    pub fn touch(&mut self, node_id: &str) {
+        if !self.touched_nodes.contains(node_id) {
+            self.touched_nodes.insert(node_id.to_owned());
+        }
+    }
 }
 
 impl RunState {
@@ -128,6 +142,8 @@ impl RunState {
             stage_rank: checkpoint.stage_rank,
             logs: checkpoint.logs.clone(),
             epoch_stages,
+            touched_nodes: BTreeSet::new(),
+            touched_everything: true,
         }
     }
 }
@@ -285,27 +301,39 @@ impl Traversal {
         let timestamp = now_rfc3339();
         let simulated_cursors = self.services.llm.simulated().cursors();
         let state = &self.state;
-        checkpointer.write(&CheckpointView {
-            version: 1,
-            run_id: &self.services.run_id,
-            timestamp: &timestamp,
-            current_node: current,
-            next_node_id: next,
-            completed_nodes: &state.completed_nodes,
-            node_retries: &state.node_retries,
-            node_visits: &state.node_visits,
-            epoch_node_visits: &state.epoch_node_visits,
-            node_outcomes: &state.node_outcomes,
-            context_values: state.context.values(),
-            logs: &state.logs,
-            git_commit_sha: None,
-            loop_failure_signatures: &state.loop_failure_signatures,
-            restart_failure_signatures: &state.restart_failure_signatures,
-            restart_count: state.restart_count,
-            stage_rank: state.stage_rank,
-            simulated_cursors: &simulated_cursors,
-            run_status,
-        })
+        let hint = ChangeHint {
+            nodes: &state.touched_nodes,
+            context_keys: state.context.changed(),
+            everything: state.touched_everything,
+        };
+        checkpointer.write(
+            &CheckpointView {
+                version: 1,
+                run_id: &self.services.run_id,
+                timestamp: &timestamp,
+                current_node: current,
+                next_node_id: next,
+                completed_nodes: &state.completed_nodes,
+                node_retries: &state.node_retries,
+                node_visits: &state.node_visits,
+                epoch_node_visits: &state.epoch_node_visits,
+                node_outcomes: &state.node_outcomes,
+                context_values: state.context.values(),
+                logs: &state.logs,
+                git_commit_sha: None,
+                loop_failure_signatures: &state.loop_failure_signatures,
+                restart_failure_signatures: &state.restart_failure_signatures,
+                restart_count: state.restart_count,
+                stage_rank: state.stage_rank,
+                simulated_cursors: &simulated_cursors,
+                run_status,
+            },
+            &hint,
+        )?;
+        self.state.touched_nodes.clear();
+        self.state.touched_everything = false;
+        self.state.context.take_changed();
+        Ok(())
     }
 
     /// The checkpoint cycle after a stage (SPEC 8.6), then `CheckpointCompleted`. A
@@ -464,6 +492,7 @@ impl Traversal {
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
+        self.state.touch(&spec.id);
         let visit = {
             let visits = self.state.node_visits.entry(spec.id.clone()).or_insert(0);
             *visits += 1;
@@ -777,7 +806,9 @@ impl Traversal {
                 .epoch_stages
                 .push((spec.id.clone(), outcome.clone()));
         }
+        self.state.touch(&spec.id);
         for (node_id, branch_outcome) in std::mem::take(&mut self.pending_records) {
+            self.state.touch(&node_id);
             self.state.completed_nodes.push(node_id.clone());
             self.state
                 .node_outcomes
@@ -973,6 +1004,7 @@ impl Traversal {
             });
         }
         self.state.restart_count += 1;
+        self.state.touched_everything = true;
         self.state.epoch_node_visits.clear();
         self.state.node_retries.clear();
         self.state.epoch_stages.clear();
