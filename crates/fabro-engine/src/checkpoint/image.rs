@@ -218,11 +218,11 @@ mod tests {
             run_id: "R".to_owned(),
             timestamp: format!("t{step}"),
             current_node: nodes.last().cloned(),
-            next_node_id: (step % 3 != 0).then(|| "next".to_owned()),
+            next_node_id: (!step.is_multiple_of(3)).then(|| "next".to_owned()),
             completed_nodes: nodes.clone(),
             node_retries: nodes.iter().map(|node| (node.clone(), step % 2)).collect(),
             node_visits: nodes.iter().map(|node| (node.clone(), step)).collect(),
-            epoch_node_visits: if step % 4 == 0 {
+            epoch_node_visits: if step.is_multiple_of(4) {
                 BTreeMap::new()
             } else {
                 nodes.iter().map(|node| (node.clone(), 1)).collect()
@@ -241,7 +241,7 @@ mod tests {
                 (format!("k{step}"), serde_json::json!(null)),
             ]),
             logs: (0..step % 3).map(|index| format!("log {index}")).collect(),
-            git_commit_sha: (step % 2 == 0).then(|| format!("{step:040}")),
+            git_commit_sha: step.is_multiple_of(2).then(|| format!("{step:040}")),
             loop_failure_signatures: BTreeMap::from([("s".to_owned(), step)]),
             restart_failure_signatures: BTreeMap::new(),
             restart_count: step / 4,
