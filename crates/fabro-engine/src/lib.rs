@@ -1,10 +1,12 @@
 //! The fabro run engine.
+
 pub mod blob;
 mod catch_panic;
 pub mod config;
 pub mod context;
 pub mod event;
 pub mod failure;
+pub mod git;
 mod handler;
 pub mod llm_target;
 pub mod outcome;
