@@ -1,5 +1,6 @@
 //! The fabro run engine.
 
+pub mod asset_capture;
 pub mod blob;
 mod catch_panic;
 pub mod config;
