@@ -96,9 +96,16 @@ impl RunGit {
                 branch: branch_name,
             });
         }
-        main.branch(&branch_name, &base, false)
+        let mut branch = main
+            .branch(&branch_name, &base, false)
             .map_err(GitError::git(format!("create branch {branch_name}")))?;
-        add_worktree(&main, run_id, worktree_path)?;
+        if let Err(error) = add_worktree(&main, run_id, worktree_path) {
+            // Leave nothing behind that would make a second attempt fail with BranchExists.
+            if let Err(cleanup) = branch.delete() {
+                tracing::warn!(branch = %branch_name, error = %cleanup, "cannot delete the run branch after a failed worktree add");
+            }
+            return Err(error);
+        }
         RunGit::open_worktree(&main, run_id, worktree_path, settings)
     }
 
@@ -454,11 +461,21 @@ fn add_worktree(main: &Repository, run_id: &str, worktree_path: &Path) -> Result
         .map_err(GitError::git(format!("find {}", run_branch_name(run_id))))?;
     let mut options = git2::WorktreeAddOptions::new();
     options.reference(Some(&branch_ref));
-    main.worktree(&worktree_name(run_id), worktree_path, Some(&options))
-        .map_err(GitError::git(format!(
-            "add worktree {}",
-            worktree_path.display()
-        )))?;
+    let admin_dir = worktree_admin_dir(main.commondir(), run_id);
+    let admin_existed = admin_dir.exists();
+    if let Err(source) = main.worktree(&worktree_name(run_id), worktree_path, Some(&options)) {
+        // libgit2 registers the worktree before creating its directory; a failure after that
+        // would otherwise leave a registration that blocks the next attempt.
+        if !admin_existed {
+            if let Err(cleanup) = remove_dir_if_present(&admin_dir) {
+                tracing::warn!(error = %cleanup, "cannot remove a half-made worktree registration");
+            }
+        }
+        return Err(GitError::Git {
+            action: format!("add worktree {}", worktree_path.display()),
+            source,
+        });
+    }
     Ok(())
 }
 

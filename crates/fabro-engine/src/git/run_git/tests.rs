@@ -124,6 +124,42 @@ fn create_makes_branch_and_worktree_without_touching_the_user_checkout() {
     assert_eq!(repo.snapshot(), before);
 }
 
+/// The engine moves a `RunGit` into `spawn_blocking` and back.
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<RunGit>();
+    assert_send::<RunHistory>();
+};
+
+#[test]
+fn failed_worktree_add_leaves_no_branch() {
+    let Some(repo) = TestRepo::new() else { return };
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let occupied = repo.outside("occupied");
+    fs_err::create_dir_all(occupied.join("worktree")).unwrap();
+    fs_err::write(occupied.join("worktree/file"), "x").unwrap();
+    let result = RunGit::create(
+        &repo.path(),
+        RUN,
+        &head,
+        &occupied.join("worktree"),
+        settings(&[]),
+    );
+    assert!(
+        matches!(result, Err(crate::git::GitError::Git { .. })),
+        "{result:?}"
+    );
+    assert_eq!(repo.git(&["branch", "--list", "fabro/*"]), "");
+    let git = RunGit::create(
+        &repo.path(),
+        RUN,
+        &head,
+        &repo.outside("run/worktree"),
+        settings(&[]),
+    );
+    assert!(git.is_ok());
+}
+
 #[test]
 fn create_refuses_an_existing_run_branch() {
     let Some(repo) = TestRepo::new() else { return };
