@@ -1,4 +1,6 @@
 //! The fabro run engine.
+
+pub mod asset_capture;
 pub mod blob;
 mod catch_panic;
 pub mod checkpoint;
@@ -7,6 +9,7 @@ pub mod context;
 pub mod dump;
 pub mod event;
 pub mod failure;
+pub mod git;
 mod handler;
 pub mod journal;
 pub mod llm_target;

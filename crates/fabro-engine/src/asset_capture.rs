@@ -1,0 +1,429 @@
+//! Automatic asset capture (SPEC 7.8): test reports, screenshots, videos and traces that a
+//! command (or an agent's `shell` calls) wrote are copied into the run directory.
+//!
+//! Before each attempt [`AssetScanner::baseline`] fingerprints (size, mtime) every candidate
+//! file under the working directory; after it [`AssetScanner::capture`] rescans and copies the
+//! new or changed candidates whose mtime is not earlier than the attempt's start into
+//! [`asset_dir`]`(run_dir, node_id, attempt)`. Limits produce [`AssetSkip`] records, which the
+//! engine reports as `Warning` events with code `asset_skipped`.
+//! Everything is blocking file-system work; async callers use `spawn_blocking`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+/// Directories whose files are all candidates, at any depth (SPEC 7.8).
+const ASSET_DIRS: [&str; 2] = ["playwright-report", "test-results"];
+/// `cypress/videos/` and `cypress/screenshots/`: (parent, directory).
+const CYPRESS_DIRS: [(&str, &str); 2] = [("cypress", "videos"), ("cypress", "screenshots")];
+/// Directories never entered, by name.
+const NEVER_SCANNED: [&str; 4] = [".git", "node_modules", "target", ".fabro"];
+/// Directories never entered, as (parent, directory).
+const NEVER_SCANNED_NESTED: [(&str, &str); 2] = [(".cache", "ms-playwright"), (".yarn", "cache")];
+/// File timestamps come from the kernel's coarse clock and may lag the clock read at the
+/// attempt's start by a few milliseconds; a file written just after the start must not look
+/// older than it. A file unpacked with an old mtime is far older than this.
+const MTIME_TOLERANCE: Duration = Duration::from_secs(1);
+
+/// The limits of SPEC 7.8, per attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureLimits {
+    /// Files larger than this are skipped (10 MB).
+    pub max_file_bytes: u64,
+    /// At most this many files are captured (100).
+    pub max_files: usize,
+    /// At most this many bytes are captured in total (50 MB).
+    pub max_total_bytes: u64,
+    /// A scan stops after this long (30 s).
+    pub scan_timeout: Duration,
+}
+
+impl Default for CaptureLimits {
+    fn default() -> CaptureLimits {
+        CaptureLimits {
+            max_file_bytes: 10 * 1024 * 1024,
+            max_files: 100,
+            max_total_bytes: 50 * 1024 * 1024,
+            scan_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Finds and copies assets; built once per run from `[artifacts] include`.
+#[derive(Debug, Clone)]
+pub struct AssetScanner {
+    include: Gitignore,
+    limits: CaptureLimits,
+}
+
+/// The candidate files before an attempt, and when the attempt started.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    work_dir: PathBuf,
+    started: SystemTime,
+    files: HashMap<String, Fingerprint>,
+}
+
+/// What [`AssetScanner::capture`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaptureReport {
+    /// The files copied, in path order.
+    pub captured: Vec<CapturedAsset>,
+    /// The files (or the scan) left out because of a limit or an error.
+    pub skipped: Vec<AssetSkip>,
+}
+
+/// One copied file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedAsset {
+    /// Path relative to the working directory, `/`-separated.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Where the copy is: the attempt's asset directory joined with `path`.
+    pub stored: PathBuf,
+}
+
+/// A file, or the rest of a scan, that was not captured (a `Warning` with code
+/// `asset_skipped`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AssetSkip {
+    /// The file is larger than [`CaptureLimits::max_file_bytes`].
+    FileTooLarge {
+        /// Path relative to the working directory.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// [`CaptureLimits::max_files`] files were already captured.
+    TooManyFiles {
+        /// Path relative to the working directory.
+        path: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// Copying the file would exceed [`CaptureLimits::max_total_bytes`].
+    TotalTooLarge {
+        /// Path relative to the working directory.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The scan reached [`CaptureLimits::scan_timeout`]; files not reached were not considered.
+    ScanTimedOut {
+        /// The limit.
+        after: Duration,
+    },
+    /// The file could not be copied (it vanished, is unreadable, or the target is not
+    /// writable).
+    CopyFailed {
+        /// Path relative to the working directory.
+        path: String,
+        /// The I/O error, as text for the warning.
+        error: String,
+    },
+}
+
+impl fmt::Display for AssetSkip {
+    /// The warning message.
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AssetSkip::FileTooLarge { path, size, limit } => write!(
+                formatter,
+                "asset {path} skipped: {size} bytes is over the {limit}-byte file limit"
+            ),
+            AssetSkip::TooManyFiles { path, limit } => write!(
+                formatter,
+                "asset {path} skipped: {limit} files already captured in this attempt"
+            ),
+            AssetSkip::TotalTooLarge { path, size, limit } => write!(
+                formatter,
+                "asset {path} skipped: its {size} bytes would exceed the {limit}-byte total for this attempt"
+            ),
+            AssetSkip::ScanTimedOut { after } => write!(
+                formatter,
+                "asset scan stopped after {}s; later files were not captured",
+                after.as_secs()
+            ),
+            AssetSkip::CopyFailed { path, error } => {
+                write!(formatter, "asset {path} skipped: {error}")
+            }
+        }
+    }
+}
+
+/// `[artifacts] include` holds a glob that is not valid gitignore-style syntax.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid [artifacts] include glob {glob:?}")]
+pub struct IncludeGlobError {
+    glob: String,
+    #[source]
+    source: ignore::Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    size: u64,
+    modified: SystemTime,
+}
+
+struct Candidate {
+    path: String,
+    absolute: PathBuf,
+    fingerprint: Fingerprint,
+}
+
+impl AssetScanner {
+    /// A scanner for the built-in candidates plus `include` globs (gitignore syntax, relative
+    /// to the working directory).
+    pub fn new(
+        include: &[String],
+        limits: CaptureLimits,
+    ) -> Result<AssetScanner, IncludeGlobError> {
+        let mut builder = GitignoreBuilder::new("");
+        for glob in include {
+            builder
+                .add_line(None, glob)
+                .map_err(|source| IncludeGlobError {
+                    glob: glob.clone(),
+                    source,
+                })?;
+        }
+        let include = builder.build().map_err(|source| IncludeGlobError {
+            glob: include.join(", "),
+            source,
+        })?;
+        Ok(AssetScanner { include, limits })
+    }
+
+    /// Records the attempt's start and the fingerprints of the candidates under `work_dir`.
+    /// Call it right before the attempt runs. Unreadable directories are passed over.
+    pub fn baseline(&self, work_dir: &Path) -> Baseline {
+        let started = SystemTime::now();
+        let (candidates, _) = self.scan(work_dir);
+        Baseline {
+            work_dir: work_dir.to_path_buf(),
+            started,
+            files: candidates
+                .into_iter()
+                .map(|candidate| (candidate.path, candidate.fingerprint))
+                .collect(),
+        }
+    }
+
+    /// Rescans the baseline's working directory and copies the new or changed candidates
+    /// whose mtime is not earlier than the attempt's start into `asset_dir` (see
+    /// [`asset_dir`]), within the limits.
+    pub fn capture(&self, baseline: &Baseline, asset_dir: &Path) -> CaptureReport {
+        let (candidates, timed_out) = self.scan(&baseline.work_dir);
+        let earliest = baseline
+            .started
+            .checked_sub(MTIME_TOLERANCE)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut report = CaptureReport::default();
+        let mut total: u64 = 0;
+        for candidate in candidates {
+            let unchanged = baseline.files.get(&candidate.path) == Some(&candidate.fingerprint);
+            if unchanged || candidate.fingerprint.modified < earliest {
+                continue;
+            }
+            let size = candidate.fingerprint.size;
+            let skip = if size > self.limits.max_file_bytes {
+                Some(AssetSkip::FileTooLarge {
+                    path: candidate.path.clone(),
+                    size,
+                    limit: self.limits.max_file_bytes,
+                })
+            } else if report.captured.len() >= self.limits.max_files {
+                Some(AssetSkip::TooManyFiles {
+                    path: candidate.path.clone(),
+                    limit: self.limits.max_files,
+                })
+            } else if total.saturating_add(size) > self.limits.max_total_bytes {
+                Some(AssetSkip::TotalTooLarge {
+                    path: candidate.path.clone(),
+                    size,
+                    limit: self.limits.max_total_bytes,
+                })
+            } else {
+                None
+            };
+            if let Some(skip) = skip {
+                report.skipped.push(skip);
+                continue;
+            }
+            let stored = asset_dir.join(&candidate.path);
+            match copy(&candidate.absolute, &stored) {
+                Ok(copied) => {
+                    total = total.saturating_add(copied);
+                    report.captured.push(CapturedAsset {
+                        path: candidate.path,
+                        size: copied,
+                        stored,
+                    });
+                }
+                Err(error) => report.skipped.push(AssetSkip::CopyFailed {
+                    path: candidate.path,
+                    error: error.to_string(),
+                }),
+            }
+        }
+        if timed_out {
+            report.skipped.push(AssetSkip::ScanTimedOut {
+                after: self.limits.scan_timeout,
+            });
+        }
+        report
+    }
+
+    /// Every candidate under `work_dir`, sorted by path, and whether the scan timed out.
+    fn scan(&self, work_dir: &Path) -> (Vec<Candidate>, bool) {
+        let deadline = Instant::now() + self.limits.scan_timeout;
+        let mut walk = Walk {
+            scanner: self,
+            deadline,
+            timed_out: false,
+            found: Vec::new(),
+        };
+        walk.directory(work_dir, "", false);
+        let Walk {
+            mut found,
+            timed_out,
+            ..
+        } = walk;
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        (found, timed_out)
+    }
+}
+
+/// Where the assets of one attempt go: `{run_dir}/artifacts/files/{node_slug}/retry_{attempt}`
+/// (SPEC 7.8).
+pub fn asset_dir(run_dir: &Path, node_id: &str, attempt: u32) -> PathBuf {
+    run_dir
+        .join("artifacts")
+        .join("files")
+        .join(node_slug(node_id))
+        .join(format!("retry_{attempt}"))
+}
+
+/// The node id lowercased, with every character outside `[a-z0-9_-]` replaced by `-`.
+pub fn node_slug(node_id: &str) -> String {
+    node_id
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+struct Walk<'a> {
+    scanner: &'a AssetScanner,
+    deadline: Instant,
+    timed_out: bool,
+    found: Vec<Candidate>,
+}
+
+impl Walk<'_> {
+    /// Scans `dir`, found at `relative` below the working directory; `in_asset_dir` says
+    /// whether `dir` or an ancestor is an asset directory.
+    fn directory(&mut self, dir: &Path, relative: &str, in_asset_dir: bool) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let dir_name = relative.rsplit('/').next().filter(|_| !relative.is_empty());
+        for entry in entries.flatten() {
+            if Instant::now() >= self.deadline {
+                self.timed_out = true;
+                return;
+            }
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            // Symlinks are never followed: they could lead outside the working directory.
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let path = if relative.is_empty() {
+                name.clone()
+            } else {
+                format!("{relative}/{name}")
+            };
+            if file_type.is_dir() {
+                if never_scanned(dir_name, &name) {
+                    continue;
+                }
+                let asset_dir = in_asset_dir || is_asset_dir(dir_name, &name);
+                self.directory(&entry.path(), &path, asset_dir);
+                if self.timed_out {
+                    return;
+                }
+            } else if file_type.is_file()
+                && (in_asset_dir || is_asset_file(&name) || self.included(&path))
+            {
+                let Ok(metadata) = entry.metadata() else {
+                    continue;
+                };
+                let Ok(modified) = metadata.modified() else {
+                    continue;
+                };
+                self.found.push(Candidate {
+                    absolute: entry.path(),
+                    path,
+                    fingerprint: Fingerprint {
+                        size: metadata.len(),
+                        modified,
+                    },
+                });
+            }
+        }
+    }
+
+    fn included(&self, path: &str) -> bool {
+        self.scanner
+            .include
+            .matched_path_or_any_parents(path, false)
+            .is_ignore()
+    }
+}
+
+fn never_scanned(parent: Option<&str>, name: &str) -> bool {
+    NEVER_SCANNED.contains(&name)
+        || NEVER_SCANNED_NESTED
+            .iter()
+            .any(|(outer, inner)| parent == Some(*outer) && name == *inner)
+}
+
+fn is_asset_dir(parent: Option<&str>, name: &str) -> bool {
+    ASSET_DIRS.contains(&name)
+        || CYPRESS_DIRS
+            .iter()
+            .any(|(outer, inner)| parent == Some(*outer) && name == *inner)
+}
+
+/// `junit*.xml` or `*.trace.zip`.
+fn is_asset_file(name: &str) -> bool {
+    (name.starts_with("junit") && name.ends_with(".xml") && name.len() >= "junit.xml".len())
+        || (name.ends_with(".trace.zip") && name.len() > ".trace.zip".len())
+}
+
+fn copy(from: &Path, to: &Path) -> std::io::Result<u64> {
+    if let Some(parent) = to.parent() {
+        fs_err::create_dir_all(parent)?;
+    }
+    fs_err::copy(from, to)
+}
+
+#[cfg(test)]
+mod tests;

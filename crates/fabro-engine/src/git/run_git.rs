@@ -1,0 +1,580 @@
+//! [`RunGit`]: one run's branch, worktree and metadata ref (SPEC 8.2–8.4, 8.6, 8.7 step 4).
+//!
+//! The repository is opened once, at the run's linked worktree; refs and objects are shared with
+//! the user's repository, while `HEAD` and the index are the worktree's own. A stage commit
+//! scans the worktree once (a workdir-only status with the index's stat cache), updates only the
+//! changed index entries, and writes the tree from the index's cache tree, so unchanged
+//! directories are not rehashed.
+
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
+
+use super::exclude::Excludes;
+use super::message::{run_commit_message, MetadataMessage};
+use super::metadata::{upsert_tree, MetadataFile, MetadataWrite};
+use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
+
+/// Per-run settings of [`RunGit`].
+#[derive(Debug, Clone, Default)]
+pub struct RunGitSettings {
+    /// Author and committer of run-branch and metadata commits (`[git]`, SPEC 8.3).
+    pub author: Author,
+    /// `[checkpoint] exclude_globs`, gitignore syntax relative to the working directory.
+    pub exclude_globs: Vec<String>,
+    /// The working directory relative to the repository root, from
+    /// [`RepoState::Clean`](super::RepoState::Clean) (empty when they are the same).
+    pub work_dir_relative: PathBuf,
+}
+
+/// The changes of one stage, staged in the worktree's index but not yet committed.
+///
+/// Returned by [`RunGit::stage`]; pass it to [`RunGit::diff_patch`] for the stage's
+/// `diff.patch` and to [`RunGit::commit`] after the metadata commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagedChanges {
+    tree: Oid,
+    parent_tree: Oid,
+}
+
+impl StagedChanges {
+    /// Whether the stage changed anything relative to the previous run-branch commit.
+    pub fn is_empty(&self) -> bool {
+        self.tree == self.parent_tree
+    }
+}
+
+/// One run's git state: the run branch `fabro/run/{run_id}`, its worktree, and the metadata
+/// ref `refs/fabro/{run_id}`.
+pub struct RunGit {
+    repo: Repository,
+    common_dir: PathBuf,
+    run_id: String,
+    worktree_path: PathBuf,
+    work_dir_relative: PathBuf,
+    author: Author,
+    excludes: Excludes,
+    head: Oid,
+    metadata_tip: Option<Oid>,
+}
+
+impl std::fmt::Debug for RunGit {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RunGit")
+            .field("run_id", &self.run_id)
+            .field("worktree_path", &self.worktree_path)
+            .field("head", &self.head)
+            .field("metadata_tip", &self.metadata_tip)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunGit {
+    /// Creates branch `fabro/run/{run_id}` at `base_sha` and a linked worktree at
+    /// `worktree_path` checked out from it (SPEC 8.4).
+    ///
+    /// The user's `HEAD`, index, working tree and current branch are not touched; the parent of
+    /// `worktree_path` is created when missing, `worktree_path` itself must not exist.
+    /// Errors: [`GitError::BranchExists`], [`GitError::UnknownCommit`], libgit2 failures.
+    pub fn create(
+        repo_root: &Path,
+        run_id: &str,
+        base_sha: &str,
+        worktree_path: &Path,
+        settings: RunGitSettings,
+    ) -> Result<RunGit, GitError> {
+        check_run_id(run_id)?;
+        let main = open(repo_root)?;
+        let base = find_commit(&main, base_sha)?;
+        let branch_name = run_branch_name(run_id);
+        if main
+            .find_branch(&branch_name, git2::BranchType::Local)
+            .is_ok()
+        {
+            return Err(GitError::BranchExists {
+                branch: branch_name,
+            });
+        }
+        let mut branch = main
+            .branch(&branch_name, &base, false)
+            .map_err(GitError::git(format!("create branch {branch_name}")))?;
+        if let Err(error) = add_worktree(&main, run_id, worktree_path) {
+            // Leave nothing behind that would make a second attempt fail with BranchExists.
+            if let Err(cleanup) = branch.delete() {
+                tracing::warn!(branch = %branch_name, error = %cleanup, "cannot delete the run branch after a failed worktree add");
+            }
+            return Err(error);
+        }
+        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+    }
+
+    /// Re-attaches a fresh worktree at `worktree_path` to the existing run branch and resets
+    /// the branch and the worktree to `commit_sha` (SPEC 8.7 step 4).
+    ///
+    /// The local branch is created from the commit when only a remote-tracking
+    /// `{remote}/fabro/run/{run_id}` exists. Whatever the old worktree held (changes, untracked
+    /// files, a half-deleted directory, a stale entry in `.git/worktrees`) is discarded.
+    /// A directory at `worktree_path` that is not this run's worktree is refused with
+    /// [`GitError::WorktreePathOccupied`] rather than deleted.
+    pub fn reattach(
+        repo_root: &Path,
+        run_id: &str,
+        worktree_path: &Path,
+        commit_sha: &str,
+        settings: RunGitSettings,
+    ) -> Result<RunGit, GitError> {
+        check_run_id(run_id)?;
+        let main = open(repo_root)?;
+        let commit = find_commit(&main, commit_sha)?;
+        let branch_name = run_branch_name(run_id);
+        let local = main
+            .find_branch(&branch_name, git2::BranchType::Local)
+            .is_ok();
+        if !local && remote_tracking_refs(&main, &format!("fabro/run/{run_id}"))?.is_empty() {
+            return Err(GitError::BranchMissing {
+                branch: branch_name,
+            });
+        }
+        remove_worktree_files(&main, run_id, worktree_path)?;
+        main.reference(
+            &format!("refs/heads/{branch_name}"),
+            commit.id(),
+            true,
+            "fabro: reset run branch for resume",
+        )
+        .map_err(GitError::git(format!("reset branch {branch_name}")))?;
+        add_worktree(&main, run_id, worktree_path)?;
+        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+    }
+
+    fn open_worktree(
+        main: &Repository,
+        run_id: &str,
+        worktree_path: &Path,
+        settings: RunGitSettings,
+    ) -> Result<RunGit, GitError> {
+        let repo = open(worktree_path)?;
+        let head = repo
+            .head()
+            .and_then(|head| head.peel_to_commit())
+            .map_err(GitError::git(format!(
+                "read HEAD of worktree {}",
+                worktree_path.display()
+            )))?
+            .id();
+        let metadata_tip = metadata_tip(&repo, run_id)?;
+        let excludes = Excludes::new(&settings.work_dir_relative, &settings.exclude_globs)?;
+        Ok(RunGit {
+            common_dir: main.commondir().to_path_buf(),
+            repo,
+            run_id: run_id.to_owned(),
+            worktree_path: worktree_path.to_path_buf(),
+            work_dir_relative: settings.work_dir_relative,
+            author: settings.author,
+            excludes,
+            head,
+            metadata_tip,
+        })
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The worktree's root directory.
+    pub fn worktree_path(&self) -> &Path {
+        &self.worktree_path
+    }
+
+    /// The run's working directory: the worktree joined with the working directory's path
+    /// relative to the repository root.
+    pub fn work_dir(&self) -> PathBuf {
+        self.worktree_path.join(&self.work_dir_relative)
+    }
+
+    /// SHA of the run branch's tip (the base SHA before the first stage commit).
+    pub fn head_sha(&self) -> String {
+        self.head.to_string()
+    }
+
+    /// SHA of the newest metadata commit, if any has been written.
+    pub fn metadata_sha(&self) -> Option<String> {
+        self.metadata_tip.map(|oid| oid.to_string())
+    }
+
+    /// Writes a metadata commit on `refs/fabro/{run_id}` straight into the object database
+    /// (SPEC 8.3): its tree is the previous metadata tree with `files` upserted (files of
+    /// [`METADATA_FILE_LIMIT`](super::METADATA_FILE_LIMIT) bytes or more are skipped and
+    /// listed), its parent the previous metadata commit (none for the first, which creates
+    /// the ref). No index or worktree is involved.
+    pub fn write_metadata(
+        &mut self,
+        message: MetadataMessage<'_>,
+        files: &[MetadataFile<'_>],
+    ) -> Result<MetadataWrite, GitError> {
+        let parent = self
+            .metadata_tip
+            .map(|oid| self.repo.find_commit(oid))
+            .transpose()
+            .map_err(GitError::git("read the previous metadata commit"))?;
+        let base_tree = parent
+            .as_ref()
+            .map(|commit| commit.tree())
+            .transpose()
+            .map_err(GitError::git("read the previous metadata tree"))?;
+        let (tree, skipped) = upsert_tree(&self.repo, base_tree.as_ref(), files)?;
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(GitError::git("read the new metadata tree"))?;
+        let signature = self.author.signature()?;
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        let sha = self
+            .repo
+            .commit(
+                Some(&metadata_ref_name(&self.run_id)),
+                &signature,
+                &signature,
+                &message.render(&self.run_id),
+                &tree,
+                &parents,
+            )
+            .map_err(GitError::git(format!(
+                "commit to {}",
+                metadata_ref_name(&self.run_id)
+            )))?;
+        self.metadata_tip = Some(sha);
+        Ok(MetadataWrite {
+            sha: sha.to_string(),
+            skipped,
+        })
+    }
+
+    /// Stages every change in the worktree except the exclusions of SPEC 8.3 (configured
+    /// globs, `.fabro/blobs/`, `.fabro/artifacts/`, and files the repository ignores), in one
+    /// scan, and writes the staged tree. Nothing is committed yet.
+    pub fn stage(&mut self) -> Result<StagedChanges, GitError> {
+        let parent_tree = self
+            .repo
+            .find_commit(self.head)
+            .map_err(GitError::git("read the run branch tip"))?
+            .tree_id();
+        let mut options = StatusOptions::new();
+        options
+            .show(StatusShow::Workdir)
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .exclude_submodules(true)
+            .renames_index_to_workdir(false);
+        let statuses = self
+            .repo
+            .statuses(Some(&mut options))
+            .map_err(GitError::git("scan the run worktree"))?;
+        let mut index = self
+            .repo
+            .index()
+            .map_err(GitError::git("read the worktree index"))?;
+        let mut changed = false;
+        for entry in statuses.iter() {
+            let Ok(path) = std::str::from_utf8(entry.path_bytes()) else {
+                continue;
+            };
+            // A trailing slash marks a nested repository, which fabro does not stage.
+            if path.ends_with('/') || self.excludes.is_excluded(path) {
+                continue;
+            }
+            let status = entry.status();
+            let stage_error = GitError::git(format!("stage {path}"));
+            if status.contains(Status::WT_DELETED) {
+                index.remove_path(Path::new(path)).map_err(stage_error)?;
+                changed = true;
+            } else if status
+                .intersects(Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE)
+            {
+                index.add_path(Path::new(path)).map_err(stage_error)?;
+                changed = true;
+            }
+        }
+        drop(statuses);
+        let tree = if changed {
+            let tree = index
+                .write_tree()
+                .map_err(GitError::git("write the staged tree"))?;
+            index
+                .write()
+                .map_err(GitError::git("write the worktree index"))?;
+            tree
+        } else {
+            parent_tree
+        };
+        Ok(StagedChanges { tree, parent_tree })
+    }
+
+    /// The patch of `staged` against the previous run-branch commit (the stage's
+    /// `diff.patch`, SPEC 7.5); `None` when it would reach `limit` bytes.
+    pub fn diff_patch(
+        &self,
+        staged: &StagedChanges,
+        limit: usize,
+    ) -> Result<Option<Vec<u8>>, GitError> {
+        if staged.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let diff_error = || GitError::git("diff the staged changes");
+        let old = self
+            .repo
+            .find_tree(staged.parent_tree)
+            .map_err(diff_error())?;
+        let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old), Some(&new), None)
+            .map_err(diff_error())?;
+        let mut patch = Vec::new();
+        let mut too_big = false;
+        let printed = diff.print(git2::DiffFormat::Patch, |_, _, line| {
+            if matches!(line.origin(), '+' | '-' | ' ') {
+                patch.push(line.origin() as u8);
+            }
+            patch.extend_from_slice(line.content());
+            too_big = patch.len() >= limit;
+            !too_big
+        });
+        if too_big {
+            return Ok(None);
+        }
+        printed.map_err(diff_error())?;
+        Ok(Some(patch))
+    }
+
+    /// Commits `staged` on the run branch with the subject and trailers of SPEC 8.3 (even when
+    /// nothing changed) and returns the commit's SHA.
+    pub fn commit(
+        &mut self,
+        staged: StagedChanges,
+        node_id: &str,
+        status: &str,
+        completed_count: usize,
+        metadata_sha: &str,
+    ) -> Result<String, GitError> {
+        let commit_error = || GitError::git(format!("commit to {}", run_branch_name(&self.run_id)));
+        let tree = self.repo.find_tree(staged.tree).map_err(commit_error())?;
+        let parent = self.repo.find_commit(self.head).map_err(commit_error())?;
+        let signature = self.author.signature()?;
+        let message =
+            run_commit_message(&self.run_id, node_id, status, completed_count, metadata_sha);
+        let sha = self
+            .repo
+            .commit(
+                Some(&format!("refs/heads/{}", run_branch_name(&self.run_id))),
+                &signature,
+                &signature,
+                &message,
+                &tree,
+                &[&parent],
+            )
+            .map_err(commit_error())?;
+        self.head = sha;
+        Ok(sha.to_string())
+    }
+
+    /// [`stage`](RunGit::stage) then [`commit`](RunGit::commit): the run-branch commit of one
+    /// stage (step 3 of SPEC 8.6) for callers that do not need the stage's `diff.patch`.
+    pub fn commit_stage(
+        &mut self,
+        node_id: &str,
+        status: &str,
+        completed_count: usize,
+        metadata_sha: &str,
+    ) -> Result<String, GitError> {
+        let staged = self.stage()?;
+        self.commit(staged, node_id, status, completed_count, metadata_sha)
+    }
+
+    /// Flushes the file system holding the repository (`syncfs`), so the commits and refs
+    /// written so far survive an operating-system crash (SPEC 13.2).
+    ///
+    /// libgit2 does not fsync what it writes; one `syncfs` per checkpoint cycle covers the
+    /// loose objects, refs and index of both commits (and anything else dirty on that file
+    /// system, such as the run directory when it lives there too).
+    pub fn sync_to_disk(&self) -> Result<(), GitError> {
+        let directory = fs_err::File::open(&self.common_dir)
+            .map_err(GitError::io("open", self.common_dir.clone()))?;
+        nix::unistd::syncfs(directory.file())
+            .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))
+            .map_err(GitError::io("sync", self.common_dir.clone()))
+    }
+
+    /// Removes the worktree and its registration, keeping the run branch and the metadata ref
+    /// (SPEC 8.4: a run that finished is not kept checked out).
+    pub fn remove_worktree(self) -> Result<(), GitError> {
+        let RunGit {
+            repo,
+            run_id,
+            worktree_path,
+            common_dir,
+            ..
+        } = self;
+        drop(repo);
+        remove_dir_if_present(&worktree_path)?;
+        remove_dir_if_present(&worktree_admin_dir(&common_dir, &run_id))
+    }
+}
+
+fn open(path: &Path) -> Result<Repository, GitError> {
+    Repository::open(path).map_err(GitError::git(format!(
+        "open the repository at {}",
+        path.display()
+    )))
+}
+
+fn find_commit<'r>(repo: &'r Repository, sha: &str) -> Result<git2::Commit<'r>, GitError> {
+    Oid::from_str(sha)
+        .and_then(|oid| repo.find_commit(oid))
+        .map_err(|_| GitError::UnknownCommit {
+            sha: sha.to_owned(),
+        })
+}
+
+/// The name of the run's entry in `.git/worktrees`.
+fn worktree_name(run_id: &str) -> String {
+    format!("fabro-run-{run_id}")
+}
+
+fn worktree_admin_dir(common_dir: &Path, run_id: &str) -> PathBuf {
+    common_dir.join("worktrees").join(worktree_name(run_id))
+}
+
+fn add_worktree(main: &Repository, run_id: &str, worktree_path: &Path) -> Result<(), GitError> {
+    if let Some(parent) = worktree_path.parent() {
+        fs_err::create_dir_all(parent).map_err(|source| GitError::Io {
+            action: "create",
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    let branch_ref = main
+        .find_reference(&format!("refs/heads/{}", run_branch_name(run_id)))
+        .map_err(GitError::git(format!("find {}", run_branch_name(run_id))))?;
+    let mut options = git2::WorktreeAddOptions::new();
+    options.reference(Some(&branch_ref));
+    let admin_dir = worktree_admin_dir(main.commondir(), run_id);
+    let admin_existed = admin_dir.exists();
+    if let Err(source) = main.worktree(&worktree_name(run_id), worktree_path, Some(&options)) {
+        // libgit2 registers the worktree before creating its directory; a failure after that
+        // would otherwise leave a registration that blocks the next attempt.
+        if !admin_existed {
+            if let Err(cleanup) = remove_dir_if_present(&admin_dir) {
+                tracing::warn!(error = %cleanup, "cannot remove a half-made worktree registration");
+            }
+        }
+        return Err(GitError::Git {
+            action: format!("add worktree {}", worktree_path.display()),
+            source,
+        });
+    }
+    Ok(())
+}
+
+/// Deletes the run's worktree registration and the directory at `worktree_path`, after
+/// checking that the directory is this run's worktree (or empty).
+fn remove_worktree_files(
+    main: &Repository,
+    run_id: &str,
+    worktree_path: &Path,
+) -> Result<(), GitError> {
+    let admin_dir = worktree_admin_dir(main.commondir(), run_id);
+    if worktree_path.exists() && !is_own_worktree(&admin_dir, worktree_path) {
+        return Err(GitError::WorktreePathOccupied {
+            path: worktree_path.to_path_buf(),
+            run_id: run_id.to_owned(),
+        });
+    }
+    remove_dir_if_present(worktree_path)?;
+    remove_dir_if_present(&admin_dir)
+}
+
+/// Whether the existing directory `worktree_path` may be deleted as this run's worktree: it
+/// is empty, its `.git` file points at the run's registration, or the registration points at
+/// it.
+fn is_own_worktree(admin_dir: &Path, worktree_path: &Path) -> bool {
+    let empty = std::fs::read_dir(worktree_path)
+        .map(|mut entries| entries.next().is_none())
+        .unwrap_or(false);
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let gitfile_points_here = fs_err::read_to_string(worktree_path.join(".git"))
+        .ok()
+        .and_then(|text| {
+            text.trim()
+                .strip_prefix("gitdir:")
+                .map(|dir| same(Path::new(dir.trim()), admin_dir))
+        })
+        .unwrap_or(false);
+    let registration_points_here = fs_err::read_to_string(admin_dir.join("gitdir"))
+        .ok()
+        .and_then(|text| {
+            Path::new(text.trim())
+                .parent()
+                .map(|dir| same(dir, worktree_path))
+        })
+        .unwrap_or(false);
+    empty || gitfile_points_here || registration_points_here
+}
+
+fn remove_dir_if_present(path: &Path) -> Result<(), GitError> {
+    match fs_err::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(GitError::Io {
+            action: "remove",
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The newest metadata commit: the local ref, else a remote-tracking `fabro/meta/{run_id}`.
+fn metadata_tip(repo: &Repository, run_id: &str) -> Result<Option<Oid>, GitError> {
+    if let Ok(reference) = repo.find_reference(&metadata_ref_name(run_id)) {
+        return Ok(reference.target());
+    }
+    let remote = remote_tracking_refs(repo, &format!("fabro/meta/{run_id}"))?;
+    Ok(remote.first().map(|(_, oid)| *oid))
+}
+
+/// Remote-tracking refs `refs/remotes/*/{branch}` with their targets, sorted by name.
+pub(crate) fn remote_tracking_refs(
+    repo: &Repository,
+    branch: &str,
+) -> Result<Vec<(String, Oid)>, GitError> {
+    let suffix = format!("/{branch}");
+    let mut found = Vec::new();
+    let references = repo
+        .references_glob("refs/remotes/*")
+        .map_err(GitError::git("list remote-tracking refs"))?;
+    for reference in references.flatten() {
+        let (Some(name), Some(target)) = (reference.name(), reference.target()) else {
+            continue;
+        };
+        let Some(remote_part) = name
+            .strip_prefix("refs/remotes/")
+            .and_then(|rest| rest.strip_suffix(&suffix))
+        else {
+            continue;
+        };
+        if !remote_part.is_empty() && !remote_part.contains('/') {
+            found.push((name.to_owned(), target));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests;
