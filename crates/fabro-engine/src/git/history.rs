@@ -57,18 +57,7 @@ impl RunHistory {
     }
 
     fn metadata_tip_oid(&self, run_id: &str) -> Result<Option<Oid>, GitError> {
-        for name in [
-            metadata_ref_name(run_id),
-            format!("refs/heads/fabro/meta/{run_id}"),
-        ] {
-            if let Ok(reference) = self.repo.find_reference(&name) {
-                if let Ok(commit) = reference.peel_to_commit() {
-                    return Ok(Some(commit.id()));
-                }
-            }
-        }
-        let remote = remote_tracking_refs(&self.repo, &format!("fabro/meta/{run_id}"))?;
-        Ok(remote.first().map(|(_, oid)| *oid))
+        metadata_tip(&self.repo, run_id)
     }
 
     /// Walks the metadata history of `run_id` from the tip along first parents, newest first,
@@ -229,4 +218,21 @@ impl RunHistory {
         let blob = self.repo.find_blob(entry.id()).map_err(read_error())?;
         Ok(Some(blob.content().to_vec()))
     }
+}
+
+/// The newest metadata commit of `run_id` in `repo`, looked up as
+/// [`RunHistory::metadata_tip`] describes.
+pub(crate) fn metadata_tip(repo: &Repository, run_id: &str) -> Result<Option<Oid>, GitError> {
+    for name in [
+        metadata_ref_name(run_id),
+        format!("refs/heads/fabro/meta/{run_id}"),
+    ] {
+        if let Ok(reference) = repo.find_reference(&name) {
+            if let Ok(commit) = reference.peel_to_commit() {
+                return Ok(Some(commit.id()));
+            }
+        }
+    }
+    let remote = remote_tracking_refs(repo, &format!("fabro/meta/{run_id}"))?;
+    Ok(remote.first().map(|(_, oid)| *oid))
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
 
 use super::exclude::Excludes;
+use super::history::metadata_tip;
 use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{upsert_tree, MetadataFile, MetadataWrite};
 use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
@@ -537,15 +538,6 @@ fn remove_dir_if_present(path: &Path) -> Result<(), GitError> {
             source,
         }),
     }
-}
-
-/// The newest metadata commit: the local ref, else a remote-tracking `fabro/meta/{run_id}`.
-fn metadata_tip(repo: &Repository, run_id: &str) -> Result<Option<Oid>, GitError> {
-    if let Ok(reference) = repo.find_reference(&metadata_ref_name(run_id)) {
-        return Ok(reference.target());
-    }
-    let remote = remote_tracking_refs(repo, &format!("fabro/meta/{run_id}"))?;
-    Ok(remote.first().map(|(_, oid)| *oid))
 }
 
 /// Remote-tracking refs `refs/remotes/*/{branch}` with their targets, sorted by name.

@@ -72,11 +72,12 @@ impl TestRepo {
         let mut files = Vec::new();
         collect_files(&self.path(), &self.path(), &mut files);
         files.sort();
+        let index = fs_err::read(self.path().join(".git/index")).unwrap();
         UserSnapshot {
             head: self.git(&["rev-parse", "HEAD"]),
             branch: self.git(&["symbolic-ref", "HEAD"]),
             status: self.git(&["status", "--porcelain", "--untracked-files=all"]),
-            index: fs_err::read(self.path().join(".git/index")).unwrap(),
+            index,
             files,
         }
     }
@@ -87,6 +88,9 @@ pub(crate) fn git_in(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
         .args(args)
         .current_dir(dir)
+        // `git status` would otherwise refresh and rewrite the index it reads, which the
+        // byte-identical index comparisons must not see.
+        .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_AUTHOR_NAME", "Test User")
