@@ -1,11 +1,124 @@
 //! Which provider and model each LLM node talks to (SPEC 10.2), and the clients for them.
+//!
+//! [`ProviderSettings`] gathers keys (redacted [`ApiKey`]s), base URLs, extra headers and
+//! `[llm.fallbacks]` chains from the environment and configuration (SPEC 12.3, 12.4).
+//! [`LlmSetup::resolve`] builds one HTTP client per provider in use and, per node, an
+//! [`LlmTarget`] with its failover routes (closest catalog model per fallback provider,
+//! SPEC 9.4). Handlers call through [`LlmTarget::stage_client`], which applies the
+//! retries and failover of `fabro_llm::Resilient` and reports them as `Agent.LlmRetry`
+//! and `Agent.Failover` events.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fabro_language::{HandlerKind, Workflow};
 use fabro_llm::simulated::SimulatedClient;
-use fabro_llm::{catalog, LlmClient, Provider};
+use fabro_llm::{
+    catalog, http_client, ApiKey, CallObserver, FailoverNotice, HttpSettings, Jitter, LlmClient,
+    Provider, RandomJitter, Resilient, RetryNotice, Route, Sleeper, TokioSleeper,
+};
+
+use crate::config::LlmConfig;
+use crate::event::{Emitter, Event};
+
+/// Keys, endpoints and failover chains of the providers (SPEC 10.1, 12.3, 12.4).
+#[derive(Debug, Clone, Default)]
+pub struct ProviderSettings {
+    keys: BTreeMap<Provider, ApiKey>,
+    base_urls: BTreeMap<Provider, String>,
+    headers: Vec<(String, String)>,
+    fallbacks: BTreeMap<String, Vec<String>>,
+}
+
+impl ProviderSettings {
+    /// Reads the key and base-URL variables of SPEC 12.4 through `env` (which returns
+    /// `None` for unset or empty variables) and the `[llm]` configuration: `base_url` for
+    /// openai_compatible (below `OPENAI_COMPATIBLE_BASE_URL`), `headers`, `fallbacks`.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>, config: &LlmConfig) -> ProviderSettings {
+        let mut settings = ProviderSettings {
+            headers: config
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            fallbacks: config.fallbacks.clone(),
+            ..ProviderSettings::default()
+        };
+        for provider in [
+            Provider::Anthropic,
+            Provider::OpenAi,
+            Provider::Gemini,
+            Provider::OpenAiCompatible,
+        ] {
+            let key = env(credential_variable(provider)).or_else(|| {
+                (provider == Provider::Gemini)
+                    .then(|| env("GOOGLE_API_KEY"))
+                    .flatten()
+            });
+            if let Some(key) = key {
+                settings.keys.insert(provider, ApiKey::new(key));
+            }
+            let base_url = env(base_url_variable(provider)).or_else(|| {
+                (provider == Provider::OpenAiCompatible)
+                    .then(|| config.base_url.clone())
+                    .flatten()
+            });
+            if let Some(base_url) = base_url {
+                settings.base_urls.insert(provider, base_url);
+            }
+        }
+        settings
+    }
+
+    /// Providers whose key is set.
+    pub fn credentials(&self) -> Vec<Provider> {
+        self.keys.keys().copied().collect()
+    }
+
+    /// Every key value, for scrubbing.
+    pub fn keys(&self) -> impl Iterator<Item = &ApiKey> {
+        self.keys.values()
+    }
+
+    fn usable(&self, provider: Provider) -> bool {
+        match provider {
+            Provider::Simulated => true,
+            Provider::OpenAiCompatible => self.base_urls.contains_key(&provider),
+            Provider::Anthropic | Provider::OpenAi | Provider::Gemini => {
+                self.keys.contains_key(&provider)
+            }
+        }
+    }
+
+    fn http_settings(&self, provider: Provider) -> Result<HttpSettings, LlmSetupError> {
+        let base_url = match (self.base_urls.get(&provider), provider) {
+            (Some(url), _) => url.clone(),
+            (None, Provider::Anthropic) => "https://api.anthropic.com".to_owned(),
+            (None, Provider::OpenAi) => "https://api.openai.com/v1".to_owned(),
+            (None, Provider::Gemini) => "https://generativelanguage.googleapis.com".to_owned(),
+            (None, Provider::OpenAiCompatible | Provider::Simulated) => {
+                return Err(LlmSetupError::MissingBaseUrl)
+            }
+        };
+        let mut settings = HttpSettings::new(base_url);
+        settings.api_key = self.keys.get(&provider).cloned();
+        if provider == Provider::OpenAiCompatible {
+            settings.headers.clone_from(&self.headers);
+        }
+        Ok(settings)
+    }
+}
+
+/// The environment variable overriding a provider's base URL.
+pub fn base_url_variable(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        Provider::OpenAi => "OPENAI_BASE_URL",
+        Provider::Gemini => "GEMINI_BASE_URL",
+        Provider::OpenAiCompatible => "OPENAI_COMPATIBLE_BASE_URL",
+        Provider::Simulated => "",
+    }
+}
 
 /// The model and provider layers below node attributes and the stylesheet, highest first.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +137,8 @@ pub struct LlmDefaults {
     pub config_provider: Option<String>,
     /// Providers whose credentials are set, in any order.
     pub credentials: Vec<Provider>,
+    /// Keys, endpoints and failover chains.
+    pub providers: ProviderSettings,
 }
 
 /// A resolved provider, model and client for one node.
@@ -33,8 +148,75 @@ pub struct LlmTarget {
     pub provider: Provider,
     /// Model id (aliases resolved).
     pub model: String,
-    /// The client to call.
+    /// The client of the provider itself, without retries.
     pub client: Arc<dyn LlmClient>,
+    /// Failover routes in `[llm.fallbacks]` order (SPEC 9.4).
+    pub fallbacks: Vec<Route>,
+    timing: Timing,
+}
+
+/// How retries wait: real sleeps and random jitter, or injected ones in tests.
+#[derive(Clone)]
+struct Timing {
+    sleeper: Arc<dyn Sleeper>,
+    jitter: Arc<dyn Jitter>,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            sleeper: Arc::new(TokioSleeper),
+            jitter: Arc::new(RandomJitter),
+        }
+    }
+}
+
+impl LlmTarget {
+    /// The client one stage uses: retries (SPEC 9.2) and failover (SPEC 9.4) around the
+    /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
+    /// A fresh one per stage, so a failover lasts for the rest of the stage only.
+    pub fn stage_client(&self, emitter: Arc<Emitter>, node_id: &str) -> Resilient {
+        let primary = Route {
+            provider: self.provider,
+            model: self.model.clone(),
+            client: self.client.clone(),
+        };
+        Resilient::new(primary, self.fallbacks.clone())
+            .with_timing(self.timing.sleeper.clone(), self.timing.jitter.clone())
+            .with_observer(Arc::new(EventObserver {
+                emitter,
+                node_id: node_id.to_owned(),
+            }))
+    }
+}
+
+/// Emits retry and failover events for one stage.
+struct EventObserver {
+    emitter: Arc<Emitter>,
+    node_id: String,
+}
+
+impl CallObserver for EventObserver {
+    fn retrying(&self, notice: &RetryNotice) {
+        self.emitter.emit(Event::llm_retry(
+            &self.node_id,
+            notice.attempt,
+            u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+            notice.error_kind.as_str(),
+            notice.status_code,
+        ));
+    }
+
+    fn failing_over(&self, notice: &FailoverNotice) {
+        self.emitter.emit(Event::failover(
+            &self.node_id,
+            notice.from_provider.as_str(),
+            &notice.from_model,
+            notice.to_provider.as_str(),
+            &notice.to_model,
+            notice.error_kind.as_str(),
+        ));
+    }
 }
 
 /// Why the LLM setup cannot run a workflow.
@@ -56,11 +238,19 @@ pub enum LlmSetupError {
         /// The variable to set.
         variable: &'static str,
     },
-    /// The provider's HTTP client is not part of this build yet.
-    #[error("the {provider} client is not available in this build yet; use --provider simulated")]
-    ClientUnavailable {
+    /// openai_compatible without a base URL.
+    #[error("missing base URL for provider openai_compatible (set OPENAI_COMPATIBLE_BASE_URL or [llm] base_url)")]
+    MissingBaseUrl,
+    /// A `[llm.fallbacks]` chain names an unknown provider.
+    #[error("unknown provider '{0}' in [llm.fallbacks]")]
+    UnknownFallbackProvider(String),
+    /// The HTTP client could not be built.
+    #[error("cannot set up the {provider} client: {message}")]
+    Client {
         /// The provider.
         provider: Provider,
+        /// Why.
+        message: String,
     },
 }
 
@@ -95,6 +285,23 @@ impl LlmSetup {
         let mut targets = BTreeMap::new();
         let mut simulated_by_default = false;
         let simulated_client: Arc<dyn LlmClient> = simulated.clone();
+        let mut clients: BTreeMap<Provider, Arc<dyn LlmClient>> = BTreeMap::new();
+        clients.insert(Provider::Simulated, simulated_client.clone());
+        let settings = &defaults.providers;
+        let mut client_for = |provider: Provider| -> Result<Arc<dyn LlmClient>, LlmSetupError> {
+            if let Some(client) = clients.get(&provider) {
+                return Ok(client.clone());
+            }
+            let http = settings.http_settings(provider)?;
+            let client = http_client(provider, http)
+                .unwrap_or_else(|| Ok(simulated_client.clone()))
+                .map_err(|error| LlmSetupError::Client {
+                    provider,
+                    message: error.message,
+                })?;
+            clients.insert(provider, client.clone());
+            Ok(client)
+        };
         for node in workflow.nodes() {
             let is_llm = node.handler.is_llm()
                 || (node.handler == HandlerKind::FanIn && !node.llm.prompt.is_empty());
@@ -148,8 +355,8 @@ impl LlmSetup {
                 None => catalog::default_model(provider)
                     .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
             };
-            let client = if dry_run || provider == Provider::Simulated {
-                simulated_client.clone()
+            let (client, fallbacks) = if dry_run || provider == Provider::Simulated {
+                (simulated_client.clone(), Vec::new())
             } else if !defaults.credentials.contains(&provider)
                 && provider != Provider::OpenAiCompatible
             {
@@ -158,7 +365,31 @@ impl LlmSetup {
                     variable: credential_variable(provider),
                 });
             } else {
-                return Err(LlmSetupError::ClientUnavailable { provider });
+                let client = client_for(provider)?;
+                let mut fallbacks = Vec::new();
+                let chain = settings
+                    .fallbacks
+                    .get(provider.as_str())
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                for name in chain {
+                    let fallback = Provider::parse(name)
+                        .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(name.clone()))?;
+                    if fallback == provider || !settings.usable(fallback) {
+                        continue;
+                    }
+                    let require_tools = node.handler == HandlerKind::Agent;
+                    // SPEC 9.4: a provider without a qualifying model is skipped.
+                    let Some(info) = catalog::closest_model(&model, fallback, require_tools) else {
+                        continue;
+                    };
+                    fallbacks.push(Route {
+                        provider: fallback,
+                        model: info.id.to_owned(),
+                        client: client_for(fallback)?,
+                    });
+                }
+                (client, fallbacks)
             };
             targets.insert(
                 node.id.clone(),
@@ -166,6 +397,8 @@ impl LlmSetup {
                     provider,
                     model,
                     client,
+                    fallbacks,
+                    timing: Timing::default(),
                 },
             );
         }
@@ -175,6 +408,8 @@ impl LlmSetup {
                 provider: Provider::Simulated,
                 model: "simulated".to_owned(),
                 client: simulated_client,
+                fallbacks: Vec::new(),
+                timing: Timing::default(),
             },
             simulated,
             simulated_by_default,
@@ -192,6 +427,15 @@ impl LlmSetup {
     /// Whether the last fallback of SPEC 10.2 chose the simulated provider for some node.
     pub fn simulated_by_default(&self) -> bool {
         self.simulated_by_default
+    }
+
+    /// Replaces how retries wait, for every target (tests pass a recording sleeper).
+    pub fn set_timing(&mut self, sleeper: Arc<dyn Sleeper>, jitter: Arc<dyn Jitter>) {
+        let timing = Timing { sleeper, jitter };
+        for target in self.targets.values_mut() {
+            target.timing = timing.clone();
+        }
+        self.fallback.timing = timing;
     }
 
     /// The simulated client, for saving and restoring its cursors.

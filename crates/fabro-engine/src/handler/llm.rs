@@ -6,7 +6,7 @@
 //! the same single call as a prompt node.
 
 use fabro_language::StageStatus;
-use fabro_llm::{LlmErrorKind, Message, Request};
+use fabro_llm::{LlmClient, LlmErrorKind, Message, Request};
 
 use super::StageInput;
 use crate::context::is_reserved_key;
@@ -46,8 +46,10 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
             max_tokens: node.llm.max_tokens,
             tools: Vec::new(),
             node_id: node.id.clone(),
+            ..Request::default()
         };
-        let call = target.client.complete(&request);
+        let client = target.stage_client(services.emitter.clone(), &node.id);
+        let call = client.complete(&request);
         let response = tokio::select! {
             response = call => response,
             () = services.cancel.cancelled() => {
