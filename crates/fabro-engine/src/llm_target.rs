@@ -533,4 +533,165 @@ mod tests {
         assert_eq!(infer_provider("o3-mini"), Some(Provider::OpenAi));
         assert_eq!(infer_provider("llama3"), None);
     }
+
+    fn settings(vars: &[(&str, String)], config: &LlmConfig) -> ProviderSettings {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.clone())
+        };
+        ProviderSettings::from_env(&env, config)
+    }
+
+    #[test]
+    fn settings_come_from_the_environment_and_config() {
+        let config = LlmConfig {
+            base_url: Some("http://config/v1".to_owned()),
+            ..LlmConfig::default()
+        };
+        let providers = settings(
+            &[
+                ("GOOGLE_API_KEY", "g-key".to_owned()),
+                ("ANTHROPIC_API_KEY", "a-key".to_owned()),
+                ("ANTHROPIC_BASE_URL", "http://anthropic".to_owned()),
+            ],
+            &config,
+        );
+        assert_eq!(
+            providers.credentials(),
+            [Provider::Anthropic, Provider::Gemini]
+        );
+        assert!(
+            !format!("{providers:?}").contains("a-key"),
+            "keys print redacted"
+        );
+        let http = providers
+            .http_settings(Provider::Anthropic)
+            .expect("settings");
+        assert_eq!(http.base_url, "http://anthropic");
+        let compatible = providers
+            .http_settings(Provider::OpenAiCompatible)
+            .expect("settings");
+        assert_eq!(compatible.base_url, "http://config/v1");
+        assert_eq!(
+            ProviderSettings::default()
+                .http_settings(Provider::OpenAiCompatible)
+                .err(),
+            Some(LlmSetupError::MissingBaseUrl)
+        );
+    }
+
+    #[tokio::test]
+    async fn quota_errors_fail_over_and_emit_an_event_naming_both() {
+        use fabro_twin::{Reply, Twin};
+        let anthropic = Twin::start().await.expect("twin");
+        let gemini = Twin::start().await.expect("twin");
+        anthropic.set_fallback(Reply::quota());
+        gemini.enqueue([Reply::text("from gemini")]);
+        let config = LlmConfig {
+            fallbacks: BTreeMap::from([(
+                "anthropic".to_owned(),
+                vec!["openai".to_owned(), "gemini".to_owned()],
+            )]),
+            ..LlmConfig::default()
+        };
+        // openai has no key, so the chain skips it.
+        let providers = settings(
+            &[
+                ("ANTHROPIC_API_KEY", "sk-ant-fake-0001".to_owned()),
+                ("ANTHROPIC_BASE_URL", anthropic.base_url()),
+                ("GEMINI_API_KEY", "gm-fake-0002".to_owned()),
+                ("GEMINI_BASE_URL", gemini.base_url()),
+            ],
+            &config,
+        );
+        let defaults = LlmDefaults {
+            credentials: providers.credentials(),
+            providers,
+            ..LlmDefaults::default()
+        };
+        let workflow = workflow("digraph { start [shape=Mdiamond] a [model=opus, prompt=x] exit [shape=Msquare] start -> a -> exit }");
+        let setup =
+            LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("resolves");
+        let target = setup.target_for(workflow.node(workflow.find("a").expect("a")));
+        assert_eq!(target.fallbacks.len(), 1);
+        assert_eq!(target.fallbacks[0].model, "gemini-3.1-pro-preview");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let events_path = dir.path().join("events.jsonl");
+        let emitter =
+            Arc::new(Emitter::open("run", &events_path, 1, Vec::new()).expect("emitter opens"));
+        let request = fabro_llm::Request {
+            model: target.model.clone(),
+            messages: vec![fabro_llm::Message::user("hi")],
+            node_id: "a".to_owned(),
+            ..fabro_llm::Request::default()
+        };
+        let response = target
+            .stage_client(emitter, "a")
+            .complete(&request)
+            .await
+            .expect("fails over");
+        assert_eq!(response.text, "from gemini");
+        assert_eq!(anthropic.request_count(), 1);
+        let text = fs_err::read_to_string(&events_path).expect("events");
+        let events = crate::event::read_events(&text);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, "Agent.Failover");
+        assert_eq!(events[0].node_id.as_deref(), Some("a"));
+        assert_eq!(
+            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::json!({"from_provider": "anthropic", "from_model": "claude-opus-4-6",
+                               "to_provider": "gemini", "to_model": "gemini-3.1-pro-preview",
+                               "error_kind": "quota"})
+        );
+        assert!(!text.contains("sk-ant-fake-0001"));
+    }
+
+    #[tokio::test]
+    async fn retries_emit_events_with_their_delays() {
+        use fabro_twin::{Reply, Twin};
+        let openai = Twin::start().await.expect("twin");
+        openai.enqueue([Reply::rate_limited(Some("3")), Reply::text("ok")]);
+        let providers = settings(
+            &[
+                ("OPENAI_API_KEY", "sk-oa-fake-0003".to_owned()),
+                ("OPENAI_BASE_URL", format!("{}/v1", openai.base_url())),
+            ],
+            &LlmConfig::default(),
+        );
+        let defaults = LlmDefaults {
+            credentials: providers.credentials(),
+            providers,
+            ..LlmDefaults::default()
+        };
+        let workflow = workflow("digraph { start [shape=Mdiamond] a [model=gpt5, prompt=x] exit [shape=Msquare] start -> a -> exit }");
+        let mut setup =
+            LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("resolves");
+        let sleeper = Arc::new(fabro_llm::RecordingSleeper::default());
+        setup.set_timing(sleeper.clone(), Arc::new(fabro_llm::FixedJitter(1.0)));
+        let target = setup.target_for(workflow.node(workflow.find("a").expect("a")));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let events_path = dir.path().join("events.jsonl");
+        let emitter =
+            Arc::new(Emitter::open("run", &events_path, 1, Vec::new()).expect("emitter opens"));
+        let request = fabro_llm::Request {
+            model: target.model.clone(),
+            messages: vec![fabro_llm::Message::user("hi")],
+            ..fabro_llm::Request::default()
+        };
+        let response = target
+            .stage_client(emitter, "a")
+            .complete(&request)
+            .await
+            .expect("retries");
+        assert_eq!(response.text, "ok");
+        assert_eq!(sleeper.delays(), [std::time::Duration::from_secs(3)]);
+        let text = fs_err::read_to_string(&events_path).expect("events");
+        let events = crate::event::read_events(&text);
+        assert_eq!(events[0].event, "Agent.LlmRetry");
+        assert_eq!(
+            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::json!({"attempt": 1, "delay_ms": 3000, "error_kind": "rate_limit", "status_code": 429})
+        );
+    }
 }

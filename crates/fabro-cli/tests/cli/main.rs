@@ -4,6 +4,7 @@ mod config;
 mod corpus;
 mod graph;
 mod inspect;
+mod llm;
 mod run;
 mod validate;
 

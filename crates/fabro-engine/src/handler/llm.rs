@@ -162,3 +162,33 @@ pub(crate) fn failure_class(kind: LlmErrorKind) -> FailureClass {
         LlmErrorKind::Aborted => FailureClass::Canceled,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_classes_agree_with_the_llm_layer() {
+        for kind in [
+            LlmErrorKind::RateLimit,
+            LlmErrorKind::Server,
+            LlmErrorKind::Timeout,
+            LlmErrorKind::Network,
+            LlmErrorKind::Stream,
+            LlmErrorKind::Quota,
+            LlmErrorKind::Auth,
+            LlmErrorKind::InvalidRequest,
+            LlmErrorKind::NotFound,
+            LlmErrorKind::ContextLength,
+            LlmErrorKind::ContentFilter,
+            LlmErrorKind::Configuration,
+            LlmErrorKind::Aborted,
+        ] {
+            assert_eq!(
+                failure_class(kind).as_str(),
+                kind.failure_class(),
+                "{kind:?}"
+            );
+        }
+    }
+}
