@@ -22,12 +22,32 @@ use crate::config::LlmConfig;
 use crate::event::{Emitter, Event};
 
 /// Keys, endpoints and failover chains of the providers (SPEC 10.1, 12.3, 12.4).
-#[derive(Debug, Clone, Default)]
+/// `Debug` prints keys redacted and header names only.
+#[derive(Clone, Default)]
 pub struct ProviderSettings {
     keys: BTreeMap<Provider, ApiKey>,
     base_urls: BTreeMap<Provider, String>,
     headers: Vec<(String, String)>,
     fallbacks: BTreeMap<String, Vec<String>>,
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ProviderSettings")
+            .field("keys", &self.keys)
+            .field("base_urls", &self.base_urls)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("fallbacks", &self.fallbacks)
+            .finish()
+    }
 }
 
 impl ProviderSettings {
@@ -547,6 +567,7 @@ mod tests {
     fn settings_come_from_the_environment_and_config() {
         let config = LlmConfig {
             base_url: Some("http://config/v1".to_owned()),
+            headers: BTreeMap::from([("X-Gateway-Key".to_owned(), "gw-secret".to_owned())]),
             ..LlmConfig::default()
         };
         let providers = settings(
@@ -573,6 +594,11 @@ mod tests {
             .http_settings(Provider::OpenAiCompatible)
             .expect("settings");
         assert_eq!(compatible.base_url, "http://config/v1");
+        assert_eq!(
+            compatible.headers,
+            [("X-Gateway-Key".to_owned(), "gw-secret".to_owned())]
+        );
+        assert!(!format!("{compatible:?}").contains("gw-secret"));
         assert_eq!(
             ProviderSettings::default()
                 .http_settings(Provider::OpenAiCompatible)

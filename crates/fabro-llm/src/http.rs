@@ -14,8 +14,9 @@ use crate::secret::{redact_url, scrub, ApiKey};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::stream::Assembler;
 
-/// Where and how to reach one provider.
-#[derive(Debug, Clone)]
+/// Where and how to reach one provider. `Debug` shows header names only, since gateways
+/// carry credentials in extra headers.
+#[derive(Clone)]
 pub struct HttpSettings {
     /// Base URL, e.g. `https://api.anthropic.com` (SPEC 10.1 says which include `/v1`).
     pub base_url: String,
@@ -27,6 +28,26 @@ pub struct HttpSettings {
     pub connect_timeout: Duration,
     /// Longest wait for the response head or the next bytes of a stream (SPEC: 120 s).
     pub idle_timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("HttpSettings")
+            .field("base_url", &redact_url(&self.base_url))
+            .field("api_key", &self.api_key)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
 }
 
 impl HttpSettings {

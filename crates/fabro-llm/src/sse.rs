@@ -149,4 +149,31 @@ mod tests {
         );
         assert_eq!(decode_in_chunks(b"data: partial", 4), Ok(Vec::new()));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512), size in 1usize..64) {
+            let _ = decode_in_chunks(&bytes, size);
+        }
+
+        #[test]
+        fn encoded_events_decode_whatever_the_chunking(
+            events in proptest::collection::vec(("[a-z.]{0,12}", "[ -~]{0,40}"), 0..8),
+            size in 1usize..32,
+        ) {
+            let mut text = String::new();
+            for (name, data) in &events {
+                if !name.is_empty() {
+                    text.push_str(&format!("event: {name}\r\n"));
+                }
+                text.push_str(&format!("data: {data}\n\n"));
+            }
+            let decoded = decode_in_chunks(text.as_bytes(), size).expect("valid SSE");
+            let expected: Vec<SseEvent> = events
+                .iter()
+                .map(|(name, data)| SseEvent { event: name.clone(), data: data.clone() })
+                .collect();
+            proptest::prop_assert_eq!(decoded, expected);
+        }
+    }
 }

@@ -50,3 +50,49 @@ pub(crate) fn resilient(
         Resilient::new(route, Vec::new()).with_timing(sleeper.clone(), Arc::new(FixedJitter(1.0)));
     (resilient, sleeper)
 }
+
+#[tokio::test]
+async fn compatible_servers_get_extra_headers_and_work_without_a_key() {
+    let twin = Twin::start().await.expect("twin starts");
+    let mut settings = HttpSettings::new(format!("{}/v1", twin.base_url()));
+    settings.headers = vec![("X-Gateway-Team".to_owned(), "fabro".to_owned())];
+    let client = http_client(Provider::OpenAiCompatible, settings)
+        .expect("an HTTP provider")
+        .expect("builds");
+    let request = fabro_llm::Request {
+        model: "qwen2.5-coder".to_owned(),
+        messages: vec![fabro_llm::Message::user("hi")],
+        ..fabro_llm::Request::default()
+    };
+    let response = client.complete(&request).await.expect("succeeds");
+    assert_eq!(response.text, "twin reply");
+    assert_eq!(response.usage.cost_usd, None, "no catalog price");
+    let recorded = &twin.requests()[0];
+    assert_eq!(recorded.header("x-gateway-team"), Some("fabro"));
+    assert_eq!(recorded.header("authorization"), None);
+}
+
+#[tokio::test]
+async fn missing_keys_and_unreachable_servers_are_classified() {
+    // A port nobody listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let settings = HttpSettings::new(format!("http://127.0.0.1:{port}")).with_key(ApiKey::new(KEY));
+    let client = http_client(Provider::Anthropic, settings)
+        .expect("an HTTP provider")
+        .expect("builds");
+    let request = fabro_llm::Request {
+        model: "claude-sonnet-4-6".to_owned(),
+        ..fabro_llm::Request::default()
+    };
+    let error = client.complete(&request).await.expect_err("refused");
+    assert_eq!(error.kind, fabro_llm::LlmErrorKind::Network);
+    assert_eq!(error.kind.failure_class(), "transient_infra");
+    let keyless = http_client(Provider::Gemini, HttpSettings::new("http://127.0.0.1:9"))
+        .expect("an HTTP provider")
+        .expect("builds");
+    let error = keyless.complete(&request).await.expect_err("no key");
+    assert_eq!(error.kind, fabro_llm::LlmErrorKind::Configuration);
+}
