@@ -3,12 +3,15 @@
 //! `parse` generates workflows of the given node counts (twice as many edges, with
 //! conditions, classes and a model stylesheet), then times `fabro validate FILE` against
 //! Graphviz's `nop FILE` (its own parser and printer) on the same files, each as a
-//! separate process under GNU `time` for wall time and peak resident memory. It prints a
+//! separate process under GNU `time` for wall time and peak resident memory. `llm`
+//! measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
+//! streaming a 1 MB response beyond the raw transfer, and 100 concurrent calls. It prints a
 //! Markdown table for `docs/benchmarks.md`. Build fabro first with
 //! `cargo build --release -p fabro-cli`.
 
 mod engine;
 mod generate;
+mod llm;
 mod measure;
 
 use std::path::PathBuf;
@@ -56,6 +59,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("llm") => match llm::llm_benchmark() {
+            Ok(table) => {
+                print_out(&table);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                report(&format!("error: {error}"));
+                ExitCode::FAILURE
+            }
+        },
         Some("generate") => {
             let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
                 report("usage: fabro-bench generate NODES");
@@ -65,7 +78,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -87,6 +87,7 @@ pub(crate) fn summary_request(model: &str, node_id: &str, rendered: &str) -> Req
         max_tokens: None,
         tools: Vec::new(),
         node_id: node_id.to_owned(),
+        ..Request::default()
     }
 }
 

@@ -270,6 +270,7 @@ impl AgentSession {
                 max_tokens: self.config.max_tokens,
                 tools: self.tools.definitions(),
                 node_id: self.config.node_id.clone(),
+                ..Request::default()
             };
             let response = tokio::select! {
                 biased;

@@ -75,6 +75,13 @@ pub struct LlmConfig {
     /// `[llm.fallbacks]`: provider → failover chain.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub fallbacks: BTreeMap<String, Vec<String>>,
+    /// `[llm.headers]`: extra headers for openai_compatible requests (gateways). Their
+    /// values are recorded redacted, since gateways put credentials there.
+    #[serde(
+        skip_serializing_if = "BTreeMap::is_empty",
+        serialize_with = "redacted_values"
+    )]
+    pub headers: BTreeMap<String, String>,
     /// `[llm.simulated] responses`, resolved against the file's directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulated_responses: Option<PathBuf>,
@@ -368,6 +375,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
                     .insert(key.get_ref().to_string(), chain);
             }
         }
+        config.llm.headers = llm.string_table("headers")?;
         if let Some(simulated) = llm.section("simulated", &["responses"])? {
             config.llm.simulated_responses = simulated.path("responses")?;
         }
@@ -423,6 +431,7 @@ impl RunConfig {
                 provider: self.llm.provider.or(lower.llm.provider),
                 base_url: self.llm.base_url.or(lower.llm.base_url),
                 fallbacks: table(self.llm.fallbacks, lower.llm.fallbacks),
+                headers: table(self.llm.headers, lower.llm.headers),
                 simulated_responses: self
                     .llm
                     .simulated_responses
@@ -474,7 +483,22 @@ const ROOT_KEYS: &[&str] = &[
     "artifacts",
     "agent",
 ];
-const LLM_KEYS: &[&str] = &["model", "provider", "base_url", "fallbacks", "simulated"];
+const LLM_KEYS: &[&str] = &[
+    "model",
+    "provider",
+    "base_url",
+    "fallbacks",
+    "headers",
+    "simulated",
+];
+
+/// Serialises a header table with every value replaced by `[REDACTED]` (SPEC 13.1).
+fn redacted_values<S: serde::Serializer>(
+    table: &BTreeMap<String, String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(table.keys().map(|key| (key, fabro_llm::REDACTED)))
+}
 const SANDBOX_KEYS: &[&str] = &["provider", "env", "env_passthrough", "docker"];
 
 /// Key names that hold credentials, matched whole or as a `_`/`-` suffix.
@@ -787,6 +811,8 @@ provider = "anthropic"
 base_url = "http://localhost:1"
 [llm.fallbacks]
 anthropic = ["openai", "gemini"]
+[llm.headers]
+X-Gateway-Team = "fabro"
 [llm.simulated]
 responses = "responses.json"
 [checkpoint]
@@ -817,6 +843,11 @@ command = ["agent", "--acp"]
         assert_eq!(config.run.vars["name"], "x");
         assert_eq!(config.llm.model.as_deref(), Some("sonnet"));
         assert_eq!(config.llm.fallbacks["anthropic"], ["openai", "gemini"]);
+        assert_eq!(config.llm.headers["X-Gateway-Team"], "fabro");
+        assert_eq!(
+            serde_json::to_value(&config.llm).unwrap()["headers"],
+            serde_json::json!({"X-Gateway-Team": "[REDACTED]"})
+        );
         assert_eq!(
             config.llm.simulated_responses,
             Some(PathBuf::from("conf/responses.json"))

@@ -356,6 +356,39 @@ impl Event {
         )
     }
 
+    /// `Agent.LlmRetry {attempt, delay_ms, error_kind, status_code}` (SPEC 9.2).
+    pub fn llm_retry(
+        node_id: &str,
+        attempt: u32,
+        delay_ms: u64,
+        error_kind: &str,
+        status_code: Option<u16>,
+    ) -> Event {
+        node_event(
+            "Agent.LlmRetry",
+            node_id,
+            json!({"attempt": attempt, "delay_ms": delay_ms, "error_kind": error_kind, "status_code": status_code}),
+        )
+    }
+
+    /// `Agent.Failover {from_provider, from_model, to_provider, to_model, error_kind}`
+    /// (SPEC 9.4).
+    pub fn failover(
+        node_id: &str,
+        from_provider: &str,
+        from_model: &str,
+        to_provider: &str,
+        to_model: &str,
+        error_kind: &str,
+    ) -> Event {
+        node_event(
+            "Agent.Failover",
+            node_id,
+            json!({"from_provider": from_provider, "from_model": from_model, "to_provider": to_provider,
+                   "to_model": to_model, "error_kind": error_kind}),
+        )
+    }
+
     /// A handler or control event with free-form properties (`CommandStarted`,
     /// `HumanQuestion`, `ParallelStarted`, `LoopRestart`, …).
     pub fn node(name: &'static str, node_id: &str, properties_value: Value) -> Event {

@@ -1,11 +1,144 @@
 //! Which provider and model each LLM node talks to (SPEC 10.2), and the clients for them.
+//!
+//! [`ProviderSettings`] gathers keys (redacted [`ApiKey`]s), base URLs, extra headers and
+//! `[llm.fallbacks]` chains from the environment and configuration (SPEC 12.3, 12.4).
+//! [`LlmSetup::resolve`] builds one HTTP client per provider in use and, per node, an
+//! [`LlmTarget`] with its failover routes (closest catalog model per fallback provider,
+//! SPEC 9.4). Handlers call through [`LlmTarget::stage_client`], which applies the
+//! retries and failover of `fabro_llm::Resilient` and reports them as `Agent.LlmRetry`
+//! and `Agent.Failover` events.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fabro_language::{HandlerKind, Workflow};
 use fabro_llm::simulated::SimulatedClient;
-use fabro_llm::{catalog, LlmClient, Provider};
+use fabro_llm::{
+    catalog, http_client, ApiKey, CallObserver, FailoverNotice, HttpSettings, Jitter, LlmClient,
+    Provider, RandomJitter, Resilient, RetryNotice, Route, Sleeper, TokioSleeper,
+};
+
+use crate::config::LlmConfig;
+use crate::event::{Emitter, Event};
+
+/// Keys, endpoints and failover chains of the providers (SPEC 10.1, 12.3, 12.4).
+/// `Debug` prints keys redacted and header names only.
+#[derive(Clone, Default)]
+pub struct ProviderSettings {
+    keys: BTreeMap<Provider, ApiKey>,
+    base_urls: BTreeMap<Provider, String>,
+    headers: Vec<(String, String)>,
+    fallbacks: BTreeMap<String, Vec<String>>,
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ProviderSettings")
+            .field("keys", &self.keys)
+            .field("base_urls", &self.base_urls)
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("fallbacks", &self.fallbacks)
+            .finish()
+    }
+}
+
+impl ProviderSettings {
+    /// Reads the key and base-URL variables of SPEC 12.4 through `env` (which returns
+    /// `None` for unset or empty variables) and the `[llm]` configuration: `base_url` for
+    /// openai_compatible (below `OPENAI_COMPATIBLE_BASE_URL`), `headers`, `fallbacks`.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>, config: &LlmConfig) -> ProviderSettings {
+        let mut settings = ProviderSettings {
+            headers: config
+                .headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            fallbacks: config.fallbacks.clone(),
+            ..ProviderSettings::default()
+        };
+        for provider in [
+            Provider::Anthropic,
+            Provider::OpenAi,
+            Provider::Gemini,
+            Provider::OpenAiCompatible,
+        ] {
+            let key = env(credential_variable(provider)).or_else(|| {
+                (provider == Provider::Gemini)
+                    .then(|| env("GOOGLE_API_KEY"))
+                    .flatten()
+            });
+            if let Some(key) = key {
+                settings.keys.insert(provider, ApiKey::new(key));
+            }
+            let base_url = env(base_url_variable(provider)).or_else(|| {
+                (provider == Provider::OpenAiCompatible)
+                    .then(|| config.base_url.clone())
+                    .flatten()
+            });
+            if let Some(base_url) = base_url {
+                settings.base_urls.insert(provider, base_url);
+            }
+        }
+        settings
+    }
+
+    /// Providers whose key is set.
+    pub fn credentials(&self) -> Vec<Provider> {
+        self.keys.keys().copied().collect()
+    }
+
+    /// Every key value, for scrubbing.
+    pub fn keys(&self) -> impl Iterator<Item = &ApiKey> {
+        self.keys.values()
+    }
+
+    fn usable(&self, provider: Provider) -> bool {
+        match provider {
+            Provider::Simulated => true,
+            Provider::OpenAiCompatible => self.base_urls.contains_key(&provider),
+            Provider::Anthropic | Provider::OpenAi | Provider::Gemini => {
+                self.keys.contains_key(&provider)
+            }
+        }
+    }
+
+    fn http_settings(&self, provider: Provider) -> Result<HttpSettings, LlmSetupError> {
+        let base_url = match (self.base_urls.get(&provider), provider) {
+            (Some(url), _) => url.clone(),
+            (None, Provider::Anthropic) => "https://api.anthropic.com".to_owned(),
+            (None, Provider::OpenAi) => "https://api.openai.com/v1".to_owned(),
+            (None, Provider::Gemini) => "https://generativelanguage.googleapis.com".to_owned(),
+            (None, Provider::OpenAiCompatible | Provider::Simulated) => {
+                return Err(LlmSetupError::MissingBaseUrl)
+            }
+        };
+        let mut settings = HttpSettings::new(base_url);
+        settings.api_key = self.keys.get(&provider).cloned();
+        if provider == Provider::OpenAiCompatible {
+            settings.headers.clone_from(&self.headers);
+        }
+        Ok(settings)
+    }
+}
+
+/// The environment variable overriding a provider's base URL.
+pub fn base_url_variable(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        Provider::OpenAi => "OPENAI_BASE_URL",
+        Provider::Gemini => "GEMINI_BASE_URL",
+        Provider::OpenAiCompatible => "OPENAI_COMPATIBLE_BASE_URL",
+        Provider::Simulated => "",
+    }
+}
 
 /// The model and provider layers below node attributes and the stylesheet, highest first.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +157,8 @@ pub struct LlmDefaults {
     pub config_provider: Option<String>,
     /// Providers whose credentials are set, in any order.
     pub credentials: Vec<Provider>,
+    /// Keys, endpoints and failover chains.
+    pub providers: ProviderSettings,
 }
 
 /// A resolved provider, model and client for one node.
@@ -33,8 +168,75 @@ pub struct LlmTarget {
     pub provider: Provider,
     /// Model id (aliases resolved).
     pub model: String,
-    /// The client to call.
+    /// The client of the provider itself, without retries.
     pub client: Arc<dyn LlmClient>,
+    /// Failover routes in `[llm.fallbacks]` order (SPEC 9.4).
+    pub fallbacks: Vec<Route>,
+    timing: Timing,
+}
+
+/// How retries wait: real sleeps and random jitter, or injected ones in tests.
+#[derive(Clone)]
+struct Timing {
+    sleeper: Arc<dyn Sleeper>,
+    jitter: Arc<dyn Jitter>,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            sleeper: Arc::new(TokioSleeper),
+            jitter: Arc::new(RandomJitter),
+        }
+    }
+}
+
+impl LlmTarget {
+    /// The client one stage uses: retries (SPEC 9.2) and failover (SPEC 9.4) around the
+    /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
+    /// A fresh one per stage, so a failover lasts for the rest of the stage only.
+    pub fn stage_client(&self, emitter: Arc<Emitter>, node_id: &str) -> Resilient {
+        let primary = Route {
+            provider: self.provider,
+            model: self.model.clone(),
+            client: self.client.clone(),
+        };
+        Resilient::new(primary, self.fallbacks.clone())
+            .with_timing(self.timing.sleeper.clone(), self.timing.jitter.clone())
+            .with_observer(Arc::new(EventObserver {
+                emitter,
+                node_id: node_id.to_owned(),
+            }))
+    }
+}
+
+/// Emits retry and failover events for one stage.
+struct EventObserver {
+    emitter: Arc<Emitter>,
+    node_id: String,
+}
+
+impl CallObserver for EventObserver {
+    fn retrying(&self, notice: &RetryNotice) {
+        self.emitter.emit(Event::llm_retry(
+            &self.node_id,
+            notice.attempt,
+            u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+            notice.error_kind.as_str(),
+            notice.status_code,
+        ));
+    }
+
+    fn failing_over(&self, notice: &FailoverNotice) {
+        self.emitter.emit(Event::failover(
+            &self.node_id,
+            notice.from_provider.as_str(),
+            &notice.from_model,
+            notice.to_provider.as_str(),
+            &notice.to_model,
+            notice.error_kind.as_str(),
+        ));
+    }
 }
 
 /// Why the LLM setup cannot run a workflow.
@@ -56,11 +258,19 @@ pub enum LlmSetupError {
         /// The variable to set.
         variable: &'static str,
     },
-    /// The provider's HTTP client is not part of this build yet.
-    #[error("the {provider} client is not available in this build yet; use --provider simulated")]
-    ClientUnavailable {
+    /// openai_compatible without a base URL.
+    #[error("missing base URL for provider openai_compatible (set OPENAI_COMPATIBLE_BASE_URL or [llm] base_url)")]
+    MissingBaseUrl,
+    /// A `[llm.fallbacks]` chain names an unknown provider.
+    #[error("unknown provider '{0}' in [llm.fallbacks]")]
+    UnknownFallbackProvider(String),
+    /// The HTTP client could not be built.
+    #[error("cannot set up the {provider} client: {message}")]
+    Client {
         /// The provider.
         provider: Provider,
+        /// Why.
+        message: String,
     },
 }
 
@@ -95,6 +305,23 @@ impl LlmSetup {
         let mut targets = BTreeMap::new();
         let mut simulated_by_default = false;
         let simulated_client: Arc<dyn LlmClient> = simulated.clone();
+        let mut clients: BTreeMap<Provider, Arc<dyn LlmClient>> = BTreeMap::new();
+        clients.insert(Provider::Simulated, simulated_client.clone());
+        let settings = &defaults.providers;
+        let mut client_for = |provider: Provider| -> Result<Arc<dyn LlmClient>, LlmSetupError> {
+            if let Some(client) = clients.get(&provider) {
+                return Ok(client.clone());
+            }
+            let http = settings.http_settings(provider)?;
+            let client = http_client(provider, http)
+                .unwrap_or_else(|| Ok(simulated_client.clone()))
+                .map_err(|error| LlmSetupError::Client {
+                    provider,
+                    message: error.message,
+                })?;
+            clients.insert(provider, client.clone());
+            Ok(client)
+        };
         for node in workflow.nodes() {
             let is_llm = node.handler.is_llm()
                 || (node.handler == HandlerKind::FanIn && !node.llm.prompt.is_empty());
@@ -148,8 +375,8 @@ impl LlmSetup {
                 None => catalog::default_model(provider)
                     .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
             };
-            let client = if dry_run || provider == Provider::Simulated {
-                simulated_client.clone()
+            let (client, fallbacks) = if dry_run || provider == Provider::Simulated {
+                (simulated_client.clone(), Vec::new())
             } else if !defaults.credentials.contains(&provider)
                 && provider != Provider::OpenAiCompatible
             {
@@ -158,7 +385,31 @@ impl LlmSetup {
                     variable: credential_variable(provider),
                 });
             } else {
-                return Err(LlmSetupError::ClientUnavailable { provider });
+                let client = client_for(provider)?;
+                let mut fallbacks = Vec::new();
+                let chain = settings
+                    .fallbacks
+                    .get(provider.as_str())
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                for name in chain {
+                    let fallback = Provider::parse(name)
+                        .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(name.clone()))?;
+                    if fallback == provider || !settings.usable(fallback) {
+                        continue;
+                    }
+                    let require_tools = node.handler == HandlerKind::Agent;
+                    // SPEC 9.4: a provider without a qualifying model is skipped.
+                    let Some(info) = catalog::closest_model(&model, fallback, require_tools) else {
+                        continue;
+                    };
+                    fallbacks.push(Route {
+                        provider: fallback,
+                        model: info.id.to_owned(),
+                        client: client_for(fallback)?,
+                    });
+                }
+                (client, fallbacks)
             };
             targets.insert(
                 node.id.clone(),
@@ -166,6 +417,8 @@ impl LlmSetup {
                     provider,
                     model,
                     client,
+                    fallbacks,
+                    timing: Timing::default(),
                 },
             );
         }
@@ -175,6 +428,8 @@ impl LlmSetup {
                 provider: Provider::Simulated,
                 model: "simulated".to_owned(),
                 client: simulated_client,
+                fallbacks: Vec::new(),
+                timing: Timing::default(),
             },
             simulated,
             simulated_by_default,
@@ -192,6 +447,15 @@ impl LlmSetup {
     /// Whether the last fallback of SPEC 10.2 chose the simulated provider for some node.
     pub fn simulated_by_default(&self) -> bool {
         self.simulated_by_default
+    }
+
+    /// Replaces how retries wait, for every target (tests pass a recording sleeper).
+    pub fn set_timing(&mut self, sleeper: Arc<dyn Sleeper>, jitter: Arc<dyn Jitter>) {
+        let timing = Timing { sleeper, jitter };
+        for target in self.targets.values_mut() {
+            target.timing = timing.clone();
+        }
+        self.fallback.timing = timing;
     }
 
     /// The simulated client, for saving and restoring its cursors.
@@ -288,5 +552,172 @@ mod tests {
         );
         assert_eq!(infer_provider("o3-mini"), Some(Provider::OpenAi));
         assert_eq!(infer_provider("llama3"), None);
+    }
+
+    fn settings(vars: &[(&str, String)], config: &LlmConfig) -> ProviderSettings {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.clone())
+        };
+        ProviderSettings::from_env(&env, config)
+    }
+
+    #[test]
+    fn settings_come_from_the_environment_and_config() {
+        let config = LlmConfig {
+            base_url: Some("http://config/v1".to_owned()),
+            headers: BTreeMap::from([("X-Gateway-Key".to_owned(), "gw-secret".to_owned())]),
+            ..LlmConfig::default()
+        };
+        let providers = settings(
+            &[
+                ("GOOGLE_API_KEY", "g-key".to_owned()),
+                ("ANTHROPIC_API_KEY", "a-key".to_owned()),
+                ("ANTHROPIC_BASE_URL", "http://anthropic".to_owned()),
+            ],
+            &config,
+        );
+        assert_eq!(
+            providers.credentials(),
+            [Provider::Anthropic, Provider::Gemini]
+        );
+        assert!(
+            !format!("{providers:?}").contains("a-key"),
+            "keys print redacted"
+        );
+        let http = providers
+            .http_settings(Provider::Anthropic)
+            .expect("settings");
+        assert_eq!(http.base_url, "http://anthropic");
+        let compatible = providers
+            .http_settings(Provider::OpenAiCompatible)
+            .expect("settings");
+        assert_eq!(compatible.base_url, "http://config/v1");
+        assert_eq!(
+            compatible.headers,
+            [("X-Gateway-Key".to_owned(), "gw-secret".to_owned())]
+        );
+        assert!(!format!("{compatible:?}").contains("gw-secret"));
+        assert_eq!(
+            ProviderSettings::default()
+                .http_settings(Provider::OpenAiCompatible)
+                .err(),
+            Some(LlmSetupError::MissingBaseUrl)
+        );
+    }
+
+    #[tokio::test]
+    async fn quota_errors_fail_over_and_emit_an_event_naming_both() {
+        use fabro_twin::{Reply, Twin};
+        let anthropic = Twin::start().await.expect("twin");
+        let gemini = Twin::start().await.expect("twin");
+        anthropic.set_fallback(Reply::quota());
+        gemini.enqueue([Reply::text("from gemini")]);
+        let config = LlmConfig {
+            fallbacks: BTreeMap::from([(
+                "anthropic".to_owned(),
+                vec!["openai".to_owned(), "gemini".to_owned()],
+            )]),
+            ..LlmConfig::default()
+        };
+        // openai has no key, so the chain skips it.
+        let providers = settings(
+            &[
+                ("ANTHROPIC_API_KEY", "sk-ant-fake-0001".to_owned()),
+                ("ANTHROPIC_BASE_URL", anthropic.base_url()),
+                ("GEMINI_API_KEY", "gm-fake-0002".to_owned()),
+                ("GEMINI_BASE_URL", gemini.base_url()),
+            ],
+            &config,
+        );
+        let defaults = LlmDefaults {
+            credentials: providers.credentials(),
+            providers,
+            ..LlmDefaults::default()
+        };
+        let workflow = workflow("digraph { start [shape=Mdiamond] a [model=opus, prompt=x] exit [shape=Msquare] start -> a -> exit }");
+        let setup =
+            LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("resolves");
+        let target = setup.target_for(workflow.node(workflow.find("a").expect("a")));
+        assert_eq!(target.fallbacks.len(), 1);
+        assert_eq!(target.fallbacks[0].model, "gemini-3.1-pro-preview");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let events_path = dir.path().join("events.jsonl");
+        let emitter =
+            Arc::new(Emitter::open("run", &events_path, 1, Vec::new()).expect("emitter opens"));
+        let request = fabro_llm::Request {
+            model: target.model.clone(),
+            messages: vec![fabro_llm::Message::user("hi")],
+            node_id: "a".to_owned(),
+            ..fabro_llm::Request::default()
+        };
+        let response = target
+            .stage_client(emitter, "a")
+            .complete(&request)
+            .await
+            .expect("fails over");
+        assert_eq!(response.text, "from gemini");
+        assert_eq!(anthropic.request_count(), 1);
+        let text = fs_err::read_to_string(&events_path).expect("events");
+        let events = crate::event::read_events(&text);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, "Agent.Failover");
+        assert_eq!(events[0].node_id.as_deref(), Some("a"));
+        assert_eq!(
+            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::json!({"from_provider": "anthropic", "from_model": "claude-opus-4-6",
+                               "to_provider": "gemini", "to_model": "gemini-3.1-pro-preview",
+                               "error_kind": "quota"})
+        );
+        assert!(!text.contains("sk-ant-fake-0001"));
+    }
+
+    #[tokio::test]
+    async fn retries_emit_events_with_their_delays() {
+        use fabro_twin::{Reply, Twin};
+        let openai = Twin::start().await.expect("twin");
+        openai.enqueue([Reply::rate_limited(Some("3")), Reply::text("ok")]);
+        let providers = settings(
+            &[
+                ("OPENAI_API_KEY", "sk-oa-fake-0003".to_owned()),
+                ("OPENAI_BASE_URL", format!("{}/v1", openai.base_url())),
+            ],
+            &LlmConfig::default(),
+        );
+        let defaults = LlmDefaults {
+            credentials: providers.credentials(),
+            providers,
+            ..LlmDefaults::default()
+        };
+        let workflow = workflow("digraph { start [shape=Mdiamond] a [model=gpt5, prompt=x] exit [shape=Msquare] start -> a -> exit }");
+        let mut setup =
+            LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("resolves");
+        let sleeper = Arc::new(fabro_llm::RecordingSleeper::default());
+        setup.set_timing(sleeper.clone(), Arc::new(fabro_llm::FixedJitter(1.0)));
+        let target = setup.target_for(workflow.node(workflow.find("a").expect("a")));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let events_path = dir.path().join("events.jsonl");
+        let emitter =
+            Arc::new(Emitter::open("run", &events_path, 1, Vec::new()).expect("emitter opens"));
+        let request = fabro_llm::Request {
+            model: target.model.clone(),
+            messages: vec![fabro_llm::Message::user("hi")],
+            ..fabro_llm::Request::default()
+        };
+        let response = target
+            .stage_client(emitter, "a")
+            .complete(&request)
+            .await
+            .expect("retries");
+        assert_eq!(response.text, "ok");
+        assert_eq!(sleeper.delays(), [std::time::Duration::from_secs(3)]);
+        let text = fs_err::read_to_string(&events_path).expect("events");
+        let events = crate::event::read_events(&text);
+        assert_eq!(events[0].event, "Agent.LlmRetry");
+        assert_eq!(
+            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::json!({"attempt": 1, "delay_ms": 3000, "error_kind": "rate_limit", "status_code": 429})
+        );
     }
 }

@@ -17,6 +17,10 @@ pub struct ModelInfo {
     pub input_price: f64,
     /// USD per million output tokens.
     pub output_price: f64,
+    /// USD per million input tokens read from the prompt cache.
+    pub cache_read_price: f64,
+    /// USD per million input tokens written to the prompt cache.
+    pub cache_write_price: f64,
     /// Other names that resolve to this model.
     pub aliases: &'static [&'static str],
     /// Whether it is its provider's default model.
@@ -39,6 +43,10 @@ macro_rules! model {
             max_output: $max_out,
             input_price: $input,
             output_price: $output,
+            // Published cache prices: reads cost a tenth of input everywhere; Anthropic
+            // charges writes at 1.25x input, the others at the input price.
+            cache_read_price: $input * 0.1,
+            cache_write_price: if matches!(Provider::$provider, Provider::Anthropic) { $input * 1.25 } else { $input },
             aliases: &[$($alias),*],
             default: $default,
             tools: true,
@@ -82,6 +90,52 @@ pub fn default_model(provider: Provider) -> Option<&'static ModelInfo> {
         .find(|model| model.provider == provider && model.default)
 }
 
+/// The cost of `usage` on `model` (SPEC 10.1.4): uncached input at the input price, cache
+/// reads and writes at the cache prices, output (reasoning included) at the output
+/// price. `None` for models the catalog does not price.
+pub fn cost_usd(model: &str, usage: &crate::message::Usage) -> Option<f64> {
+    let info = find(model)?;
+    let cached = usage.cache_read_tokens + usage.cache_write_tokens;
+    let uncached = usage.input_tokens.saturating_sub(cached);
+    let dollars = uncached as f64 * info.input_price
+        + usage.cache_read_tokens as f64 * info.cache_read_price
+        + usage.cache_write_tokens as f64 * info.cache_write_price
+        + usage.output_tokens as f64 * info.output_price;
+    Some(dollars / 1_000_000.0)
+}
+
+/// The fallback model on `provider` closest to `original` (SPEC 9.4): among the
+/// provider's models with every capability the original has (tools always when
+/// `require_tools`), the smallest difference of input+output price; ties go to the
+/// provider's default, then the smallest id. An original outside the catalog maps to the
+/// provider's default model. `None` when no model qualifies.
+pub fn closest_model(
+    original: &str,
+    provider: Provider,
+    require_tools: bool,
+) -> Option<&'static ModelInfo> {
+    let Some(original) = find(original) else {
+        return default_model(provider).filter(|model| model.tools || !require_tools);
+    };
+    let price = original.input_price + original.output_price;
+    CATALOG
+        .iter()
+        .filter(|model| model.provider == provider)
+        .filter(|model| {
+            (model.tools || !(original.tools || require_tools))
+                && (model.vision || !original.vision)
+                && (model.reasoning || !original.reasoning)
+        })
+        .min_by(|a, b| {
+            let distance =
+                |model: &ModelInfo| (model.input_price + model.output_price - price).abs();
+            distance(a)
+                .total_cmp(&distance(b))
+                .then(b.default.cmp(&a.default))
+                .then(a.id.cmp(b.id))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +165,48 @@ mod tests {
             default_model(Provider::OpenAi).map(|m| m.id),
             Some("gpt-5.4")
         );
+    }
+
+    #[test]
+    fn cost_uses_cache_and_output_prices() {
+        let usage = crate::message::Usage {
+            input_tokens: 1_500_000,
+            output_tokens: 100_000,
+            cache_read_tokens: 400_000,
+            cache_write_tokens: 100_000,
+            ..Default::default()
+        };
+        // 1M uncached × 3 + 0.4M × 0.3 + 0.1M × 3.75 + 0.1M × 15.
+        let cost = cost_usd("sonnet", &usage).expect("priced");
+        assert!((cost - (3.0 + 0.12 + 0.375 + 1.5)).abs() < 1e-9, "{cost}");
+        assert_eq!(cost_usd("llama3", &usage), None);
+    }
+
+    #[test]
+    fn closest_models_follow_capabilities_then_price() {
+        let pick = |model: &str, provider| closest_model(model, provider, true).map(|m| m.id);
+        // Sonnet (18 $) → gpt-5.4 (17.5) beats gpt-5.2 (15.75).
+        assert_eq!(pick("claude-sonnet-4-6", Provider::OpenAi), Some("gpt-5.4"));
+        // Opus (30 $) → gemini pro (14).
+        assert_eq!(
+            pick("opus", Provider::Gemini),
+            Some("gemini-3.1-pro-preview")
+        );
+        // Haiku (4.8 $) → flash (3.5), the cheapest distance.
+        assert_eq!(
+            pick("haiku", Provider::Gemini),
+            Some("gemini-3-flash-preview")
+        );
+        // gpt-5-mini (2.25) with reasoning: haiku lacks it, so sonnet-4-5/4-6 tie → default.
+        assert_eq!(
+            pick("gpt-5-mini", Provider::Anthropic),
+            Some("claude-sonnet-4-6")
+        );
+        assert_eq!(
+            pick("unknown-model", Provider::Anthropic),
+            Some("claude-sonnet-4-6")
+        );
+        assert_eq!(pick("sonnet", Provider::OpenAiCompatible), None);
     }
 
     #[test]

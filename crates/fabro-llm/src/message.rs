@@ -98,8 +98,40 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
 }
 
+/// How hard a reasoning model thinks (SPEC 10.1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasoningEffort {
+    /// Little thinking.
+    Low,
+    /// The middle setting.
+    Medium,
+    /// Much thinking.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The name used by OpenAI's APIs and in workflows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+
+    /// Parses `low`, `medium` or `high`.
+    pub fn parse(text: &str) -> Option<ReasoningEffort> {
+        match text {
+            "low" => Some(ReasoningEffort::Low),
+            "medium" => Some(ReasoningEffort::Medium),
+            "high" => Some(ReasoningEffort::High),
+            _ => None,
+        }
+    }
+}
+
 /// One LLM call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Request {
     /// Model id.
     pub model: String,
@@ -113,6 +145,11 @@ pub struct Request {
     pub tools: Vec<ToolDefinition>,
     /// The workflow node making the call (the simulated provider scripts per node).
     pub node_id: String,
+    /// Reasoning effort; ignored by models without reasoning.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// JSON Schema the reply must follow, sent as structured output where the provider
+    /// supports it (OpenAI, Gemini, Chat Completions); Anthropic ignores it.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 impl Request {
@@ -130,6 +167,10 @@ impl Request {
 }
 
 /// Token usage of one call (SPEC 10.1.4).
+///
+/// `input_tokens` counts every prompt token, cache reads and writes included;
+/// `output_tokens` counts every generated token, reasoning included. The cache and
+/// reasoning fields break those totals down.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens.

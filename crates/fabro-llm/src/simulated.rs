@@ -42,6 +42,9 @@ pub struct Entry {
     /// Reply text.
     #[serde(default)]
     pub text: Option<String>,
+    /// A JSON value replied as compact JSON text (structured output); `text` wins.
+    #[serde(default)]
+    pub json: Option<serde_json::Value>,
     /// Tool calls to request.
     #[serde(default)]
     pub tool_calls: Vec<ScriptedToolCall>,
@@ -199,7 +202,10 @@ impl LlmClient for SimulatedClient {
                     arguments: call.arguments.clone(),
                 })
                 .collect();
-            let text = match entry.text {
+            let text = match entry
+                .text
+                .or_else(|| entry.json.as_ref().map(ToString::to_string))
+            {
                 Some(text) => text,
                 None if tool_calls.is_empty() => unscripted_text(&request.node_id),
                 None => String::new(),
@@ -230,9 +236,8 @@ mod tests {
             model: "simulated".to_owned(),
             system: None,
             messages: vec![Message::user("12345678")],
-            max_tokens: None,
-            tools: Vec::new(),
             node_id: node_id.to_owned(),
+            ..Request::default()
         }
     }
 
@@ -287,5 +292,35 @@ mod tests {
             Script::parse(r#"{"default": {"error": {"kind": "meteor"}}}"#).expect_err("invalid");
         assert!(error.to_string().contains("meteor"));
         assert!(Script::parse(r#"{"nodez": {}}"#).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn json_entries_delays_and_streaming() {
+        let script = Script::parse(
+            r#"{"nodes": {"n": [{"json": {"verdict": "ok", "score": 3}, "delay_ms": 5000},
+                                {"tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]}]}}"#,
+        )
+        .expect("valid script");
+        let client = SimulatedClient::new(script);
+        let started = tokio::time::Instant::now();
+        let mut deltas = Vec::new();
+        let mut sink = |event: &crate::stream::StreamEvent| deltas.push(event.clone());
+        let response = client
+            .complete_streaming(&request("n"), &mut sink)
+            .await
+            .expect("succeeds");
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&response.text).ok(),
+            Some(serde_json::json!({"verdict": "ok", "score": 3}))
+        );
+        assert_eq!(
+            deltas,
+            [crate::stream::StreamEvent::TextDelta(response.text.clone())]
+        );
+        let second = client.complete(&request("n")).await.expect("succeeds");
+        assert_eq!(second.tool_calls[0].name, "shell");
+        assert_eq!(second.tool_calls[0].arguments["command"], "ls");
+        assert_eq!(second.text, "");
     }
 }

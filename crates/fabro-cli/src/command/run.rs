@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::event::EventSink;
-use fabro_engine::llm_target::{credential_variable, LlmDefaults};
+use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
 use fabro_engine::traversal::RunEnd;
-use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::RunArgs;
@@ -264,18 +263,9 @@ pub(crate) fn environment_options(
     cli_provider: Option<String>,
 ) -> Result<RunOptions, CliError> {
     let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let credentials = [
-        Provider::Anthropic,
-        Provider::OpenAi,
-        Provider::Gemini,
-        Provider::OpenAiCompatible,
-    ]
-    .into_iter()
-    .filter(|&provider| {
-        env(credential_variable(provider)).is_some()
-            || (provider == Provider::Gemini && env("GOOGLE_API_KEY").is_some())
-    })
-    .collect();
+    // SPEC 12.4: keys and base URLs from the environment, the rest from `[llm]`.
+    let providers = ProviderSettings::from_env(&env, &config.llm);
+    let credentials = providers.credentials();
     let random_seed = match env("FABRO_RANDOM_SEED") {
         Some(seed) => Some(seed.parse().map_err(|_| {
             CliError::Usage(format!(
@@ -302,6 +292,7 @@ pub(crate) fn environment_options(
             config_model: config.llm.model.clone(),
             config_provider: config.llm.provider.clone(),
             credentials,
+            providers,
         },
         simulated_responses: env("FABRO_SIMULATED_RESPONSES")
             .map(PathBuf::from)

@@ -5,6 +5,7 @@ mod config;
 mod corpus;
 mod graph;
 mod inspect;
+mod llm;
 mod resume;
 mod run;
 mod validate;

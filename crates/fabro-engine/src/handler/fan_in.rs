@@ -2,7 +2,7 @@
 //! from `parallel.results`, by a heuristic or, when the node has a prompt, by asking the
 //! LLM for `{"best_id": "..."}`.
 
-use fabro_llm::{Message, Request};
+use fabro_llm::{LlmClient, Message, Request};
 use serde_json::{json, Value};
 
 use super::StageInput;
@@ -141,9 +141,11 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         max_tokens: input.node.llm.max_tokens,
         tools: Vec::new(),
         node_id: input.node.id.clone(),
+        ..Request::default()
     };
+    let client = target.stage_client(input.services.emitter.clone(), &input.node.id);
     let response = tokio::select! {
-        response = target.client.complete(&request) => response.ok()?,
+        response = client.complete(&request) => response.ok()?,
         () = input.services.cancel.cancelled() => return None,
     };
     let _ = fs_err::write(input.stage_dir.join("response.md"), &response.text);

@@ -6,7 +6,7 @@
 //! the same single call as a prompt node.
 
 use fabro_language::StageStatus;
-use fabro_llm::{LlmErrorKind, Message, Request};
+use fabro_llm::{LlmClient, LlmErrorKind, Message, Request};
 
 use super::StageInput;
 use crate::context::is_reserved_key;
@@ -46,8 +46,10 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
             max_tokens: node.llm.max_tokens,
             tools: Vec::new(),
             node_id: node.id.clone(),
+            ..Request::default()
         };
-        let call = target.client.complete(&request);
+        let client = target.stage_client(services.emitter.clone(), &node.id);
+        let call = client.complete(&request);
         let response = tokio::select! {
             response = call => response,
             () = services.cancel.cancelled() => {
@@ -158,5 +160,35 @@ pub(crate) fn failure_class(kind: LlmErrorKind) -> FailureClass {
         | LlmErrorKind::ContentFilter
         | LlmErrorKind::Configuration => FailureClass::Deterministic,
         LlmErrorKind::Aborted => FailureClass::Canceled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_classes_agree_with_the_llm_layer() {
+        for kind in [
+            LlmErrorKind::RateLimit,
+            LlmErrorKind::Server,
+            LlmErrorKind::Timeout,
+            LlmErrorKind::Network,
+            LlmErrorKind::Stream,
+            LlmErrorKind::Quota,
+            LlmErrorKind::Auth,
+            LlmErrorKind::InvalidRequest,
+            LlmErrorKind::NotFound,
+            LlmErrorKind::ContextLength,
+            LlmErrorKind::ContentFilter,
+            LlmErrorKind::Configuration,
+            LlmErrorKind::Aborted,
+        ] {
+            assert_eq!(
+                failure_class(kind).as_str(),
+                kind.failure_class(),
+                "{kind:?}"
+            );
+        }
     }
 }

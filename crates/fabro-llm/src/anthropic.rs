@@ -1,0 +1,289 @@
+//! The Anthropic Messages API adapter (SPEC 10.1): `POST {base}/v1/messages` with
+//! `stream: true`, `x-api-key` and `anthropic-version: 2023-06-01`.
+
+use serde_json::{json, Map, Value};
+
+use crate::catalog;
+use crate::client::{BoxFuture, LlmClient};
+use crate::error::{LlmError, LlmErrorKind};
+use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
+use crate::message::{ReasoningEffort, Request, Response, Role};
+use crate::sse::SseEvent;
+use crate::stream::{Assembler, StreamEvent, StreamSink};
+
+/// A client for the Anthropic Messages API.
+pub struct AnthropicClient {
+    transport: Transport,
+}
+
+impl AnthropicClient {
+    /// A client for `settings` (base URL without `/v1`).
+    pub fn new(settings: HttpSettings) -> Result<AnthropicClient, LlmError> {
+        Ok(AnthropicClient {
+            transport: Transport::new("anthropic", settings)?,
+        })
+    }
+
+    async fn run(
+        &self,
+        request: &Request,
+        sink: &mut StreamSink<'_>,
+    ) -> Result<Response, LlmError> {
+        let key = self.transport.key().ok_or_else(|| {
+            self.transport.error(
+                LlmErrorKind::Configuration,
+                "missing key (set ANTHROPIC_API_KEY)",
+            )
+        })?;
+        let auth = [
+            ("x-api-key", key.expose().to_owned()),
+            ("anthropic-version", "2023-06-01".to_owned()),
+        ];
+        let mut out = Assembler::new("anthropic", &request.model, sink);
+        let mut decoder = Decoder {
+            transport: &self.transport,
+        };
+        self.transport
+            .stream(
+                &self.transport.url("/v1/messages"),
+                &auth,
+                &body(request),
+                &mut decoder,
+                &mut out,
+            )
+            .await?;
+        out.into_response()
+    }
+}
+
+impl LlmClient for AnthropicClient {
+    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
+        Box::pin(async move {
+            let mut ignore = |_: &StreamEvent| {};
+            self.run(request, &mut ignore).await
+        })
+    }
+
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a Request,
+        sink: &'a mut StreamSink<'_>,
+    ) -> BoxFuture<'a, Result<Response, LlmError>> {
+        Box::pin(self.run(request, sink))
+    }
+}
+
+/// The request body: system slot, merged same-role turns, `tool_result` blocks in user
+/// turns, native tool shapes and extended thinking for reasoning models.
+pub(crate) fn body(request: &Request) -> Value {
+    let mut system = request.system.clone().unwrap_or_default();
+    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    for message in &request.messages {
+        let (role, blocks) = match message.role {
+            Role::System => {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(&message.text);
+                continue;
+            }
+            Role::User => ("user", vec![json!({"type": "text", "text": message.text})]),
+            Role::Assistant => {
+                let mut blocks = Vec::new();
+                if !message.text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": message.text}));
+                }
+                for call in &message.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
+                }
+                ("assistant", blocks)
+            }
+            Role::Tool => (
+                "user",
+                vec![
+                    json!({"type": "tool_result", "tool_use_id": message.tool_call_id,
+                            "content": message.text, "is_error": message.is_error}),
+                ],
+            ),
+        };
+        match messages.last_mut() {
+            Some((last, existing)) if last == role => existing.extend(blocks),
+            _ => messages.push((role.to_owned(), blocks)),
+        }
+    }
+    let info = catalog::find(&request.model);
+    let mut max_tokens = request
+        .max_tokens
+        .or_else(|| info.map(|model| model.max_output.min(16_384)))
+        .unwrap_or(4_096);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("stream".into(), json!(true));
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(
+            messages
+                .into_iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect(),
+        ),
+    );
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let reasoning = info.is_none_or(|model| model.reasoning);
+    if let (Some(effort), true) = (request.reasoning_effort, reasoning) {
+        let budget: u32 = match effort {
+            ReasoningEffort::Low => 2_048,
+            ReasoningEffort::Medium => 8_192,
+            ReasoningEffort::High => 16_384,
+        };
+        // The thinking budget counts against max_tokens, which must exceed it.
+        if max_tokens <= budget {
+            max_tokens += budget;
+        }
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    body.insert("max_tokens".into(), json!(max_tokens));
+    Value::Object(body)
+}
+
+struct Decoder<'t> {
+    transport: &'t Transport,
+}
+
+impl WireDecoder for Decoder<'_> {
+    fn event(&mut self, event: &SseEvent, out: &mut Assembler<'_, '_>) -> Result<(), LlmError> {
+        let data = parse_json("anthropic", &event.data)?;
+        let kind = data["type"].as_str().unwrap_or(event.event.as_str());
+        match kind {
+            "message_start" => {
+                let message = &data["message"];
+                out.set_model(message["model"].as_str().unwrap_or_default());
+                let usage = &message["usage"];
+                let read = number(&usage["cache_read_input_tokens"]);
+                let write = number(&usage["cache_creation_input_tokens"]);
+                out.usage.input_tokens = number(&usage["input_tokens"]) + read + write;
+                out.usage.cache_read_tokens = read;
+                out.usage.cache_write_tokens = write;
+                out.usage.output_tokens = number(&usage["output_tokens"]);
+            }
+            "content_block_start" => {
+                let block = &data["content_block"];
+                if block["type"] == "tool_use" {
+                    let slot = data["index"].to_string();
+                    out.tool_start(
+                        &slot,
+                        block["id"].as_str().unwrap_or_default(),
+                        block["name"].as_str().unwrap_or_default(),
+                    );
+                } else if let Some(text) = block["text"].as_str() {
+                    out.text(text);
+                }
+            }
+            "content_block_delta" => {
+                let delta = &data["delta"];
+                match delta["type"].as_str().unwrap_or_default() {
+                    "text_delta" => out.text(delta["text"].as_str().unwrap_or_default()),
+                    "input_json_delta" => out.tool_arguments(
+                        &data["index"].to_string(),
+                        delta["partial_json"].as_str().unwrap_or_default(),
+                    ),
+                    "thinking_delta" => {
+                        out.reasoning(delta["thinking"].as_str().unwrap_or_default())
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
+                    out.usage.output_tokens = output;
+                }
+                if data["delta"]["stop_reason"] == "refusal" {
+                    return Err(self.transport.error(
+                        LlmErrorKind::ContentFilter,
+                        "the model refused (stop_reason refusal)",
+                    ));
+                }
+            }
+            "message_stop" => out.finish(),
+            "error" => {
+                let error = &data["error"];
+                return Err(stream_error(
+                    self.transport,
+                    error["type"].as_str().unwrap_or("error"),
+                    error["message"].as_str().unwrap_or_default(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn number(value: &Value) -> u64 {
+    value.as_u64().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Message, ToolCall, ToolDefinition};
+
+    #[test]
+    fn bodies_use_the_native_shapes() {
+        let mut assistant = Message::assistant("");
+        assistant.tool_calls.push(ToolCall {
+            id: "toolu_1".to_owned(),
+            name: "read".to_owned(),
+            arguments: json!({"p": 1}),
+        });
+        let request = Request {
+            model: "claude-sonnet-4-6".to_owned(),
+            system: Some("be brief".to_owned()),
+            messages: vec![
+                Message::user("hi"),
+                assistant,
+                Message::tool_result("toolu_1", "data", false),
+                Message::user("more"),
+            ],
+            tools: vec![ToolDefinition {
+                name: "read".to_owned(),
+                description: "reads".to_owned(),
+                parameters: json!({"type": "object"}),
+            }],
+            reasoning_effort: Some(ReasoningEffort::High),
+            max_tokens: Some(1000),
+            ..Request::default()
+        };
+        let body = body(&request);
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(body["messages"].as_array().map(Vec::len), Some(3));
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(body["messages"][2]["content"][1]["text"], "more");
+        assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
+        assert_eq!(body["thinking"]["budget_tokens"], 16_384);
+        assert_eq!(body["max_tokens"], 17_384);
+        let haiku = body_for("haiku");
+        assert!(haiku.get("thinking").is_none());
+    }
+
+    fn body_for(model: &str) -> Value {
+        body(&Request {
+            model: model.to_owned(),
+            reasoning_effort: Some(ReasoningEffort::Low),
+            ..Request::default()
+        })
+    }
+}

@@ -1,0 +1,457 @@
+//! The four wire formats: which paths select them, and how a [`Turn`] and an error are
+//! written in each, streamed (SSE events) or whole (one JSON body).
+
+use serde_json::{json, Value};
+
+use crate::Turn;
+
+/// A wire format, chosen by the request path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `POST /v1/messages`.
+    Anthropic,
+    /// `POST …/responses`.
+    OpenAiResponses,
+    /// `POST /v1beta/models/{model}:generateContent`.
+    Gemini,
+    /// `POST /v1beta/models/{model}:streamGenerateContent`.
+    GeminiStream,
+    /// `POST …/chat/completions`.
+    ChatCompletions,
+}
+
+impl Format {
+    /// The format served at `path`.
+    pub fn of_path(path: &str) -> Option<Format> {
+        if path.ends_with("/v1/messages") {
+            Some(Format::Anthropic)
+        } else if path.ends_with("/responses") {
+            Some(Format::OpenAiResponses)
+        } else if path.ends_with("/chat/completions") {
+            Some(Format::ChatCompletions)
+        } else if path.contains("/models/") && path.ends_with(":streamGenerateContent") {
+            Some(Format::GeminiStream)
+        } else if path.contains("/models/") && path.ends_with(":generateContent") {
+            Some(Format::Gemini)
+        } else {
+            None
+        }
+    }
+}
+
+/// One SSE event.
+pub(crate) struct Event {
+    name: Option<&'static str>,
+    data: String,
+}
+
+impl Event {
+    pub(crate) fn new(name: Option<&'static str>, data: impl Into<String>) -> Event {
+        Event {
+            name,
+            data: data.into(),
+        }
+    }
+
+    fn json(name: Option<&'static str>, value: &Value) -> Event {
+        Event::new(name, value.to_string())
+    }
+
+    pub(crate) fn encode(&self) -> String {
+        match self.name {
+            Some(name) => format!("event: {name}\ndata: {}\n\n", self.data),
+            None => format!("data: {}\n\n", self.data),
+        }
+    }
+}
+
+/// The event name a format opens its stream with (for malformed-JSON faults).
+pub(crate) fn first_event_name(format: Format) -> Option<&'static str> {
+    match format {
+        Format::Anthropic => Some("message_start"),
+        Format::OpenAiResponses => Some("response.created"),
+        Format::Gemini | Format::GeminiStream | Format::ChatCompletions => None,
+    }
+}
+
+fn chunks(text: &str, size: usize) -> Vec<String> {
+    let size = size.max(1);
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
+}
+
+fn model_of(format: Format, request: &Value, path_model: &str) -> String {
+    match format {
+        Format::Gemini | Format::GeminiStream => path_model.to_owned(),
+        _ => request["model"].as_str().unwrap_or("twin-model").to_owned(),
+    }
+}
+
+fn arguments(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// The SSE events of `turn` in `format`.
+pub(crate) fn stream_events(
+    format: Format,
+    request: &Value,
+    path_model: &str,
+    turn: &Turn,
+) -> Vec<Event> {
+    let model = model_of(format, request, path_model);
+    let mut events = Vec::new();
+    match format {
+        Format::Anthropic => {
+            let name = |name: &'static str| Some(name);
+            events.push(Event::json(name("message_start"), &json!({"type": "message_start", "message": {
+                "id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": [],
+                "usage": {"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
+                          "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0,
+                          "output_tokens": 1}}})));
+            events.push(Event::json(name("ping"), &json!({"type": "ping"})));
+            let mut index = 0;
+            if !turn.text.is_empty() {
+                events.push(Event::json(
+                    name("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}),
+                ));
+                for piece in chunks(&turn.text, turn.chunk_size) {
+                    events.push(Event::json(
+                        name("content_block_delta"),
+                        &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": piece}}),
+                    ));
+                }
+                events.push(Event::json(
+                    name("content_block_stop"),
+                    &json!({"type": "content_block_stop", "index": index}),
+                ));
+                index += 1;
+            }
+            for (id, tool, args) in &turn.tool_calls {
+                events.push(Event::json(
+                    name("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "tool_use", "id": id, "name": tool, "input": {}}}),
+                ));
+                for piece in chunks(args, turn.chunk_size) {
+                    events.push(Event::json(
+                        name("content_block_delta"),
+                        &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece}}),
+                    ));
+                }
+                events.push(Event::json(
+                    name("content_block_stop"),
+                    &json!({"type": "content_block_stop", "index": index}),
+                ));
+                index += 1;
+            }
+            let stop = if turn.content_filter {
+                "refusal"
+            } else if turn.tool_calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            events.push(Event::json(
+                name("message_delta"),
+                &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop}, "usage": {"output_tokens": turn.output_tokens}}),
+            ));
+            events.push(Event::json(
+                name("message_stop"),
+                &json!({"type": "message_stop"}),
+            ));
+        }
+        Format::OpenAiResponses => {
+            let push = |events: &mut Vec<Event>, kind: &'static str, mut value: Value| {
+                value["type"] = json!(kind);
+                events.push(Event::json(Some(kind), &value));
+            };
+            push(
+                &mut events,
+                "response.created",
+                json!({"response": {"id": "resp_twin", "status": "in_progress", "model": model}}),
+            );
+            let mut output_index = 0;
+            if !turn.text.is_empty() {
+                push(
+                    &mut events,
+                    "response.output_item.added",
+                    json!({"output_index": output_index,
+                    "item": {"type": "message", "id": "msg_twin", "role": "assistant", "content": []}}),
+                );
+                for piece in chunks(&turn.text, turn.chunk_size) {
+                    push(
+                        &mut events,
+                        "response.output_text.delta",
+                        json!({"item_id": "msg_twin",
+                        "output_index": output_index, "content_index": 0, "delta": piece}),
+                    );
+                }
+                push(
+                    &mut events,
+                    "response.output_text.done",
+                    json!({"item_id": "msg_twin", "output_index": output_index,
+                    "content_index": 0, "text": turn.text}),
+                );
+                output_index += 1;
+            }
+            for (number, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
+                let item_id = format!("fc_twin_{number}");
+                push(
+                    &mut events,
+                    "response.output_item.added",
+                    json!({"output_index": output_index,
+                    "item": {"type": "function_call", "id": item_id, "call_id": id, "name": tool, "arguments": ""}}),
+                );
+                for piece in chunks(args, turn.chunk_size) {
+                    push(
+                        &mut events,
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id,
+                        "output_index": output_index, "delta": piece}),
+                    );
+                }
+                push(
+                    &mut events,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id,
+                    "output_index": output_index, "arguments": args}),
+                );
+                output_index += 1;
+            }
+            let usage = json!({"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
+                               "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}});
+            if turn.content_filter {
+                push(
+                    &mut events,
+                    "response.incomplete",
+                    json!({"response": {"id": "resp_twin", "status": "incomplete", "model": model,
+                    "incomplete_details": {"reason": "content_filter"}, "usage": usage}}),
+                );
+            } else {
+                push(
+                    &mut events,
+                    "response.completed",
+                    json!({"response": {"id": "resp_twin", "status": "completed",
+                    "model": model, "usage": usage}}),
+                );
+            }
+        }
+        Format::Gemini | Format::GeminiStream => {
+            for piece in chunks(&turn.text, turn.chunk_size) {
+                events.push(Event::json(None, &json!({"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]},
+                    "index": 0}], "modelVersion": model})));
+            }
+            if !turn.tool_calls.is_empty() {
+                let parts: Vec<Value> = turn
+                    .tool_calls
+                    .iter()
+                    .map(|(_, tool, args)| json!({"functionCall": {"name": tool, "args": arguments(args)}}))
+                    .collect();
+                events.push(Event::json(None, &json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                    "modelVersion": model})));
+            }
+            events.push(Event::json(None, &gemini_final(turn, &model, Vec::new())));
+        }
+        Format::ChatCompletions => {
+            let chunk = |delta: Value, finish: Value| {
+                json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
+                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            };
+            events.push(Event::json(
+                None,
+                &chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+            ));
+            for piece in chunks(&turn.text, turn.chunk_size) {
+                events.push(Event::json(
+                    None,
+                    &chunk(json!({"content": piece}), Value::Null),
+                ));
+            }
+            for (index, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
+                events.push(Event::json(
+                    None,
+                    &chunk(
+                        json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                    "function": {"name": tool, "arguments": ""}}]}),
+                        Value::Null,
+                    ),
+                ));
+                for piece in chunks(args, turn.chunk_size) {
+                    events.push(Event::json(
+                        None,
+                        &chunk(
+                            json!({"tool_calls": [{"index": index,
+                        "function": {"arguments": piece}}]}),
+                            Value::Null,
+                        ),
+                    ));
+                }
+            }
+            let finish = if turn.content_filter {
+                "content_filter"
+            } else if turn.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            events.push(Event::json(None, &chunk(json!({}), json!(finish))));
+            events.push(Event::json(
+                None,
+                &json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
+                "choices": [], "usage": chat_usage(turn)}),
+            ));
+            events.push(Event::new(None, "[DONE]"));
+        }
+    }
+    events
+}
+
+fn gemini_final(turn: &Turn, model: &str, parts: Vec<Value>) -> Value {
+    let finish = if turn.content_filter {
+        "SAFETY"
+    } else {
+        "STOP"
+    };
+    json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+           "usageMetadata": {"promptTokenCount": turn.input_tokens, "cachedContentTokenCount": turn.cache_read_tokens,
+                             "candidatesTokenCount": turn.output_tokens - turn.reasoning_tokens.min(turn.output_tokens),
+                             "thoughtsTokenCount": turn.reasoning_tokens,
+                             "totalTokenCount": turn.input_tokens + turn.output_tokens},
+           "modelVersion": model})
+}
+
+fn chat_usage(turn: &Turn) -> Value {
+    json!({"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
+           "total_tokens": turn.input_tokens + turn.output_tokens,
+           "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens},
+           "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}})
+}
+
+/// `turn` as one JSON body (non-streaming requests).
+pub(crate) fn whole(format: Format, request: &Value, path_model: &str, turn: &Turn) -> Value {
+    let model = model_of(format, request, path_model);
+    match format {
+        Format::Anthropic => {
+            let mut content = Vec::new();
+            if !turn.text.is_empty() {
+                content.push(json!({"type": "text", "text": turn.text}));
+            }
+            for (id, tool, args) in &turn.tool_calls {
+                content.push(
+                    json!({"type": "tool_use", "id": id, "name": tool, "input": arguments(args)}),
+                );
+            }
+            let stop = if turn.tool_calls.is_empty() {
+                "end_turn"
+            } else {
+                "tool_use"
+            };
+            json!({"id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": content,
+                   "stop_reason": stop, "usage": {"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
+                   "cache_read_input_tokens": turn.cache_read_tokens, "output_tokens": turn.output_tokens}})
+        }
+        Format::OpenAiResponses => {
+            let mut output = Vec::new();
+            if !turn.text.is_empty() {
+                output.push(
+                    json!({"type": "message", "id": "msg_twin", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": turn.text}]}),
+                );
+            }
+            for (id, tool, args) in &turn.tool_calls {
+                output.push(json!({"type": "function_call", "call_id": id, "name": tool, "arguments": args}));
+            }
+            json!({"id": "resp_twin", "object": "response", "status": "completed", "model": model, "output": output,
+                   "usage": {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
+                             "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}}})
+        }
+        Format::Gemini | Format::GeminiStream => {
+            let mut parts = Vec::new();
+            if !turn.text.is_empty() {
+                parts.push(json!({"text": turn.text}));
+            }
+            for (_, tool, args) in &turn.tool_calls {
+                parts.push(json!({"functionCall": {"name": tool, "args": arguments(args)}}));
+            }
+            gemini_final(turn, &model, parts)
+        }
+        Format::ChatCompletions => {
+            let calls: Vec<Value> = turn
+                .tool_calls
+                .iter()
+                .map(|(id, tool, args)| json!({"id": id, "type": "function", "function": {"name": tool, "arguments": args}}))
+                .collect();
+            let mut message = json!({"role": "assistant", "content": turn.text});
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(calls);
+            }
+            let finish = if turn.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            json!({"id": "chatcmpl-twin", "object": "chat.completion", "model": model,
+                   "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": chat_usage(turn)})
+        }
+    }
+}
+
+/// An error body shaped like the provider's.
+pub(crate) fn error_body(format: Format, status: u16, error_type: &str, message: &str) -> Value {
+    match format {
+        Format::Anthropic => {
+            json!({"type": "error", "error": {"type": error_type, "message": message}})
+        }
+        Format::OpenAiResponses | Format::ChatCompletions => {
+            json!({"error": {"message": message, "type": error_type, "code": error_type}})
+        }
+        Format::Gemini | Format::GeminiStream => {
+            json!({"error": {"code": status, "message": message, "status": error_type}})
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_select_formats() {
+        assert_eq!(Format::of_path("/v1/messages"), Some(Format::Anthropic));
+        assert_eq!(
+            Format::of_path("/v1/responses"),
+            Some(Format::OpenAiResponses)
+        );
+        assert_eq!(
+            Format::of_path("/api/v1/chat/completions"),
+            Some(Format::ChatCompletions)
+        );
+        assert_eq!(
+            Format::of_path("/v1beta/models/gemini-3-flash-preview:streamGenerateContent"),
+            Some(Format::GeminiStream)
+        );
+        assert_eq!(
+            Format::of_path("/v1beta/models/m:generateContent"),
+            Some(Format::Gemini)
+        );
+        assert_eq!(Format::of_path("/other"), None);
+    }
+
+    #[test]
+    fn text_is_cut_into_chunks_of_characters() {
+        assert_eq!(chunks("héllo", 2), ["hé", "ll", "o"]);
+        let turn = Turn::text("abcdefghij");
+        let events = stream_events(Format::ChatCompletions, &json!({"model": "m"}), "", &turn);
+        // role chunk, two text chunks, finish, usage, [DONE].
+        assert_eq!(events.len(), 6);
+        assert_eq!(events[5].encode(), "data: [DONE]\n\n");
+    }
+}
