@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::git::{MetadataFile, MetadataMessage, RunGit};
 use crate::journal::{ChangeHint, CheckpointDelta, Journal, JournalError};
 
 mod image;
@@ -23,6 +24,12 @@ pub enum CheckpointError {
     /// The journal could not be written or synced.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// A git step of the cycle failed.
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    /// Git checkpointing was lost in the middle of a cycle.
+    #[error("git checkpointing is not active")]
+    GitMissing,
     /// `checkpoint.json` could not be replaced.
     #[error("cannot write {}", .path.display())]
     File {
@@ -44,6 +51,36 @@ pub(crate) struct Checkpointer {
     /// `checkpoint.json` as fragments, following the journal.
     image: Option<CheckpointImage>,
     buffer: Vec<u8>,
+    /// Git checkpointing (SPEC 8), when active.
+    git: Option<RunGit>,
+    run_dir: PathBuf,
+}
+
+/// Which checkpoint of the cycle (SPEC 8.6) is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cycle<'a> {
+    /// The initial checkpoint (SPEC 4.1): steps 1 and 2.
+    Initial,
+    /// After a stage: all four steps.
+    Stage {
+        /// The node whose stage completed.
+        node_id: &'a str,
+        /// Its status.
+        status: &'a str,
+        /// Its stage directory.
+        stage_dir: &'a Path,
+    },
+    /// A final checkpoint that follows no stage: steps 1 and 2.
+    Final,
+}
+
+/// What a checkpoint produced in git.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CycleShas {
+    /// The run-branch commit holding the work so far.
+    pub(crate) git_commit_sha: Option<String>,
+    /// The metadata commit of this checkpoint.
+    pub(crate) metadata_sha: Option<String>,
 }
 
 impl Checkpointer {
@@ -57,6 +94,8 @@ impl Checkpointer {
             journal: None,
             image: None,
             buffer: Vec::new(),
+            git: None,
+            run_dir: run_dir.to_path_buf(),
         }
     }
 
@@ -70,7 +109,7 @@ impl Checkpointer {
     /// Makes `checkpoint` durable (journal append, synced) and replaces
     /// `checkpoint.json`. `hint` names what changed since the previous write; the cost
     /// is that of the changes plus a copy of the file's bytes.
-    pub(crate) fn write(
+    fn write_state(
         &mut self,
         checkpoint: &CheckpointView<'_>,
         hint: &ChangeHint<'_>,
@@ -105,6 +144,104 @@ impl Checkpointer {
 }
 
 impl Checkpointer {
+    /// Uses git checkpointing from now on.
+    pub(crate) fn attach_git(&mut self, git: RunGit) {
+        self.git = Some(git);
+    }
+
+    /// Hands the run's git state back, e.g. to remove the worktree after a success.
+    pub(crate) fn take_git(&mut self) -> Option<RunGit> {
+        self.git.take()
+    }
+
+    /// The run-branch tip, when git checkpointing is active.
+    pub(crate) fn git_head(&self) -> Option<String> {
+        self.git.as_ref().map(RunGit::head_sha)
+    }
+
+    /// The checkpoint cycle (SPEC 8.6): (1) the state made durable and
+    /// `checkpoint.json` replaced; with git, (2) the metadata commit, (3) the run-branch
+    /// commit naming it, (4) the state again with `git_commit_sha` set. Initial and
+    /// final checkpoints stop after step 2 with the branch tip as their commit.
+    pub(crate) fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        hint: &ChangeHint<'_>,
+        cycle: Cycle<'_>,
+    ) -> Result<CycleShas, CheckpointError> {
+        let Some(head) = self.git_head() else {
+            self.write_state(checkpoint, hint)?;
+            return Ok(CycleShas::default());
+        };
+        let mut view = *checkpoint;
+        match cycle {
+            Cycle::Stage {
+                node_id,
+                status,
+                stage_dir,
+            } => {
+                view.git_commit_sha = None;
+                self.write_state(&view, hint)?;
+                let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
+                let staged = git.stage()?;
+                if let Some(patch) = git.diff_patch(&staged, crate::git::METADATA_FILE_LIMIT)? {
+                    let path = stage_dir.join("diff.patch");
+                    fs_err::write(&path, patch)
+                        .map_err(|source| CheckpointError::File { path, source })?;
+                }
+                let files = stage_files(&self.run_dir, node_id, stage_dir, &self.buffer);
+                let borrowed: Vec<MetadataFile<'_>> = files
+                    .iter()
+                    .map(|(path, contents)| MetadataFile { path, contents })
+                    .collect();
+                let metadata =
+                    git.write_metadata(MetadataMessage::Checkpoint { node_id }, &borrowed)?;
+                let sha = git.commit(
+                    staged,
+                    node_id,
+                    status,
+                    view.completed_nodes.len(),
+                    &metadata.sha,
+                )?;
+                view.git_commit_sha = Some(&sha);
+                self.write_state(&view, &ChangeHint::nothing())?;
+                Ok(CycleShas {
+                    git_commit_sha: Some(sha.clone()),
+                    metadata_sha: Some(metadata.sha),
+                })
+            }
+            Cycle::Initial | Cycle::Final => {
+                view.git_commit_sha = Some(&head);
+                self.write_state(&view, hint)?;
+                let mut files = Vec::new();
+                if matches!(cycle, Cycle::Initial) {
+                    for name in ["manifest.json", "graph.fabro", "config.json"] {
+                        if let Ok(bytes) = fs_err::read(self.run_dir.join(name)) {
+                            files.push((name.to_owned(), bytes));
+                        }
+                    }
+                }
+                files.push(("checkpoint.json".to_owned(), self.buffer.clone()));
+                let borrowed: Vec<MetadataFile<'_>> = files
+                    .iter()
+                    .map(|(path, contents)| MetadataFile { path, contents })
+                    .collect();
+                let message = match cycle {
+                    Cycle::Initial => MetadataMessage::Initialize,
+                    _ => MetadataMessage::Final {
+                        run_status: view.run_status,
+                    },
+                };
+                let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
+                let metadata = git.write_metadata(message, &borrowed)?;
+                Ok(CycleShas {
+                    git_commit_sha: Some(head),
+                    metadata_sha: Some(metadata.sha),
+                })
+            }
+        }
+    }
+
     /// Writes the last complete checkpoint again with `run_status`: the final checkpoint
     /// of a run cancelled in the middle of a stage, which must not count the interrupted
     /// visit (its rank, visit and simulated replies are used again on resume).
@@ -117,9 +254,35 @@ impl Checkpointer {
         };
         record.run_status = run_status.to_owned();
         record.timestamp = crate::timestamp::now_rfc3339();
-        self.write(&record.view(), &ChangeHint::everything())?;
+        self.write(&record.view(), &ChangeHint::everything(), Cycle::Final)?;
         Ok(true)
     }
+}
+
+/// The metadata files of a stage (SPEC 8.3): `checkpoint.json`, and the stage's
+/// prompt, response, status and diff under `nodes/{node_id}/` and under
+/// `stages/{rank}-{node_id}@{visit}/`.
+fn stage_files(
+    run_dir: &Path,
+    node_id: &str,
+    stage_dir: &Path,
+    checkpoint: &[u8],
+) -> Vec<(String, Vec<u8>)> {
+    let mut files = vec![("checkpoint.json".to_owned(), checkpoint.to_vec())];
+    let stage_name = stage_dir
+        .strip_prefix(run_dir)
+        .map(|relative| relative.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for name in ["prompt.md", "response.md", "status.json", "diff.patch"] {
+        let Ok(bytes) = fs_err::read(stage_dir.join(name)) else {
+            continue;
+        };
+        if !stage_name.is_empty() {
+            files.push((format!("{stage_name}/{name}"), bytes.clone()));
+        }
+        files.push((format!("nodes/{node_id}/{name}"), bytes));
+    }
+    files
 }
 
 /// `{run_dir}/journal.jsonl`.
@@ -234,7 +397,11 @@ mod tests {
         let mut checkpointer = Checkpointer::new(directory.path());
         for completed in 0..3 {
             checkpointer
-                .write(&checkpoint(completed).view(), &ChangeHint::everything())
+                .write(
+                    &checkpoint(completed).view(),
+                    &ChangeHint::everything(),
+                    Cycle::Final,
+                )
                 .expect("writes");
         }
         let file = directory.path().join("checkpoint.json");
@@ -280,15 +447,27 @@ mod tests {
         let directory = tempfile::tempdir().expect("tempdir");
         let mut checkpointer = Checkpointer::new(directory.path());
         checkpointer
-            .write(&checkpoint(0).view(), &ChangeHint::everything())
+            .write(
+                &checkpoint(0).view(),
+                &ChangeHint::everything(),
+                Cycle::Initial,
+            )
             .expect("writes");
         checkpointer
-            .write(&checkpoint(1).view(), &ChangeHint::everything())
+            .write(
+                &checkpoint(1).view(),
+                &ChangeHint::everything(),
+                Cycle::Final,
+            )
             .expect("writes");
         drop(checkpointer);
         let mut resumed = Checkpointer::resume(directory.path()).expect("resumes");
         resumed
-            .write(&checkpoint(2).view(), &ChangeHint::everything())
+            .write(
+                &checkpoint(2).view(),
+                &ChangeHint::everything(),
+                Cycle::Final,
+            )
             .expect("writes");
         let lines = fs_err::read_to_string(journal_path(directory.path()))
             .expect("reads")

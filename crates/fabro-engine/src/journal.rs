@@ -243,6 +243,16 @@ pub struct ChangeHint<'a> {
 }
 
 impl ChangeHint<'static> {
+    /// A hint that promises that no map or list changed (only scalars).
+    pub fn nothing() -> ChangeHint<'static> {
+        static EMPTY: BTreeSet<String> = BTreeSet::new();
+        ChangeHint {
+            nodes: &EMPTY,
+            context_keys: &EMPTY,
+            everything: false,
+        }
+    }
+
     /// A hint that promises nothing: compare everything.
     pub fn everything() -> ChangeHint<'static> {
         static EMPTY: BTreeSet<String> = BTreeSet::new();

@@ -98,6 +98,7 @@ impl Traversal {
             pending_records: Vec::new(),
             checkpointer: None,
             resumed_stage: false,
+            last_stage_dir: None,
         }
     }
 

@@ -133,6 +133,24 @@ pub struct PreparedRun {
     simulated_llm: bool,
     /// The checkpoint a resumed run continues from.
     resume: Option<Checkpoint>,
+    /// Git checkpointing for a new run (SPEC 8.1), decided while preparing.
+    git_plan: GitPlan,
+}
+
+/// Whether and how a new run checkpoints into git (SPEC 8.1).
+#[derive(Debug, Clone)]
+enum GitPlan {
+    /// No repository, a dry run, a child workflow or a resumed run.
+    Off,
+    /// Tracked files are modified: run in place, warn.
+    Dirty,
+    /// A clean repository: a run branch and a worktree.
+    Clean {
+        repo_root: PathBuf,
+        head_sha: String,
+        work_dir_relative: PathBuf,
+        untracked: Vec<String>,
+    },
 }
 
 impl PreparedRun {
@@ -342,6 +360,11 @@ fn finish_prepare(
     if simulated_llm {
         warnings.push("note: no LLM credentials found; using the simulated provider".to_owned());
     }
+    let git_plan = if resume.is_some() || options.dry_run || options.parent_run_id.is_some() {
+        GitPlan::Off
+    } else {
+        plan_git(&options, &mut warnings)
+    };
     Ok(PreparedRun {
         options,
         workflow: Arc::new(workflow),
@@ -354,7 +377,69 @@ fn finish_prepare(
         llm: Some(llm),
         simulated_llm,
         resume,
+        git_plan,
     })
+}
+
+/// SPEC 8.1: inspect the working directory's repository; warnings go to `warnings`.
+fn plan_git(options: &RunOptions, warnings: &mut Vec<String>) -> GitPlan {
+    let work_dir = match &options.work_dir {
+        Some(work_dir) => work_dir.clone(),
+        None => match std::env::current_dir() {
+            Ok(directory) => directory,
+            Err(_) => return GitPlan::Off,
+        },
+    };
+    match crate::git::inspect(&work_dir) {
+        Ok(crate::git::RepoState::Clean {
+            repo_root,
+            head_sha,
+            work_dir_relative,
+            untracked,
+        }) => {
+            if !untracked.is_empty() {
+                warnings.push(format!(
+                    "warning: untracked files are not in the run worktree: {}",
+                    list_paths(&untracked)
+                ));
+            }
+            GitPlan::Clean {
+                repo_root,
+                head_sha,
+                work_dir_relative,
+                untracked,
+            }
+        }
+        Ok(crate::git::RepoState::Dirty { .. }) => {
+            warnings.push(DIRTY_WARNING.to_owned());
+            GitPlan::Dirty
+        }
+        Ok(_) => GitPlan::Off,
+        Err(error) => {
+            warnings.push(format!(
+                "warning: cannot inspect the git repository; running without git checkpoints: {}",
+                crate::error_chain(&error)
+            ));
+            GitPlan::Off
+        }
+    }
+}
+
+const DIRTY_WARNING: &str =
+    "warning: working tree has uncommitted changes; running in place without git checkpoints";
+
+/// The first 20 paths, comma-separated, then `and {n} more` (SPEC 8.1).
+fn list_paths(paths: &[String]) -> String {
+    let mut text = paths
+        .iter()
+        .take(20)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > 20 {
+        text.push_str(&format!(" and {} more", paths.len() - 20));
+    }
+    text
 }
 
 /// A fresh run id: a ULID, so ids sort by start time.
@@ -372,7 +457,11 @@ fn valid_run_id(run_id: &str) -> bool {
 
 impl PreparedRun {
     /// INITIALIZE for a new run: `manifest.json`, `graph.fabro` and `config.json`.
-    fn write_records(&self, simulated_llm: bool) -> Result<Manifest, RunError> {
+    fn write_records(
+        &self,
+        simulated_llm: bool,
+        git: Option<&crate::git::RunGit>,
+    ) -> Result<Manifest, RunError> {
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
             move |source| RunError::Io {
@@ -388,8 +477,8 @@ impl PreparedRun {
             goal: self.goal.clone(),
             node_count: self.workflow.nodes().len(),
             edge_count: self.workflow.edges().len(),
-            base_sha: None,
-            run_branch: None,
+            base_sha: git.map(crate::git::RunGit::head_sha),
+            run_branch: git.map(|git| crate::git::run_branch_name(git.run_id())),
             started_at: now_rfc3339(),
             fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
             dry_run: self.options.dry_run,
@@ -449,8 +538,58 @@ impl PreparedRun {
             None => return Err(RunError::Configuration("run executed twice".to_owned())),
         };
         let simulated_llm = self.simulated_llm;
+        // SPEC 8.4: the run branch and its worktree, which becomes the working directory.
+        let run_git = match &self.git_plan {
+            GitPlan::Clean {
+                repo_root,
+                head_sha,
+                work_dir_relative,
+                ..
+            } => {
+                let settings = crate::git::RunGitSettings {
+                    author: crate::git::Author::new(
+                        self.options
+                            .config
+                            .git
+                            .author_name
+                            .clone()
+                            .unwrap_or_else(|| "fabro".to_owned()),
+                        self.options
+                            .config
+                            .git
+                            .author_email
+                            .clone()
+                            .unwrap_or_else(|| "fabro@local".to_owned()),
+                    ),
+                    exclude_globs: self
+                        .options
+                        .config
+                        .checkpoint
+                        .exclude_globs
+                        .clone()
+                        .unwrap_or_default(),
+                    work_dir_relative: work_dir_relative.clone(),
+                };
+                Some(
+                    crate::git::RunGit::create(
+                        repo_root,
+                        &self.run_id,
+                        head_sha,
+                        &self.paths.run_dir().join("worktree"),
+                        settings,
+                    )
+                    .map_err(|error| {
+                        RunError::Configuration(format!(
+                            "cannot set up git checkpointing: {}",
+                            crate::error_chain(&error)
+                        ))
+                    })?,
+                )
+            }
+            _ => None,
+        };
         let manifest = match &resume {
-            None => self.write_records(simulated_llm)?,
+            None => self.write_records(simulated_llm, run_git.as_ref())?,
             Some(_) => crate::run_index::read_manifest(self.paths.run_dir()).map_err(|error| {
                 RunError::Configuration(format!(
                     "cannot resume run {}: {}",
@@ -462,9 +601,10 @@ impl PreparedRun {
         // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
         let run_lock = crate::run_index::register_start(&self.paths, &manifest);
 
-        let work_dir = match &self.options.work_dir {
-            Some(work_dir) => work_dir.clone(),
-            None => std::env::current_dir()
+        let work_dir = match (&run_git, &self.options.work_dir) {
+            (Some(git), _) => git.work_dir(),
+            (None, Some(work_dir)) => work_dir.clone(),
+            (None, None) => std::env::current_dir()
                 .map_err(io("cannot read current directory", Path::new(".")))?,
         };
         let services = Arc::new(RunServices {
@@ -493,7 +633,11 @@ impl PreparedRun {
                     &self.run_id,
                     &work_dir,
                 );
-                Checkpointer::new(self.paths.run_dir())
+                let mut checkpointer = Checkpointer::new(self.paths.run_dir());
+                if let Some(git) = run_git {
+                    checkpointer.attach_git(git);
+                }
+                checkpointer
             }
             Some(checkpoint) => {
                 state = RunState::restore(checkpoint, &self.workflow);
@@ -535,6 +679,7 @@ impl PreparedRun {
             pending_records: Vec::new(),
             checkpointer: Some(checkpointer),
             resumed_stage: resume.is_some(),
+            last_stage_dir: None,
         };
         let start = match &resume {
             None => self.workflow.start(),
@@ -563,7 +708,31 @@ impl PreparedRun {
             resume.is_some(),
             &start_id,
         ));
-        traversal.final_checkpoint(Some(&start_id), "running");
+        match &self.git_plan {
+            GitPlan::Dirty => {
+                emitter.emit(Event::warning(
+                    None,
+                    "dirty_worktree",
+                    &DIRTY_WARNING["warning: ".len()..],
+                ));
+            }
+            GitPlan::Clean { untracked, .. } if !untracked.is_empty() => {
+                emitter.emit(Event::warning(
+                    None,
+                    "untracked_not_in_worktree",
+                    &format!(
+                        "untracked files are not in the run worktree: {}",
+                        untracked.join(", ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if resume.is_some() {
+            traversal.final_checkpoint(Some(&start_id), "running");
+        } else {
+            traversal.initial_checkpoint(Some(&start_id));
+        }
         let (previous, entered_by) = match &resume {
             None => (None, None),
             Some(checkpoint) => {
@@ -658,6 +827,19 @@ impl PreparedRun {
                 ("canceled".to_owned(), Some(reason.clone()))
             }
         };
+        // SPEC 8.4: a finished run's worktree is removed (the branch stays); after a
+        // failure or a cancellation it is kept for inspection and resume.
+        if matches!(end, RunEnd::Completed { .. }) {
+            if let Some(git) = traversal
+                .checkpointer
+                .as_mut()
+                .and_then(Checkpointer::take_git)
+            {
+                if let Err(error) = git.remove_worktree() {
+                    tracing::warn!(error = %crate::error_chain(&error), "cannot remove the run worktree");
+                }
+            }
+        }
         // SPEC 11.4: the final status goes to the index before the lock is released.
         crate::run_index::register_end(&self.paths, &self.run_id, &report.0, run_lock);
         Ok(RunReport {

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use serde_json::{json, Value};
 
 use crate::catch_panic::CatchPanic;
-use crate::checkpoint::{CheckpointError, Checkpointer};
+use crate::checkpoint::{CheckpointError, Checkpointer, Cycle, CycleShas};
 use crate::context::Context;
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
@@ -192,6 +192,8 @@ pub(crate) struct Traversal {
     pub(crate) pending_records: Vec<(String, Outcome)>,
     /// Writes checkpoints; `None` in parallel branches, whose stages the parent records.
     pub(crate) checkpointer: Option<Checkpointer>,
+    /// The stage directory of the last stage run, for the checkpoint's metadata files.
+    pub(crate) last_stage_dir: Option<PathBuf>,
     /// The next stage is the first of a resumed run: its stage directory is replaced
     /// and `full` fidelity degrades to `summary:high` (SPEC 6.7, 8.7).
     pub(crate) resumed_stage: bool,
@@ -265,7 +267,7 @@ impl Traversal {
             }
             self.record(node, &outcome);
             if Some(node) == workflow.exit() {
-                if let Err(end) = self.checkpoint(node, None) {
+                if let Err(end) = self.checkpoint(node, None, &outcome) {
                     return end;
                 }
                 let status = self.completion_status();
@@ -273,7 +275,7 @@ impl Traversal {
             }
             match self.next(node, &outcome) {
                 Next::Node(next) => {
-                    if let Err(end) = self.checkpoint(node, Some(next)) {
+                    if let Err(end) = self.checkpoint(node, Some(next), &outcome) {
                         return end;
                     }
                     entered_by = workflow
@@ -294,9 +296,10 @@ impl Traversal {
         current: Option<&str>,
         next: Option<&str>,
         run_status: &str,
-    ) -> Result<(), CheckpointError> {
+        cycle: Cycle<'_>,
+    ) -> Result<CycleShas, CheckpointError> {
         let Some(checkpointer) = self.checkpointer.as_mut() else {
-            return Ok(());
+            return Ok(CycleShas::default());
         };
         let timestamp = now_rfc3339();
         let simulated_cursors = self.services.llm.simulated().cursors();
@@ -306,7 +309,7 @@ impl Traversal {
             context_keys: state.context.changed(),
             everything: state.touched_everything,
         };
-        checkpointer.write(
+        let shas = checkpointer.write(
             &CheckpointView {
                 version: 1,
                 run_id: &self.services.run_id,
@@ -329,31 +332,47 @@ impl Traversal {
                 run_status,
             },
             &hint,
+            cycle,
         )?;
         self.state.touched_nodes.clear();
         self.state.touched_everything = false;
         self.state.context.take_changed();
-        Ok(())
+        Ok(shas)
     }
 
     /// The checkpoint cycle after a stage (SPEC 8.6), then `CheckpointCompleted`. A
     /// checkpoint that cannot be made durable ends the run: going on would do work that
     /// a resume could not account for.
-    fn checkpoint(&mut self, node: NodeIndex, next: Option<NodeIndex>) -> Result<(), RunEnd> {
+    fn checkpoint(
+        &mut self,
+        node: NodeIndex,
+        next: Option<NodeIndex>,
+        outcome: &Outcome,
+    ) -> Result<(), RunEnd> {
         let current = self.workflow.node(node).id.clone();
         let next_id = next.map(|next| self.workflow.node(next).id.clone());
-        if let Err(error) = self.write_checkpoint(Some(&current), next_id.as_deref(), "running") {
-            return Err(RunEnd::Failed {
-                reason: format!("engine error: {}", crate::error_chain(&error)),
-                class: FailureClass::Deterministic,
-                node_id: Some(current),
-            });
-        }
+        let stage_dir = self.last_stage_dir.clone().unwrap_or_default();
+        let cycle = Cycle::Stage {
+            node_id: &current,
+            status: outcome.status.as_str(),
+            stage_dir: &stage_dir,
+        };
+        let shas = match self.write_checkpoint(Some(&current), next_id.as_deref(), "running", cycle)
+        {
+            Ok(shas) => shas,
+            Err(error) => {
+                return Err(RunEnd::Failed {
+                    reason: format!("engine error: {}", crate::error_chain(&error)),
+                    class: FailureClass::Deterministic,
+                    node_id: Some(current),
+                })
+            }
+        };
         self.emit(Event::checkpoint_completed(
             &current,
             next_id.as_deref(),
-            None,
-            None,
+            shas.git_commit_sha.as_deref(),
+            shas.metadata_sha.as_deref(),
         ));
         Ok(())
     }
@@ -362,8 +381,22 @@ impl Traversal {
     /// cycle. Failures are logged; the run's outcome is already decided.
     /// `current_node` is the last completed stage (none in the initial checkpoint).
     pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: &str) {
+        self.checkpoint_between_stages(next, run_status, Cycle::Final);
+    }
+
+    /// The initial checkpoint of a new run (SPEC 4.1), before its first stage.
+    pub(crate) fn initial_checkpoint(&mut self, next: Option<&str>) {
+        self.checkpoint_between_stages(next, "running", Cycle::Initial);
+    }
+
+    fn checkpoint_between_stages(
+        &mut self,
+        next: Option<&str>,
+        run_status: &str,
+        cycle: Cycle<'_>,
+    ) {
         let current = self.state.completed_nodes.last().cloned();
-        if let Err(error) = self.write_checkpoint(current.as_deref(), next, run_status) {
+        if let Err(error) = self.write_checkpoint(current.as_deref(), next, run_status, cycle) {
             tracing::error!(error = %crate::error_chain(&error), "cannot write checkpoint");
         }
     }
@@ -524,6 +557,7 @@ impl Traversal {
         }
         context.set("internal.fidelity", fidelity.as_str());
         let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
+        self.last_stage_dir = Some(stage_dir.clone());
         if resumed {
             // A stage executed again after a crash reuses its rank; nothing of the
             // interrupted attempt may survive (SPEC 8.7).

@@ -3,6 +3,7 @@
 mod blobs;
 mod config;
 mod corpus;
+mod git;
 mod graph;
 mod inspect;
 mod llm;
