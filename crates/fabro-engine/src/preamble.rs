@@ -320,7 +320,9 @@ impl Renderer<'_, '_> {
         let mut dropped = 0;
         let render = |collapsed: usize, dropped: usize| {
             let mut text = String::new();
-            if !stages.is_empty() {
+            // summary:high gives every stage its own section; the list heading is
+            // needed only for collapsed stages.
+            if !stages.is_empty() && (detail != Detail::High || collapsed > 0) {
                 text.push_str("\n## Completed stages\n");
             }
             if dropped > 0 {

@@ -18,6 +18,7 @@ use super::{agent, prompt, StageInput};
 use crate::context::is_reserved_key;
 use crate::event::Event;
 use crate::failure::FailureClass;
+use crate::llm_target::LlmTarget;
 use crate::outcome::{Failure, Outcome};
 use crate::output_schema::{self, RoutingCheck};
 use crate::routing::{self, Directive};
@@ -101,7 +102,13 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
             FailureClass::Deterministic,
         );
     }
-    let target = services.llm.target_for(node);
+    execute_with(input, services.llm.target_for(node), &prompt).await
+}
+
+/// [`execute`] against `target` once `prompt.md` is written.
+async fn execute_with(input: &StageInput<'_>, target: LlmTarget, prompt: &str) -> Outcome {
+    let node = input.node;
+    let services = input.services;
     let thread = input
         .context
         .get_str("internal.thread_id")
@@ -122,7 +129,7 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
             }
         }
     };
-    let mut outcome = converse(input, conversation, &prompt).await;
+    let mut outcome = converse(input, conversation, prompt).await;
     outcome.model = Some(target.model.clone());
     outcome.provider = Some(target.provider.as_str().to_owned());
     outcome
