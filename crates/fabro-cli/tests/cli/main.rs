@@ -7,6 +7,7 @@ mod graph;
 mod inspect;
 mod resume;
 mod run;
+mod stages;
 mod validate;
 
 use std::process::Output;
