@@ -33,7 +33,7 @@ fn in_thread(key: &str) -> Context {
 fn event_names(run: &TestRun) -> Vec<String> {
     run.events()
         .into_iter()
-        .map(|event| event.event.to_string())
+        .map(|event| event.event)
         .collect()
 }
 
