@@ -31,10 +31,7 @@ fn in_thread(key: &str) -> Context {
 }
 
 fn event_names(run: &TestRun) -> Vec<String> {
-    run.events()
-        .into_iter()
-        .map(|event| event.event)
-        .collect()
+    run.events().into_iter().map(|event| event.event).collect()
 }
 
 fn write_call(path: &str, content: &str) -> serde_json::Value {
@@ -527,4 +524,46 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
 
 fn workflow_without_command() -> Workflow {
     workflow(r#"digraph { acp [shape=box, backend="acp"] }"#)
+}
+
+#[tokio::test]
+async fn compaction_events_reach_the_run_with_the_node_id() {
+    let mut run = TestRun::new();
+    let workflow = workflow(r#"digraph { big [shape=box] }"#);
+    for name in ["a", "b", "c", "d"] {
+        fs_err::write(run.work_dir.join(format!("{name}.txt")), name).unwrap();
+    }
+    let read = |path: &str| json!({"tool_calls": [{"name": "read_file", "arguments": {"file_path": path}}]});
+    script(
+        &mut run,
+        &workflow,
+        json!({"context_window": 1000, "nodes": {"big": [
+            read("a.txt"), read("b.txt"), read("c.txt"), read("d.txt"),
+            {"text": "## Goal\nsummary"}, {"text": "done"}
+        ]}}),
+    );
+    let long_prompt = "context ".repeat(600);
+    let input = StageInput {
+        preamble: &long_prompt,
+        ..run.input(&workflow, "big")
+    };
+    let outcome = execute(&input).await;
+    assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+    let events = run.events();
+    for name in [
+        "Agent.ContextWindowWarning",
+        "Agent.CompactionStarted",
+        "Agent.CompactionCompleted",
+    ] {
+        let event = events
+            .iter()
+            .find(|event| event.event == name)
+            .unwrap_or_else(|| panic!("no {name} event"));
+        assert_eq!(event.node_id.as_deref(), Some("big"));
+    }
+    let warning = events
+        .iter()
+        .find(|event| event.event == "Agent.ContextWindowWarning")
+        .expect("warning");
+    assert_eq!(warning.properties["context_window_size"], 1000);
 }
