@@ -1,3 +1,5 @@
+//! Snapshot tests of the preamble of every fidelity mode and of summary budgets.
+
 use fabro_llm::Usage;
 use serde_json::json;
 

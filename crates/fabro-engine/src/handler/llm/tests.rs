@@ -1,3 +1,6 @@
+//! Tests of agent and prompt stages: routing sources, repairs, schemas, threads, loop
+//! detection, compaction events, write scope and the cli and acp backends.
+
 use std::sync::Arc;
 
 use fabro_language::Workflow;
