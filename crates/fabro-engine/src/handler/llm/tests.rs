@@ -570,3 +570,35 @@ async fn compaction_events_reach_the_run_with_the_node_id() {
         .expect("warning");
     assert_eq!(warning.properties["context_window_size"], 1000);
 }
+
+#[tokio::test]
+async fn cli_repairs_start_a_new_process_with_the_rejected_response() {
+    let mut run = TestRun::new();
+    let workflow = workflow(&format!(
+        "digraph {{ ext [shape=box, backend=\"cli\", prompt=\"score it\", {SCORE_SCHEMA}] }}"
+    ));
+    fake_program(
+        &mut run,
+        "claude",
+        r#"prompt=$(cat)
+if [ -f first-done ]; then
+  printf '%s' "$prompt" > repair-prompt.txt
+  echo '{"type":"result","result":"{\"score\": 5}"}'
+else
+  touch first-done
+  echo '{"type":"result","result":"{\"score\": \"five\"}"}'
+fi
+"#,
+    );
+    let input = run.input(&workflow, "ext");
+    let outcome = execute_with(&input, anthropic(&run, &workflow, "ext"), "score it").await;
+    assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+    assert_eq!(outcome.context_updates["output.ext"]["score"], 5);
+    let repair = fs_err::read_to_string(run.work_dir.join("repair-prompt.txt")).unwrap();
+    assert!(repair.starts_with("score it\n\n"), "{repair}");
+    assert!(repair.contains("{\"score\": \"five\"}"), "{repair}");
+    assert!(
+        repair.ends_with("Reply again with a corrected JSON object."),
+        "{repair}"
+    );
+}
