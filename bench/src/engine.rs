@@ -4,6 +4,10 @@
 //! running `true`, compared with spawning and reaping `sh -c true` 200 times. W3: a fan-out
 //! of 100 branches each running `sleep 0.2`. W4: a 500-iteration loop that exits on
 //! `context.internal.node_visit_count >= 500`.
+//!
+//! W5 (issue 6): a chain of 100 prompt nodes on the simulated provider with zero
+//! latency, so the time per stage is the engine's own: prompt assembly with the compact
+//! preamble, the call, `prompt.md`/`response.md`, the routing scan and the checkpoint.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -57,6 +61,17 @@ pub(crate) fn workload(name: &str) -> Option<String> {
             );
             out.push_str("  spin -> spin\n");
         }
+        "w5" => {
+            out.push_str("  node [shape=tab, provider=\"simulated\"]\n");
+            for index in 1..=100 {
+                let _ = writeln!(out, "  p{index} [prompt=\"Step {index} of $goal\"]");
+            }
+            out.push_str("  start -> p1\n");
+            for index in 1..100 {
+                let _ = writeln!(out, "  p{index} -> p{}", index + 1);
+            }
+            out.push_str("  p100 -> exit\n");
+        }
         _ => return None,
     }
     out.push_str("}\n");
@@ -83,6 +98,7 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
         ("W2 200 commands `true`", 202, "200 × sh -c true", spawn_200),
         ("W3 100 parallel `sleep 0.2`", 104, "one 0.2 s sleep", 0.2),
         ("W4 500-iteration loop", 502, "–", 0.0),
+        ("W5 100 prompt nodes (simulated LLM)", 102, "–", 0.0),
     ] {
         let key = name
             .split_whitespace()
@@ -154,7 +170,7 @@ mod tests {
             variables: &variables,
             models: &AnyModel,
         };
-        for name in ["w1", "w2", "w3", "w4"] {
+        for name in ["w1", "w2", "w3", "w4", "w5"] {
             let text = workload(name).expect("known workload");
             let checked = check("bench.fabro".as_ref(), &text, &options);
             assert!(!checked.has_errors(), "{name}: {:#?}", checked.diagnostics);

@@ -400,12 +400,98 @@ impl Event {
         run_event(name, properties_value)
     }
 
+    /// The `Agent.*` event of an agent session event at `node_id` (SPEC 11.3); a
+    /// sub-agent's event carries its `agent_id`.
+    pub fn agent(node_id: &str, event: &fabro_agent::AgentEvent) -> Event {
+        node_event(event.name(), node_id, agent_properties(event))
+    }
+
+    /// `Agent.SessionStarted {thread_id, provider, model, backend}`.
+    pub fn agent_session_started(
+        node_id: &str,
+        thread_id: Option<&str>,
+        provider: &str,
+        model: &str,
+        backend: &str,
+    ) -> Event {
+        node_event(
+            "Agent.SessionStarted",
+            node_id,
+            json!({"thread_id": thread_id, "provider": provider, "model": model, "backend": backend}),
+        )
+    }
+
+    /// `StageOutputRepair {attempt, max, errors}` (SPEC 7.4).
+    pub fn stage_output_repair(node_id: &str, attempt: u32, max: u32, errors: &[String]) -> Event {
+        node_event(
+            "StageOutputRepair",
+            node_id,
+            json!({"attempt": attempt, "max": max, "errors": errors}),
+        )
+    }
+
     /// `Warning {code, message}`.
     pub fn warning(node_id: Option<&str>, code: &str, message: &str) -> Event {
         Event {
             name: "Warning",
             node_id: node_id.map(str::to_owned),
             properties: properties(json!({"code": code, "message": message})),
+        }
+    }
+}
+
+/// The properties of an agent event, field names as SPEC 10.4 and 6.8 give them.
+fn agent_properties(event: &fabro_agent::AgentEvent) -> Value {
+    use fabro_agent::AgentEvent;
+    match event {
+        AgentEvent::AssistantMessage {
+            text,
+            tool_call_count,
+            usage,
+        } => json!({"text": text, "tool_call_count": tool_call_count, "usage": usage}),
+        AgentEvent::ToolCallStarted {
+            tool,
+            call_id,
+            arguments,
+        } => json!({"tool": tool, "call_id": call_id, "arguments": arguments}),
+        AgentEvent::ToolCallCompleted {
+            tool,
+            call_id,
+            is_error,
+            output,
+            duration_ms,
+        } => {
+            json!({"tool": tool, "call_id": call_id, "is_error": is_error, "output": output, "duration_ms": duration_ms})
+        }
+        AgentEvent::LoopDetected { pattern_length } => json!({"pattern_length": pattern_length}),
+        AgentEvent::ContextWindowWarning {
+            estimated_tokens,
+            context_window_size,
+            usage_percent,
+        } => {
+            json!({"estimated_tokens": estimated_tokens, "context_window_size": context_window_size, "usage_percent": usage_percent})
+        }
+        AgentEvent::CompactionStarted {
+            estimated_tokens,
+            context_window_size,
+        } => {
+            json!({"estimated_tokens": estimated_tokens, "context_window_size": context_window_size})
+        }
+        AgentEvent::CompactionCompleted {
+            original_turn_count,
+            preserved_turn_count,
+            summary_token_estimate,
+            tracked_file_count,
+        } => {
+            json!({"original_turn_count": original_turn_count, "preserved_turn_count": preserved_turn_count, "summary_token_estimate": summary_token_estimate, "tracked_file_count": tracked_file_count})
+        }
+        AgentEvent::Error { message } => json!({"message": message}),
+        AgentEvent::SubAgent { agent_id, event } => {
+            let mut inner = agent_properties(event);
+            if let Value::Object(map) = &mut inner {
+                map.insert("agent_id".to_owned(), json!(agent_id));
+            }
+            inner
         }
     }
 }

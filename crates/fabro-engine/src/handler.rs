@@ -6,11 +6,13 @@
 //! [`Outcome`]. Handlers never fail with `Err`: every problem becomes a failed outcome
 //! with a reason and a failure class (SPEC 4.3).
 
+mod agent;
 mod command;
 mod conditional;
 mod fan_in;
 mod human;
 mod llm;
+mod prompt;
 mod sub_workflow;
 mod wait;
 
@@ -76,6 +78,8 @@ pub(crate) struct RunServices {
     pub(crate) llm: crate::llm_target::LlmSetup,
     /// The run's options, the template for child workflow runs (SPEC 5.10).
     pub(crate) run_options: crate::run::RunOptions,
+    /// Conversation threads under `full` fidelity (SPEC 6.5).
+    pub(crate) threads: crate::thread::ThreadStore,
 }
 
 /// Runs the handler of `input.node` for one attempt.
@@ -96,6 +100,33 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
         ),
         HandlerKind::SubWorkflow => sub_workflow::execute(input).await,
     }
+}
+
+/// The fidelity a stage runs with: `full` degrades to `summary:high` for `cli` agents,
+/// which cannot continue a session, with a `cli_no_threads` warning (SPEC 5.2.2).
+pub(crate) fn stage_fidelity(
+    node: &Node,
+    fidelity: fabro_language::model::Fidelity,
+    services: &RunServices,
+) -> fabro_language::model::Fidelity {
+    use fabro_language::model::{Backend, Fidelity};
+    if fidelity == Fidelity::Full
+        && node.handler == HandlerKind::Agent
+        && node.llm.backend == Backend::Cli
+        && !services.dry_run
+        && services.llm.target_for(node).provider != fabro_llm::Provider::Simulated
+    {
+        services.emitter.emit(crate::event::Event::warning(
+            Some(&node.id),
+            "cli_no_threads",
+            &format!(
+                "node {} uses the cli backend, which cannot continue a thread; full fidelity runs as summary:high",
+                node.id
+            ),
+        ));
+        return Fidelity::SummaryHigh;
+    }
+    fidelity
 }
 
 /// Scaffolding for handler unit tests: a run over a temporary directory and a workflow
@@ -159,6 +190,7 @@ pub(crate) mod test_support {
                 variables: Variables::default(),
                 llm: no_llm_nodes(),
                 run_options: crate::run::RunOptions::for_tests(root),
+                threads: crate::thread::ThreadStore::default(),
             };
             TestRun {
                 dir,

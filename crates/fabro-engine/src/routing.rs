@@ -61,7 +61,7 @@ pub fn json_objects(text: &str) -> Vec<Map<String, Value>> {
 }
 
 /// The index of the `}` closing the `{` at `start`, respecting JSON strings.
-fn matching_brace(bytes: &[u8], start: usize) -> Option<usize> {
+pub(crate) fn matching_brace(bytes: &[u8], start: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -622,6 +622,7 @@ impl PreparedRun {
             variables: self.variables.clone(),
             llm,
             run_options: self.options.clone(),
+            threads: crate::thread::ThreadStore::default(),
         });
         let mut state = RunState::default();
         let checkpointer = match &resume {

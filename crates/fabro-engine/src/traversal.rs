@@ -555,7 +555,19 @@ impl Traversal {
         if resumed && fidelity == fabro_language::model::Fidelity::Full {
             fidelity = fabro_language::model::Fidelity::SummaryHigh;
         }
+        let fidelity = crate::handler::stage_fidelity(spec, fidelity, &self.services);
         context.set("internal.fidelity", fidelity.as_str());
+        let thread = crate::thread::thread_key(
+            &workflow,
+            node,
+            entered_by,
+            fidelity,
+            &self.services.threads,
+        );
+        context.set(
+            "internal.thread_id",
+            thread.map_or(Value::Null, Value::from),
+        );
         let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
         self.last_stage_dir = Some(stage_dir.clone());
         if resumed {
@@ -585,7 +597,16 @@ impl Traversal {
             RetryPlan::for_node(spec, workflow.settings.default_max_retries)
         };
         let preamble = if spec.handler.is_llm() {
-            self.preamble()
+            crate::preamble::build(
+                fidelity,
+                &crate::preamble::PreambleInput {
+                    workflow: &workflow,
+                    context: &self.state.context,
+                    stages: &self.state.epoch_stages,
+                    run_dir: self.paths.run_dir(),
+                    blobs: &self.services.blobs,
+                },
+            )
         } else {
             String::new()
         };
@@ -1042,6 +1063,7 @@ impl Traversal {
         self.state.epoch_node_visits.clear();
         self.state.node_retries.clear();
         self.state.epoch_stages.clear();
+        self.services.threads.clear();
         let keys: Vec<String> = self
             .state
             .context
@@ -1062,44 +1084,6 @@ impl Traversal {
         ));
         None
     }
-
-    /// The compact preamble of SPEC 6.6 for the current epoch's stages.
-    fn preamble(&self) -> String {
-        let goal = self.state.context.get_str("graph.goal").unwrap_or("");
-        let mut text = format!("Goal: {goal}\n");
-        if !self.state.epoch_stages.is_empty() {
-            text.push_str("\n## Completed stages\n");
-            for (node_id, outcome) in &self.state.epoch_stages {
-                text.push_str(&format!("- **{node_id}**: {}\n", outcome.condition_value()));
-                if let (Some(model), Some(usage)) = (&outcome.model, &outcome.usage) {
-                    text.push_str(&format!(
-                        "  - Model: {model}, {} tokens in / {} out\n",
-                        format_tokens(usage.input_tokens),
-                        format_tokens(usage.output_tokens)
-                    ));
-                }
-                if !outcome.files_touched.is_empty() {
-                    text.push_str(&format!(
-                        "  - Files: {}\n",
-                        outcome.files_touched.join(", ")
-                    ));
-                }
-            }
-        }
-        let rendered: Vec<String> = self
-            .state
-            .context
-            .iter()
-            .filter(|(key, _)| !is_internal_for_preamble(key))
-            .map(|(key, value)| format!("- {key}: {}", render_context_value(value)))
-            .collect();
-        if !rendered.is_empty() {
-            text.push_str("\n## Context\n");
-            text.push_str(&rendered.join("\n"));
-            text.push('\n');
-        }
-        text
-    }
 }
 
 /// The first existing node among the node's `retry_target` and
@@ -1115,55 +1099,6 @@ fn retry_target(workflow: &Workflow, node: NodeIndex) -> Option<NodeIndex> {
     .into_iter()
     .flatten()
     .find_map(|id| workflow.find(id))
-}
-
-/// Keys never shown in preambles (SPEC 6.6).
-fn is_internal_for_preamble(key: &str) -> bool {
-    [
-        "internal.",
-        "current",
-        "graph.",
-        "thread.",
-        "response.",
-        "command.",
-    ]
-    .iter()
-    .any(|prefix| key.starts_with(prefix))
-        || matches!(
-            key,
-            "outcome"
-                | "preferred_label"
-                | "failure_class"
-                | "failure_signature"
-                | "last_stage"
-                | "last_response"
-        )
-}
-
-fn render_context_value(value: &Value) -> String {
-    let text = match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    if text.chars().count() > 500 {
-        let cut: String = text.chars().take(500).collect();
-        format!("{cut}…")
-    } else {
-        text
-    }
-}
-
-/// Token counts as preambles print them (SPEC 6.6).
-pub(crate) fn format_tokens(count: u64) -> String {
-    if count < 1000 {
-        return count.to_string();
-    }
-    let thousands = (count as f64 / 100.0).round() / 10.0;
-    if thousands < 1000.0 {
-        return format!("{thousands:.1}k");
-    }
-    let millions = (count as f64 / 100_000.0).round() / 10.0;
-    format!("{millions:.1}m")
 }
 
 /// Moves the files of attempt `attempt` into `attempts/{attempt}/` (SPEC 7.5).
@@ -1183,21 +1118,5 @@ fn archive_attempt(stage_dir: &Path, attempt: u32) {
         if source.exists() {
             let _ = fs_err::rename(&source, target.join(name));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_counts_print_like_the_spec() {
-        let check =
-            |count: u64, expected: &str| assert_eq!(format_tokens(count), expected, "{count}");
-        check(950, "950");
-        check(1000, "1.0k");
-        check(12_350, "12.4k");
-        check(999_950, "1.0m");
-        check(1_234_567, "1.2m");
     }
 }

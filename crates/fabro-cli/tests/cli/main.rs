@@ -9,6 +9,7 @@ mod inspect;
 mod llm;
 mod resume;
 mod run;
+mod stages;
 mod validate;
 
 use std::process::Output;

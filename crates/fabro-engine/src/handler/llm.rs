@@ -1,137 +1,290 @@
-//! Agent and prompt nodes (SPEC 5.2, 5.3): assemble the prompt, make the LLM call
-//! through the resolved [`LlmClient`](fabro_llm::LlmClient), write `prompt.md` and
-//! `response.md`, and read routing directives from the response (SPEC 7.2).
+//! Agent and prompt nodes (SPEC 5.2, 5.3): assemble the prompt, hold the conversation
+//! (a prompt message list, an agent session or an external agent process), capture
+//! the response, read routing directives (SPEC 7.2, with the agent's file fallbacks),
+//! validate `output_schema` with repair turns (SPEC 7.3, 7.4), and set the context keys
+//! of SPEC 6.2.
 //!
-//! The coding-agent loop with tools arrives with issue 6; until then an agent node makes
-//! the same single call as a prompt node.
+//! The backends live in `prompt.rs` (one call without tools) and `agent.rs` (api, cli
+//! and acp agents); this module drives them through [`Conversation`].
 
-use fabro_language::StageStatus;
-use fabro_llm::{LlmClient, LlmErrorKind, Message, Request};
+use std::path::Path;
+use std::time::SystemTime;
 
-use super::StageInput;
+use fabro_language::model::OutputSchema;
+use fabro_language::{HandlerKind, StageStatus};
+use fabro_llm::{LlmErrorKind, Usage};
+
+use super::{agent, prompt, StageInput};
 use crate::context::is_reserved_key;
 use crate::event::Event;
 use crate::failure::FailureClass;
-use crate::outcome::Outcome;
-use crate::routing;
+use crate::llm_target::LlmTarget;
+use crate::outcome::{Failure, Outcome};
+use crate::output_schema::{self, RoutingCheck};
+use crate::routing::{self, Directive};
 
+/// What one turn of a conversation produced.
+#[derive(Debug, Default)]
+pub(super) struct Reply {
+    /// The response text.
+    pub(super) text: String,
+    /// Usage of the turn, when known.
+    pub(super) usage: Option<Usage>,
+    /// Files the turn changed (SPEC 7.6).
+    pub(super) files_touched: Vec<String>,
+    /// The "last touched" file for routing fallbacks.
+    pub(super) last_touched: Option<String>,
+    /// Why the turn failed.
+    pub(super) failure: Option<Failure>,
+}
+
+impl Reply {
+    /// A failed turn.
+    pub(super) fn failed(reason: impl Into<String>, class: FailureClass) -> Reply {
+        Reply {
+            failure: Some(Failure {
+                reason: reason.into(),
+                class,
+            }),
+            ..Reply::default()
+        }
+    }
+}
+
+/// The conversation of one stage.
+pub(super) enum Conversation {
+    /// `--dry-run`: the simulated text, no provider.
+    DryRun,
+    /// A prompt node's message list.
+    Prompt(prompt::PromptConversation),
+    /// An agent of any backend.
+    Agent(agent::AgentConversation),
+}
+
+impl Conversation {
+    async fn send(&mut self, input: &StageInput<'_>, text: &str) -> Reply {
+        match self {
+            Conversation::DryRun => Reply {
+                text: fabro_llm::simulated::unscripted_text(&input.node.id),
+                ..Reply::default()
+            },
+            Conversation::Prompt(conversation) => conversation.send(input, text).await,
+            Conversation::Agent(conversation) => conversation.send(input, text).await,
+        }
+    }
+
+    /// A repair turn after `rejected` failed validation (SPEC 7.4).
+    async fn repair(&mut self, input: &StageInput<'_>, rejected: &str, message: &str) -> Reply {
+        match self {
+            Conversation::DryRun => self.send(input, message).await,
+            Conversation::Prompt(conversation) => conversation.send(input, message).await,
+            Conversation::Agent(conversation) => {
+                conversation.repair(input, rejected, message).await
+            }
+        }
+    }
+
+    fn finish(self, input: &StageInput<'_>) {
+        if let Conversation::Prompt(conversation) = self {
+            conversation.finish(input);
+        }
+    }
+}
+
+/// Runs one attempt of an agent or prompt node.
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     let node = input.node;
     let services = input.services;
-    let task = if node.llm.prompt.is_empty() {
-        node.label()
-    } else {
-        node.llm.prompt.as_str()
-    };
-    let task = services.variables.expand(task);
-    let prompt = if input.preamble.is_empty() {
-        task.into_owned()
-    } else {
-        format!("{}\n\n{task}", input.preamble)
-    };
+    let prompt = assemble(input);
     if let Err(error) = fs_err::write(input.stage_dir.join("prompt.md"), &prompt) {
         return Outcome::fail(
             format!("engine error: {error}"),
             FailureClass::Deterministic,
         );
     }
-    let target = services.llm.target_for(node);
-    let mut outcome = if services.dry_run {
-        respond(input, &fabro_llm::simulated::unscripted_text(&node.id))
+    execute_with(input, services.llm.target_for(node), &prompt).await
+}
+
+/// [`execute`] against `target` once `prompt.md` is written.
+async fn execute_with(input: &StageInput<'_>, target: LlmTarget, prompt: &str) -> Outcome {
+    let node = input.node;
+    let services = input.services;
+    let thread = input
+        .context
+        .get_str("internal.thread_id")
+        .map(str::to_owned);
+    services.threads.set_last(thread.clone());
+    let conversation = if services.dry_run {
+        Conversation::DryRun
+    } else if node.handler == HandlerKind::Prompt {
+        Conversation::Prompt(prompt::PromptConversation::new(input, &target, thread))
     } else {
-        let request = Request {
-            model: target.model.clone(),
-            system: None,
-            messages: vec![Message::user(prompt)],
-            max_tokens: node.llm.max_tokens,
-            tools: Vec::new(),
-            node_id: node.id.clone(),
-            ..Request::default()
-        };
-        let client = target.stage_client(services.emitter.clone(), &node.id);
-        let call = client.complete(&request);
-        let response = tokio::select! {
-            response = call => response,
-            () = services.cancel.cancelled() => {
-                return Outcome::fail("canceled", FailureClass::Canceled);
+        match agent::AgentConversation::new(input, &target, thread.as_deref()).await {
+            Ok(conversation) => Conversation::Agent(conversation),
+            Err(failure) => {
+                let mut outcome = Outcome::fail(failure.reason, failure.class);
+                outcome.model = Some(target.model.clone());
+                outcome.provider = Some(target.provider.as_str().to_owned());
+                return outcome;
             }
-        };
-        match response {
-            Ok(response) => {
-                let mut outcome = respond(input, &response.text);
-                outcome.usage = Some(response.usage);
-                outcome
-            }
-            Err(error) => Outcome::fail(error.to_string(), failure_class(error.kind)),
         }
     };
+    let mut outcome = converse(input, conversation, prompt).await;
     outcome.model = Some(target.model.clone());
     outcome.provider = Some(target.provider.as_str().to_owned());
     outcome
 }
 
-/// The outcome of a response: routing directive applied, response keys set (SPEC 6.2).
-fn respond(input: &StageInput<'_>, text: &str) -> Outcome {
-    let node_id = &input.node.id;
-    if let Err(error) = fs_err::write(input.stage_dir.join("response.md"), text) {
-        return Outcome::fail(
-            format!("engine error: {error}"),
-            FailureClass::Deterministic,
-        );
+/// The user message: preamble, a blank line, the expanded prompt (or label) (SPEC 5.2).
+pub(super) fn assemble(input: &StageInput<'_>) -> String {
+    let node = input.node;
+    let task = if node.llm.prompt.is_empty() {
+        node.label()
+    } else {
+        node.llm.prompt.as_str()
+    };
+    let task = input.services.variables.expand(task);
+    if input.preamble.is_empty() {
+        task.into_owned()
+    } else {
+        format!("{}\n\n{task}", input.preamble.trim_end())
     }
-    let mut outcome = Outcome::success();
-    if let Some(directive) = routing::extract(text) {
-        if let Some(reported) = directive
-            .outcome
-            .as_deref()
-            .filter(|value| !value.is_empty())
-        {
-            match StageStatus::parse(reported) {
-                Some(StageStatus::Fail) => {
-                    outcome = Outcome::fail(
-                        directive
-                            .failure_reason
-                            .clone()
-                            .unwrap_or_else(|| "agent reported failure".to_owned()),
+}
+
+/// Accumulates the turns of a stage.
+#[derive(Default)]
+struct Totals {
+    usage: Option<Usage>,
+    files_touched: Vec<String>,
+    last_touched: Option<String>,
+}
+
+impl Totals {
+    fn add(&mut self, reply: &Reply) {
+        if let Some(usage) = &reply.usage {
+            self.usage.get_or_insert_with(Usage::default).add(usage);
+        }
+        for file in &reply.files_touched {
+            if !self.files_touched.contains(file) {
+                self.files_touched.push(file.clone());
+            }
+        }
+        if reply.last_touched.is_some() {
+            self.last_touched.clone_from(&reply.last_touched);
+        }
+    }
+
+    fn apply(&self, mut outcome: Outcome) -> Outcome {
+        outcome.usage = self.usage;
+        outcome.files_touched.clone_from(&self.files_touched);
+        outcome
+    }
+}
+
+async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt: &str) -> Outcome {
+    let node = input.node;
+    let is_agent = node.handler == HandlerKind::Agent;
+    let status_file = input.work_dir.join("status.json");
+    let status_before = file_stamp(&status_file);
+    let mut totals = Totals::default();
+    let mut reply = conversation.send(input, prompt).await;
+    totals.add(&reply);
+    let schema = if input.services.dry_run {
+        None
+    } else {
+        node.llm.output_schema.as_ref()
+    };
+    let max_repairs = node.llm.output_retries;
+    let mut repairs = 0;
+    let outcome = loop {
+        if let Some(failure) = reply.failure.take() {
+            write_response(input, &reply.text);
+            break totals.apply(Outcome::fail(failure.reason, failure.class));
+        }
+        // What this turn yields: a finished outcome, or validation errors to repair.
+        let checked: Result<Outcome, Vec<String>> = match schema {
+            Some(OutputSchema::Json(schema)) => output_schema::check_custom(&reply.text, schema)
+                .map(|value| Outcome::success().with_update(format!("output.{}", node.id), value)),
+            Some(OutputSchema::Routing) => {
+                let mut check = output_schema::check_routing(&reply.text);
+                let mut from_status_file = false;
+                if check == RoutingCheck::Absent && is_agent {
+                    if let Some(text) = changed_file(&status_file, status_before) {
+                        check = output_schema::check_routing(&text);
+                        from_status_file = true;
+                    }
+                }
+                if check == RoutingCheck::Absent && is_agent {
+                    if let Some(text) = last_touched_text(input.work_dir, &totals) {
+                        check = output_schema::check_routing(&text);
+                        from_status_file = false;
+                    }
+                }
+                match check {
+                    RoutingCheck::Valid(directive) => {
+                        Ok(apply_directive(input, &directive, from_status_file))
+                    }
+                    RoutingCheck::Invalid(errors) => Err(errors),
+                    RoutingCheck::Absent => Ok(Outcome::success()),
+                }
+            }
+            None => {
+                let (directive, from_status_file) =
+                    if let Some(directive) = routing::extract(&reply.text) {
+                        (Some(directive), false)
+                    } else if is_agent {
+                        match changed_file(&status_file, status_before)
+                            .and_then(|text| routing::extract(&text))
+                        {
+                            Some(directive) => (Some(directive), true),
+                            None => (
+                                last_touched_text(input.work_dir, &totals)
+                                    .and_then(|text| routing::extract(&text)),
+                                false,
+                            ),
+                        }
+                    } else {
+                        (None, false)
+                    };
+                Ok(directive.map_or_else(Outcome::success, |directive| {
+                    apply_directive(input, &directive, from_status_file)
+                }))
+            }
+        };
+        match checked {
+            Ok(outcome) => {
+                write_response(input, &reply.text);
+                break totals.apply(with_response_keys(outcome, &node.id, &reply.text));
+            }
+            Err(errors) => {
+                if repairs >= max_repairs {
+                    write_response(input, &reply.text);
+                    let failed = Outcome::fail(
+                        output_schema::exhausted_reason(max_repairs),
                         FailureClass::Deterministic,
                     );
+                    break totals.apply(with_response_keys(failed, &node.id, &reply.text));
                 }
-                Some(StageStatus::Retry) => {
-                    outcome = Outcome::retry(
-                        directive
-                            .failure_reason
-                            .clone()
-                            .unwrap_or_else(|| "agent asked for a retry".to_owned()),
-                    );
-                }
-                Some(status) => outcome.status = status,
-                None => {
-                    outcome.custom_outcome = Some(reported.to_owned());
-                    input.services.emitter.emit(Event::warning(
-                        Some(node_id),
-                        "custom_outcome",
-                        &format!("node {node_id} reported custom outcome '{reported}'"),
-                    ));
-                }
-            }
-        }
-        outcome.preferred_label = directive.preferred_label;
-        outcome.suggested_next_ids = directive.suggested_next_ids;
-        for (key, value) in directive.context_updates {
-            if is_reserved_key(&key) {
-                input.services.emitter.emit(Event::warning(
-                    Some(node_id),
-                    "reserved_context_key",
-                    &format!("node {node_id} tried to set reserved context key '{key}'; ignored"),
+                repairs += 1;
+                input.services.emitter.emit(Event::stage_output_repair(
+                    &node.id,
+                    repairs,
+                    max_repairs,
+                    &errors,
                 ));
-            } else {
-                outcome.context_updates.insert(key, value);
+                let message = output_schema::repair_message(&errors);
+                let rejected = std::mem::take(&mut reply.text);
+                reply = conversation.repair(input, &rejected, &message).await;
+                totals.add(&reply);
             }
         }
-        if directive.notes.is_some() {
-            outcome.notes = directive.notes;
-        }
-    }
+    };
+    conversation.finish(input);
+    outcome
+}
+
+/// Sets `last_stage`, `last_response` (200 characters) and `response.{node_id}`.
+fn with_response_keys(mut outcome: Outcome, node_id: &str, text: &str) -> Outcome {
     let last_response: String = text.chars().take(200).collect();
     outcome
         .context_updates
@@ -142,6 +295,105 @@ fn respond(input: &StageInput<'_>, text: &str) -> Outcome {
     outcome
         .context_updates
         .insert(format!("response.{node_id}"), serde_json::json!(text));
+    outcome
+}
+
+fn write_response(input: &StageInput<'_>, text: &str) {
+    if let Err(error) = fs_err::write(input.stage_dir.join("response.md"), text) {
+        tracing::error!(%error, "cannot write response.md");
+    }
+}
+
+/// Modification time and length of a file, when it exists.
+fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let metadata = fs_err::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
+}
+
+/// The text of `path` if it was created or modified since `before` was taken.
+fn changed_file(path: &Path, before: Option<(SystemTime, u64)>) -> Option<String> {
+    let now = file_stamp(path)?;
+    if before == Some(now) {
+        return None;
+    }
+    fs_err::read_to_string(path).ok()
+}
+
+/// The text of the file the agent touched last (SPEC 7.2 source 3).
+fn last_touched_text(work_dir: &Path, totals: &Totals) -> Option<String> {
+    let last = totals.last_touched.as_deref()?;
+    fs_err::read_to_string(work_dir.join(last)).ok()
+}
+
+/// The outcome a routing directive describes (SPEC 7.2); reserved context keys are
+/// dropped with a warning.
+fn apply_directive(
+    input: &StageInput<'_>,
+    directive: &Directive,
+    from_status_file: bool,
+) -> Outcome {
+    let node_id = &input.node.id;
+    let mut outcome = Outcome::success();
+    if let Some(reported) = directive
+        .outcome
+        .as_deref()
+        .filter(|value| !value.is_empty())
+    {
+        match StageStatus::parse(reported) {
+            Some(StageStatus::Fail) => {
+                let class = directive
+                    .failure_class
+                    .as_deref()
+                    .filter(|_| from_status_file)
+                    .and_then(FailureClass::parse)
+                    .unwrap_or(FailureClass::Deterministic);
+                outcome = Outcome::fail(
+                    directive
+                        .failure_reason
+                        .clone()
+                        .unwrap_or_else(|| "agent reported failure".to_owned()),
+                    class,
+                );
+            }
+            Some(StageStatus::Retry) => {
+                outcome = Outcome::retry(
+                    directive
+                        .failure_reason
+                        .clone()
+                        .unwrap_or_else(|| "agent asked for a retry".to_owned()),
+                );
+            }
+            Some(status) => outcome.status = status,
+            None => {
+                outcome.custom_outcome = Some(reported.to_owned());
+                input.services.emitter.emit(Event::warning(
+                    Some(node_id),
+                    "custom_outcome",
+                    &format!("node {node_id} reported custom outcome '{reported}'"),
+                ));
+            }
+        }
+    }
+    outcome
+        .preferred_label
+        .clone_from(&directive.preferred_label);
+    outcome
+        .suggested_next_ids
+        .clone_from(&directive.suggested_next_ids);
+    for (key, value) in &directive.context_updates {
+        if is_reserved_key(key) {
+            input.services.emitter.emit(Event::warning(
+                Some(node_id),
+                "reserved_context_key",
+                &format!("node {node_id} tried to set reserved context key '{key}'; ignored"),
+            ));
+        } else {
+            outcome.context_updates.insert(key.clone(), value.clone());
+        }
+    }
+    if directive.notes.is_some() {
+        outcome.notes.clone_from(&directive.notes);
+    }
     outcome
 }
 
@@ -164,31 +416,4 @@ pub(crate) fn failure_class(kind: LlmErrorKind) -> FailureClass {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failure_classes_agree_with_the_llm_layer() {
-        for kind in [
-            LlmErrorKind::RateLimit,
-            LlmErrorKind::Server,
-            LlmErrorKind::Timeout,
-            LlmErrorKind::Network,
-            LlmErrorKind::Stream,
-            LlmErrorKind::Quota,
-            LlmErrorKind::Auth,
-            LlmErrorKind::InvalidRequest,
-            LlmErrorKind::NotFound,
-            LlmErrorKind::ContextLength,
-            LlmErrorKind::ContentFilter,
-            LlmErrorKind::Configuration,
-            LlmErrorKind::Aborted,
-        ] {
-            assert_eq!(
-                failure_class(kind).as_str(),
-                kind.failure_class(),
-                "{kind:?}"
-            );
-        }
-    }
-}
+mod tests;

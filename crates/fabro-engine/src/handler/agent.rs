@@ -1,0 +1,258 @@
+//! Agent nodes (SPEC 5.2): the `api` backend (fabro's own [`AgentSession`], shared by
+//! the nodes of a thread under `full` fidelity), the `cli` backend (an external agent
+//! CLI, a new process per turn) and the `acp` backend (an Agent Client Protocol agent).
+//! Agent events become `Agent.*` run events of the current node; agent failure classes
+//! become the engine's (a write outside the working tree is `structural`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use fabro_agent::{
+    run_acp_agent, run_cli_agent, AcpAgentConfig, AgentConfig, AgentError, AgentEvent,
+    AgentOutcome, AgentSession, CliAgentConfig, ProcessEnv,
+};
+use fabro_language::model::Backend;
+use fabro_llm::Provider;
+
+use super::llm::Reply;
+use super::StageInput;
+use crate::event::Event;
+use crate::failure::FailureClass;
+use crate::llm_target::{credential_variable, LlmTarget};
+use crate::outcome::Failure;
+use crate::thread::{LiveSession, SharedSession};
+
+/// The conversation of one agent stage.
+pub(super) enum AgentConversation {
+    /// A live api session (possibly a thread's).
+    Api(SharedSession),
+    /// An external CLI; `original` is the first prompt, repeated in repair prompts.
+    Cli {
+        config: CliAgentConfig,
+        original: String,
+    },
+    /// An ACP agent.
+    Acp {
+        config: AcpAgentConfig,
+        original: String,
+    },
+}
+
+impl AgentConversation {
+    /// Starts (or, for a `full` thread, continues) the node's agent.
+    pub(super) async fn new(
+        input: &StageInput<'_>,
+        target: &LlmTarget,
+        thread: Option<&str>,
+    ) -> Result<AgentConversation, Failure> {
+        let node = input.node;
+        let services = input.services;
+        let env = process_env(input, target.provider);
+        let started = |backend: &str| {
+            services.emitter.emit(Event::agent_session_started(
+                &node.id,
+                thread,
+                target.provider.as_str(),
+                &target.model,
+                backend,
+            ));
+        };
+        match node.llm.backend {
+            // The simulated provider has no CLI: a cli agent with it runs like api.
+            Backend::Cli if target.provider != Provider::Simulated => {
+                let mut config = CliAgentConfig::for_provider(
+                    target.provider,
+                    target.model.clone(),
+                    input.work_dir,
+                    env,
+                )
+                .map_err(|error| agent_error(&error))?;
+                config.write_scope.clone_from(&node.llm.write_scope);
+                started("cli");
+                Ok(AgentConversation::Cli {
+                    config,
+                    original: String::new(),
+                })
+            }
+            Backend::Acp => {
+                let command = node
+                    .llm
+                    .acp_command
+                    .clone()
+                    .or_else(|| services.run_options.config.agent.acp_command.clone())
+                    .filter(|command| !command.is_empty())
+                    .ok_or_else(|| Failure {
+                        reason: "acp backend requires acp_command or [agent.acp] command"
+                            .to_owned(),
+                        class: FailureClass::Deterministic,
+                    })?;
+                let mut config = AcpAgentConfig::new(command, input.work_dir, env);
+                config.write_scope.clone_from(&node.llm.write_scope);
+                started("acp");
+                Ok(AgentConversation::Acp {
+                    config,
+                    original: String::new(),
+                })
+            }
+            Backend::Api | Backend::Cli => {
+                if let Some(live) = thread.and_then(|key| services.threads.session(key)) {
+                    {
+                        let mut guard = live.lock().await;
+                        guard.session.set_node_id(node.id.clone());
+                        *guard.node_id.lock().unwrap_or_else(PoisonError::into_inner) =
+                            node.id.clone();
+                    }
+                    return Ok(AgentConversation::Api(live));
+                }
+                let node_id = Arc::new(Mutex::new(node.id.clone()));
+                let sink_node = Arc::clone(&node_id);
+                let emitter = Arc::clone(&services.emitter);
+                let sink = Arc::new(move |event: AgentEvent| {
+                    let id = sink_node
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    emitter.emit(Event::agent(&id, &event));
+                });
+                let mut config = AgentConfig::new(
+                    target.provider,
+                    target.model.clone(),
+                    node.id.clone(),
+                    input.work_dir,
+                );
+                config.max_turns = node.llm.max_turns;
+                config.max_tokens = node.llm.max_tokens;
+                config.project_memory = node.llm.project_memory;
+                config.write_scope.clone_from(&node.llm.write_scope);
+                config.env = env;
+                if target.provider == Provider::Simulated {
+                    config.context_window =
+                        services.llm.simulated().context_window().map(u64::from);
+                }
+                // Retries and failover (SPEC 9.2, 9.4) under the agent loop.
+                let client: Arc<dyn fabro_llm::LlmClient> =
+                    Arc::new(target.stage_client(Arc::clone(&services.emitter), &node.id));
+                let session = AgentSession::with_default_tools(config, client, sink)
+                    .map_err(|error| agent_error(&error))?;
+                started("api");
+                let live = Arc::new(tokio::sync::Mutex::new(LiveSession { session, node_id }));
+                if let Some(key) = thread {
+                    services.threads.set_session(key, Arc::clone(&live));
+                }
+                Ok(AgentConversation::Api(live))
+            }
+        }
+    }
+
+    /// Sends `text` and runs the agent until it answers.
+    pub(super) async fn send(&mut self, input: &StageInput<'_>, text: &str) -> Reply {
+        let cancel = &input.services.cancel;
+        match self {
+            AgentConversation::Api(live) => {
+                let mut guard = live.lock().await;
+                reply_of(guard.session.run(text, cancel).await)
+            }
+            AgentConversation::Cli { config, original } => {
+                original.clear();
+                original.push_str(text);
+                reply_of(run_cli_agent(config, text, cancel).await)
+            }
+            AgentConversation::Acp { config, original } => {
+                original.clear();
+                original.push_str(text);
+                reply_of(run_acp_agent(config, text, cancel).await)
+            }
+        }
+    }
+
+    /// A repair turn (SPEC 7.4): the live session gets the message; an external agent
+    /// is started again with the original prompt, the rejected response and the message.
+    pub(super) async fn repair(
+        &mut self,
+        input: &StageInput<'_>,
+        rejected: &str,
+        message: &str,
+    ) -> Reply {
+        let cancel = &input.services.cancel;
+        match self {
+            AgentConversation::Api(_) => self.send(input, message).await,
+            AgentConversation::Cli { config, original } => {
+                let prompt = repair_prompt(original, rejected, message);
+                reply_of(run_cli_agent(config, &prompt, cancel).await)
+            }
+            AgentConversation::Acp { config, original } => {
+                let prompt = repair_prompt(original, rejected, message);
+                reply_of(run_acp_agent(config, &prompt, cancel).await)
+            }
+        }
+    }
+}
+
+/// The prompt of a new external-agent process for a repair turn (SPEC 5.2.2).
+fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
+    format!("{original}\n\nYour previous response:\n\n{rejected}\n\n{message}")
+}
+
+/// The environment of agent tools and processes (SPEC 13.5); external CLIs get their
+/// own provider's key back.
+fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
+    let mut env = ProcessEnv::new(
+        input
+            .services
+            .sandbox_env
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone())),
+        &[],
+        &BTreeMap::new(),
+    );
+    if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
+        let variable = credential_variable(provider);
+        if let Some(value) = std::env::var_os(variable) {
+            env.set(variable, value);
+        }
+    }
+    env
+}
+
+fn reply_of(result: Result<AgentOutcome, AgentError>) -> Reply {
+    match result {
+        Ok(outcome) => Reply {
+            text: outcome.text,
+            usage: Some(outcome.usage),
+            files_touched: outcome.files_touched,
+            last_touched: outcome.last_touched,
+            failure: outcome.failure.map(|failure| Failure {
+                reason: failure.reason,
+                class: engine_class(failure.class),
+            }),
+        },
+        Err(error) => {
+            let failure = agent_error(&error);
+            Reply::failed(failure.reason, failure.class)
+        }
+    }
+}
+
+fn agent_error(error: &AgentError) -> Failure {
+    let reason = match error {
+        // SPEC 5.2.2 gives this message verbatim.
+        AgentError::MissingProgram { .. } => error.to_string(),
+        _ => crate::error_chain(error),
+    };
+    Failure {
+        reason,
+        class: engine_class(error.class()),
+    }
+}
+
+/// The engine's failure class of an agent failure class (the same SPEC 9.1 names).
+fn engine_class(class: fabro_agent::FailureClass) -> FailureClass {
+    match class {
+        fabro_agent::FailureClass::TransientInfra => FailureClass::TransientInfra,
+        fabro_agent::FailureClass::Deterministic => FailureClass::Deterministic,
+        fabro_agent::FailureClass::BudgetExhausted => FailureClass::BudgetExhausted,
+        fabro_agent::FailureClass::CompilationLoop => FailureClass::CompilationLoop,
+        fabro_agent::FailureClass::Canceled => FailureClass::Canceled,
+        fabro_agent::FailureClass::Structural => FailureClass::Structural,
+    }
+}
