@@ -249,3 +249,82 @@ fn node_retries_keep_the_stage_files_of_every_attempt() {
     assert_eq!(read(&stage.join("response.md")), "ok");
     assert_eq!(json_file(&stage.join("status.json"))["attempt"], 2);
 }
+
+/// Issue 6's acceptance run inside a git repository: the files the implement agent wrote
+/// through tool calls are on the run branch, commit by commit, and the user's checkout
+/// is untouched.
+#[test]
+fn plan_implement_review_in_a_repository_commits_the_agent_work() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let env = TestEnv::new("stages_pir_git");
+    let git = |args: &[&str]| {
+        let output = env.command("git").args(args).output().expect("git runs");
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let responses = json!({"nodes": {
+        "plan": [{"text": "1. Write src/greet.rs"}],
+        "implement": [
+            write_call("src/greet.rs", "pub fn greet() {}\n"),
+            {"text": "Implemented greet."},
+            write_call("src/greet.rs", "/// Greets.\npub fn greet() {}\n"),
+            {"text": "Documented greet."}
+        ],
+        "review": [
+            {"text": "Needs docs. {\"preferred_next_label\": \"revise\"}"},
+            {"text": "Good. {\"preferred_next_label\": \"approve\"}"}
+        ]
+    }});
+    env.write("w.fabro", PLAN_IMPLEMENT_REVIEW);
+    env.write("responses.json", &responses.to_string());
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "w.fabro", "responses.json"]);
+    git(&["commit", "-q", "-m", "init"]);
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        !env.work_dir().join("src").exists(),
+        "the user's tree changed"
+    );
+    assert_eq!(
+        git(&["show", "fabro/run/r1:src/greet.rs"]),
+        "/// Greets.\npub fn greet() {}\n"
+    );
+    let subjects = git(&["log", "--format=%s", "fabro/run/r1"]);
+    let first_implement = git(&[
+        "log",
+        "--format=%H",
+        "--grep=^fabro(r1): implement",
+        "fabro/run/r1",
+    ]);
+    let first_implement = first_implement.lines().last().expect("an implement commit");
+    assert_eq!(
+        git(&["show", &format!("{first_implement}:src/greet.rs")]),
+        "pub fn greet() {}\n",
+        "{subjects}"
+    );
+    let stage_files = git(&["ls-tree", "-r", "--name-only", "refs/fabro/r1"]);
+    for file in [
+        "stages/003-implement@1/prompt.md",
+        "stages/003-implement@1/response.md",
+        "stages/005-implement@2/diff.patch",
+        "nodes/review/response.md",
+    ] {
+        assert!(stage_files.lines().any(|line| line == file), "{file}");
+    }
+}
