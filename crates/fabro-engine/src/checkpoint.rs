@@ -322,6 +322,37 @@ pub fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
     })
 }
 
+/// The newest complete checkpoint of a run with git checkpointing (SPEC 8.7 step 2):
+/// walking back from the metadata tip, the first checkpoint that names its run-branch
+/// commit, or whose metadata commit a run-branch commit names in its `Fabro-Checkpoint`
+/// trailer; `git_commit_sha` is set to that commit. A newer stage whose run-branch
+/// commit never happened does not count.
+pub fn load_newest_from_git(repo: &Path, run_id: &str) -> Result<Option<Checkpoint>, LoadError> {
+    let Some(history) = crate::git::RunHistory::open(repo)? else {
+        return Ok(None);
+    };
+    let commits = history.run_commits_by_checkpoint(run_id)?;
+    for entry in history.metadata_history(run_id)? {
+        let entry = entry?;
+        let Some(bytes) = entry.checkpoint else {
+            continue;
+        };
+        let mut checkpoint: Checkpoint =
+            serde_json::from_slice(&bytes).map_err(|source| LoadError::Parse {
+                path: PathBuf::from(format!("{}:checkpoint.json", entry.sha)),
+                source,
+            })?;
+        if checkpoint.git_commit_sha.is_some() {
+            return Ok(Some(checkpoint));
+        }
+        if let Some(sha) = commits.get(&entry.sha) {
+            checkpoint.git_commit_sha = Some(sha.clone());
+            return Ok(Some(checkpoint));
+        }
+    }
+    Ok(None)
+}
+
 /// Whether `a` describes a later point of the run than `b`.
 pub fn newer(a: &Checkpoint, b: &Checkpoint) -> bool {
     (
@@ -350,6 +381,9 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The git history could not be read.
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
     /// The checkpoint file is not a checkpoint.
     #[error("{} is not a valid checkpoint", .path.display())]
     Parse {

@@ -39,6 +39,12 @@ pub struct Manifest {
     pub vars: BTreeMap<String, String>,
     /// Whether the simulated provider was chosen because nothing else was configured.
     pub simulated_llm: bool,
+    /// The repository holding the run branch, when checkpointing is active (for resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_root: Option<String>,
+    /// The working directory relative to the repository root, when checkpointing is active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir_relative: Option<String>,
 }
 
 /// Token usage as written in records.

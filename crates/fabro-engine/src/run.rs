@@ -381,6 +381,26 @@ fn finish_prepare(
     })
 }
 
+/// Author, exclusions and working directory of a run's git checkpointing (SPEC 8.3).
+fn git_settings(config: &RunConfig, work_dir_relative: PathBuf) -> crate::git::RunGitSettings {
+    crate::git::RunGitSettings {
+        author: crate::git::Author::new(
+            config
+                .git
+                .author_name
+                .clone()
+                .unwrap_or_else(|| "fabro".to_owned()),
+            config
+                .git
+                .author_email
+                .clone()
+                .unwrap_or_else(|| "fabro@local".to_owned()),
+        ),
+        exclude_globs: config.checkpoint.exclude_globs.clone().unwrap_or_default(),
+        work_dir_relative,
+    }
+}
+
 /// SPEC 8.1: inspect the working directory's repository; warnings go to `warnings`.
 fn plan_git(options: &RunOptions, warnings: &mut Vec<String>) -> GitPlan {
     let work_dir = match &options.work_dir {
@@ -485,6 +505,21 @@ impl PreparedRun {
             parent_run_id: self.options.parent_run_id.clone(),
             vars: redact_vars(&self.options.vars),
             simulated_llm,
+            repo_root: match (&self.git_plan, git) {
+                (GitPlan::Clean { repo_root, .. }, Some(_)) => {
+                    Some(repo_root.display().to_string())
+                }
+                _ => None,
+            },
+            work_dir_relative: match (&self.git_plan, git) {
+                (
+                    GitPlan::Clean {
+                        work_dir_relative, ..
+                    },
+                    Some(_),
+                ) => Some(work_dir_relative.display().to_string()),
+                _ => None,
+            },
         };
         write_json_atomic(&self.paths.manifest(), &manifest)
             .map_err(io("cannot write", &self.paths.manifest()))?;
@@ -546,30 +581,7 @@ impl PreparedRun {
                 work_dir_relative,
                 ..
             } => {
-                let settings = crate::git::RunGitSettings {
-                    author: crate::git::Author::new(
-                        self.options
-                            .config
-                            .git
-                            .author_name
-                            .clone()
-                            .unwrap_or_else(|| "fabro".to_owned()),
-                        self.options
-                            .config
-                            .git
-                            .author_email
-                            .clone()
-                            .unwrap_or_else(|| "fabro@local".to_owned()),
-                    ),
-                    exclude_globs: self
-                        .options
-                        .config
-                        .checkpoint
-                        .exclude_globs
-                        .clone()
-                        .unwrap_or_default(),
-                    work_dir_relative: work_dir_relative.clone(),
-                };
+                let settings = git_settings(&self.options.config, work_dir_relative.clone());
                 Some(
                     crate::git::RunGit::create(
                         repo_root,
@@ -600,6 +612,37 @@ impl PreparedRun {
         };
         // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
         let run_lock = crate::run_index::register_start(&self.paths, &manifest);
+        // SPEC 8.7 step 4: a resumed run with git checkpointing gets a fresh worktree on
+        // its run branch, reset to the checkpoint's commit.
+        let run_git = match (&resume, &manifest.repo_root) {
+            (Some(checkpoint), Some(repo_root)) if manifest.run_branch.is_some() => {
+                let sha = checkpoint.git_commit_sha.as_deref().ok_or_else(|| {
+                    RunError::Configuration(format!(
+                        "cannot resume run {}: its checkpoint names no run-branch commit",
+                        self.run_id
+                    ))
+                })?;
+                let relative =
+                    PathBuf::from(manifest.work_dir_relative.clone().unwrap_or_default());
+                Some(
+                    crate::git::RunGit::reattach(
+                        Path::new(repo_root),
+                        &self.run_id,
+                        &self.paths.run_dir().join("worktree"),
+                        sha,
+                        git_settings(&self.options.config, relative),
+                    )
+                    .map_err(|error| {
+                        RunError::Configuration(format!(
+                            "cannot resume run {}: {}",
+                            self.run_id,
+                            crate::error_chain(&error)
+                        ))
+                    })?,
+                )
+            }
+            _ => run_git,
+        };
 
         let work_dir = match (&run_git, &self.options.work_dir) {
             (Some(git), _) => git.work_dir(),
@@ -646,13 +689,18 @@ impl PreparedRun {
                     .llm
                     .simulated()
                     .restore_cursors(checkpoint.simulated_cursors.clone());
-                Checkpointer::resume(self.paths.run_dir()).map_err(|error| {
-                    RunError::Configuration(format!(
-                        "cannot resume run {}: {}",
-                        self.run_id,
-                        crate::error_chain(&error)
-                    ))
-                })?
+                let mut checkpointer =
+                    Checkpointer::resume(self.paths.run_dir()).map_err(|error| {
+                        RunError::Configuration(format!(
+                            "cannot resume run {}: {}",
+                            self.run_id,
+                            crate::error_chain(&error)
+                        ))
+                    })?;
+                if let Some(git) = run_git {
+                    checkpointer.attach_git(git);
+                }
+                checkpointer
             }
         };
         let first_rank = resume

@@ -932,6 +932,8 @@ mod tests {
             parent_run_id: None,
             vars: BTreeMap::new(),
             simulated_llm: false,
+            repo_root: None,
+            work_dir_relative: None,
         }
     }
 

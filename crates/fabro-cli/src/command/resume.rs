@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::checkpoint::load_newest;
+use fabro_engine::checkpoint::{load_newest, load_newest_from_git};
 use fabro_engine::config::RunConfig;
 use fabro_engine::record::Checkpoint;
 use fabro_engine::run::prepare_resume;
@@ -28,11 +28,15 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
             home.display()
         )));
     }
-    let checkpoint = load_newest(paths.run_dir())
-        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?
-        .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
     let manifest = read_manifest(paths.run_dir())
         .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    // SPEC 8.7 step 2: with git checkpointing the state comes from the metadata history.
+    let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
+        (Some(_), Some(repo_root)) => load_newest_from_git(Path::new(repo_root), &run_id),
+        _ => load_newest(paths.run_dir()),
+    }
+    .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?
+    .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
     let config_bytes = read_file("cannot read run configuration", &paths.config())?;
     let config: RunConfig = serde_json::from_slice(&config_bytes).map_err(|error| {
         CliError::Usage(format!(

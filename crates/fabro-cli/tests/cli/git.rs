@@ -219,3 +219,90 @@ fn a_dirty_working_tree_runs_in_place_without_checkpoints() {
         fs_err::read_to_string(env.fabro_home().join("scratch/r1/events.jsonl")).expect("events");
     assert!(events.contains("\"dirty_worktree\""));
 }
+
+/// SIGKILL in the middle of a stage, then `fabro resume`: the run continues from the
+/// metadata history in a fresh worktree reset to the last complete checkpoint, so the
+/// interrupted stage's partial work is discarded and no completed stage runs twice.
+#[test]
+fn a_killed_run_resumes_from_the_git_history() {
+    if !git_available() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let env = TestEnv::new("git_resume");
+    let once = env.fabro_home().join("once");
+    let started = env.fabro_home().join("started");
+    let trace = env.fabro_home().join("trace");
+    let workflow = format!(
+        r#"digraph w {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script="echo a >> {trace}; echo a > a.txt"]
+  slow [shape=parallelogram, script="echo slow >> {trace}; echo partial > partial.txt; if [ ! -e {once} ]; then touch {once} {started}; sleep 30; fi; rm partial.txt; echo done > slow.txt"]
+  c [shape=parallelogram, script="echo c >> {trace}; echo c > c.txt"]
+  start -> a -> slow -> c -> exit
+}}
+"#,
+        trace = trace.display(),
+        once = once.display(),
+        started = started.display(),
+    );
+    git(&env, &["init", "-q", "-b", "main"]);
+    env.write("w.fabro", &workflow);
+    git(&env, &["add", "w.fabro"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let mut child = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fabro starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "slow never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+
+    let output = fabro(&env, &["resume", "r1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        fs_err::read_to_string(&trace).expect("trace"),
+        "a\nslow\nslow\nc\n",
+        "only the interrupted stage ran again"
+    );
+    let subjects = git(&env, &["log", "--format=%s", "fabro/run/r1"]);
+    assert_eq!(
+        subjects.lines().collect::<Vec<_>>(),
+        [
+            "fabro(r1): exit (success)",
+            "fabro(r1): c (success)",
+            "fabro(r1): slow (success)",
+            "fabro(r1): a (success)",
+            "fabro(r1): start (success)",
+            "init",
+        ]
+    );
+    let files = git(&env, &["ls-tree", "-r", "--name-only", "fabro/run/r1"]);
+    assert_eq!(
+        files.lines().collect::<Vec<_>>(),
+        ["a.txt", "c.txt", "slow.txt", "w.fabro"]
+    );
+    let fsck = env
+        .command("git")
+        .args(["fsck", "--strict"])
+        .output()
+        .expect("git fsck");
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert_eq!(
+        git(&env, &["status", "--porcelain"]),
+        "",
+        "the user's checkout is untouched"
+    );
+}
