@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
-use super::{Attribute, Attributes, SyntaxEdge, SyntaxGraph, SyntaxNode};
+use super::{Attribute, Attributes, KeySet, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
 use crate::id_hash::{packed_id, IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
@@ -28,12 +28,12 @@ const MAX_NESTING: usize = 64;
 /// assert_eq!(graph.edges[1].attributes.value("label"), Some("x"));
 /// ```
 pub fn parse(text: &str) -> Result<SyntaxGraph, Diagnostic> {
-    parse_indexed(text).map(|(graph, _)| graph)
+    parse_indexed(text).map(|(graph, _, _)| graph)
 }
 
 /// [`parse`], also returning the index of node ids by position in
 /// [`SyntaxGraph::nodes`], which lowering hands on to the workflow.
-pub(crate) fn parse_indexed(text: &str) -> Result<(SyntaxGraph, IdTable), Diagnostic> {
+pub(crate) fn parse_indexed(text: &str) -> Result<(SyntaxGraph, IdTable, KeySet), Diagnostic> {
     if text.len() > MAX_SOURCE_BYTES {
         return Err(Diagnostic::new(
             Rule::ParseError,
@@ -130,7 +130,7 @@ impl<'s> Parser<'s> {
         self.node_index = IdTable::with_capacity(lines / 3 + 16);
     }
 
-    fn finish(mut self) -> (SyntaxGraph, IdTable) {
+    fn finish(mut self) -> (SyntaxGraph, IdTable, KeySet) {
         for (node, mut classes) in self.graph.nodes.iter_mut().zip(self.derived) {
             if classes.is_empty() {
                 continue;
@@ -142,7 +142,8 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        (self.graph, self.node_index)
+        let keys = KeySet::new(self.keys.into_values().map(|(key, _)| key));
+        (self.graph, self.node_index, keys)
     }
 
     fn file(&mut self) -> Scan<()> {
