@@ -64,6 +64,7 @@ impl<'s> Cursor<'s> {
     }
 
     /// Span of the character at the cursor (empty at the end of input).
+    #[inline]
     pub(crate) fn here(&self) -> Span {
         let len = match self.peek() {
             None => 0,
@@ -77,15 +78,34 @@ impl<'s> Cursor<'s> {
     }
 
     /// Skips whitespace and comments (SPEC 2.2).
+    ///
+    /// Called before almost every token: the whitespace run is skipped inline, and only
+    /// a `/` leads to the out-of-line comment loop.
+    #[inline(always)]
     pub(crate) fn skip_trivia(&mut self) -> Scan<()> {
+        self.skip_blanks();
+        if self.peek() == Some(b'/') {
+            return self.skip_comments();
+        }
+        Ok(())
+    }
+
+    /// Skips a run of whitespace (indentation, line ends).
+    #[inline(always)]
+    fn skip_blanks(&mut self) {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let blank = rest
+            .iter()
+            .position(|&byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
+            .unwrap_or(rest.len());
+        self.pos += blank;
+    }
+
+    /// Skips comments and the whitespace after them, starting at a `/`.
+    #[cold]
+    #[inline(never)]
+    fn skip_comments(&mut self) -> Scan<()> {
         loop {
-            // Runs of whitespace (indentation, line ends) in one tight loop.
-            let rest = self.bytes.get(self.pos..).unwrap_or_default();
-            let blank = rest
-                .iter()
-                .position(|&byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
-                .unwrap_or(rest.len());
-            self.pos += blank;
             match self.peek() {
                 Some(b'/') if self.peek_at(1) == Some(b'/') => {
                     while !matches!(self.peek(), None | Some(b'\n')) {
@@ -103,6 +123,7 @@ impl<'s> Cursor<'s> {
                 }
                 _ => return Ok(()),
             }
+            self.skip_blanks();
         }
     }
 
