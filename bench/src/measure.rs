@@ -12,8 +12,9 @@ struct Sample {
     max_rss_kib: u64,
 }
 
-/// Repetitions per measurement; the median is reported.
-const RUNS: usize = 5;
+/// Repetitions per measurement; the median is reported. The two commands alternate, so
+/// that load from other processes on a shared machine affects both alike.
+const RUNS: usize = 9;
 
 /// Times `fabro validate` against `nop` for each size; returns a Markdown table.
 pub(crate) fn parse_benchmark(sizes: &[usize], fabro: &Path) -> Result<String, String> {
@@ -34,8 +35,11 @@ pub(crate) fn parse_benchmark(sizes: &[usize], fabro: &Path) -> Result<String, S
         fs_err::write(&path, &text).map_err(|error| error.to_string())?;
         let path_text = path.to_string_lossy().into_owned();
         let fabro_path = fabro.to_string_lossy().into_owned();
-        let ours = median(RUNS, &[fabro_path.as_str(), "validate", path_text.as_str()])?;
-        let theirs = median(RUNS, &["nop", path_text.as_str()])?;
+        let (ours, theirs) = paired_medians(
+            RUNS,
+            &[fabro_path.as_str(), "validate", path_text.as_str()],
+            &["nop", path_text.as_str()],
+        )?;
         table.push_str(&format!(
             "| {size} | {} | {:.1} MB | {:.3} s | {:.1} MB | {:.3} s | {:.1} MB | {:.1}x | {:.2} |\n",
             2 * size + 1,
@@ -52,13 +56,24 @@ pub(crate) fn parse_benchmark(sizes: &[usize], fabro: &Path) -> Result<String, S
     Ok(table)
 }
 
-fn median(runs: usize, command: &[&str]) -> Result<Sample, String> {
-    let mut samples = Vec::with_capacity(runs);
+/// Median samples of `first` and `second`, run alternately `runs` times each.
+fn paired_medians(
+    runs: usize,
+    first: &[&str],
+    second: &[&str],
+) -> Result<(Sample, Sample), String> {
+    let mut firsts = Vec::with_capacity(runs);
+    let mut seconds = Vec::with_capacity(runs);
     for _ in 0..runs {
-        samples.push(run(command)?);
+        firsts.push(run(first)?);
+        seconds.push(run(second)?);
     }
+    Ok((median(firsts), median(seconds)))
+}
+
+fn median(mut samples: Vec<Sample>) -> Sample {
     samples.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-    Ok(samples[runs / 2])
+    samples[samples.len() / 2]
 }
 
 fn run(command: &[&str]) -> Result<Sample, String> {

@@ -21,6 +21,10 @@ use crate::args::Cli;
 use crate::error::{CliError, Status};
 use crate::output::Output;
 
+/// mimalloc instead of the system allocator (docs/benchmarks.md, issue 2).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let mut output = Output::new();
     let cli = match Cli::try_parse() {

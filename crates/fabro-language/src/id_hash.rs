@@ -61,48 +61,61 @@ impl Hasher for IdHasher {
 /// An index of node ids by position: maps an id to its position in a list of ids that
 /// the caller keeps (the parser's nodes, then the workflow's, which share one order).
 ///
-/// It stores no strings, only a hash fragment and a position per slot, so the table the
-/// parser builds is handed on to [`crate::Workflow`] instead of hashing every id again.
+/// It stores no strings, only a hash fragment, a position and, for ids of up to seven
+/// bytes, the id itself packed into a word, so the table the parser builds is handed on to
+/// [`crate::Workflow`] instead of hashing every id again, and most lookups of a large
+/// workflow touch one slot instead of a slot, the caller's list and the id's text.
 #[derive(Debug, Clone)]
 pub(crate) struct IdTable {
-    /// Open addressing with linear probing; 0 is empty, else the high 32 bits of the
-    /// id's hash and the position plus one.
-    slots: Vec<u64>,
+    /// Open addressing with linear probing. The first word is 0 when the slot is empty,
+    /// else the high 32 bits of the id's hash and the position plus one; the second is
+    /// [`packed_id`] of the id.
+    slots: Vec<[u64; 2]>,
     len: usize,
 }
 
 impl Default for IdTable {
     fn default() -> IdTable {
         IdTable {
-            slots: vec![0; 64],
+            slots: vec![[0; 2]; 64],
             len: 0,
         }
     }
 }
 
 impl IdTable {
-    /// Position of `id`, where `id_at(position)` returns the id stored at a position.
-    pub(crate) fn find<'a>(&self, id: &str, id_at: impl Fn(usize) -> &'a str) -> Option<usize> {
-        self.probe(id, hash_id(id), id_at).ok()
+    /// A table that holds `ids` ids without growing.
+    pub(crate) fn with_capacity(ids: usize) -> IdTable {
+        IdTable {
+            slots: vec![[0; 2]; (ids * 2).next_power_of_two().max(64)],
+            len: 0,
+        }
     }
 
-    /// Position of `id`, or the slot where it belongs and its hash fragment.
+    /// Position of `id`, where `id_at(position)` returns the id stored at a position.
+    pub(crate) fn find<'a>(&self, id: &str, id_at: impl Fn(usize) -> &'a str) -> Option<usize> {
+        self.probe(id, hash_id(id), packed_id(id), id_at).ok()
+    }
+
+    /// Position of `id`, or the slot where it belongs.
     fn probe<'a>(
         &self,
         id: &str,
         fragment: u32,
+        packed: u64,
         id_at: impl Fn(usize) -> &'a str,
     ) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
         let mut slot = fragment as usize & mask;
         loop {
-            let entry = self.slots[slot];
+            let [entry, entry_packed] = self.slots[slot];
             if entry == 0 {
                 return Err(slot);
             }
-            if (entry >> 32) as u32 == fragment {
+            if (entry >> 32) as u32 == fragment && entry_packed == packed {
                 let position = (entry & 0xffff_ffff) as usize - 1;
-                if id_at(position) == id {
+                // A packed id is the whole id; longer ids are compared as text.
+                if packed != 0 || id_at(position) == id {
                     return Ok(position);
                 }
             }
@@ -119,10 +132,11 @@ impl IdTable {
         id_at: impl Fn(usize) -> &'a str,
     ) -> Result<usize, usize> {
         let fragment = hash_id(id);
-        match self.probe(id, fragment, id_at) {
+        let packed = packed_id(id);
+        match self.probe(id, fragment, packed, id_at) {
             Ok(position) => Ok(position),
             Err(slot) => {
-                self.slots[slot] = (u64::from(fragment) << 32) | (next as u64 + 1);
+                self.slots[slot] = [(u64::from(fragment) << 32) | (next as u64 + 1), packed];
                 self.len += 1;
                 // Keep at most half the slots full so that probes stay short.
                 if self.len * 2 > self.slots.len() {
@@ -134,17 +148,30 @@ impl IdTable {
     }
 
     fn grow(&mut self) {
-        let doubled = vec![0; self.slots.len() * 2];
+        let doubled = vec![[0; 2]; self.slots.len() * 2];
         let old = std::mem::replace(&mut self.slots, doubled);
         let mask = self.slots.len() - 1;
-        for entry in old.into_iter().filter(|&entry| entry != 0) {
-            let mut slot = (entry >> 32) as usize & mask;
-            while self.slots[slot] != 0 {
+        for entry in old.into_iter().filter(|entry| entry[0] != 0) {
+            let mut slot = (entry[0] >> 32) as usize & mask;
+            while self.slots[slot][0] != 0 {
                 slot = (slot + 1) & mask;
             }
             self.slots[slot] = entry;
         }
     }
+}
+
+/// An id of one to seven bytes packed into a word with its length in the top byte (so
+/// never 0); 0 for other ids.
+pub(crate) fn packed_id(id: &str) -> u64 {
+    let bytes = id.as_bytes();
+    if bytes.is_empty() || bytes.len() > 7 {
+        return 0;
+    }
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    word[7] = bytes.len() as u8;
+    u64::from_le_bytes(word)
 }
 
 /// The high half of the id's [`IdHasher`] hash (its best-mixed bits).
@@ -204,6 +231,23 @@ mod tests {
             }
         }
         assert_eq!(ids.len(), 700);
+        // Long ids are compared as text, short ones by their packed form.
+        for long in ["a_node_with_a_long_id", "a_node_with_a_long_ie"] {
+            let next = ids.len();
+            let found = table.find_or_insert(long, next, |position| &ids[position]);
+            assert_eq!(found, Err(next));
+            ids.push(long.to_owned());
+        }
+        assert_eq!(
+            table.find("a_node_with_a_long_ie", |position| &ids[position]),
+            Some(701)
+        );
+        assert_eq!(
+            table.find("a_node_with_a_long_if", |position| &ids[position]),
+            None
+        );
+        assert_ne!(packed_id("n1"), packed_id("n1\0"));
+        assert_eq!(packed_id("eight_by"), 0);
         assert_eq!(table.find("n699", |position| &ids[position]), Some(699));
         assert_eq!(table.find("n700", |position| &ids[position]), None);
     }

@@ -170,7 +170,7 @@ pub(crate) fn check_source(
     options: &CheckOptions<'_>,
     stack: &mut Vec<PathBuf>,
 ) -> Checked {
-    let (syntax, index) = match syntax::parse_indexed(text) {
+    let (syntax, index, keys) = match syntax::parse_indexed(text) {
         Ok(parsed) => parsed,
         Err(diagnostic) => {
             return Checked {
@@ -180,7 +180,7 @@ pub(crate) fn check_source(
             }
         }
     };
-    let (mut workflow, mut diagnostics) = lower::lower_indexed(syntax, index, text);
+    let (mut workflow, mut diagnostics) = lower::lower_indexed(syntax, index, keys, text);
     let children =
         transform::resolve_references(&mut workflow, path, options, stack, &mut diagnostics);
     lint::run(&workflow, text, options, &mut diagnostics);

@@ -20,7 +20,7 @@ use crate::model::{
     Selection, SubWorkflowSettings, Workflow,
 };
 use crate::stylesheet::Stylesheet;
-use crate::syntax::{Attribute, Attributes, SyntaxGraph};
+use crate::syntax::{Attribute, Attributes, KeySet, SyntaxGraph};
 use crate::value;
 use node_key::{Key, Slots};
 
@@ -31,13 +31,15 @@ pub(crate) fn lower(syntax: SyntaxGraph, source: &str) -> (Workflow, Vec<Diagnos
     for (position, node) in syntax.nodes.iter().enumerate() {
         let _ = index.find_or_insert(&node.id, position, |earlier| &syntax.nodes[earlier].id);
     }
-    lower_indexed(syntax, index, source)
+    let keys = KeySet::of(&syntax);
+    lower_indexed(syntax, index, keys, source)
 }
 
 /// Lowers a parsed graph whose node ids `index` maps to their positions.
 pub(crate) fn lower_indexed(
     syntax: SyntaxGraph,
     index: IdTable,
+    keys: KeySet,
     source: &str,
 ) -> (Workflow, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
@@ -126,7 +128,15 @@ pub(crate) fn lower_indexed(
             attributes: syntax_edge.attributes,
         });
     }
-    let workflow = Workflow::new(syntax.id, settings, syntax.attributes, nodes, edges, index);
+    let workflow = Workflow::new(
+        syntax.id,
+        settings,
+        syntax.attributes,
+        nodes,
+        edges,
+        index,
+        keys,
+    );
     (workflow, diagnostics)
 }
 

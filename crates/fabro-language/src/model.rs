@@ -19,6 +19,7 @@ use crate::id_hash::IdTable;
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
 use crate::syntax::Attributes;
+use crate::syntax::KeySet;
 
 /// Index of a node in [`Workflow::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -329,6 +330,10 @@ pub struct Workflow {
     edges: Vec<Edge>,
     /// Node positions by id, built by the parser over the same node order.
     index: IdTable,
+    /// Every attribute key the file assigns.
+    keys: KeySet,
+    /// One [`handler_bit`] per handler kind some node has.
+    handlers: u32,
     outgoing: Adjacency,
     incoming: Adjacency,
     starts: Vec<NodeIndex>,
@@ -380,6 +385,7 @@ impl Workflow {
         mut nodes: Vec<Node>,
         edges: Vec<Edge>,
         index: IdTable,
+        keys: KeySet,
     ) -> Workflow {
         let starts = recognise(&mut nodes, HandlerKind::Start, &["start", "Start"]);
         let exits = recognise(
@@ -387,6 +393,9 @@ impl Workflow {
             HandlerKind::Exit,
             &["exit", "Exit", "end", "End"],
         );
+        let handlers = nodes
+            .iter()
+            .fold(0, |kinds, node| kinds | handler_bit(node.handler));
         let outgoing = Adjacency::build(nodes.len(), &edges, |edge| edge.from);
         let incoming = Adjacency::build(nodes.len(), &edges, |edge| edge.to);
         Workflow {
@@ -396,6 +405,8 @@ impl Workflow {
             nodes,
             edges,
             index,
+            keys,
+            handlers,
             outgoing,
             incoming,
             starts,
@@ -406,6 +417,23 @@ impl Workflow {
     /// The workflow name: the graph id, else `fallback` (the file stem).
     pub fn name<'a>(&'a self, fallback: &'a str) -> &'a str {
         self.id.as_deref().unwrap_or(fallback)
+    }
+
+    /// Whether some attribute anywhere in the file may have `key`; false means no node,
+    /// edge or graph attribute has it.
+    pub(crate) fn may_have_key(&self, key: &str) -> bool {
+        self.keys.contains(key)
+    }
+
+    /// Whether some node has handler `kind`, so that rules about one kind can skip
+    /// workflows without it.
+    pub(crate) fn has_handler(&self, kind: HandlerKind) -> bool {
+        self.handlers & handler_bit(kind) != 0
+    }
+
+    /// [`Workflow::may_have_key`] for any of `keys`.
+    pub(crate) fn may_have_any_key(&self, keys: &[&str]) -> bool {
+        self.keys.contains_any(keys)
     }
 
     /// All nodes in order of first mention.
@@ -493,6 +521,11 @@ fn single(candidates: &[NodeIndex]) -> Option<NodeIndex> {
 /// Finds the nodes acting as `kind`: those with that handler, or, when there are none,
 /// those whose id is one of `ids`, which then get the handler (SPEC 2.8: a node
 /// recognised by id behaves exactly like the shaped one).
+/// A bit per handler kind, for [`Workflow::has_handler`].
+fn handler_bit(kind: HandlerKind) -> u32 {
+    1 << (kind as u32)
+}
+
 fn recognise(nodes: &mut [Node], kind: HandlerKind, ids: &[&str]) -> Vec<NodeIndex> {
     let typed: Vec<_> = (0..nodes.len())
         .filter(|&position| nodes[position].handler == kind)

@@ -168,6 +168,51 @@ pub struct SyntaxGraph {
     pub edges: Vec<SyntaxEdge>,
 }
 
+/// Every attribute key a file assigns anywhere (graph, nodes, edges, defaults,
+/// subgraphs), so that passes looking for a rarely used key on every node can skip
+/// files that never mention it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeySet {
+    keys: Vec<Arc<str>>,
+}
+
+impl KeySet {
+    /// The set of these keys.
+    pub(crate) fn new(keys: impl IntoIterator<Item = Arc<str>>) -> KeySet {
+        let mut keys: Vec<Arc<str>> = keys.into_iter().collect();
+        keys.sort();
+        keys.dedup();
+        KeySet { keys }
+    }
+
+    /// The keys of every attribute of `graph`.
+    #[cfg(test)]
+    pub(crate) fn of(graph: &SyntaxGraph) -> KeySet {
+        let nodes = graph.nodes.iter().flat_map(|node| node.attributes.iter());
+        let edges = graph.edges.iter().flat_map(|edge| edge.attributes.iter());
+        KeySet::new(
+            graph
+                .attributes
+                .iter()
+                .chain(nodes)
+                .chain(edges)
+                .map(|attribute| attribute.key.clone()),
+        )
+    }
+
+    /// Whether some attribute of the file has this key.
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.keys
+            .binary_search_by(|probe| (**probe).cmp(key))
+            .is_ok()
+    }
+
+    /// Whether some attribute of the file has one of these keys.
+    pub(crate) fn contains_any(&self, keys: &[&str]) -> bool {
+        keys.iter().any(|key| self.contains(key))
+    }
+}
+
 impl SyntaxGraph {
     /// Index of the node with `id`, by linear search (use [`crate::Workflow`] for lookups
     /// on hot paths).
@@ -227,6 +272,20 @@ impl Attribute {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_sets_hold_every_key_the_parser_saw() {
+        let source =
+            "digraph { graph [goal=g] node [shape=box] a [fidelity=full] a -> b [weight=2] }";
+        let (graph, _, keys) = parse_indexed(source).expect("parses");
+        for key in ["goal", "shape", "fidelity", "weight"] {
+            assert!(keys.contains(key), "{key}");
+        }
+        assert!(!keys.contains("thread_id"));
+        assert!(keys.contains_any(&["thread_id", "weight"]));
+        let of = KeySet::of(&graph);
+        assert!(of.contains("fidelity") && of.contains("goal") && !of.contains("label"));
+    }
 
     #[test]
     fn value_subspans_map_through_escapes() {

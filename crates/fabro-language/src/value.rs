@@ -89,6 +89,10 @@ pub fn format_duration(duration: Duration) -> String {
 
 /// Splits a List: comma-separated, items trimmed, empty items dropped.
 pub fn parse_list(text: &str) -> Vec<String> {
+    if text.is_empty() {
+        // The common case (no `class`, no `write_scope`), without setting up the split.
+        return Vec::new();
+    }
     text.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())

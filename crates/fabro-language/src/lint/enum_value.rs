@@ -52,6 +52,12 @@ const ATTRIBUTES: [EnumAttribute; 4] = [
 ];
 
 pub(super) fn check(lint: &mut Lint<'_>) {
+    if !ATTRIBUTES
+        .iter()
+        .any(|spec| lint.workflow.may_have_key(spec.key))
+    {
+        return;
+    }
     for node in lint.workflow.nodes() {
         for spec in &ATTRIBUTES {
             let Some(attribute) = node.attributes.get(spec.key) else {

@@ -14,6 +14,9 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         };
         lint.report(diagnostic(attribute, format!("graph {key}"), "compact is used").fix(fix()));
     }
+    if !workflow.may_have_key("fidelity") {
+        return;
+    }
     for node in workflow.nodes() {
         let Some(attribute) = node.attributes.get("fidelity").filter(|a| is_invalid(a)) else {
             continue;

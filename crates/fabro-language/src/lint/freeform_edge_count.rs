@@ -7,6 +7,9 @@ use crate::model::HandlerKind;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
+    if !workflow.has_handler(HandlerKind::Human) {
+        return;
+    }
     for index in workflow.node_indices() {
         let node = workflow.node(index);
         if node.handler != HandlerKind::Human {

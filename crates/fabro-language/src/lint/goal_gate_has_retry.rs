@@ -9,6 +9,10 @@ pub(super) fn check(lint: &mut Lint<'_>) {
     if settings.retry_target.is_some() || settings.fallback_retry_target.is_some() {
         return;
     }
+    // Only a `goal_gate` attribute makes a node a goal gate.
+    if !lint.workflow.may_have_key("goal_gate") {
+        return;
+    }
     for node in lint.workflow.nodes() {
         if !node.goal_gate || node.retry_target.is_some() || node.fallback_retry_target.is_some() {
             continue;

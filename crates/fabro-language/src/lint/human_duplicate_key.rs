@@ -10,6 +10,9 @@ use crate::model::HandlerKind;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
+    if !workflow.has_handler(HandlerKind::Human) {
+        return;
+    }
     let mut first_with_key: HashMap<String, &str> = HashMap::new();
     for index in workflow.node_indices() {
         let node = workflow.node(index);

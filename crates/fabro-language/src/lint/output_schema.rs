@@ -11,6 +11,9 @@ use crate::model::{Backend, HandlerKind, Node};
 use crate::syntax::Attribute;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
+    if !lint.workflow.may_have_key("output_schema") {
+        return;
+    }
     for node in lint.workflow.nodes() {
         let Some(attribute) = node.attributes.get("output_schema") else {
             continue;

@@ -7,6 +7,10 @@ use crate::model::Selection;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
+    // Only a `selection` attribute makes a node's selection random.
+    if !workflow.may_have_key("selection") {
+        return;
+    }
     for index in workflow.node_indices() {
         let node = workflow.node(index);
         if node.selection != Selection::Random {

@@ -10,6 +10,9 @@ const KEYS: [&str; 2] = ["retry_target", "fallback_retry_target"];
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
     report_missing(lint, &workflow.attributes, None);
+    if !workflow.may_have_any_key(&KEYS) {
+        return;
+    }
     for node in workflow.nodes() {
         report_missing(lint, &node.attributes, Some(&node.id));
     }

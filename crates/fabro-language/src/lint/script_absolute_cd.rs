@@ -6,6 +6,9 @@ use crate::diagnostic::{Diagnostic, Rule};
 use crate::model::HandlerKind;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
+    if !lint.workflow.has_handler(HandlerKind::Command) {
+        return;
+    }
     for node in lint.workflow.nodes() {
         if node.handler != HandlerKind::Command {
             continue;

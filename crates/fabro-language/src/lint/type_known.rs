@@ -9,6 +9,9 @@ use crate::model::HandlerKind;
 const KEYS: [&str; 3] = ["type", "node_type", "codergen_mode"];
 
 pub(super) fn check(lint: &mut Lint<'_>) {
+    if !lint.workflow.may_have_any_key(&KEYS) {
+        return;
+    }
     for node in lint.workflow.nodes() {
         for key in KEYS {
             let Some(attribute) = node.attributes.get(key) else {

@@ -64,19 +64,49 @@ impl<'s> Cursor<'s> {
     }
 
     /// Span of the character at the cursor (empty at the end of input).
+    #[inline]
     pub(crate) fn here(&self) -> Span {
-        let len = self.text[self.pos..]
-            .chars()
-            .next()
-            .map_or(0, char::len_utf8);
+        let len = match self.peek() {
+            None => 0,
+            Some(byte) if byte.is_ascii() => 1,
+            Some(_) => self.text[self.pos..]
+                .chars()
+                .next()
+                .map_or(0, char::len_utf8),
+        };
         Span::new(self.pos, self.pos + len)
     }
 
     /// Skips whitespace and comments (SPEC 2.2).
+    ///
+    /// Called before almost every token: the whitespace run is skipped inline, and only
+    /// a `/` leads to the out-of-line comment loop.
+    #[inline(always)]
     pub(crate) fn skip_trivia(&mut self) -> Scan<()> {
+        self.skip_blanks();
+        if self.peek() == Some(b'/') {
+            return self.skip_comments();
+        }
+        Ok(())
+    }
+
+    /// Skips a run of whitespace (indentation, line ends).
+    #[inline(always)]
+    fn skip_blanks(&mut self) {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let blank = rest
+            .iter()
+            .position(|&byte| !matches!(byte, b' ' | b'\t' | b'\r' | b'\n'))
+            .unwrap_or(rest.len());
+        self.pos += blank;
+    }
+
+    /// Skips comments and the whitespace after them, starting at a `/`.
+    #[cold]
+    #[inline(never)]
+    fn skip_comments(&mut self) -> Scan<()> {
         loop {
             match self.peek() {
-                Some(b' ' | b'\t' | b'\r' | b'\n') => self.bump(),
                 Some(b'/') if self.peek_at(1) == Some(b'/') => {
                     while !matches!(self.peek(), None | Some(b'\n')) {
                         self.bump();
@@ -93,6 +123,7 @@ impl<'s> Cursor<'s> {
                 }
                 _ => return Ok(()),
             }
+            self.skip_blanks();
         }
     }
 
@@ -107,15 +138,19 @@ impl<'s> Cursor<'s> {
     }
 
     /// Scans an identifier `[A-Za-z_][A-Za-z0-9_]*` if one starts here.
+    #[inline]
     pub(crate) fn ident(&mut self) -> Option<(&'s str, Span)> {
         let start = self.pos;
         match self.peek() {
-            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => self.bump(),
+            Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {}
             _ => return None,
         }
-        while matches!(self.peek(), Some(byte) if byte.is_ascii_alphanumeric() || byte == b'_') {
-            self.bump();
-        }
+        let rest = &self.bytes[start + 1..];
+        let len = rest
+            .iter()
+            .position(|&byte| !(byte.is_ascii_alphanumeric() || byte == b'_'))
+            .unwrap_or(rest.len());
+        self.pos = start + 1 + len;
         Some((&self.text[start..self.pos], Span::new(start, self.pos)))
     }
 

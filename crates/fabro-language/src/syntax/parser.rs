@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
-use super::{Attribute, Attributes, SyntaxEdge, SyntaxGraph, SyntaxNode};
+use super::{Attribute, Attributes, KeySet, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
-use crate::id_hash::{IdHashMap, IdTable};
+use crate::id_hash::{packed_id, IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
 
 /// Largest accepted workflow file (SPEC 2.1).
@@ -28,12 +28,12 @@ const MAX_NESTING: usize = 64;
 /// assert_eq!(graph.edges[1].attributes.value("label"), Some("x"));
 /// ```
 pub fn parse(text: &str) -> Result<SyntaxGraph, Diagnostic> {
-    parse_indexed(text).map(|(graph, _)| graph)
+    parse_indexed(text).map(|(graph, _, _)| graph)
 }
 
 /// [`parse`], also returning the index of node ids by position in
 /// [`SyntaxGraph::nodes`], which lowering hands on to the workflow.
-pub(crate) fn parse_indexed(text: &str) -> Result<(SyntaxGraph, IdTable), Diagnostic> {
+pub(crate) fn parse_indexed(text: &str) -> Result<(SyntaxGraph, IdTable, KeySet), Diagnostic> {
     if text.len() > MAX_SOURCE_BYTES {
         return Err(Diagnostic::new(
             Rule::ParseError,
@@ -82,6 +82,10 @@ struct Parser<'s> {
     keys: IdHashMap<&'s str, (Arc<str>, Arc<str>)>,
     /// Reused buffer for the attribute block being parsed.
     block: Attributes,
+    /// [`packed_id`] of every id in `ids`, for [`Parser::is_node_at`].
+    packed: Vec<u64>,
+    /// The positions of the last two nodes looked up, most recent first.
+    recent: [usize; 2],
     /// Reused buffer of the current edge chain: (node index, span).
     chain: Vec<(usize, Span)>,
     /// Per node: derived classes with the depth of the subgraph that contributed them.
@@ -96,6 +100,8 @@ impl<'s> Parser<'s> {
             cursor: Cursor::new(text),
             graph: SyntaxGraph::default(),
             ids: Vec::new(),
+            packed: Vec::new(),
+            recent: [0; 2],
             node_index: IdTable::default(),
             keys: IdHashMap::default(),
             block: Attributes::default(),
@@ -114,17 +120,17 @@ impl<'s> Parser<'s> {
     /// `>`, roughly one node per line), so the large vectors are never copied while they
     /// grow; untouched reserved memory costs nothing.
     fn reserve(&mut self) {
-        let (mut arrows, mut lines) = (0, 0);
-        for &byte in self.text.as_bytes() {
-            arrows += usize::from(byte == b'>');
-            lines += usize::from(byte == b'\n');
-        }
+        let (arrows, lines) = count_arrows_and_lines(self.text.as_bytes());
         self.graph.edges.reserve(arrows);
         self.graph.nodes.reserve(lines / 2 + 16);
         self.ids.reserve(lines / 2 + 16);
+        self.packed.reserve(lines / 2 + 16);
+        // Sized for a third of the lines (a node statement and two edges per node is
+        // typical); a larger table would only touch more memory, and it still grows.
+        self.node_index = IdTable::with_capacity(lines / 3 + 16);
     }
 
-    fn finish(mut self) -> (SyntaxGraph, IdTable) {
+    fn finish(mut self) -> (SyntaxGraph, IdTable, KeySet) {
         for (node, mut classes) in self.graph.nodes.iter_mut().zip(self.derived) {
             if classes.is_empty() {
                 continue;
@@ -136,7 +142,8 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        (self.graph, self.node_index)
+        let keys = KeySet::new(self.keys.into_values().map(|(key, _)| key));
+        (self.graph, self.node_index, keys)
     }
 
     fn file(&mut self) -> Scan<()> {
@@ -255,8 +262,14 @@ impl<'s> Parser<'s> {
         let Some((word, span)) = self.cursor.ident() else {
             return error("expected a statement", self.cursor.here());
         };
-        let lower = word.to_ascii_lowercase();
-        match lower.as_str() {
+        // Keywords are case-insensitive; most statements start with a node id, which is
+        // not one, so no lowercase copy is made.
+        let keyword = KEYWORDS
+            .iter()
+            .copied()
+            .find(|keyword| word.eq_ignore_ascii_case(keyword))
+            .unwrap_or("");
+        match keyword {
             "graph" | "node" | "edge" => {
                 self.cursor.skip_trivia()?;
                 if self.cursor.peek() != Some(b'[') {
@@ -268,7 +281,7 @@ impl<'s> Parser<'s> {
                 let mut attributes = Attributes::default();
                 self.attribute_block_into(&mut attributes)?;
                 let scope = self.scope_mut();
-                match lower.as_str() {
+                match keyword {
                     "node" => attributes
                         .into_iter()
                         .for_each(|a| scope.node_defaults.set(a)),
@@ -641,15 +654,48 @@ impl<'s> Parser<'s> {
     /// The node's index, creating it with room for `room` more attributes than the
     /// defaults.
     fn ensure_node_with_room(&mut self, endpoint: &Endpoint<'s>, room: usize) -> usize {
+        let packed = packed_id(endpoint.id);
+        // Edges mostly name the node just looked up, the one after it, or the ones the
+        // statement before named: try those in the small, sequential `packed` list before
+        // the hash table, whose slots are scattered over memory in a large workflow.
+        for &recent in &self.recent {
+            for candidate in [recent, recent + 1] {
+                if self.is_node_at(candidate, endpoint.id, packed) {
+                    self.recent = [candidate, self.recent[0]];
+                    return candidate;
+                }
+            }
+        }
         let ids = &self.ids;
         let index = match self
             .node_index
             .find_or_insert(endpoint.id, ids.len(), |position| ids[position])
         {
-            Ok(index) => return index,
-            Err(index) => index,
+            Ok(index) => index,
+            Err(index) => {
+                self.push_node(endpoint, room, packed);
+                index
+            }
         };
+        self.recent = [index, self.recent[0]];
+        index
+    }
+
+    /// Whether the node at `position` has `id` (whose [`packed_id`] is `packed`).
+    fn is_node_at(&self, position: usize, id: &str, packed: u64) -> bool {
+        match self.packed.get(position) {
+            Some(&stored) if packed != 0 => stored == packed,
+            Some(_) => self.ids[position] == id,
+            None => false,
+        }
+    }
+
+    /// Creates a node at the end of the list, with room for `room` more attributes than
+    /// the defaults.
+    fn push_node(&mut self, endpoint: &Endpoint<'s>, room: usize, packed: u64) {
+        let index = self.ids.len();
         self.ids.push(endpoint.id);
+        self.packed.push(packed);
         let defaults = &self.scope_mut().node_defaults;
         let mut attributes = Attributes::with_capacity(defaults.len() + room);
         attributes.extend_cloned(defaults);
@@ -665,7 +711,6 @@ impl<'s> Parser<'s> {
         if self.scopes.len() > 1 {
             self.scope_mut().members.push(index);
         }
-        index
     }
 
     /// Builds an attribute, sharing the key's allocation with earlier uses of the key.
@@ -713,9 +758,34 @@ pub fn is_ident(text: &str) -> bool {
 
 /// DOT keywords, matched case-insensitively.
 pub fn is_keyword(word: &str) -> bool {
-    ["digraph", "graph", "node", "edge", "subgraph", "strict"]
-        .iter()
-        .any(|keyword| word.eq_ignore_ascii_case(keyword))
+    // Every keyword is 4 to 8 bytes long.
+    (4..=8).contains(&word.len())
+        && KEYWORDS
+            .iter()
+            .any(|keyword| word.eq_ignore_ascii_case(keyword))
+}
+
+/// The DOT keywords in lowercase.
+const KEYWORDS: [&str; 6] = ["digraph", "graph", "node", "edge", "subgraph", "strict"];
+
+/// Counts `>` and newline bytes, in chunks that the compiler can vectorise.
+fn count_arrows_and_lines(bytes: &[u8]) -> (usize, usize) {
+    let (mut arrows, mut lines) = (0, 0);
+    let mut chunks = bytes.chunks_exact(64);
+    for chunk in &mut chunks {
+        let (mut chunk_arrows, mut chunk_lines) = (0u8, 0u8);
+        for &byte in chunk {
+            chunk_arrows += u8::from(byte == b'>');
+            chunk_lines += u8::from(byte == b'\n');
+        }
+        arrows += usize::from(chunk_arrows);
+        lines += usize::from(chunk_lines);
+    }
+    for &byte in chunks.remainder() {
+        arrows += usize::from(byte == b'>');
+        lines += usize::from(byte == b'\n');
+    }
+    (arrows, lines)
 }
 
 fn is_graph_keyword(word: &str) -> bool {
