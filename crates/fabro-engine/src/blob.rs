@@ -41,10 +41,12 @@ pub enum BlobError {
     },
 }
 
-/// A blob store rooted at `{root}/blobs`.
+/// A blob store rooted at `{root}/blobs`. Clones share the record of the refs they
+/// produced, so a run counts its distinct blobs (`artifact_count`, SPEC 7.8).
 #[derive(Debug, Clone)]
 pub struct BlobStore {
     root: PathBuf,
+    produced: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl BlobStore {
@@ -52,6 +54,26 @@ impl BlobStore {
     pub fn new(fabro_root: &Path) -> BlobStore {
         BlobStore {
             root: fabro_root.join("blobs").join("sha256"),
+            produced: std::sync::Arc::default(),
+        }
+    }
+
+    /// How many distinct refs this store (and its clones) produced, whether or not the
+    /// blob was already stored.
+    pub fn produced_count(&self) -> usize {
+        self.produced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    fn note_produced(&self, reference: &str) {
+        let mut produced = self
+            .produced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !produced.contains(reference) {
+            produced.insert(reference.to_owned());
         }
     }
 
@@ -66,6 +88,7 @@ impl BlobStore {
         let hex = hex_digest(bytes);
         let path = self.path_of(&hex);
         let reference = format!("{BLOB_PREFIX}{hex}");
+        self.note_produced(&reference);
         if path.exists() {
             return Ok((reference, false));
         }
@@ -158,8 +181,11 @@ impl BlobStore {
             next_temporary_id()
         ));
         let result = self.write_text_stream(source, &temporary);
-        if result.is_err() {
-            let _ = fs_err::remove_file(&temporary);
+        match &result {
+            Ok((reference, _)) => self.note_produced(reference),
+            Err(_) => {
+                let _ = fs_err::remove_file(&temporary);
+            }
         }
         result
     }
@@ -411,6 +437,7 @@ mod tests {
         let (again, new_third) = store.put_text_stream(&mut text.as_bytes()).expect("stored");
         assert_eq!(again, streamed);
         assert!(!new_third);
+        assert_eq!(store.produced_count(), 1, "one distinct ref");
         assert_eq!(
             store.read_value(&streamed).expect("reads"),
             serde_json::Value::String(text)

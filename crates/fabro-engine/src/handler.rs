@@ -80,6 +80,19 @@ pub(crate) struct RunServices {
     pub(crate) run_options: crate::run::RunOptions,
     /// Conversation threads under `full` fidelity (SPEC 6.5).
     pub(crate) threads: crate::thread::ThreadStore,
+    /// Automatic asset capture after command stages (SPEC 7.8).
+    pub(crate) assets: AssetCapture,
+}
+
+/// Asset capture for one run: the scanner, where captured files go, and how many.
+#[derive(Debug)]
+pub(crate) struct AssetCapture {
+    /// Candidate patterns and limits.
+    pub(crate) scanner: Arc<crate::asset_capture::AssetScanner>,
+    /// The run directory (`artifacts/files/…` goes under it).
+    pub(crate) run_dir: std::path::PathBuf,
+    /// Assets captured so far (`asset_count`).
+    pub(crate) captured: std::sync::atomic::AtomicUsize,
 }
 
 /// Runs the handler of `input.node` for one attempt.
@@ -191,6 +204,17 @@ pub(crate) mod test_support {
                 llm: no_llm_nodes(),
                 run_options: crate::run::RunOptions::for_tests(root),
                 threads: crate::thread::ThreadStore::default(),
+                assets: super::AssetCapture {
+                    scanner: Arc::new(
+                        crate::asset_capture::AssetScanner::new(
+                            &[],
+                            crate::asset_capture::CaptureLimits::default(),
+                        )
+                        .expect("no include globs"),
+                    ),
+                    run_dir: root.to_path_buf(),
+                    captured: std::sync::atomic::AtomicUsize::new(0),
+                },
             };
             TestRun {
                 dir,

@@ -650,6 +650,16 @@ impl PreparedRun {
             (None, None) => std::env::current_dir()
                 .map_err(io("cannot read current directory", Path::new(".")))?,
         };
+        let scanner = crate::asset_capture::AssetScanner::new(
+            self.options
+                .config
+                .artifacts
+                .include
+                .as_deref()
+                .unwrap_or_default(),
+            crate::asset_capture::CaptureLimits::default(),
+        )
+        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?;
         let services = Arc::new(RunServices {
             run_id: self.run_id.clone(),
             emitter: Arc::clone(&emitter),
@@ -666,6 +676,11 @@ impl PreparedRun {
             llm,
             run_options: self.options.clone(),
             threads: crate::thread::ThreadStore::default(),
+            assets: crate::handler::AssetCapture {
+                scanner: Arc::new(scanner),
+                run_dir: self.paths.run_dir().to_path_buf(),
+                captured: AtomicUsize::new(0),
+            },
         });
         let mut state = RunState::default();
         let checkpointer = match &resume {
@@ -833,8 +848,8 @@ impl PreparedRun {
                     status_name,
                     duration_ms,
                     traversal.state.completed_nodes.len(),
-                    0,
-                    0,
+                    services.blobs.produced_count(),
+                    services.assets.captured.load(Ordering::SeqCst),
                     &serde_json::to_value(crate::record::UsageRecord::from(usage))
                         .unwrap_or_default(),
                     usage.cost_usd,

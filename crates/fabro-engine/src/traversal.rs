@@ -199,6 +199,10 @@ pub(crate) struct Traversal {
     pub(crate) resumed_stage: bool,
 }
 
+/// Context values whose compact JSON is larger than this many bytes are offloaded to
+/// the blob store (SPEC 7.7).
+const OFFLOAD_THRESHOLD: usize = 102_400;
+
 /// Which signature table a failure is counted in.
 #[derive(Debug, Clone, Copy)]
 enum BreakerScope {
@@ -673,6 +677,7 @@ impl Traversal {
         if attempt == 1 {
             self.state.node_retries.insert(spec.id.clone(), 0);
         }
+        self.offload_large_values(&mut outcome);
         let canceled = outcome.failure_class() == Some(FailureClass::Canceled);
         if spec.auto_status
             && !matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)
@@ -716,6 +721,29 @@ impl Traversal {
             }),
         ));
         outcome
+    }
+
+    /// SPEC 7.7: context values the stage wrote whose compact JSON exceeds 100 KB go to
+    /// the blob store and are replaced by their refs, so checkpoints, events and
+    /// `status.json` stay small.
+    fn offload_large_values(&self, outcome: &mut Outcome) {
+        for value in outcome.context_updates.values_mut() {
+            if matches!(value, Value::Null | Value::Bool(_) | Value::Number(_)) {
+                continue;
+            }
+            let Ok(bytes) = serde_json::to_vec(value) else {
+                continue;
+            };
+            if bytes.len() <= OFFLOAD_THRESHOLD {
+                continue;
+            }
+            match self.services.blobs.put(&bytes) {
+                Ok((reference, _)) => *value = Value::String(reference),
+                Err(error) => {
+                    tracing::warn!(error = %crate::error_chain(&error), "cannot offload a large context value; keeping it inline");
+                }
+            }
+        }
     }
 
     /// One attempt of the handler, with the node timeout and panic containment.

@@ -155,3 +155,88 @@ fn dump_exports_stages_records_and_blobs() {
         stderr(&output)
     );
 }
+
+/// SPEC 7.7 and 7.8: test reports written by a command are captured per attempt, old and
+/// oversized files are skipped with a warning, a large LLM response becomes a blob ref,
+/// and the run's terminal event counts assets and distinct blobs separately.
+#[test]
+fn assets_are_captured_and_large_values_offloaded() {
+    let env = TestEnv::new("assets");
+    env.write("junit-old.xml", "<testsuite/>");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs_err::File::options()
+        .write(true)
+        .open(env.work_dir().join("junit-old.xml"))
+        .expect("open")
+        .set_modified(old)
+        .expect("set mtime");
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  tests [shape=parallelogram, script=\"echo '<testsuite/>' > junit.xml; mkdir -p playwright-report test-results; echo '<html/>' > playwright-report/index.html; head -c 11000000 /dev/zero > test-results/huge.bin; echo ran\"]
+  big [shape=tab, prompt=\"Write a lot\"]
+  start -> tests -> big -> exit
+}
+",
+    );
+    let text = "y".repeat(150_000);
+    env.write(
+        "responses.json",
+        &serde_json::json!({"nodes": {"big": [{"text": text}]}}).to_string(),
+    );
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env(
+            "FABRO_SIMULATED_RESPONSES",
+            env.work_dir().join("responses.json"),
+        )
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let run_dir = env.fabro_home().join("scratch/r1");
+    let captured = run_dir.join("artifacts/files/tests/retry_1");
+    assert_eq!(
+        fs_err::read_to_string(captured.join("junit.xml")).expect("junit captured"),
+        "<testsuite/>\n"
+    );
+    assert!(captured.join("playwright-report/index.html").is_file());
+    assert!(
+        !captured.join("test-results/huge.bin").exists(),
+        "over 10 MB"
+    );
+    assert!(!captured.join("junit-old.xml").exists(), "unchanged");
+
+    let events: Vec<Value> = fs_err::read_to_string(run_dir.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("event"))
+        .collect();
+    assert!(events.iter().any(|event| event["event"] == "Warning"
+        && event["properties"]["code"] == "asset_skipped"
+        && event["node_id"] == "tests"));
+    let completed = events.last().expect("terminal event");
+    assert_eq!(completed["event"], "WorkflowRunCompleted");
+    assert_eq!(completed["properties"]["asset_count"], 2);
+    // stdout and stderr of `tests`, and the offloaded response.
+    assert_eq!(completed["properties"]["artifact_count"], 3);
+
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    let reference = checkpoint["context_values"]["response.big"]
+        .as_str()
+        .expect("a ref");
+    assert!(reference.starts_with("blob://sha256/"), "{reference}");
+    let blob = blob_files(&env)
+        .into_iter()
+        .find(|path| reference.ends_with(&*path.file_name().expect("name").to_string_lossy()))
+        .expect("the blob is stored");
+    assert_eq!(
+        serde_json::from_str::<Value>(&fs_err::read_to_string(blob).expect("read")).expect("json"),
+        Value::String(text)
+    );
+}

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::{pin, Pin};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabro_language::model::ScriptLanguage;
@@ -217,6 +218,15 @@ async fn run_script(
         node_id,
         json!({"script": script, "language": interpreter.language, "timeout_ms": millis(timeout)}),
     ));
+    // SPEC 7.8: fingerprint the candidate files before the attempt.
+    let assets = &input.services.assets;
+    let baseline = {
+        let scanner = Arc::clone(&assets.scanner);
+        let work_dir = input.work_dir.to_path_buf();
+        tokio::task::spawn_blocking(move || scanner.baseline(&work_dir))
+            .await
+            .ok()
+    };
     let started = Instant::now();
     let mut stdout = Capture::new(input.stage_dir.join("stdout.log"), "stdout");
     let mut stderr = Capture::new(input.stage_dir.join("stderr.log"), "stderr");
@@ -250,6 +260,9 @@ async fn run_script(
         }),
     ));
 
+    if let Some(baseline) = baseline {
+        capture_assets(input, baseline).await;
+    }
     let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
     match (stdout_ref, stderr_ref) {
         (Ok(stdout_ref), Ok(stderr_ref)) => outcome
@@ -587,6 +600,27 @@ impl Tail {
             }
         }
         String::from_utf8_lossy(&body[start..]).into_owned()
+    }
+}
+
+/// Copies the assets the attempt wrote (SPEC 7.8) and reports skipped ones as
+/// `asset_skipped` warnings.
+async fn capture_assets(input: &StageInput<'_>, baseline: crate::asset_capture::Baseline) {
+    let assets = &input.services.assets;
+    let scanner = Arc::clone(&assets.scanner);
+    let directory = crate::asset_capture::asset_dir(&assets.run_dir, &input.node.id, input.attempt);
+    let report = tokio::task::spawn_blocking(move || scanner.capture(&baseline, &directory))
+        .await
+        .unwrap_or_default();
+    assets
+        .captured
+        .fetch_add(report.captured.len(), std::sync::atomic::Ordering::SeqCst);
+    for skip in &report.skipped {
+        input.services.emitter.emit(Event::warning(
+            Some(&input.node.id),
+            "asset_skipped",
+            &skip.to_string(),
+        ));
     }
 }
 
