@@ -99,16 +99,31 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
         ("W3 100 parallel `sleep 0.2`", 104, "one 0.2 s sleep", 0.2),
         ("W4 500-iteration loop", 502, "–", 0.0),
         ("W5 100 prompt nodes (simulated LLM)", 102, "–", 0.0),
+        ("W1 with git checkpoints", 1002, "–", 0.0),
+        (
+            "W2 with git checkpoints",
+            202,
+            "200 × sh -c true",
+            spawn_200,
+        ),
     ] {
         let key = name
             .split_whitespace()
             .next()
             .unwrap_or_default()
             .to_lowercase();
+        let with_git = name.contains("git");
         let text = workload(&key).ok_or_else(|| format!("unknown workload {key}"))?;
-        let path = directory.join(format!("{key}.fabro"));
+        let run_directory = if with_git {
+            let repo = directory.join(format!("repo-{key}"));
+            git_repository(&repo, &format!("{key}.fabro"), &text)?;
+            repo
+        } else {
+            directory.clone()
+        };
+        let path = run_directory.join(format!("{key}.fabro"));
         fs_err::write(&path, text).map_err(|error| error.to_string())?;
-        let home = directory.join(format!("home-{key}"));
+        let home = directory.join(format!("home-{key}-{with_git}"));
         let mut rss = 0u64;
         let seconds = median(runs, || {
             let _ = fs_err::remove_dir_all(&home);
@@ -118,7 +133,7 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
                 .arg(fabro)
                 .args(["run", &path.to_string_lossy()])
                 .env("FABRO_HOME", &home)
-                .current_dir(&directory)
+                .current_dir(&run_directory)
                 .stdout(Stdio::null())
                 .output();
             let elapsed = started.elapsed().as_secs_f64();
@@ -147,8 +162,102 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
             rss as f64 / 1024.0
         );
     }
+    let resume = median(runs, || {
+        resume_after_1000(fabro, &directory).unwrap_or(f64::NAN)
+    });
+    let _ = writeln!(
+        table,
+        "\nResuming a run with 1,000 completed stages (whole `fabro resume` process up to its exit, one remaining instant command): {:.1} ms (median of {runs})",
+        resume * 1000.0
+    );
     let _ = fs_err::remove_dir_all(&directory);
     Ok(table)
+}
+
+/// A git repository at `directory` whose first commit holds `file` with `text`.
+fn git_repository(directory: &Path, file: &str, text: &str) -> Result<(), String> {
+    let _ = fs_err::remove_dir_all(directory);
+    fs_err::create_dir_all(directory).map_err(|error| error.to_string())?;
+    fs_err::write(directory.join(file), text).map_err(|error| error.to_string())?;
+    for args in [
+        vec!["init", "-q", "-b", "main"],
+        vec!["add", file],
+        vec![
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@local",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(&args)
+            .current_dir(directory)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|error| format!("git: {error}"))?;
+        if !status.success() {
+            return Err(format!("git {args:?} failed"));
+        }
+    }
+    Ok(())
+}
+
+/// Seconds `fabro resume` takes to continue a run whose 1,000 conditional stages are
+/// complete: the run is killed while its last stage waits, then resumed.
+fn resume_after_1000(fabro: &Path, directory: &Path) -> Result<f64, String> {
+    let mut text = workload("w1").ok_or("w1")?;
+    text = text.replace(
+        "  n1000 -> exit\n",
+        "  block [shape=parallelogram, script=\"[ -e go ] || sleep 30\"]\n  n1000 -> block -> exit\n",
+    );
+    let work = directory.join("resume");
+    let _ = fs_err::remove_dir_all(&work);
+    fs_err::create_dir_all(&work).map_err(|error| error.to_string())?;
+    let path = work.join("w.fabro");
+    fs_err::write(&path, text).map_err(|error| error.to_string())?;
+    let home = work.join("home");
+    let mut child = Command::new(fabro)
+        .args(["run", "w.fabro", "--run-id", "resume1"])
+        .env("FABRO_HOME", &home)
+        .current_dir(&work)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| error.to_string())?;
+    let checkpoint = home.join("scratch/resume1/checkpoint.json");
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let text = fs_err::read_to_string(&checkpoint).unwrap_or_default();
+        if text.contains("\"next_node_id\":\"block\"") {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("the run never reached the blocking stage".to_owned());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    fs_err::write(work.join("go"), "").map_err(|error| error.to_string())?;
+    let started = Instant::now();
+    let status = Command::new(fabro)
+        .args(["resume", "resume1"])
+        .env("FABRO_HOME", &home)
+        .current_dir(&work)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|error| error.to_string())?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err("resume failed".to_owned());
+    }
+    Ok(elapsed)
 }
 
 fn median(runs: usize, mut measure: impl FnMut() -> f64) -> f64 {
