@@ -57,6 +57,9 @@ impl Default for CaptureLimits {
 pub struct AssetScanner {
     include: Gitignore,
     limits: CaptureLimits,
+    /// Directories never entered (canonical paths): fabro's own storage when it lies
+    /// inside the working directory.
+    skipped: Vec<PathBuf>,
 }
 
 /// The candidate files before an attempt, and when the attempt started.
@@ -200,7 +203,20 @@ impl AssetScanner {
             glob: include.join(", "),
             source,
         })?;
-        Ok(AssetScanner { include, limits })
+        Ok(AssetScanner {
+            include,
+            limits,
+            skipped: Vec::new(),
+        })
+    }
+
+    /// Never enters `directory` (e.g. `$FABRO_HOME` inside a project): its run
+    /// directories grow with every stage and hold no assets of the workflow's own.
+    pub fn skipping(mut self, directory: &Path) -> AssetScanner {
+        if let Ok(canonical) = directory.canonicalize() {
+            self.skipped.push(canonical);
+        }
+        self
     }
 
     /// Records the attempt's start and the fingerprints of the candidates under `work_dir`.
@@ -338,6 +354,17 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// Scans `dir`, found at `relative` below the working directory; `in_asset_dir` says
     /// whether `dir` or an ancestor is an asset directory.
+    fn is_skipped(&self, path: &Path, name: &str) -> bool {
+        let skipped = &self.scanner.skipped;
+        !skipped.is_empty()
+            && skipped
+                .iter()
+                .any(|skip| skip.file_name().is_some_and(|skip_name| skip_name == name))
+            && path
+                .canonicalize()
+                .is_ok_and(|canonical| skipped.contains(&canonical))
+    }
+
     fn directory(&mut self, dir: &Path, relative: &str, in_asset_dir: bool) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -361,7 +388,7 @@ impl Walk<'_> {
                 format!("{relative}/{name}")
             };
             if file_type.is_dir() {
-                if never_scanned(dir_name, &name) {
+                if never_scanned(dir_name, &name) || self.is_skipped(&entry.path(), &name) {
                     continue;
                 }
                 let asset_dir = in_asset_dir || is_asset_dir(dir_name, &name);

@@ -659,7 +659,8 @@ impl PreparedRun {
                 .unwrap_or_default(),
             crate::asset_capture::CaptureLimits::default(),
         )
-        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?;
+        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?
+        .skipping(&self.options.fabro_home);
         let services = Arc::new(RunServices {
             run_id: self.run_id.clone(),
             emitter: Arc::clone(&emitter),

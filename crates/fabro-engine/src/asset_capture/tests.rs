@@ -277,3 +277,23 @@ fn node_slug_lowercases_and_replaces_other_characters() {
         Path::new("/r/artifacts/files/build/retry_3")
     );
 }
+
+#[test]
+fn skipped_directories_are_never_entered() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let home = work.path().join("fabro-home");
+    fs_err::create_dir_all(home.join("scratch/r1/test-results")).expect("mkdir");
+    let scanner = AssetScanner::new(&[], CaptureLimits::default())
+        .expect("scanner")
+        .skipping(&home);
+    let baseline = scanner.baseline(work.path());
+    fs_err::write(home.join("scratch/r1/test-results/out.txt"), "x").expect("write");
+    fs_err::write(work.path().join("junit.xml"), "<testsuite/>").expect("write");
+    let report = scanner.capture(&baseline, &work.path().join("assets"));
+    let captured: Vec<&str> = report
+        .captured
+        .iter()
+        .map(|asset| asset.path.as_str())
+        .collect();
+    assert_eq!(captured, ["junit.xml"]);
+}
