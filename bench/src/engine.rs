@@ -119,7 +119,11 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
             git_repository(&repo, &format!("{key}.fabro"), &text)?;
             repo
         } else {
-            directory.clone()
+            // A working directory of its own: asset capture scans it around every
+            // command, and the run directories of earlier workloads must not be in it.
+            let work = directory.join(format!("work-{key}"));
+            fs_err::create_dir_all(&work).map_err(|error| error.to_string())?;
+            work
         };
         let path = run_directory.join(format!("{key}.fabro"));
         fs_err::write(&path, text).map_err(|error| error.to_string())?;

@@ -190,6 +190,19 @@ impl BlobStore {
         result
     }
 
+    /// [`BlobStore::put_text_stream`] for text already in memory: nothing is written
+    /// (or synced) when the blob exists.
+    pub fn put_text_bytes(&self, bytes: &[u8]) -> Result<(String, bool), BlobError> {
+        let mut encoded = Vec::with_capacity(bytes.len() + 2);
+        encoded.push(b'"');
+        let mut encoder = JsonStringEncoder::default();
+        // Writing into a Vec cannot fail.
+        let _ = encoder.push(bytes, &mut encoded);
+        let _ = encoder.finish(&mut encoded);
+        encoded.push(b'"');
+        self.put(&encoded)
+    }
+
     fn write_text_stream(
         &self,
         source: &mut dyn std::io::Read,

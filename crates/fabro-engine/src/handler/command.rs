@@ -37,6 +37,8 @@ const TAIL_LINES: usize = 20;
 const TAIL_MAX_BYTES: usize = 64 * 1024;
 /// Size of one read from a pipe.
 const CHUNK_BYTES: usize = 64 * 1024;
+/// Logs up to this size are stored from memory; larger ones are streamed.
+const SMALL_LOG_BYTES: u64 = 1024 * 1024;
 
 /// Context key of the stdout blob ref (SPEC 6.2).
 const OUTPUT_KEY: &str = "command.output";
@@ -634,6 +636,21 @@ async fn store_log(blobs: &BlobStore, capture: &Capture) -> Result<String, Comma
     // Reading, hashing and writing a large output is blocking work (STYLE 11); it is
     // streamed, so memory stays bounded whatever the command printed.
     tokio::task::spawn_blocking(move || {
+        // Small logs (the usual case) are hashed first, so output seen before costs no
+        // write and no sync; large ones are streamed.
+        let small =
+            fs_err::metadata(&path).map_or(true, |metadata| metadata.len() <= SMALL_LOG_BYTES);
+        if small {
+            let bytes = match fs_err::read(&path) {
+                Ok(bytes) => bytes,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(source) => return Err(CommandError::ReadLog { stream, source }),
+            };
+            return blobs
+                .put_text_bytes(&bytes)
+                .map(|(reference, _)| reference)
+                .map_err(|source| CommandError::Store { stream, source });
+        }
         let mut log = match fs_err::File::open(&path) {
             Ok(file) => Box::new(std::io::BufReader::new(file)) as Box<dyn std::io::Read>,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
