@@ -4,7 +4,6 @@
 //! Agent events become `Agent.*` run events of the current node; agent failure classes
 //! become the engine's (a write outside the working tree is `structural`).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_agent::{
@@ -196,15 +195,7 @@ fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
 /// The environment of agent tools and processes (SPEC 13.5); external CLIs get their
 /// own provider's key back.
 fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
-    let mut env = ProcessEnv::new(
-        input
-            .services
-            .sandbox_env
-            .iter()
-            .map(|(name, value)| (name.clone(), value.clone())),
-        &[],
-        &BTreeMap::new(),
-    );
+    let mut env = input.services.sandbox_env.clone();
     if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
         let variable = credential_variable(provider);
         if let Some(value) = std::env::var_os(variable) {
