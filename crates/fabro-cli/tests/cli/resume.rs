@@ -9,26 +9,33 @@ use serde_json::Value;
 
 use crate::{code, fabro, stderr, stdout};
 
-/// Every stage appends its id to `trace`, so re-executions are visible. The loop through
-/// `count` and `gate` makes routing depend on restored context and visit counts, and the
-/// simulated `think` stage consumes scripted replies, so restored cursors matter too.
-const PIPELINE: &str = r#"digraph pipeline {
+/// Every stage appends its id to the trace file (outside the working directory, so that
+/// git resets do not touch it) and writes a file of its own, so re-executions are
+/// visible. The loop through `count` and `gate` makes routing depend on restored context
+/// and visit counts, and the simulated `think` stage consumes scripted replies, so
+/// restored cursors matter too.
+fn pipeline(trace: &Path) -> String {
+    let trace = trace.display();
+    format!(
+        r#"digraph pipeline {{
   graph [goal="Resume safely"]
   start [shape=Mdiamond]
   exit [shape=Msquare]
-  a [shape=parallelogram, script="echo a >> trace; sleep 0.05"]
-  count [shape=parallelogram, script="echo count >> trace; sleep 0.05; echo round"]
+  a [shape=parallelogram, script="echo a >> {trace}; echo a > a.txt; sleep 0.05"]
+  count [shape=parallelogram, script="echo count >> {trace}; echo x >> count.txt; sleep 0.05; echo round"]
   gate [shape=diamond]
   think [shape=tab, prompt="Think"]
-  b [shape=parallelogram, script="echo b >> trace; sleep 0.05"]
-  c [shape=parallelogram, script="echo c >> trace; sleep 0.05"]
+  b [shape=parallelogram, script="echo b >> {trace}; echo b > b.txt; sleep 0.05"]
+  c [shape=parallelogram, script="echo c >> {trace}; echo c > c.txt; sleep 0.05"]
   start -> a -> count -> gate
   gate -> think [condition="context.internal.node_visit_count < 3"]
   gate -> b
   think -> count
   b -> c -> exit
+}}
+"#
+    )
 }
-"#;
 
 const RESPONSES: &str =
     r#"{"nodes": {"think": [{"text": "first thought"}, {"text": "second thought"}]}}"#;
@@ -70,6 +77,8 @@ fn final_state(run_dir: &Path) -> (Vec<Value>, Value, Value) {
         // Blob refs of command output are content hashes, so they are compared too; only
         // the run id differs between the runs compared.
         map.remove("internal.run_id");
+        // With git each run works in its own worktree.
+        map.remove("internal.work_dir");
     }
     (
         checkpoint["completed_nodes"]
@@ -206,16 +215,61 @@ fn finished_runs_and_unknown_runs_are_refused() {
 /// execute twice.
 #[test]
 fn runs_killed_at_any_moment_resume_to_the_same_result() {
-    let env = TestEnv::new("resume_kill");
-    env.write("w.fabro", PIPELINE);
+    kill_at_twenty_moments("resume_kill", false);
+}
+
+/// The same with git checkpointing: state from the metadata history, the worktree reset
+/// to the last complete checkpoint, and the run branch's final tree identical.
+#[test]
+fn runs_with_git_killed_at_any_moment_resume_to_the_same_result() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    kill_at_twenty_moments("resume_kill_git", true);
+}
+
+/// Kills `fabro run` with SIGKILL at 20 moments spread over the run (stages, checkpoint
+/// writes and everything between) and resumes until the run finishes. Every run must end
+/// with the uninterrupted run's path and context (and, with git, run-branch tree), and
+/// only an interrupted stage may execute twice.
+fn kill_at_twenty_moments(name: &str, with_git: bool) {
+    let env = TestEnv::new(name);
+    let trace_path = env.fabro_home().join("trace");
+    env.write("w.fabro", &pipeline(&trace_path));
     env.write("responses.json", RESPONSES);
+    let git = |args: &[&str]| {
+        let output = env.command("git").args(args).output().expect("git runs");
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    if with_git {
+        git(&["init", "-q", "-b", "main"]);
+        git(&["add", "w.fabro", "responses.json"]);
+        git(&["commit", "-q", "-m", "init"]);
+    }
+    let run_tree = |run_id: &str| {
+        with_git.then(|| git(&["rev-parse", &format!("fabro/run/{run_id}^{{tree}}")]))
+    };
+    let read_trace = || -> Vec<String> {
+        fs_err::read_to_string(&trace_path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
 
     let reference_start = Instant::now();
     let output = start_run(&env, "reference").wait().expect("runs");
     let reference_duration = reference_start.elapsed();
     assert!(output.success());
     let reference = final_state(&env.fabro_home().join("scratch/reference"));
-    let reference_trace = trace(&env, "trace");
+    let reference_tree = run_tree("reference");
+    let reference_trace = read_trace();
     assert_eq!(reference.2, "success");
     assert_eq!(
         reference_trace,
@@ -226,7 +280,7 @@ fn runs_killed_at_any_moment_resume_to_the_same_result() {
     let mut interrupted = 0;
     let mut repeated = 0;
     for attempt in 0..20u32 {
-        fs_err::remove_file(env.work_dir().join("trace")).unwrap_or_default();
+        fs_err::remove_file(&trace_path).unwrap_or_default();
         let run_id = format!("kill{attempt}");
         let delay = reference_duration * (attempt + 1) / 21;
         let mut child = start_run(&env, &run_id);
@@ -243,7 +297,18 @@ fn runs_killed_at_any_moment_resume_to_the_same_result() {
             let Ok(text) = fs_err::read_to_string(run_dir.join("checkpoint.json")) else {
                 // Killed before the initial checkpoint: nothing ran, start again.
                 let _ = fs_err::remove_dir_all(&run_dir);
-                assert!(trace(&env, "trace").is_empty());
+                if with_git {
+                    git(&["worktree", "prune"]);
+                    let _ = env
+                        .command("git")
+                        .args(["branch", "-D", &format!("fabro/run/{run_id}")])
+                        .output();
+                    let _ = env
+                        .command("git")
+                        .args(["update-ref", "-d", &format!("refs/fabro/{run_id}")])
+                        .output();
+                }
+                assert!(read_trace().is_empty());
                 assert!(start_run(&env, &run_id).wait().expect("runs").success());
                 break;
             };
@@ -270,8 +335,9 @@ fn runs_killed_at_any_moment_resume_to_the_same_result() {
             reference,
             "attempt {attempt}: killed after {delay:?}"
         );
+        assert_eq!(run_tree(&run_id), reference_tree, "attempt {attempt}");
         // Only the stage that was interrupted may have executed twice, right after itself.
-        let executed = trace(&env, "trace");
+        let executed = read_trace();
         let repeated_once = executed.len() == reference_trace.len() + 1
             && (1..executed.len()).any(|index| {
                 let mut without = executed.clone();
