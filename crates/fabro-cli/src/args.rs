@@ -97,18 +97,8 @@ pub(crate) struct RunArgs {
     /// Simulate every handler: no commands, no LLM calls, no side effects.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// Answer every human gate with its default choice (or first option).
-    #[arg(long)]
-    pub(crate) auto_approve: bool,
-    /// Answer a human gate: NODE=LABEL (repeatable, consumed in order per node).
-    #[arg(long = "answer", value_name = "NODE=LABEL")]
-    pub(crate) answers: Vec<String>,
-    /// Model for LLM nodes without one of their own.
-    #[arg(long)]
-    pub(crate) model: Option<String>,
-    /// Provider for LLM nodes without one of their own.
-    #[arg(long)]
-    pub(crate) provider: Option<String>,
+    #[command(flatten)]
+    pub(crate) stages: StageArgs,
     /// Run variable K=V (repeatable).
     #[arg(long = "var", value_name = "K=V")]
     pub(crate) vars: Vec<String>,
@@ -129,10 +119,9 @@ pub(crate) struct RunArgs {
     pub(crate) json: bool,
 }
 
+/// How stages are answered and which model they use: shared by `run` and `resume`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct ResumeArgs {
-    /// Run id (or unique prefix), checkpoint file, or ref (fabro/run/ID, fabro/meta/ID, refs/fabro/ID).
-    pub(crate) target: String,
+pub(crate) struct StageArgs {
     /// Answer every human gate with its default choice (or first option).
     #[arg(long)]
     pub(crate) auto_approve: bool,
@@ -145,6 +134,14 @@ pub(crate) struct ResumeArgs {
     /// Provider for LLM nodes without one of their own.
     #[arg(long)]
     pub(crate) provider: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// Run id (or unique prefix), checkpoint file, or ref (fabro/run/ID, fabro/meta/ID, refs/fabro/ID).
+    pub(crate) target: String,
+    #[command(flatten)]
+    pub(crate) stages: StageArgs,
     /// Continue the run in a background process (output in worker.log) and exit.
     #[arg(long)]
     pub(crate) detach: bool,

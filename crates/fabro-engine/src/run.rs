@@ -231,6 +231,12 @@ pub fn prepare_resume(
             checkpoint.run_status
         )));
     }
+    // A process killed in the middle of spawning a command can leave a forked child
+    // that holds the lock until it execs: give a dead holder a moment to let go.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while crate::run_index::RunLock::is_held(paths.run_dir()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     if crate::run_index::RunLock::is_held(paths.run_dir()) {
         let holder = crate::run_index::lock_pid(paths.run_dir())
             .map(|pid| format!(" (pid {pid})"))

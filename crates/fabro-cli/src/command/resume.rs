@@ -31,11 +31,26 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     let manifest = read_manifest(paths.run_dir())
         .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
     // SPEC 8.7 step 2: with git checkpointing the state comes from the metadata history.
+    let load_error = |error: fabro_engine::checkpoint::LoadError| {
+        CliError::Usage(fabro_engine::error_chain(&error))
+    };
     let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
-        (Some(_), Some(repo_root)) => load_newest_from_git(Path::new(repo_root), &run_id),
-        _ => load_newest(paths.run_dir()),
+        (Some(_), Some(repo_root)) => {
+            match load_newest_from_git(Path::new(repo_root), &run_id).map_err(load_error)? {
+                Some(checkpoint) => Some(checkpoint),
+                // Killed before the initial metadata commit: no stage ran, so the run
+                // starts over from its initial state at the base commit.
+                None => load_newest(paths.run_dir())
+                    .map_err(load_error)?
+                    .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
+                    .map(|mut checkpoint| {
+                        checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
+                        checkpoint
+                    }),
+            }
+        }
+        _ => load_newest(paths.run_dir()).map_err(load_error)?,
     }
-    .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?
     .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
     let config_bytes = read_file("cannot read run configuration", &paths.config())?;
     let config: RunConfig = serde_json::from_slice(&config_bytes).map_err(|error| {
@@ -53,14 +68,14 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         paths.graph(),
         config,
         home,
-        args.model.clone(),
-        args.provider.clone(),
+        args.stages.model.clone(),
+        args.stages.provider.clone(),
     )?;
     let options = fabro_engine::run::RunOptions {
         goal: Some(manifest.goal),
         dry_run: manifest.dry_run,
-        auto_approve: args.auto_approve,
-        answers: parse_answers(&args.answers)?,
+        auto_approve: args.stages.auto_approve,
+        answers: parse_answers(&args.stages.answers)?,
         run_id: Some(run_id),
         parent_run_id: manifest.parent_run_id,
         work_dir,

@@ -221,7 +221,7 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
     let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
-    let answers = parse_answers(&args.answers)?;
+    let answers = parse_answers(&args.stages.answers)?;
     let mut vars = config.run.vars.clone();
     for var in &args.vars {
         let (key, value) = split_pair(var, "--var", "K=V")?;
@@ -231,13 +231,13 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         workflow_path,
         config,
         fabro_home,
-        args.model.clone(),
-        args.provider.clone(),
+        args.stages.model.clone(),
+        args.stages.provider.clone(),
     )?;
     Ok(RunOptions {
         goal: args.goal.clone(),
         dry_run: args.dry_run,
-        auto_approve: args.auto_approve,
+        auto_approve: args.stages.auto_approve,
         answers,
         vars,
         run_id: args.run_id.clone(),

@@ -127,6 +127,15 @@ impl RunGit {
     ) -> Result<RunGit, GitError> {
         check_run_id(run_id)?;
         let main = open(repo_root)?;
+        // A process killed while updating the run's refs leaves their lock files behind;
+        // the caller holds the run lock, so no live writer owns them.
+        for reference in [
+            format!("refs/heads/{}", run_branch_name(run_id)),
+            metadata_ref_name(run_id),
+        ] {
+            let stale = main.path().join(format!("{reference}.lock"));
+            let _ = fs_err::remove_file(stale);
+        }
         let commit = find_commit(&main, commit_sha)?;
         let branch_name = run_branch_name(run_id);
         let local = main
