@@ -194,14 +194,14 @@ impl Checkpointer {
                     .iter()
                     .map(|(path, contents)| MetadataFile { path, contents })
                     .collect();
-                let metadata =
-                    git.write_metadata(MetadataMessage::Checkpoint { node_id }, &borrowed)?;
-                let sha = git.commit(
+                let (metadata, sha) = git.checkpoint_stage(
                     staged,
-                    node_id,
-                    status,
-                    view.completed_nodes.len(),
-                    &metadata.sha,
+                    &borrowed,
+                    &crate::git::StageCommit {
+                        node_id,
+                        status,
+                        completed_count: view.completed_nodes.len(),
+                    },
                 )?;
                 view.git_commit_sha = Some(&sha);
                 self.write_state(&view, &ChangeHint::nothing())?;

@@ -22,6 +22,8 @@ mod history;
 mod inspect;
 mod message;
 mod metadata;
+mod object;
+mod pack;
 mod refname;
 mod run_git;
 #[cfg(test)]
@@ -34,7 +36,7 @@ pub use inspect::{inspect, RepoState};
 pub use message::{run_commit_message, MetadataMessage};
 pub use metadata::{MetadataFile, MetadataWrite, METADATA_FILE_LIMIT};
 pub use refname::{parse_run_ref, RunRef, RunRefKind};
-pub use run_git::{RunGit, RunGitSettings, StagedChanges};
+pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
 
 /// Name and email used as author and committer of fabro's commits (SPEC 8.3, `[git]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

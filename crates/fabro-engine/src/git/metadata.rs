@@ -1,11 +1,13 @@
 //! Trees of the metadata ref (SPEC 8.3): the previous commit's tree with the given files
-//! upserted, built with `TreeBuilder`s straight in the object database, touching only the
-//! directories on the paths that change.
+//! upserted. [`MetadataTree`] keeps the tree in memory between checkpoints, reading a directory
+//! from the repository only the first time a file inside it changes, and serialises only the
+//! directories on the paths that changed; the new objects go into the cycle's pack.
 
 use std::collections::BTreeMap;
 
-use git2::{Oid, Repository, Tree};
+use git2::{Oid, Repository};
 
+use super::object::{tree_data, ObjectKind, RawObject, TreeEntry};
 use super::GitError;
 
 /// Files of 512 KB (524,288 bytes) or more never enter a metadata commit (SPEC 8.3).
@@ -30,31 +32,164 @@ pub struct MetadataWrite {
     pub skipped: Vec<String>,
 }
 
-/// Writes the blobs and trees for `files` on top of `base` and returns the new root tree.
-pub(crate) fn upsert_tree(
-    repo: &Repository,
-    base: Option<&Tree<'_>>,
-    files: &[MetadataFile<'_>],
-) -> Result<(Oid, Vec<String>), GitError> {
-    let mut skipped = Vec::new();
-    let mut entries = Vec::with_capacity(files.len());
-    for file in files {
-        let components = split_path(file.path)?;
-        if file.contents.len() >= METADATA_FILE_LIMIT {
-            skipped.push(file.path.to_owned());
-            continue;
+/// The metadata tree of a run, as far as it has been read or written.
+#[derive(Debug)]
+pub(crate) struct MetadataTree {
+    root: TreeNode,
+}
+
+/// A directory: `children` is `None` until it is needed; `oid` is `None` while it has changes
+/// not yet serialised.
+#[derive(Debug)]
+struct TreeNode {
+    oid: Option<Oid>,
+    children: Option<BTreeMap<String, Child>>,
+}
+
+#[derive(Debug)]
+enum Child {
+    Blob(Oid),
+    Tree(TreeNode),
+}
+
+impl MetadataTree {
+    /// The tree of the first metadata commit: empty.
+    pub(crate) fn empty() -> MetadataTree {
+        MetadataTree {
+            root: TreeNode::empty(),
         }
-        let blob = repo
-            .blob(file.contents)
-            .map_err(GitError::git(format!("write metadata file {}", file.path)))?;
-        entries.push((components, blob));
     }
-    let borrowed: Vec<(&[&str], Oid)> = entries
-        .iter()
-        .map(|(components, blob)| (components.as_slice(), *blob))
-        .collect();
-    let tree = upsert_level(repo, base, &borrowed)?;
-    Ok((tree, skipped))
+
+    /// The tree `oid` of an existing commit, read lazily.
+    pub(crate) fn existing(oid: Oid) -> MetadataTree {
+        MetadataTree {
+            root: TreeNode::unread(oid),
+        }
+    }
+
+    /// Upserts `files` (those under [`METADATA_FILE_LIMIT`]) and appends the new blobs and
+    /// trees to `objects`; returns the new root tree and the paths left out.
+    pub(crate) fn upsert(
+        &mut self,
+        repo: &Repository,
+        files: &[MetadataFile<'_>],
+        objects: &mut Vec<RawObject>,
+    ) -> Result<(Oid, Vec<String>), GitError> {
+        let mut skipped = Vec::new();
+        for file in files {
+            let components = split_path(file.path)?;
+            if file.contents.len() >= METADATA_FILE_LIMIT {
+                skipped.push(file.path.to_owned());
+                continue;
+            }
+            let blob = RawObject::new(ObjectKind::Blob, file.contents.to_vec());
+            if self.root.upsert(repo, &components, blob.oid)? {
+                objects.push(blob);
+            }
+        }
+        Ok((self.root.write(objects), skipped))
+    }
+}
+
+impl TreeNode {
+    fn empty() -> TreeNode {
+        TreeNode {
+            oid: None,
+            children: Some(BTreeMap::new()),
+        }
+    }
+
+    fn unread(oid: Oid) -> TreeNode {
+        TreeNode {
+            oid: Some(oid),
+            children: None,
+        }
+    }
+
+    fn children(&mut self, repo: &Repository) -> Result<&mut BTreeMap<String, Child>, GitError> {
+        if self.children.is_none() {
+            let oid = self.oid.unwrap_or_else(Oid::zero);
+            let tree = repo.find_tree(oid).map_err(|source| GitError::Git {
+                action: format!("read metadata tree {oid}"),
+                source,
+            })?;
+            let mut children = BTreeMap::new();
+            for entry in tree.iter() {
+                let Some(name) = entry.name() else { continue };
+                let child = if entry.kind() == Some(git2::ObjectType::Tree) {
+                    Child::Tree(TreeNode::unread(entry.id()))
+                } else {
+                    Child::Blob(entry.id())
+                };
+                children.insert(name.to_owned(), child);
+            }
+            self.children = Some(children);
+        }
+        Ok(self.children.get_or_insert_with(BTreeMap::new))
+    }
+
+    /// Sets the file at `components` to `blob`; whether anything changed.
+    fn upsert(
+        &mut self,
+        repo: &Repository,
+        components: &[&str],
+        blob: Oid,
+    ) -> Result<bool, GitError> {
+        let changed = match components {
+            [] => false,
+            [name] => {
+                let children = self.children(repo)?;
+                if matches!(children.get(*name), Some(Child::Blob(existing)) if *existing == blob) {
+                    false
+                } else {
+                    children.insert((*name).to_owned(), Child::Blob(blob));
+                    true
+                }
+            }
+            [directory, rest @ ..] => {
+                let children = self.children(repo)?;
+                let child = children
+                    .entry((*directory).to_owned())
+                    .or_insert_with(|| Child::Tree(TreeNode::empty()));
+                if let Child::Blob(_) = child {
+                    *child = Child::Tree(TreeNode::empty());
+                }
+                match child {
+                    Child::Tree(node) => node.upsert(repo, rest, blob)?,
+                    Child::Blob(_) => false,
+                }
+            }
+        };
+        if changed {
+            self.oid = None;
+        }
+        Ok(changed)
+    }
+
+    /// Serialises this directory and its changed subdirectories into `objects`.
+    fn write(&mut self, objects: &mut Vec<RawObject>) -> Oid {
+        if let Some(oid) = self.oid {
+            return oid;
+        }
+        let children = self.children.get_or_insert_with(BTreeMap::new);
+        let mut entries = Vec::with_capacity(children.len());
+        for (name, child) in children.iter_mut() {
+            let (oid, is_tree) = match child {
+                Child::Blob(oid) => (*oid, false),
+                Child::Tree(node) => (node.write(objects), true),
+            };
+            entries.push(TreeEntry {
+                name: name.clone(),
+                oid,
+                is_tree,
+            });
+        }
+        let tree = RawObject::new(ObjectKind::Tree, tree_data(&entries));
+        let oid = tree.oid;
+        objects.push(tree);
+        self.oid = Some(oid);
+        oid
+    }
 }
 
 fn split_path(path: &str) -> Result<Vec<&str>, GitError> {
@@ -71,48 +206,30 @@ fn split_path(path: &str) -> Result<Vec<&str>, GitError> {
     }
 }
 
-/// Upserts `entries` (paths relative to this level) into `base`, recursing per directory.
-fn upsert_level(
-    repo: &Repository,
-    base: Option<&Tree<'_>>,
-    entries: &[(&[&str], Oid)],
-) -> Result<Oid, GitError> {
-    let write = |source| GitError::Git {
-        action: "write a metadata tree".to_owned(),
-        source,
-    };
-    let mut builder = repo.treebuilder(base).map_err(write)?;
-    let mut directories: BTreeMap<&str, Vec<(&[&str], Oid)>> = BTreeMap::new();
-    for (components, blob) in entries {
-        match components {
-            [name] => {
-                builder.insert(name, *blob, 0o100644).map_err(write)?;
-            }
-            [directory, rest @ ..] => directories
-                .entry(directory)
-                .or_default()
-                .push((rest, *blob)),
-            [] => {}
-        }
-    }
-    for (directory, children) in directories {
-        let existing = base
-            .and_then(|tree| tree.get_name(directory))
-            .filter(|entry| entry.kind() == Some(git2::ObjectType::Tree))
-            .map(|entry| repo.find_tree(entry.id()))
-            .transpose()
-            .map_err(write)?;
-        let subtree = upsert_level(repo, existing.as_ref(), &children)?;
-        builder
-            .insert(directory, subtree, 0o040000)
-            .map_err(write)?;
-    }
-    builder.write().map_err(write)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upserts `files` into the tree `base` and stores the new objects in `repo`.
+    fn upsert_tree(
+        repo: &Repository,
+        base: Option<Oid>,
+        files: &[MetadataFile<'_>],
+    ) -> Result<(Oid, Vec<String>), GitError> {
+        let mut tree = base.map_or_else(MetadataTree::empty, MetadataTree::existing);
+        let mut objects = Vec::new();
+        let result = tree.upsert(repo, files, &mut objects)?;
+        let odb = repo.odb().unwrap();
+        for object in objects {
+            let kind = match object.kind {
+                ObjectKind::Blob => git2::ObjectType::Blob,
+                ObjectKind::Tree => git2::ObjectType::Tree,
+                ObjectKind::Commit => git2::ObjectType::Commit,
+            };
+            assert_eq!(odb.write(kind, &object.data).unwrap(), object.oid);
+        }
+        Ok(result)
+    }
 
     fn list(repo: &Repository, tree: Oid) -> Vec<(String, Vec<u8>)> {
         let tree = repo.find_tree(tree).unwrap();
@@ -153,10 +270,9 @@ mod tests {
         )
         .unwrap();
         assert!(skipped.is_empty());
-        let base = repo.find_tree(first).unwrap();
         let (second, _) = upsert_tree(
             &repo,
-            Some(&base),
+            Some(first),
             &[
                 file("checkpoint.json", "{\"n\":2}"),
                 file("nodes/a/status.json", "a2"),

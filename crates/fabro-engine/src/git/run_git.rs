@@ -13,7 +13,9 @@ use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
 use super::exclude::Excludes;
 use super::history::metadata_tip;
 use super::message::{run_commit_message, MetadataMessage};
-use super::metadata::{upsert_tree, MetadataFile, MetadataWrite};
+use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
+use super::object::{commit_data, ObjectKind, RawObject};
+use super::pack::PackStore;
 use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
 
 /// Per-run settings of [`RunGit`].
@@ -45,6 +47,17 @@ impl StagedChanges {
     }
 }
 
+/// What a run-branch commit says about its stage (SPEC 8.3 subject and trailers).
+#[derive(Debug, Clone, Copy)]
+pub struct StageCommit<'a> {
+    /// The stage's node.
+    pub node_id: &'a str,
+    /// The stage's status.
+    pub status: &'a str,
+    /// `Fabro-Completed`: completed stages, this one included.
+    pub completed_count: usize,
+}
+
 /// One run's git state: the run branch `fabro/run/{run_id}`, its worktree, and the metadata
 /// ref `refs/fabro/{run_id}`.
 pub struct RunGit {
@@ -57,6 +70,9 @@ pub struct RunGit {
     excludes: Excludes,
     head: Oid,
     metadata_tip: Option<Oid>,
+    /// The tree of `metadata_tip`, kept between checkpoints; `None` until first needed.
+    metadata_tree: Option<MetadataTree>,
+    packs: PackStore,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -185,6 +201,8 @@ impl RunGit {
             excludes,
             head,
             metadata_tip,
+            metadata_tree: None,
+            packs: PackStore::new(&main.commondir().join("objects"), true),
         })
     }
 
@@ -224,42 +242,137 @@ impl RunGit {
         message: MetadataMessage<'_>,
         files: &[MetadataFile<'_>],
     ) -> Result<MetadataWrite, GitError> {
-        let parent = self
-            .metadata_tip
-            .map(|oid| self.repo.find_commit(oid))
-            .transpose()
-            .map_err(GitError::git("read the previous metadata commit"))?;
-        let base_tree = parent
-            .as_ref()
-            .map(|commit| commit.tree())
-            .transpose()
-            .map_err(GitError::git("read the previous metadata tree"))?;
-        let (tree, skipped) = upsert_tree(&self.repo, base_tree.as_ref(), files)?;
-        let tree = self
-            .repo
-            .find_tree(tree)
-            .map_err(GitError::git("read the new metadata tree"))?;
-        let signature = self.author.signature()?;
-        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        let sha = self
-            .repo
-            .commit(
-                Some(&metadata_ref_name(&self.run_id)),
-                &signature,
-                &signature,
-                &message.render(&self.run_id),
-                &tree,
-                &parents,
-            )
-            .map_err(GitError::git(format!(
-                "commit to {}",
-                metadata_ref_name(&self.run_id)
-            )))?;
-        self.metadata_tip = Some(sha);
+        let mut objects = Vec::new();
+        let (metadata, skipped) = self.metadata_commit(message, files, &mut objects)?;
+        self.publish(&objects, Some(metadata), None)?;
         Ok(MetadataWrite {
-            sha: sha.to_string(),
+            sha: metadata.to_string(),
             skipped,
         })
+    }
+
+    /// Steps 2 and 3 of the checkpoint cycle (SPEC 8.6) in one pack: the metadata commit
+    /// of `files` (as [`write_metadata`](RunGit::write_metadata)) and the run-branch commit
+    /// of `staged` naming it (as [`commit`](RunGit::commit)). Both refs move only once every
+    /// object is on disk, the metadata ref first.
+    pub fn checkpoint_stage(
+        &mut self,
+        staged: StagedChanges,
+        files: &[MetadataFile<'_>],
+        stage: &StageCommit<'_>,
+    ) -> Result<(MetadataWrite, String), GitError> {
+        let mut objects = Vec::new();
+        let (metadata, skipped) = self.metadata_commit(
+            MetadataMessage::Checkpoint {
+                node_id: stage.node_id,
+            },
+            files,
+            &mut objects,
+        )?;
+        let head = self.run_commit(staged, stage, &metadata.to_string(), &mut objects)?;
+        self.publish(&objects, Some(metadata), Some(head))?;
+        Ok((
+            MetadataWrite {
+                sha: metadata.to_string(),
+                skipped,
+            },
+            head.to_string(),
+        ))
+    }
+
+    fn metadata_commit(
+        &mut self,
+        message: MetadataMessage<'_>,
+        files: &[MetadataFile<'_>],
+        objects: &mut Vec<RawObject>,
+    ) -> Result<(Oid, Vec<String>), GitError> {
+        let tree = match self.metadata_tree.take() {
+            Some(tree) => tree,
+            None => match self.metadata_tip {
+                Some(tip) => MetadataTree::existing(
+                    self.repo
+                        .find_commit(tip)
+                        .map_err(GitError::git("read the previous metadata commit"))?
+                        .tree_id(),
+                ),
+                None => MetadataTree::empty(),
+            },
+        };
+        let tree = self.metadata_tree.insert(tree);
+        let (root, skipped) = tree.upsert(&self.repo, files, objects)?;
+        let signature = self.author.signature()?;
+        let parents: Vec<Oid> = self.metadata_tip.into_iter().collect();
+        let commit = RawObject::new(
+            ObjectKind::Commit,
+            commit_data(root, &parents, &signature, &message.render(&self.run_id)),
+        );
+        let sha = commit.oid;
+        objects.push(commit);
+        Ok((sha, skipped))
+    }
+
+    fn run_commit(
+        &self,
+        staged: StagedChanges,
+        stage: &StageCommit<'_>,
+        metadata_sha: &str,
+        objects: &mut Vec<RawObject>,
+    ) -> Result<Oid, GitError> {
+        let signature = self.author.signature()?;
+        let message = run_commit_message(
+            &self.run_id,
+            stage.node_id,
+            stage.status,
+            stage.completed_count,
+            metadata_sha,
+        );
+        let commit = RawObject::new(
+            ObjectKind::Commit,
+            commit_data(staged.tree, &[self.head], &signature, &message),
+        );
+        let sha = commit.oid;
+        objects.push(commit);
+        Ok(sha)
+    }
+
+    /// Writes `objects` as one pack, synced to disk, then moves the metadata ref and the run
+    /// branch to the given commits. On failure the in-memory metadata tree is dropped, since
+    /// it may name objects that never reached the disk.
+    fn publish(
+        &mut self,
+        objects: &[RawObject],
+        metadata: Option<Oid>,
+        head: Option<Oid>,
+    ) -> Result<(), GitError> {
+        let objects_dir = self.common_dir.join("objects");
+        let result = self
+            .packs
+            .write(objects)
+            .map_err(GitError::io("write a pack in", objects_dir))
+            .and_then(|()| {
+                if let Some(metadata) = metadata {
+                    let name = metadata_ref_name(&self.run_id);
+                    self.repo
+                        .reference(&name, metadata, true, "fabro: checkpoint")
+                        .map_err(GitError::git(format!("update {name}")))?;
+                    self.metadata_tip = Some(metadata);
+                }
+                if let Some(head) = head {
+                    let name = format!("refs/heads/{}", run_branch_name(&self.run_id));
+                    self.repo
+                        .reference(&name, head, true, "fabro: stage commit")
+                        .map_err(GitError::git(format!(
+                            "commit to {}",
+                            run_branch_name(&self.run_id)
+                        )))?;
+                    self.head = head;
+                }
+                Ok(())
+            });
+        if result.is_err() {
+            self.metadata_tree = None;
+        }
+        result
     }
 
     /// Stages every change in the worktree except the exclusions of SPEC 8.3 (configured
@@ -370,25 +483,15 @@ impl RunGit {
         completed_count: usize,
         metadata_sha: &str,
     ) -> Result<String, GitError> {
-        let commit_error = || GitError::git(format!("commit to {}", run_branch_name(&self.run_id)));
-        let tree = self.repo.find_tree(staged.tree).map_err(commit_error())?;
-        let parent = self.repo.find_commit(self.head).map_err(commit_error())?;
-        let signature = self.author.signature()?;
-        let message =
-            run_commit_message(&self.run_id, node_id, status, completed_count, metadata_sha);
-        let sha = self
-            .repo
-            .commit(
-                Some(&format!("refs/heads/{}", run_branch_name(&self.run_id))),
-                &signature,
-                &signature,
-                &message,
-                &tree,
-                &[&parent],
-            )
-            .map_err(commit_error())?;
-        self.head = sha;
-        Ok(sha.to_string())
+        let mut objects = Vec::new();
+        let stage = StageCommit {
+            node_id,
+            status,
+            completed_count,
+        };
+        let head = self.run_commit(staged, &stage, metadata_sha, &mut objects)?;
+        self.publish(&objects, None, Some(head))?;
+        Ok(head.to_string())
     }
 
     /// [`stage`](RunGit::stage) then [`commit`](RunGit::commit): the run-branch commit of one
