@@ -98,6 +98,14 @@ struct BranchResult {
     branch: Option<Traversal>,
 }
 
+/// A branch's entry in `parallel.results`.
+#[derive(Clone)]
+struct BranchSummary {
+    outcome: Outcome,
+    score: Option<f64>,
+    head_sha: Option<String>,
+}
+
 /// The git isolation of one parallel stage: each branch's worktree (in target order) and
 /// what removing them takes.
 struct Isolation {
@@ -441,8 +449,7 @@ impl Traversal {
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
-        let mut by_index: Vec<Option<(Outcome, Option<f64>, Option<String>)>> =
-            vec![None; targets.len()];
+        let mut by_index: Vec<Option<BranchSummary>> = vec![None; targets.len()];
         let mut copied: BTreeMap<String, (usize, Value)> = BTreeMap::new();
         for result in &finished {
             let score = result
@@ -451,7 +458,11 @@ impl Traversal {
                 .and_then(|branch| branch.state.context.get("score"))
                 .and_then(Value::as_f64);
             if let Some(slot) = by_index.get_mut(result.index) {
-                *slot = Some((result.outcome.clone(), score, result.head_sha.clone()));
+                *slot = Some(BranchSummary {
+                    outcome: result.outcome.clone(),
+                    score,
+                    head_sha: result.head_sha.clone(),
+                });
             }
             let Some(branch) = &result.branch else {
                 continue;
@@ -498,9 +509,15 @@ impl Traversal {
             .iter()
             .zip(&by_index)
             .map(|(&target, result)| {
-                let (outcome, score, head_sha) = result
-                    .clone()
-                    .unwrap_or((Outcome::new(StageStatus::Skipped), None, None));
+                let BranchSummary {
+                    outcome,
+                    score,
+                    head_sha,
+                } = result.clone().unwrap_or(BranchSummary {
+                    outcome: Outcome::new(StageStatus::Skipped),
+                    score: None,
+                    head_sha: None,
+                });
                 json!({"id": workflow.node(target).id, "status": outcome.status.as_str(),
                        "failure_reason": outcome.failure.as_ref().map(|failure| failure.reason.clone()),
                        "head_sha": head_sha, "score": score})
@@ -511,7 +528,7 @@ impl Traversal {
             .map(|result| {
                 result
                     .as_ref()
-                    .map_or(StageStatus::Skipped, |(outcome, _, _)| outcome.status)
+                    .map_or(StageStatus::Skipped, |summary| summary.outcome.status)
             })
             .collect();
         let success_count = statuses

@@ -35,7 +35,10 @@ fn git_ok(env: &TestEnv, args: &[&str]) -> bool {
 }
 
 /// HEAD, current branch, status, index bytes and the user's files.
-fn snapshot(env: &TestEnv) -> (String, String, String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>) {
+type RepositorySnapshot = (String, String, String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
+
+/// Everything of the user's repository that fabro must leave alone.
+fn snapshot(env: &TestEnv) -> RepositorySnapshot {
     let work = env.work_dir();
     let mut files = Vec::new();
     for entry in fs_err::read_dir(&work).expect("work dir") {
