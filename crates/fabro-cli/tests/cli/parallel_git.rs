@@ -413,3 +413,61 @@ fn first_success_without_git_also_writes_the_skipped_status_file() {
     assert!(!late.exists());
     assert_slow_stage_skipped(&run_dir);
 }
+
+/// A parallel stage inside a branch builds on that branch: its branches start from the
+/// outer branch's worktree and its fan-in moves the outer branch.
+const NESTED: &str = r#"digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  outer [shape=component]
+  x [shape=parallelogram, script="echo x > x.txt"]
+  inner [shape=component]
+  y1 [shape=parallelogram, script="test -e x.txt && echo y1 > y1.txt"]
+  y2 [shape=parallelogram, script="test -e x.txt && test ! -e y1.txt && echo y2 > y2.txt"]
+  ij [shape=tripleoctagon]
+  z [shape=parallelogram, script="test ! -e x.txt && echo z > z.txt"]
+  m [shape=tripleoctagon]
+  start -> outer
+  outer -> x -> inner
+  inner -> y1 -> ij
+  inner -> y2 -> ij
+  ij -> m
+  outer -> z -> m
+  m -> exit
+}
+"#;
+
+#[test]
+fn a_nested_parallel_stage_builds_on_its_enclosing_branch() {
+    if !git_available() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let env = TestEnv::new("parallel_git_nested");
+    init_repo(&env, NESTED);
+    let (output, run_dir) = run(&env);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let files = git(&env, &["ls-tree", "--name-only", "fabro/run/r1"]);
+    assert_eq!(
+        files.lines().collect::<Vec<_>>(),
+        ["README.md", "w.fabro", "x.txt", "y1.txt"]
+    );
+    assert_eq!(
+        git(&env, &["show", "fabro/parallel/r1/inner/1/y2:y2.txt"]),
+        "y2"
+    );
+    assert!(git_ok(
+        &env,
+        &[
+            "merge-base",
+            "--is-ancestor",
+            "fabro/parallel/r1/inner/1/y1",
+            "fabro/parallel/r1/outer/1/x"
+        ]
+    ));
+    assert_eq!(warnings(&run_dir, "parallel_no_isolation"), 0);
+    assert!(!run_dir.join("branches/inner@1").exists());
+    assert!(!run_dir.join("branches/outer@1").exists());
+    assert_eq!(git(&env, &["worktree", "list"]).lines().count(), 1);
+    assert_fsck_clean(&env);
+}
