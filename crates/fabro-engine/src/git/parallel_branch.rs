@@ -321,7 +321,7 @@ fn registration_name(run_id: &str, site: &ParallelSite<'_>, target: &str) -> Str
             .collect()
     };
     // A hash keeps names apart that differ only in replaced characters.
-    let digest = fxhash(&format!("{}\0{}\0{target}", site.node_id, site.visit));
+    let digest = fnv1a(&format!("{}\0{}\0{target}", site.node_id, site.visit));
     format!(
         "fabro-par-{}-{}-{}-{}-{digest:08x}",
         clean(run_id),
@@ -332,7 +332,7 @@ fn registration_name(run_id: &str, site: &ParallelSite<'_>, target: &str) -> Str
 }
 
 /// FNV-1a, 32 bits: a stable, dependency-free name hash.
-fn fxhash(text: &str) -> u32 {
+fn fnv1a(text: &str) -> u32 {
     text.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
     })
