@@ -154,6 +154,11 @@ impl Checkpointer {
         self.git.take()
     }
 
+    /// The run's git state, when git checkpointing is active (parallel branches, fan-in).
+    pub(crate) fn git_mut(&mut self) -> Option<&mut RunGit> {
+        self.git.as_mut()
+    }
+
     /// The run-branch tip, when git checkpointing is active.
     pub(crate) fn git_head(&self) -> Option<String> {
         self.git.as_ref().map(RunGit::head_sha)

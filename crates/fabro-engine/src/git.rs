@@ -9,12 +9,16 @@
 //! - [`RunGit::write_metadata`] writes one commit of `refs/fabro/{run_id}` straight into the
 //!   object database (SPEC 8.3); [`RunGit::commit_stage`] commits the stage's changes on the run
 //!   branch with the trailers that name that metadata commit.
+//! - [`CheckedOutBranch::create_branch`] gives each parallel branch its own branch and worktree
+//!   ([`BranchWorktree`], SPEC 5.7); [`CheckedOutBranch::advance`] moves the run branch to the
+//!   chosen branch head (SPEC 5.8).
 //! - [`RunHistory`] reads the metadata history, finds run-branch commits by trailer and reads
 //!   stored files; [`parse_run_ref`] turns a ref argument of `fabro resume` into a run id.
 //!
 //! Nothing here touches the user's `HEAD`, index, working tree or current branch (SPEC 13.6):
-//! the only refs written are `refs/heads/fabro/run/{run_id}` and `refs/fabro/{run_id}`, and all
-//! index and checkout work happens in the run's own worktree.
+//! the only refs written are `refs/heads/fabro/run/{run_id}`, `refs/fabro/{run_id}` and
+//! `refs/heads/fabro/parallel/{run_id}/…`, and all index and checkout work happens in the run's
+//! own worktrees.
 //! Everything is blocking; async callers run it in `spawn_blocking`.
 
 mod exclude;
@@ -24,6 +28,7 @@ mod message;
 mod metadata;
 mod object;
 mod pack;
+mod parallel_branch;
 mod refname;
 mod run_git;
 #[cfg(test)]
@@ -35,6 +40,9 @@ pub use history::{MetadataEntry, RunHistory};
 pub use inspect::{inspect, RepoState};
 pub use message::{run_commit_message, MetadataMessage};
 pub use metadata::{MetadataFile, MetadataWrite, METADATA_FILE_LIMIT};
+pub use parallel_branch::{
+    branch_commit_message, BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite,
+};
 pub use refname::{parse_run_ref, RunRef, RunRefKind};
 pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
 
@@ -169,6 +177,13 @@ pub enum GitError {
         /// The parse error.
         #[source]
         source: ignore::Error,
+    },
+    /// A commit made since the parallel base does not apply on top of the chosen branch head
+    /// (SPEC 5.8).
+    #[error("commit {sha} conflicts with the chosen parallel branch")]
+    ReplayConflict {
+        /// The commit that did not apply.
+        sha: String,
     },
     /// The run id cannot be part of a ref name.
     #[error("invalid run id {run_id:?} for a git ref")]

@@ -9,7 +9,7 @@
 mod agent;
 mod command;
 mod conditional;
-mod fan_in;
+pub(crate) mod fan_in;
 mod human;
 mod llm;
 mod prompt;

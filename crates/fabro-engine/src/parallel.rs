@@ -1,6 +1,12 @@
 //! Parallel fan-out (SPEC 5.7): each branch runs as its own sub-traversal on a deep copy
 //! of the context, concurrently up to `max_parallel`, until it would enter the join node
 //! or the exit node; the results are merged back into the parent run.
+//!
+//! With git checkpointing each branch works in its own worktree on its own branch
+//! ([`crate::git::BranchWorktree`]), committed after every branch stage; the run branch is
+//! then moved to the chosen branch head by the fan-in, or here when the join node is not a
+//! fan-in node. A `first_success` join cancels the other branches through their join token:
+//! their current stage ends `skipped` with its status file written like any other.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -8,12 +14,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fabro_language::model::JoinPolicy;
-use fabro_language::{NodeIndex, StageStatus, Workflow};
+use fabro_language::{HandlerKind, NodeIndex, StageStatus, Workflow};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use crate::event::Event;
 use crate::failure::FailureClass;
+use crate::git::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
+use crate::handler::fan_in::{self, Candidate};
 use crate::outcome::Outcome;
 use crate::traversal::Traversal;
 
@@ -65,16 +74,49 @@ fn distances_from(workflow: &Workflow, start: NodeIndex) -> Vec<Option<u32>> {
     distances
 }
 
+/// The notes of a stage ended because its branch's `first_success` join was satisfied.
+pub(crate) const JOIN_SATISFIED_NOTES: &str = "canceled: join policy first_success satisfied";
+
+/// The outcome of a stage ended because its branch's join was satisfied (SPEC 5.7).
+pub(crate) fn join_satisfied_outcome() -> Outcome {
+    Outcome::new(StageStatus::Skipped).with_notes(JOIN_SATISFIED_NOTES)
+}
+
+/// Resolves when `token` is cancelled; never without a token.
+pub(crate) async fn join_satisfied(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What one branch produced.
 struct BranchResult {
     index: usize,
     outcome: Outcome,
+    head_sha: Option<String>,
     branch: Option<Traversal>,
 }
 
+/// A branch's entry in `parallel.results`.
+#[derive(Clone)]
+struct BranchSummary {
+    outcome: Outcome,
+    score: Option<f64>,
+    head_sha: Option<String>,
+}
+
+/// The git isolation of one parallel stage: each branch's worktree (in target order) and
+/// what removing them takes.
+struct Isolation {
+    worktrees: Vec<BranchWorktree>,
+    cleanups: Vec<BranchCleanup>,
+}
+
 impl Traversal {
-    /// A copy of this traversal for a branch starting at `target`.
-    fn fork(&mut self, target: NodeIndex) -> Traversal {
+    /// A copy of this traversal for a branch starting at `target`, cancelled through
+    /// `join_cancel` when the join is satisfied.
+    fn fork(&mut self, target: NodeIndex, join_cancel: CancellationToken) -> Traversal {
         let target_id = self.workflow.node(target).id.clone();
         let mut state = self.state.clone();
         state
@@ -99,7 +141,97 @@ impl Traversal {
             checkpointer: None,
             resumed_stage: false,
             last_stage_dir: None,
+            branch_git: None,
+            join_cancel: Some(join_cancel),
         }
+    }
+
+    /// The branch this traversal commits to and its worktree: a parallel branch's own, else
+    /// the run branch; `None` without git checkpointing.
+    fn checked_out(&mut self) -> Option<CheckedOutBranch<'_>> {
+        if let Some(branch) = self.branch_git.as_mut() {
+            return Some(branch.checked_out());
+        }
+        self.checkpointer
+            .as_mut()?
+            .git_mut()
+            .map(crate::git::RunGit::checked_out)
+    }
+
+    /// `outcome`, or the `skipped` outcome of SPEC 5.7 when this branch's join was satisfied
+    /// while the stage ran.
+    pub(crate) fn unless_join_satisfied(&self, outcome: Outcome) -> Outcome {
+        if self
+            .join_cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            join_satisfied_outcome()
+        } else {
+            outcome
+        }
+    }
+
+    /// After a fan-in stage (SPEC 5.8): moves the branch this traversal commits to (the run
+    /// branch, or an enclosing parallel branch) to `parallel.fan_in.best_head_sha` and resets
+    /// its worktree there. A git failure fails the stage.
+    pub(crate) fn move_to_fan_in_head(&mut self, outcome: Outcome) -> Outcome {
+        let Some(head) = outcome
+            .context_updates
+            .get("parallel.fan_in.best_head_sha")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return outcome;
+        };
+        let Some(mut line) = self.checked_out() else {
+            return outcome;
+        };
+        match line.advance(&head) {
+            Ok(_) => outcome,
+            Err(error) => Outcome::fail(
+                format!("engine error: {}", crate::error_chain(&error)),
+                FailureClass::Deterministic,
+            ),
+        }
+    }
+
+    /// With git checkpointing: commits the parallel base and creates one branch worktree per
+    /// target (SPEC 5.7). `Ok(None)` without git checkpointing.
+    fn isolate(
+        &mut self,
+        node_id: &str,
+        visit: u32,
+        targets: &[String],
+    ) -> Result<Option<Isolation>, crate::git::GitError> {
+        let run_dir = self.paths.run_dir().to_path_buf();
+        let Some(mut line) = self.checked_out() else {
+            return Ok(None);
+        };
+        let base = line.commit_base(node_id)?;
+        let site = ParallelSite {
+            run_dir: &run_dir,
+            node_id,
+            visit,
+        };
+        let mut isolation = Isolation {
+            worktrees: Vec::new(),
+            cleanups: Vec::new(),
+        };
+        for target in targets {
+            match line.create_branch(&site, target, &base) {
+                Ok(worktree) => {
+                    isolation.cleanups.push(worktree.cleanup());
+                    isolation.worktrees.push(worktree);
+                }
+                Err(error) => {
+                    drop(isolation.worktrees);
+                    remove_worktrees(&isolation.cleanups);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(Some(isolation))
     }
 
     /// Runs the parallel node `node` (SPEC 5.7) and returns its outcome; the join node
@@ -145,74 +277,166 @@ impl Traversal {
             json!({"branch_count": targets.len(), "join_policy": spec.join_policy.as_str(),
                    "max_parallel": spec.max_parallel, "join_node": workflow.node(join).id}),
         ));
-        emitter.emit(Event::warning(
-            Some(&spec.id),
-            "parallel_no_isolation",
-            &format!(
-                "branches of {} share the working directory (no git isolation)",
-                spec.id
+        let target_ids: Vec<String> = targets
+            .iter()
+            .map(|&target| workflow.node(target).id.clone())
+            .collect();
+        let visit = self.state.node_visits.get(&spec.id).copied().unwrap_or(1);
+        let isolation = match self.isolate(&spec.id, visit, &target_ids) {
+            Ok(Some(isolation)) => Some(isolation),
+            Ok(None) => {
+                emitter.emit(Event::warning(
+                    Some(&spec.id),
+                    "parallel_no_isolation",
+                    &format!(
+                        "branches of {} share the working directory (no git isolation)",
+                        spec.id
+                    ),
+                ));
+                None
+            }
+            Err(error) => {
+                emitter.emit(Event::warning(
+                    Some(&spec.id),
+                    "parallel_no_isolation",
+                    &format!(
+                        "branches of {} share the working directory: {}",
+                        spec.id,
+                        crate::error_chain(&error)
+                    ),
+                ));
+                None
+            }
+        };
+        let (mut worktrees, cleanups) = match isolation {
+            Some(isolation) => (
+                isolation.worktrees.into_iter().map(Some).collect(),
+                isolation.cleanups,
             ),
-        ));
+            None => (Vec::new(), Vec::new()),
+        };
+        let join_token = match &self.join_cancel {
+            Some(parent) => parent.child_token(),
+            None => CancellationToken::new(),
+        };
         let semaphore = Arc::new(tokio::sync::Semaphore::new(
             spec.max_parallel.max(1) as usize
         ));
         let mut tasks = tokio::task::JoinSet::new();
         let mut task_index = BTreeMap::new();
         for (index, &target) in targets.iter().enumerate() {
-            let mut branch = self.fork(target);
+            let mut branch = self.fork(target, join_token.clone());
+            if let Some(worktree) = worktrees.get_mut(index).and_then(Option::take) {
+                branch.work_dir = worktree.work_dir();
+                branch
+                    .state
+                    .context
+                    .set("internal.work_dir", branch.work_dir.display().to_string());
+                branch.branch_git = Some(worktree);
+            }
             let semaphore = Arc::clone(&semaphore);
             let emitter = Arc::clone(&emitter);
+            let join_token = join_token.clone();
             let target_id = workflow.node(target).id.clone();
             let handle = tasks.spawn(async move {
-                let _permit = semaphore.acquire_owned().await;
+                let permit = tokio::select! {
+                    biased;
+                    () = join_token.cancelled() => None,
+                    permit = semaphore.acquire_owned() => Some(permit),
+                };
+                let head_sha = |branch: &Traversal| branch.branch_git.as_ref().map(BranchWorktree::head_sha);
+                if permit.is_none() {
+                    // The join was satisfied before this branch could start.
+                    return BranchResult {
+                        index,
+                        outcome: join_satisfied_outcome(),
+                        head_sha: head_sha(&branch),
+                        branch: Some(branch),
+                    };
+                }
                 emitter.emit(Event::node("ParallelBranchStarted", &target_id, json!({"branch": target_id, "index": index})));
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
+                let head_sha = head_sha(&branch);
                 emitter.emit(Event::node(
                     "ParallelBranchCompleted",
                     &target_id,
-                    json!({"status": outcome.status.as_str(), "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "head_sha": null}),
+                    json!({"status": outcome.status.as_str(), "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "head_sha": head_sha}),
                 ));
                 BranchResult {
                     index,
                     outcome,
+                    head_sha,
                     branch: Some(branch),
                 }
             });
             task_index.insert(handle.id(), index);
         }
         let mut finished: Vec<BranchResult> = Vec::new();
-        let mut satisfied = false;
         while let Some(joined) = tasks.join_next_with_id().await {
             match joined {
                 Ok((_, result)) => {
                     let succeeded = result.outcome.status == StageStatus::Success;
                     finished.push(result);
-                    if succeeded && spec.join_policy == JoinPolicy::FirstSuccess && !satisfied {
-                        satisfied = true;
-                        tasks.abort_all();
+                    if succeeded
+                        && spec.join_policy == JoinPolicy::FirstSuccess
+                        && !join_token.is_cancelled()
+                    {
+                        // The other branches end their current stage `skipped`.
+                        join_token.cancel();
                     }
                 }
                 Err(error) => {
                     let index = task_index.get(&error.id()).copied().unwrap_or(usize::MAX);
-                    let outcome = if error.is_cancelled() {
-                        Outcome::new(StageStatus::Skipped)
-                            .with_notes("canceled: join policy first_success satisfied")
-                    } else {
-                        Outcome::fail(
-                            format!("handler panicked: {error}"),
-                            FailureClass::Deterministic,
-                        )
-                    };
                     finished.push(BranchResult {
                         index,
-                        outcome,
+                        outcome: Outcome::fail(
+                            format!("handler panicked: {error}"),
+                            FailureClass::Deterministic,
+                        ),
+                        head_sha: None,
                         branch: None,
                     });
                 }
             }
         }
-        self.merge_branches(node, join, &targets, finished)
+        let isolated = !cleanups.is_empty();
+        let mut outcome = self.merge_branches(node, join, &targets, finished);
+        if isolated && workflow.node(join).handler != HandlerKind::FanIn && !outcome.is_fail() {
+            outcome = self.move_to_best_branch(outcome);
+        }
+        remove_worktrees(&cleanups);
+        outcome
+    }
+
+    /// Without a fan-in node as join: moves the run branch to the best successful branch
+    /// head by the fan-in ranking (SPEC 5.7, 5.8).
+    fn move_to_best_branch(&mut self, outcome: Outcome) -> Outcome {
+        let candidates: Vec<Candidate> =
+            fan_in::candidates(outcome.context_updates.get("parallel.results"))
+                .into_iter()
+                .filter(|candidate| {
+                    matches!(candidate.status.as_str(), "success" | "partial_success")
+                        && candidate.head_sha.is_some()
+                })
+                .collect();
+        if candidates.is_empty() {
+            return outcome;
+        }
+        let best = &candidates[fan_in::best_by_heuristic(&candidates)];
+        let Some(head) = best.head_sha.clone() else {
+            return outcome;
+        };
+        let Some(mut line) = self.checked_out() else {
+            return outcome;
+        };
+        match line.advance(&head) {
+            Ok(_) => outcome,
+            Err(error) => Outcome::fail(
+                format!("engine error: {}", crate::error_chain(&error)),
+                FailureClass::Deterministic,
+            ),
+        }
     }
 
     /// Folds branch results into this traversal and builds the parallel outcome.
@@ -225,7 +449,7 @@ impl Traversal {
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
-        let mut by_index: Vec<Option<(Outcome, Option<f64>)>> = vec![None; targets.len()];
+        let mut by_index: Vec<Option<BranchSummary>> = vec![None; targets.len()];
         let mut copied: BTreeMap<String, (usize, Value)> = BTreeMap::new();
         for result in &finished {
             let score = result
@@ -234,7 +458,11 @@ impl Traversal {
                 .and_then(|branch| branch.state.context.get("score"))
                 .and_then(Value::as_f64);
             if let Some(slot) = by_index.get_mut(result.index) {
-                *slot = Some((result.outcome.clone(), score));
+                *slot = Some(BranchSummary {
+                    outcome: result.outcome.clone(),
+                    score,
+                    head_sha: result.head_sha.clone(),
+                });
             }
             let Some(branch) = &result.branch else {
                 continue;
@@ -281,10 +509,18 @@ impl Traversal {
             .iter()
             .zip(&by_index)
             .map(|(&target, result)| {
-                let (outcome, score) = result.clone().unwrap_or((Outcome::new(StageStatus::Skipped), None));
+                let BranchSummary {
+                    outcome,
+                    score,
+                    head_sha,
+                } = result.clone().unwrap_or(BranchSummary {
+                    outcome: Outcome::new(StageStatus::Skipped),
+                    score: None,
+                    head_sha: None,
+                });
                 json!({"id": workflow.node(target).id, "status": outcome.status.as_str(),
                        "failure_reason": outcome.failure.as_ref().map(|failure| failure.reason.clone()),
-                       "head_sha": null, "score": score})
+                       "head_sha": head_sha, "score": score})
             })
             .collect();
         let statuses: Vec<StageStatus> = by_index
@@ -292,7 +528,7 @@ impl Traversal {
             .map(|result| {
                 result
                     .as_ref()
-                    .map_or(StageStatus::Skipped, |(outcome, _)| outcome.status)
+                    .map_or(StageStatus::Skipped, |summary| summary.outcome.status)
             })
             .collect();
         let success_count = statuses
@@ -353,6 +589,13 @@ impl Traversal {
             if self.services.cancel.is_cancelled() {
                 return Outcome::fail("canceled", FailureClass::Canceled);
             }
+            if self
+                .join_cancel
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            {
+                return join_satisfied_outcome();
+            }
             if let Some(crate::traversal::RunEnd::Failed { reason, class, .. }) =
                 self.visit_limit_end(node)
             {
@@ -362,6 +605,23 @@ impl Traversal {
                 .run_stage_public(node, previous.as_ref(), entered_by)
                 .await;
             self.record_public(node, &outcome);
+            if let Some(git) = self.branch_git.as_mut() {
+                let node_id = &workflow.node(node).id;
+                if let Err(error) = git.commit_stage(node_id, outcome.status.as_str()) {
+                    return Outcome::fail(
+                        format!("engine error: {}", crate::error_chain(&error)),
+                        FailureClass::Deterministic,
+                    );
+                }
+            }
+            if outcome.notes.as_deref() == Some(JOIN_SATISFIED_NOTES)
+                && self
+                    .join_cancel
+                    .as_ref()
+                    .is_some_and(CancellationToken::is_cancelled)
+            {
+                return outcome;
+            }
             match self.next_node(node, &outcome) {
                 Some(next) if next != join && Some(next) != exit => {
                     entered_by = workflow
@@ -373,6 +633,16 @@ impl Traversal {
                 }
                 _ => return outcome,
             }
+        }
+    }
+}
+
+/// Removes branch worktrees and their registrations, keeping the branches (SPEC 5.7: the
+/// audit trail). A failure is logged: the stage's result does not depend on it.
+fn remove_worktrees(cleanups: &[BranchCleanup]) {
+    for cleanup in cleanups {
+        if let Err(error) = cleanup.remove() {
+            tracing::warn!(error = %crate::error_chain(&error), "cannot remove a parallel branch worktree");
         }
     }
 }

@@ -749,6 +749,8 @@ impl PreparedRun {
             pending_join: None,
             pending_records: Vec::new(),
             checkpointer: Some(checkpointer),
+            branch_git: None,
+            join_cancel: None,
             resumed_stage: resume.is_some(),
             last_stage_dir: None,
         };

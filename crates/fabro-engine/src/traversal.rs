@@ -197,6 +197,12 @@ pub(crate) struct Traversal {
     /// The next stage is the first of a resumed run: its stage directory is replaced
     /// and `full` fidelity degrades to `summary:high` (SPEC 6.7, 8.7).
     pub(crate) resumed_stage: bool,
+    /// A parallel branch's own branch and worktree, when git checkpointing is active
+    /// (SPEC 5.7); its stages are committed there.
+    pub(crate) branch_git: Option<crate::git::BranchWorktree>,
+    /// Cancelled when the parallel stage running this branch has its `first_success` join
+    /// satisfied: the current stage ends `skipped` (SPEC 5.7).
+    pub(crate) join_cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// Context values whose compact JSON is larger than this many bytes are offloaded to
@@ -671,6 +677,7 @@ impl Traversal {
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = self.services.cancel.cancelled() => break Outcome::fail("canceled", FailureClass::Canceled),
+                () = crate::parallel::join_satisfied(self.join_cancel.as_ref()) => break crate::parallel::join_satisfied_outcome(),
             }
             attempt += 1;
         };
@@ -759,7 +766,8 @@ impl Traversal {
         let spec = workflow.node(node);
         if spec.handler == HandlerKind::Parallel {
             // Parallel nodes start sub-traversals, so the traversal runs them itself.
-            return self.run_parallel(node, stage_dir).await;
+            let outcome = self.run_parallel(node, stage_dir).await;
+            return self.unless_join_satisfied(outcome);
         }
         let input = StageInput {
             workflow: &workflow,
@@ -781,6 +789,16 @@ impl Traversal {
         }
         let handles_own_timeout = matches!(spec.handler, HandlerKind::Command | HandlerKind::Human);
         let execution = CatchPanic::new(handler::execute(&input));
+        // A branch whose join is satisfied drops its handler (killing its processes) and
+        // ends the stage `skipped` (SPEC 5.7).
+        let join_cancel = self.join_cancel.clone();
+        let execution = async {
+            tokio::select! {
+                biased;
+                result = execution => result,
+                () = crate::parallel::join_satisfied(join_cancel.as_ref()) => Ok(crate::parallel::join_satisfied_outcome()),
+            }
+        };
         let result = match spec.timeout.filter(|_| !handles_own_timeout) {
             Some(limit) => match tokio::time::timeout(limit, execution).await {
                 Ok(result) => result,
@@ -796,12 +814,16 @@ impl Traversal {
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             self.services.emitter.touch();
         }
-        result.unwrap_or_else(|message| {
+        let outcome = result.unwrap_or_else(|message| {
             Outcome::fail(
                 format!("handler panicked: {message}"),
                 FailureClass::Deterministic,
             )
-        })
+        });
+        if spec.handler == HandlerKind::FanIn {
+            return self.move_to_fan_in_head(outcome);
+        }
+        outcome
     }
 
     #[expect(

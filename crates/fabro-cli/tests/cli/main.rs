@@ -7,6 +7,7 @@ mod git;
 mod graph;
 mod inspect;
 mod llm;
+mod parallel_git;
 mod resume;
 mod run;
 mod stages;

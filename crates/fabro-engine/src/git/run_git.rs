@@ -227,6 +227,19 @@ impl RunGit {
         self.head.to_string()
     }
 
+    /// The run branch and its worktree, for parallel branches and the fan-in (SPEC 5.7, 5.8).
+    pub fn checked_out(&mut self) -> super::CheckedOutBranch<'_> {
+        super::CheckedOutBranch {
+            repo: &self.repo,
+            reference: format!("refs/heads/{}", run_branch_name(&self.run_id)),
+            head: &mut self.head,
+            excludes: &self.excludes,
+            author: &self.author,
+            run_id: &self.run_id,
+            work_dir_relative: &self.work_dir_relative,
+        }
+    }
+
     /// SHA of the newest metadata commit, if any has been written.
     pub fn metadata_sha(&self) -> Option<String> {
         self.metadata_tip.map(|oid| oid.to_string())

@@ -1,6 +1,8 @@
 //! The fan-in handler (SPEC 5.8): picks the best branch of the preceding parallel node
 //! from `parallel.results`, by a heuristic or, when the node has a prompt, by asking the
-//! LLM for `{"best_id": "..."}`.
+//! LLM for `{"best_id": "..."}`. With git isolation it also names the chosen branch head,
+//! `parallel.fan_in.best_head_sha`, to which the traversal then moves the run branch
+//! (`Traversal::move_to_fan_in_head`).
 
 use fabro_llm::{LlmClient, Message, Request};
 use serde_json::{json, Value};
@@ -18,6 +20,8 @@ pub(crate) struct Candidate {
     pub(crate) status: String,
     pub(crate) failure_reason: Option<String>,
     pub(crate) score: Option<f64>,
+    /// The branch head with git isolation (SPEC 5.7), else `None`.
+    pub(crate) head_sha: Option<String>,
 }
 
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
@@ -52,7 +56,7 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     input.services.emitter.emit(Event::node(
         "FanInSelected",
         &input.node.id,
-        json!({"best_id": chosen.id, "best_outcome": chosen.status, "best_head_sha": null, "method": method}),
+        json!({"best_id": chosen.id, "best_outcome": chosen.status, "best_head_sha": chosen.head_sha, "method": method}),
     ));
     let all_failed = candidates
         .iter()
@@ -62,9 +66,14 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     } else {
         Outcome::success()
     };
-    outcome
+    let outcome = outcome
         .with_update("parallel.fan_in.best_id", json!(chosen.id))
-        .with_update("parallel.fan_in.best_outcome", json!(chosen.status))
+        .with_update("parallel.fan_in.best_outcome", json!(chosen.status));
+    // With git the traversal then moves the run branch to this head (SPEC 5.8).
+    match &chosen.head_sha {
+        Some(head_sha) => outcome.with_update("parallel.fan_in.best_head_sha", json!(head_sha)),
+        None => outcome,
+    }
 }
 
 /// Reads `parallel.results`.
@@ -83,6 +92,10 @@ pub(crate) fn candidates(results: Option<&Value>) -> Vec<Candidate> {
                             .and_then(Value::as_str)
                             .map(str::to_owned),
                         score: entry.get("score").and_then(Value::as_f64),
+                        head_sha: entry
+                            .get("head_sha")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
                     })
                 })
                 .collect()
@@ -171,6 +184,7 @@ mod tests {
             status: status.to_owned(),
             failure_reason: None,
             score,
+            head_sha: None,
         }
     }
 
