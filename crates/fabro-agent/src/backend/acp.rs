@@ -87,6 +87,7 @@ pub async fn run_acp_agent(
         .spawn()
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "acp",
                 program: program.clone(),
             },
             _ => AgentError::Spawn {
@@ -485,5 +486,23 @@ echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported vers
             FailureClass::BudgetExhausted
         );
         assert_eq!(stop_failure("end_turn"), None);
+    }
+
+    #[tokio::test]
+    async fn a_missing_agent_names_the_acp_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = AcpAgentConfig::new(
+            vec!["fabro-no-such-acp-agent".to_owned(), "--acp".to_owned()],
+            dir.path(),
+            ProcessEnv::inherit(),
+        );
+        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "acp backend requires 'fabro-no-such-acp-agent' on PATH"
+        );
+        assert_eq!(error.class(), FailureClass::Deterministic);
     }
 }

@@ -156,6 +156,7 @@ pub async fn run_cli_agent(
         .spawn()
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "cli",
                 program: config.program.clone(),
             },
             _ => AgentError::Spawn {
