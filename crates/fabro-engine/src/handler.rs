@@ -115,6 +115,24 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
     }
 }
 
+/// Whether the handler of `node` enforces the node `timeout` itself, so the traversal
+/// must not cut it short: commands and human gates, and `acp` agents, which answer a
+/// timeout with `session/cancel` and 2 s of grace before termination (SPEC 5.2.3).
+pub(crate) fn handles_own_timeout(node: &Node) -> bool {
+    match node.handler {
+        HandlerKind::Command | HandlerKind::Human => true,
+        HandlerKind::Agent => node.llm.backend == fabro_language::model::Backend::Acp,
+        HandlerKind::Start
+        | HandlerKind::Exit
+        | HandlerKind::Wait
+        | HandlerKind::Conditional
+        | HandlerKind::Prompt
+        | HandlerKind::FanIn
+        | HandlerKind::Parallel
+        | HandlerKind::SubWorkflow => false,
+    }
+}
+
 /// The fidelity a stage runs with: `full` degrades to `summary:high` for external
 /// agents, which cannot continue a session: `cli` agents with a `cli_no_threads`
 /// warning (SPEC 5.2.2, decision 39), `acp` agents, which get one fresh session per

@@ -779,7 +779,7 @@ impl Traversal {
             self.watchdog_paused
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        let handles_own_timeout = matches!(spec.handler, HandlerKind::Command | HandlerKind::Human);
+        let handles_own_timeout = handler::handles_own_timeout(spec);
         let execution = CatchPanic::new(handler::execute(&input));
         let result = match spec.timeout.filter(|_| !handles_own_timeout) {
             Some(limit) => match tokio::time::timeout(limit, execution).await {

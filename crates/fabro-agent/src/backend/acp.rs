@@ -142,8 +142,8 @@ pub async fn run_acp_agent(
                 AgentFailure::new(
                     FailureClass::TransientInfra,
                     format!(
-                        "acp agent timed out after {}s",
-                        config.timeout.map_or(0, |timeout| timeout.as_secs())
+                        "acp agent timed out after {}",
+                        format_timeout(config.timeout.unwrap_or_default())
                     ),
                 )
             })
@@ -165,6 +165,15 @@ pub async fn run_acp_agent(
         last_touched,
         failure,
     })
+}
+
+/// A timeout as `{n}s`, or `{n}ms` when it is not a whole number of seconds.
+fn format_timeout(timeout: Duration) -> String {
+    if timeout.subsec_nanos() == 0 {
+        format!("{}s", timeout.as_secs())
+    } else {
+        format!("{}ms", timeout.as_millis())
+    }
 }
 
 /// The failure a `stopReason` means.
@@ -457,6 +466,34 @@ sleep 30
             .unwrap()
             .contains("\"method\":\"session/cancel\""));
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_sends_session_cancel_and_is_transient() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-7"}}'
+read -r prompt
+read -r cancel
+printf '%s' "$cancel" > cancel-seen.txt
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        config.timeout = Some(Duration::from_millis(300));
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::TransientInfra);
+        assert_eq!(failure.reason, "acp agent timed out after 300ms");
+        assert!(fs_err::read_to_string(dir.path().join("cancel-seen.txt"))
+            .unwrap()
+            .contains("\"method\":\"session/cancel\""));
+        assert_eq!(format_timeout(Duration::from_secs(5)), "5s");
     }
 
     #[tokio::test]

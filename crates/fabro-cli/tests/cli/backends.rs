@@ -431,3 +431,50 @@ fn acp_agents_under_full_fidelity_run_with_summary_high() {
     assert_eq!(status["status"], "success");
     assert_eq!(status["files_touched"], serde_json::json!(["acp.txt"]));
 }
+
+#[test]
+fn an_acp_timeout_cancels_the_session_before_terminating() {
+    let env = TestEnv::new("an_acp_timeout_cancels_the_session_before_terminating");
+    let bin = side_dir(&env, "bin");
+    let log = side_dir(&env, "log");
+    let agent = bin.join("slow-acp-agent.sh");
+    fs_err::write(
+        &agent,
+        format!(
+            r#"read -r init
+echo '{{"jsonrpc":"2.0","id":1,"result":{{"protocolVersion":1}}}}'
+read -r new
+echo '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s-1"}}}}'
+read -r prompt
+read -r cancel
+printf '%s' "$cancel" > '{}/cancel.json'
+echo '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"cancelled"}}}}'
+"#,
+            log.display()
+        ),
+    )
+    .expect("agent script written");
+    env.write(
+        "w.fabro",
+        &format!(
+            r#"digraph slow {{
+    start [shape=Mdiamond]
+    exit [shape=Msquare]
+    work [shape=box, backend="acp", acp_command="/bin/sh {}", timeout="500ms", max_retries=0]
+    start -> work -> exit
+}}
+"#,
+            agent.display()
+        ),
+    );
+    let output = run(&env, &path_with(&bin));
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    // SPEC 5.2.3: the timeout sends session/cancel (the node timeout does not simply
+    // drop the agent).
+    let cancel: Value = serde_json::from_str(&read(&log.join("cancel.json"))).expect("JSON-RPC");
+    assert_eq!(cancel["method"], "session/cancel");
+    assert_eq!(cancel["params"]["sessionId"], "s-1");
+    let status = json(&stage_dir(&env, "work").join("status.json"));
+    assert_eq!(status["failure_reason"], "acp agent timed out after 500ms");
+    assert_eq!(status["failure_class"], "transient_infra");
+}

@@ -87,6 +87,9 @@ impl AgentConversation {
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
                 config.write_scope.clone_from(&node.llm.write_scope);
+                // The agent enforces the node timeout itself (`handles_own_timeout`), so
+                // it can send `session/cancel` first (SPEC 5.2.3).
+                config.timeout = node.timeout;
                 started("acp");
                 Ok(AgentConversation::Acp {
                     config,
