@@ -255,6 +255,13 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":900,"cached_input_token
     assert_eq!(status["files_touched"], serde_json::json!(["src/main.rs"]));
     assert_eq!(status["usage"]["input_tokens"], 900);
     assert_eq!(status["usage"]["cache_read_tokens"], 100);
+    // codex reports no cost: the catalog prices the reported tokens (SPEC 10.1.4).
+    assert!(
+        status["usage"]["cost_usd"]
+            .as_f64()
+            .is_some_and(|cost| cost > 0.0),
+        "{status}"
+    );
     // The directive in the last agent message routed the run.
     assert!(run_dir(&env).join("stages").exists());
     let events = events(&env);
@@ -430,6 +437,61 @@ fn acp_agents_under_full_fidelity_run_with_summary_high() {
     let status = json(&stage.join("status.json"));
     assert_eq!(status["status"], "success");
     assert_eq!(status["files_touched"], serde_json::json!(["acp.txt"]));
+    // ACP reports no usage, so none is recorded (rather than zeros).
+    assert_eq!(status["usage"], Value::Null);
+}
+
+#[test]
+fn gemini_cli_backend_gets_its_own_keys_back_and_reports_usage() {
+    let env = TestEnv::new("gemini_cli_backend_gets_its_own_keys_back_and_reports_usage");
+    env.write(
+        "w.fabro",
+        r#"digraph cli {
+    start [shape=Mdiamond]
+    exit [shape=Msquare]
+    ask [shape=box, backend="cli", provider="gemini", prompt="Explain"]
+    start -> ask -> exit
+}
+"#,
+    );
+    let bin = side_dir(&env, "bin");
+    let log = side_dir(&env, "log");
+    let log_path = log.display();
+    fake_program(
+        &bin,
+        "gemini",
+        &format!(
+            r#"printf '%s
+' "$@" > '{log_path}/args.txt'
+cat > /dev/null
+printf '%s|%s|%s' "${{GEMINI_API_KEY:-none}}" "${{GOOGLE_API_KEY:-none}}" "${{OPENAI_API_KEY:-none}}" > '{log_path}/keys.txt'
+echo '{{"response": "It works.", "stats": {{"models": {{"gemini-3.1-pro-preview": {{"tokens": {{"prompt": 300, "candidates": 20, "cached": 100, "thoughts": 10}}}}}}}}}}'
+"#
+        ),
+    );
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env("PATH", path_with(&bin))
+        .env("GEMINI_API_KEY", "gm-fake-1")
+        .env("GOOGLE_API_KEY", "gg-fake-2")
+        .env("OPENAI_API_KEY", "sk-fake-3")
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        read(&log.join("args.txt")),
+        "-o\njson\n--yolo\n--model\ngemini-3.1-pro-preview\n"
+    );
+    // SPEC 13.5: the CLI gets its own provider's keys back, no other key.
+    assert_eq!(read(&log.join("keys.txt")), "gm-fake-1|gg-fake-2|none");
+    let stage = stage_dir(&env, "ask");
+    assert_eq!(read(&stage.join("response.md")), "It works.");
+    let status = json(&stage.join("status.json"));
+    assert_eq!(status["usage"]["input_tokens"], 300);
+    assert_eq!(status["usage"]["output_tokens"], 30);
+    assert_eq!(status["usage"]["reasoning_tokens"], 10);
+    assert_eq!(status["usage"]["cache_read_tokens"], 100);
 }
 
 #[test]
