@@ -98,9 +98,12 @@ impl AgentFailure {
 /// broke its protocol. Failures of a run that did happen are [`AgentFailure`]s.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The CLI program of the `cli` backend is not installed.
-    #[error("cli backend requires '{program}' on PATH")]
+    /// The program of the `cli` or `acp` backend is not installed (the `cli` text is
+    /// SPEC 5.2.2's).
+    #[error("{backend} backend requires '{program}' on PATH")]
     MissingProgram {
+        /// `cli` or `acp`.
+        backend: &'static str,
         /// Program name.
         program: String,
     },
@@ -187,6 +190,7 @@ mod tests {
     #[test]
     fn missing_program_message_is_spec_text() {
         let error = AgentError::MissingProgram {
+            backend: "cli",
             program: "claude".to_owned(),
         };
         assert_eq!(error.to_string(), "cli backend requires 'claude' on PATH");

@@ -115,31 +115,57 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
     }
 }
 
-/// The fidelity a stage runs with: `full` degrades to `summary:high` for `cli` agents,
-/// which cannot continue a session, with a `cli_no_threads` warning (SPEC 5.2.2).
+/// Whether the handler of `node` enforces the node `timeout` itself, so the traversal
+/// must not cut it short: commands and human gates, and `acp` agents, which answer a
+/// timeout with `session/cancel` and 2 s of grace before termination (SPEC 5.2.3).
+pub(crate) fn handles_own_timeout(node: &Node) -> bool {
+    match node.handler {
+        HandlerKind::Command | HandlerKind::Human => true,
+        HandlerKind::Agent => node.llm.backend == fabro_language::model::Backend::Acp,
+        HandlerKind::Start
+        | HandlerKind::Exit
+        | HandlerKind::Wait
+        | HandlerKind::Conditional
+        | HandlerKind::Prompt
+        | HandlerKind::FanIn
+        | HandlerKind::Parallel
+        | HandlerKind::SubWorkflow => false,
+    }
+}
+
+/// The fidelity a stage runs with: `full` degrades to `summary:high` for external
+/// agents, which cannot continue a session: `cli` agents with a `cli_no_threads`
+/// warning (SPEC 5.2.2, decision 39), `acp` agents, which get one fresh session per
+/// stage (SPEC 5.2.3), with an `acp_no_threads` warning.
 pub(crate) fn stage_fidelity(
     node: &Node,
     fidelity: fabro_language::model::Fidelity,
     services: &RunServices,
 ) -> fabro_language::model::Fidelity {
     use fabro_language::model::{Backend, Fidelity};
-    if fidelity == Fidelity::Full
-        && node.handler == HandlerKind::Agent
-        && node.llm.backend == Backend::Cli
-        && !services.dry_run
-        && services.llm.target_for(node).provider != fabro_llm::Provider::Simulated
-    {
-        services.emitter.emit(crate::event::Event::warning(
-            Some(&node.id),
-            "cli_no_threads",
-            &format!(
-                "node {} uses the cli backend, which cannot continue a thread; full fidelity runs as summary:high",
-                node.id
-            ),
-        ));
-        return Fidelity::SummaryHigh;
+    if fidelity != Fidelity::Full || node.handler != HandlerKind::Agent || services.dry_run {
+        return fidelity;
     }
-    fidelity
+    let code = match node.llm.backend {
+        Backend::Api => return fidelity,
+        // The simulated provider has no CLI: such a node runs like `api`, threads included.
+        Backend::Cli
+            if services.llm.target_for(node).provider == fabro_llm::Provider::Simulated =>
+        {
+            return fidelity
+        }
+        Backend::Cli => "cli_no_threads",
+        Backend::Acp => "acp_no_threads",
+    };
+    services.emitter.emit(crate::event::Event::warning(
+        Some(&node.id),
+        code,
+        &format!(
+            "node {} uses the {} backend, which cannot continue a thread; full fidelity runs as summary:high",
+            node.id, node.llm.backend
+        ),
+    ));
+    Fidelity::SummaryHigh
 }
 
 /// Scaffolding for handler unit tests: a run over a temporary directory and a workflow

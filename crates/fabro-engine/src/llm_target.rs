@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fabro_language::model::Backend;
 use fabro_language::{HandlerKind, Workflow};
 use fabro_llm::simulated::SimulatedClient;
 use fabro_llm::{
@@ -364,7 +365,11 @@ impl LlmSetup {
                     {
                         Some(provider) => provider,
                         None => {
-                            simulated_by_default = true;
+                            // An acp agent does not use the provider it resolves to, so
+                            // it does not make the run a simulated one.
+                            if external_backend(node) != Some(Backend::Acp) {
+                                simulated_by_default = true;
+                            }
                             Provider::Simulated
                         }
                     },
@@ -377,6 +382,12 @@ impl LlmSetup {
             };
             let (client, fallbacks) = if dry_run || provider == Provider::Simulated {
                 (simulated_client.clone(), Vec::new())
+            } else if let Some(backend) = external_backend(node) {
+                // SPEC 5.2.2, 5.2.3: an external agent brings its own credentials and
+                // calls no provider API through fabro, so it needs no key, no client
+                // and no failover chain.
+                let client: Arc<dyn LlmClient> = Arc::new(NoApiClient { backend, provider });
+                (client, Vec::new())
             } else if !defaults.credentials.contains(&provider)
                 && provider != Provider::OpenAiCompatible
             {
@@ -464,6 +475,46 @@ impl LlmSetup {
     }
 }
 
+/// The backend of an agent node that runs an external agent instead of fabro's own
+/// loop: `cli` (whose provider has a CLI, SPEC 5.2.2; with `simulated` it runs like
+/// `api`, which [`LlmSetup::resolve`] handles before asking) and `acp` (SPEC 5.2.3).
+/// `None` for every other node: prompt nodes ignore `backend` (SPEC 2.10).
+fn external_backend(node: &fabro_language::Node) -> Option<Backend> {
+    if node.handler != HandlerKind::Agent {
+        return None;
+    }
+    match node.llm.backend {
+        Backend::Cli | Backend::Acp => Some(node.llm.backend),
+        Backend::Api => None,
+    }
+}
+
+/// The client of a node whose external agent talks to its provider itself. Nothing
+/// calls it; if something did, it would fail as a configuration error instead of
+/// reaching a provider without credentials.
+struct NoApiClient {
+    backend: Backend,
+    provider: Provider,
+}
+
+impl LlmClient for NoApiClient {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a fabro_llm::Request,
+    ) -> fabro_llm::BoxFuture<'a, Result<fabro_llm::Response, fabro_llm::LlmError>> {
+        Box::pin(async move {
+            Err(fabro_llm::LlmError::new(
+                fabro_llm::LlmErrorKind::Configuration,
+                self.provider.as_str(),
+                format!(
+                    "the {} backend makes no provider API calls through fabro",
+                    self.backend.as_str()
+                ),
+            ))
+        })
+    }
+}
+
 /// The provider of a model: the catalog entry, else the id's prefix (SPEC 10.2).
 pub fn infer_provider(model: &str) -> Option<Provider> {
     if let Some(info) = catalog::find(model) {
@@ -526,6 +577,87 @@ mod tests {
         let target = dry.target_for(workflow.node(workflow.find("a").expect("a")));
         assert_eq!(target.model, "claude-sonnet-4-6");
         assert!(!dry.simulated_by_default());
+    }
+
+    #[tokio::test]
+    async fn external_agents_need_no_credentials() {
+        let workflow = workflow(
+            r#"digraph { start [shape=Mdiamond] exit [shape=Msquare]
+                c [shape=box, backend="cli", provider="anthropic"]
+                x [shape=box, backend="cli", model="gpt5"]
+                g [shape=box, backend="acp", provider="gemini", acp_command="agent"]
+                start -> c -> x -> g -> exit }"#,
+        );
+        let mut defaults = LlmDefaults {
+            // Keys that would make an openai fallback usable; `credentials` stays empty, so
+            // every node resolves without credentials.
+            providers: settings(
+                &[
+                    ("ANTHROPIC_API_KEY", "sk-a".to_owned()),
+                    ("OPENAI_API_KEY", "sk-o".to_owned()),
+                ],
+                &LlmConfig::default(),
+            ),
+            ..LlmDefaults::default()
+        };
+        defaults.providers.fallbacks =
+            BTreeMap::from([("anthropic".to_owned(), vec!["openai".to_owned()])]);
+        let setup = LlmSetup::resolve(&workflow, &defaults, Arc::default(), false)
+            .expect("cli and acp agents bring their own credentials");
+        assert!(!setup.simulated_by_default());
+        let target = |id: &str| setup.target_for(workflow.node(workflow.find(id).expect("node")));
+        let cli = target("c");
+        assert_eq!(
+            (cli.provider, cli.model.as_str()),
+            (Provider::Anthropic, "claude-sonnet-4-6")
+        );
+        assert!(cli.fallbacks.is_empty(), "failover is api-only");
+        assert_eq!(target("x").provider, Provider::OpenAi);
+        assert_eq!(target("g").provider, Provider::Gemini);
+        // The placeholder client never reaches a provider.
+        let request = fabro_llm::Request::default();
+        let error = cli.client.complete(&request).await.expect_err("no calls");
+        assert_eq!(error.kind, fabro_llm::LlmErrorKind::Configuration);
+    }
+
+    #[test]
+    fn api_agents_and_prompt_nodes_still_need_their_key() {
+        for text in [
+            r#"digraph { start [shape=Mdiamond] a [shape=box, provider="openai"] exit [shape=Msquare] start -> a -> exit }"#,
+            r#"digraph { start [shape=Mdiamond] a [shape=box, backend="api", provider="openai"] exit [shape=Msquare] start -> a -> exit }"#,
+            // Prompt nodes ignore `backend` (SPEC 2.10).
+            r#"digraph { start [shape=Mdiamond] a [shape=tab, backend="cli", provider="openai"] exit [shape=Msquare] start -> a -> exit }"#,
+        ] {
+            let error = LlmSetup::resolve(
+                &workflow(text),
+                &LlmDefaults::default(),
+                Arc::default(),
+                false,
+            )
+            .err();
+            assert_eq!(
+                error.map(|e| e.to_string()).as_deref(),
+                Some("missing credentials for provider openai (set OPENAI_API_KEY)"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn acp_agents_do_not_make_a_run_simulated_but_cli_agents_do() {
+        let acp = workflow(
+            r#"digraph { start [shape=Mdiamond] a [shape=box, backend="acp", acp_command="agent"] exit [shape=Msquare] start -> a -> exit }"#,
+        );
+        let setup = LlmSetup::resolve(&acp, &LlmDefaults::default(), Arc::default(), false)
+            .expect("resolves");
+        assert!(!setup.simulated_by_default());
+        // SPEC 5.2.2: a cli agent whose provider falls back to simulated runs like api.
+        let cli = workflow(
+            r#"digraph { start [shape=Mdiamond] a [shape=box, backend="cli"] exit [shape=Msquare] start -> a -> exit }"#,
+        );
+        let setup = LlmSetup::resolve(&cli, &LlmDefaults::default(), Arc::default(), false)
+            .expect("resolves");
+        assert!(setup.simulated_by_default());
     }
 
     #[test]

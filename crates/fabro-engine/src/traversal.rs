@@ -787,7 +787,7 @@ impl Traversal {
             self.watchdog_paused
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        let handles_own_timeout = matches!(spec.handler, HandlerKind::Command | HandlerKind::Human);
+        let handles_own_timeout = handler::handles_own_timeout(spec);
         let execution = CatchPanic::new(handler::execute(&input));
         // A branch whose join is satisfied drops its handler (killing its processes) and
         // ends the stage `skipped` (SPEC 5.7).

@@ -87,6 +87,7 @@ pub async fn run_acp_agent(
         .spawn()
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "acp",
                 program: program.clone(),
             },
             _ => AgentError::Spawn {
@@ -141,8 +142,8 @@ pub async fn run_acp_agent(
                 AgentFailure::new(
                     FailureClass::TransientInfra,
                     format!(
-                        "acp agent timed out after {}s",
-                        config.timeout.map_or(0, |timeout| timeout.as_secs())
+                        "acp agent timed out after {}",
+                        format_timeout(config.timeout.unwrap_or_default())
                     ),
                 )
             })
@@ -164,6 +165,15 @@ pub async fn run_acp_agent(
         last_touched,
         failure,
     })
+}
+
+/// A timeout as `{n}s`, or `{n}ms` when it is not a whole number of seconds.
+fn format_timeout(timeout: Duration) -> String {
+    if timeout.subsec_nanos() == 0 {
+        format!("{}s", timeout.as_secs())
+    } else {
+        format!("{}ms", timeout.as_millis())
+    }
 }
 
 /// The failure a `stopReason` means.
@@ -459,6 +469,34 @@ sleep 30
     }
 
     #[tokio::test]
+    async fn a_timeout_sends_session_cancel_and_is_transient() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-7"}}'
+read -r prompt
+read -r cancel
+printf '%s' "$cancel" > cancel-seen.txt
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        config.timeout = Some(Duration::from_millis(300));
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::TransientInfra);
+        assert_eq!(failure.reason, "acp agent timed out after 300ms");
+        assert!(fs_err::read_to_string(dir.path().join("cancel-seen.txt"))
+            .unwrap()
+            .contains("\"method\":\"session/cancel\""));
+        assert_eq!(format_timeout(Duration::from_secs(5)), "5s");
+    }
+
+    #[tokio::test]
     async fn errors_and_stop_reasons() {
         let bin = tempfile::tempdir().unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -485,5 +523,23 @@ echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported vers
             FailureClass::BudgetExhausted
         );
         assert_eq!(stop_failure("end_turn"), None);
+    }
+
+    #[tokio::test]
+    async fn a_missing_agent_names_the_acp_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = AcpAgentConfig::new(
+            vec!["fabro-no-such-acp-agent".to_owned(), "--acp".to_owned()],
+            dir.path(),
+            ProcessEnv::inherit(),
+        );
+        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "acp backend requires 'fabro-no-such-acp-agent' on PATH"
+        );
+        assert_eq!(error.class(), FailureClass::Deterministic);
     }
 }

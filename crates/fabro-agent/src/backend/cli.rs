@@ -156,6 +156,7 @@ pub async fn run_cli_agent(
         .spawn()
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "cli",
                 program: config.program.clone(),
             },
             _ => AgentError::Spawn {
@@ -302,7 +303,25 @@ fn parse_output(format: CliOutputFormat, stdout: &str) -> (String, Usage) {
                 .and_then(|document| document["response"].as_str())
                 .unwrap_or_default()
                 .to_owned();
-            (text, Usage::default())
+            // `stats.models.{model}.tokens`: prompt (cache reads included), cached,
+            // candidates and thoughts, mapped as the gemini API adapter maps its
+            // usage block (thoughts count as output and as reasoning).
+            let mut usage = Usage::default();
+            let models = document
+                .as_ref()
+                .and_then(|document| document["stats"]["models"].as_object());
+            for model in models.into_iter().flat_map(|models| models.values()) {
+                let tokens = &model["tokens"];
+                let thoughts = tokens["thoughts"].as_u64().unwrap_or(0);
+                usage.add(&Usage {
+                    input_tokens: tokens["prompt"].as_u64().unwrap_or(0),
+                    output_tokens: tokens["candidates"].as_u64().unwrap_or(0) + thoughts,
+                    reasoning_tokens: thoughts,
+                    cache_read_tokens: tokens["cached"].as_u64().unwrap_or(0),
+                    ..Usage::default()
+                });
+            }
+            (text, usage)
         }
     }
 }
@@ -473,11 +492,27 @@ echo '{"type":"result","result":"All done {\"outcome\":\"success\"}","usage":{"i
             ),
             (7, 2, 3)
         );
-        let (text, _) = parse_output(
+        let (text, usage) = parse_output(
             CliOutputFormat::GeminiJson,
             "{\"response\": \"hi\", \"stats\": {}}",
         );
         assert_eq!(text, "hi");
+        assert_eq!(usage, Usage::default());
+        let gemini = r#"{"response": "done", "stats": {"models": {
+            "gemini-3.1-pro-preview": {"api": {"totalRequests": 2},
+                "tokens": {"prompt": 2000, "candidates": 20, "total": 2174, "cached": 1500, "thoughts": 154, "tool": 0}},
+            "gemini-3-flash-preview": {"tokens": {"prompt": 100, "candidates": 10}}}}}"#;
+        let (text, usage) = parse_output(CliOutputFormat::GeminiJson, gemini);
+        assert_eq!(text, "done");
+        assert_eq!(
+            (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.reasoning_tokens,
+                usage.cache_read_tokens
+            ),
+            (2100, 184, 154, 1500)
+        );
         let (text, _) = parse_output(CliOutputFormat::ClaudeStreamJson, "garbage");
         assert_eq!(text, "");
         assert!(

@@ -1,6 +1,7 @@
 //! `fabro run` against a real provider client pointed at the twin (`fabro-twin`): the
 //! call goes over HTTP with the key in its header, and the key appears in no file the
-//! run wrote, no event and no output (SPEC 13.1).
+//! run wrote, no event and no output (SPEC 13.1); and issue 6's plan → implement →
+//! review workflow over the real Anthropic client, tool calls and all.
 
 use std::path::Path;
 
@@ -128,4 +129,120 @@ fn find_file(dir: &Path, name: &str) -> std::path::PathBuf {
         }
     }
     dir.join(name)
+}
+
+const PLAN_IMPLEMENT_REVIEW: &str = r#"digraph w {
+  graph [goal="Add a greeting module", default_model="sonnet"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  plan [shape=tab, prompt="Plan: $goal"]
+  implement [shape=box, prompt="Implement the plan"]
+  review [shape=tab, prompt="Review the change"]
+  start -> plan -> implement -> review
+  review -> implement [label="revise"]
+  review -> exit [label="approve"]
+}
+"#;
+
+fn write_turn(id: &str, path: &str, content: &str) -> Reply {
+    let arguments = serde_json::json!({"file_path": path, "content": content}).to_string();
+    Reply::Turn(fabro_twin::Turn::text("").with_tool_call(id, "write_file", &arguments))
+}
+
+/// Issue 6, acceptance 1: plan → implement → review over the real Anthropic client
+/// against the twin. The agent writes a file through a tool call, review sends the run
+/// back once with `preferred_next_label` JSON inside prose, and the run branch holds
+/// the written file.
+#[test]
+fn plan_implement_review_against_the_twin() {
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.enqueue([
+        Reply::text("1. Write src/greet.rs"),
+        write_turn("toolu_1", "src/greet.rs", "pub fn greet() {}\n"),
+        Reply::text("Implemented greet."),
+        Reply::text(
+            "The function lacks docs.\n\nVerdict: {\"preferred_next_label\": \"revise\"} Please fix.",
+        ),
+        write_turn("toolu_2", "src/greet.rs", "/// Greets.\npub fn greet() {}\n"),
+        Reply::text("Documented greet."),
+        Reply::text("Looks good now. {\"preferred_next_label\": \"approve\"}"),
+    ]);
+    twin.set_fallback(Reply::bad_request());
+    let env = TestEnv::new("plan_implement_review_against_the_twin");
+    let git = |args: &[&str]| {
+        let output = env.command("git").args(args).output().expect("git runs");
+        assert!(output.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    env.write("w.fabro", PLAN_IMPLEMENT_REVIEW);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "w.fabro"]);
+    git(&["commit", "-q", "-m", "init"]);
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["run", "w.fabro", "--run-id", "r1"])
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ANTHROPIC_BASE_URL", twin.base_url())
+        .output()
+        .expect("fabro runs");
+    let requests = twin.requests();
+    drop(twin);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(requests.len(), 7, "every queued reply was used once");
+    assert!(requests
+        .iter()
+        .all(|request| request.path == "/v1/messages" && request.header("x-api-key") == Some(KEY)));
+    // The agent's second call carries the tool result of the first (SPEC 10.1.1).
+    let messages = requests[2].body["messages"].as_array().expect("messages");
+    let results = messages
+        .last()
+        .and_then(|message| message["content"].as_array())
+        .expect("a tool-result turn");
+    assert_eq!(results[0]["type"], "tool_result");
+    assert_eq!(results[0]["tool_use_id"], "toolu_1");
+    let run_dir = env.fabro_home().join("scratch/r1");
+    for stage in [
+        "001-start@1",
+        "002-plan@1",
+        "003-implement@1",
+        "004-review@1",
+        "005-implement@2",
+        "006-review@2",
+    ] {
+        let dir = run_dir.join("stages").join(stage);
+        assert!(dir.join("status.json").is_file(), "{stage}");
+        if !stage.contains("start") {
+            assert!(dir.join("prompt.md").is_file(), "{stage}");
+            assert!(dir.join("response.md").is_file(), "{stage}");
+        }
+    }
+    assert_eq!(
+        fs_err::read_to_string(run_dir.join("stages/005-implement@2/response.md"))
+            .expect("response"),
+        "Documented greet."
+    );
+    let status: serde_json::Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("stages/003-implement@1/status.json"))
+            .expect("status"),
+    )
+    .expect("JSON");
+    assert_eq!(status["files_touched"], serde_json::json!(["src/greet.rs"]));
+    assert_eq!(status["provider"], "anthropic");
+    assert_eq!(
+        git(&["show", "fabro/run/r1:src/greet.rs"]),
+        "/// Greets.\npub fn greet() {}\n"
+    );
+    assert!(
+        !env.work_dir().join("src").exists(),
+        "the user's tree is untouched"
+    );
 }

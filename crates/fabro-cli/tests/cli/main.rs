@@ -1,5 +1,6 @@
 //! Black-box tests of the `fabro` binary: exit codes, stdout, stderr and files.
 
+mod backends;
 mod blobs;
 mod config;
 mod corpus;

@@ -87,6 +87,9 @@ impl AgentConversation {
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
                 config.write_scope.clone_from(&node.llm.write_scope);
+                // The agent enforces the node timeout itself (`handles_own_timeout`), so
+                // it can send `session/cancel` first (SPEC 5.2.3).
+                config.timeout = node.timeout;
                 started("acp");
                 Ok(AgentConversation::Acp {
                     config,
@@ -154,12 +157,15 @@ impl AgentConversation {
             AgentConversation::Cli { config, original } => {
                 original.clear();
                 original.push_str(text);
-                reply_of(run_cli_agent(config, text, cancel).await)
+                external_reply(
+                    config.model.as_deref(),
+                    run_cli_agent(config, text, cancel).await,
+                )
             }
             AgentConversation::Acp { config, original } => {
                 original.clear();
                 original.push_str(text);
-                reply_of(run_acp_agent(config, text, cancel).await)
+                external_reply(None, run_acp_agent(config, text, cancel).await)
             }
         }
     }
@@ -177,11 +183,14 @@ impl AgentConversation {
             AgentConversation::Api(_) => self.send(input, message).await,
             AgentConversation::Cli { config, original } => {
                 let prompt = repair_prompt(original, rejected, message);
-                reply_of(run_cli_agent(config, &prompt, cancel).await)
+                external_reply(
+                    config.model.as_deref(),
+                    run_cli_agent(config, &prompt, cancel).await,
+                )
             }
             AgentConversation::Acp { config, original } => {
                 let prompt = repair_prompt(original, rejected, message);
-                reply_of(run_acp_agent(config, &prompt, cancel).await)
+                external_reply(None, run_acp_agent(config, &prompt, cancel).await)
             }
         }
     }
@@ -193,16 +202,42 @@ fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
 }
 
 /// The environment of agent tools and processes (SPEC 13.5); external CLIs get their
-/// own provider's key back.
+/// own provider's key back (gemini's under both of its names, SPEC 10.1).
 fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
     let mut env = input.services.sandbox_env.clone();
     if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
-        let variable = credential_variable(provider);
-        if let Some(value) = std::env::var_os(variable) {
-            env.set(variable, value);
+        let extra: &[&str] = match provider {
+            Provider::Gemini => &["GOOGLE_API_KEY"],
+            Provider::Anthropic
+            | Provider::OpenAi
+            | Provider::OpenAiCompatible
+            | Provider::Simulated => &[],
+        };
+        for variable in std::iter::once(credential_variable(provider)).chain(extra.iter().copied())
+        {
+            if let Some(value) = std::env::var_os(variable) {
+                env.set(variable, value);
+            }
         }
     }
     env
+}
+
+/// The reply of an external agent: usage only when the agent reported some (SPEC
+/// 5.2.2), priced from the catalog when the agent gave no cost (SPEC 10.1.4).
+fn external_reply(model: Option<&str>, result: Result<AgentOutcome, AgentError>) -> Reply {
+    let mut reply = reply_of(result);
+    reply.usage = reply
+        .usage
+        .filter(|usage| *usage != fabro_llm::Usage::default())
+        .map(|mut usage| {
+            if usage.cost_usd.is_none() {
+                usage.cost_usd =
+                    model.and_then(|model| fabro_llm::catalog::cost_usd(model, &usage));
+            }
+            usage
+        });
+    reply
 }
 
 fn reply_of(result: Result<AgentOutcome, AgentError>) -> Reply {

@@ -603,6 +603,54 @@ fi
 }
 
 #[test]
+fn external_agents_degrade_full_fidelity_with_a_warning_per_backend() {
+    use crate::handler::{handles_own_timeout, stage_fidelity};
+    use fabro_language::model::Fidelity;
+    let mut run = TestRun::new();
+    let workflow = workflow(
+        r#"digraph {
+            cli [shape=box, backend="cli", provider="anthropic"]
+            sim [shape=box, backend="cli", provider="simulated"]
+            acp [shape=box, backend="acp", acp_command="agent"]
+            api [shape=box, provider="simulated"]
+            ask [shape=tab, backend="cli", provider="simulated"]
+        }"#,
+    );
+    run.services.llm = LlmSetup::resolve(&workflow, &LlmDefaults::default(), Arc::default(), false)
+        .expect("external agents need no key");
+    let node = |id: &str| workflow.node(workflow.find(id).expect("node"));
+    let fidelity =
+        |id: &str, fidelity, run: &TestRun| stage_fidelity(node(id), fidelity, &run.services);
+    assert_eq!(fidelity("cli", Fidelity::Full, &run), Fidelity::SummaryHigh);
+    assert_eq!(fidelity("acp", Fidelity::Full, &run), Fidelity::SummaryHigh);
+    // A cli agent on the simulated provider runs like api, threads included.
+    assert_eq!(fidelity("sim", Fidelity::Full, &run), Fidelity::Full);
+    assert_eq!(fidelity("api", Fidelity::Full, &run), Fidelity::Full);
+    assert_eq!(fidelity("ask", Fidelity::Full, &run), Fidelity::Full);
+    assert_eq!(fidelity("cli", Fidelity::Compact, &run), Fidelity::Compact);
+    let warnings: Vec<(Option<String>, serde_json::Value)> = run
+        .events()
+        .into_iter()
+        .filter(|event| event.event == "Warning")
+        .map(|event| (event.node_id, event.properties["code"].clone()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some("cli".to_owned()), json!("cli_no_threads")),
+            (Some("acp".to_owned()), json!("acp_no_threads")),
+        ]
+    );
+    // A dry run simulates every handler, so nothing degrades.
+    run.services.dry_run = true;
+    assert_eq!(fidelity("acp", Fidelity::Full, &run), Fidelity::Full);
+    // Only acp agents (of the LLM nodes) enforce the node timeout themselves.
+    assert!(handles_own_timeout(node("acp")));
+    assert!(!handles_own_timeout(node("cli")));
+    assert!(!handles_own_timeout(node("api")));
+}
+
+#[test]
 fn failure_classes_agree_with_the_llm_layer() {
     use fabro_llm::LlmErrorKind;
     for kind in [
