@@ -754,8 +754,17 @@ impl PreparedRun {
             resumed_stage: resume.is_some(),
             last_stage_dir: None,
         };
+        // A run killed after its exit stage's checkpoint but before the final one has
+        // nothing left to execute: resuming it only finishes it.
+        let exit_completed = resume.as_ref().is_some_and(|checkpoint| {
+            checkpoint.next_node_id.is_none()
+                && checkpoint.current_node.as_deref().and_then(|id| self.workflow.find(id))
+                    == self.workflow.exit()
+                && self.workflow.exit().is_some()
+        });
         let start = match &resume {
             None => self.workflow.start(),
+            Some(_) if exit_completed => self.workflow.exit(),
             Some(checkpoint) => checkpoint
                 .next_node_id
                 .as_deref()
@@ -828,6 +837,9 @@ impl PreparedRun {
                 reason,
                 class: FailureClass::Deterministic,
                 node_id: None,
+            },
+            None if exit_completed => RunEnd::Completed {
+                status: traversal.completion_status(),
             },
             None => {
                 let watchdog = spawn_watchdog(

@@ -951,7 +951,7 @@ impl Traversal {
     }
 
     /// The run status when the exit stage completes (SPEC 4.7).
-    fn completion_status(&self) -> StageStatus {
+    pub(crate) fn completion_status(&self) -> StageStatus {
         let clean =
             self.state.node_outcomes.values().all(|outcome| {
                 matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)

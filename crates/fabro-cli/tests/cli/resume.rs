@@ -209,6 +209,47 @@ fn finished_runs_and_unknown_runs_are_refused() {
     assert!(stderr(&output).contains("missing"), "{}", stderr(&output));
 }
 
+/// A run killed after its exit stage's checkpoint but before the final one: resuming
+/// executes nothing and only finishes the run.
+#[test]
+fn a_run_killed_after_its_exit_stage_finishes_on_resume() {
+    let env = TestEnv::new("resume_after_exit");
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=parallelogram, script=\"echo ran >> trace.txt\"]
+  start -> work -> exit
+}
+",
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "late1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let run_dir = env.fabro_home().join("scratch/late1");
+    // Drop the final checkpoint: the newest durable state is the exit stage's.
+    let journal = fs_err::read_to_string(run_dir.join("journal.jsonl")).expect("journal");
+    let lines: Vec<&str> = journal.lines().collect();
+    fs_err::write(
+        run_dir.join("journal.jsonl"),
+        format!("{}\n", lines[..lines.len() - 1].join("\n")),
+    )
+    .expect("write");
+    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint");
+    fs_err::write(
+        run_dir.join("checkpoint.json"),
+        text.replace("\"run_status\":\"success\"", "\"run_status\":\"running\""),
+    )
+    .expect("write");
+    let output = fabro(&env, &["resume", "late1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(checkpoint(&run_dir)["run_status"], "success");
+    assert_eq!(trace(&env, "trace.txt"), ["ran"], "nothing ran again");
+    let events = fs_err::read_to_string(run_dir.join("events.jsonl")).expect("events");
+    let last = events.lines().last().expect("events");
+    assert!(last.contains("WorkflowRunCompleted"), "{last}");
+}
+
 /// Kills `fabro run` with SIGKILL at 20 moments spread over the run (stages, checkpoint
 /// writes and everything between) and resumes until the run finishes. Every run must end
 /// with the uninterrupted run's path and context, and only an interrupted stage may
