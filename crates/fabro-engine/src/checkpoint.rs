@@ -332,10 +332,30 @@ pub fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
 /// commit, or whose metadata commit a run-branch commit names in its `Fabro-Checkpoint`
 /// trailer; `git_commit_sha` is set to that commit. A newer stage whose run-branch
 /// commit never happened does not count.
-pub fn load_newest_from_git(repo: &Path, run_id: &str) -> Result<Option<Checkpoint>, LoadError> {
+///
+/// First the refs are brought forward to the newest run-branch commit the journal in
+/// `run_dir` records ([`RunHistory::recover_refs`](crate::git::RunHistory::recover_refs)),
+/// since after an operating-system crash the synced journal can be ahead of the refs.
+pub fn load_newest_from_git(
+    repo: &Path,
+    run_dir: &Path,
+    run_id: &str,
+) -> Result<Option<Checkpoint>, LoadError> {
     let Some(history) = crate::git::RunHistory::open(repo)? else {
         return Ok(None);
     };
+    let journaled = match crate::journal::replay(&journal_path(run_dir)) {
+        Ok(replayed) => replayed.and_then(|checkpoint| checkpoint.git_commit_sha),
+        Err(error) => {
+            tracing::warn!(error = %crate::error_chain(&error), "cannot read the journal; resuming from the refs alone");
+            None
+        }
+    };
+    if let Some(sha) = journaled {
+        if history.recover_refs(run_id, &sha)? {
+            tracing::warn!(run_id, %sha, "the run's refs were behind its journal; moved them forward");
+        }
+    }
     let commits = history.run_commits_by_checkpoint(run_id)?;
     for entry in history.metadata_history(run_id)? {
         let entry = entry?;

@@ -758,7 +758,10 @@ impl PreparedRun {
         // nothing left to execute: resuming it only finishes it.
         let exit_completed = resume.as_ref().is_some_and(|checkpoint| {
             checkpoint.next_node_id.is_none()
-                && checkpoint.current_node.as_deref().and_then(|id| self.workflow.find(id))
+                && checkpoint
+                    .current_node
+                    .as_deref()
+                    .and_then(|id| self.workflow.find(id))
                     == self.workflow.exit()
                 && self.workflow.exit().is_some()
         });

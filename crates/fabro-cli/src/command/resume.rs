@@ -36,7 +36,9 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     };
     let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
         (Some(_), Some(repo_root)) => {
-            match load_newest_from_git(Path::new(repo_root), &run_id).map_err(load_error)? {
+            match load_newest_from_git(Path::new(repo_root), paths.run_dir(), &run_id)
+                .map_err(load_error)?
+            {
                 Some(checkpoint) => Some(checkpoint),
                 // Killed before the initial metadata commit: no stage ran, so the run
                 // starts over from its initial state at the base commit.

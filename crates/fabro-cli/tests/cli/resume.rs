@@ -209,6 +209,78 @@ fn finished_runs_and_unknown_runs_are_refused() {
     assert!(stderr(&output).contains("missing"), "{}", stderr(&output));
 }
 
+/// After an operating-system crash the refs can lag behind the synced journal (ref
+/// updates are not synced, the packs and the journal are). Resume moves them forward to
+/// the journal's newest commit instead of running completed stages again.
+#[test]
+fn resume_recovers_refs_that_lag_behind_the_journal() {
+    let env = TestEnv::new("resume_lagging_refs");
+    // Outside the working directory: with git, commands run in the run's worktree.
+    let trace_path = env.fabro_home().join("trace.txt");
+    let go = env.fabro_home().join("go");
+    env.write(
+        "w.fabro",
+        &format!(
+            "digraph w {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script=\"echo a >> {trace}; echo a > a.txt\"]
+  b [shape=parallelogram, script=\"[ -e {go} ] || sleep 30; echo b >> {trace}\"]
+  start -> a -> b -> exit
+}}
+",
+            trace = trace_path.display(),
+            go = go.display()
+        ),
+    );
+    env.write("responses.json", "{}");
+    let git = |args: &[&str]| {
+        let output = env.command("git").args(args).output().expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "w.fabro", "responses.json"]);
+    git(&["commit", "-q", "-m", "init"]);
+    let mut child = start_run(&env, "lag1");
+    let run_dir = env.fabro_home().join("scratch/lag1");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).unwrap_or_default();
+        if text.contains("\"next_node_id\":\"b\"") && !text.contains("\"git_commit_sha\":null") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never reached b");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // Lose the last ref updates, as an operating-system crash could.
+    let branch = "refs/heads/fabro/run/lag1";
+    let a_commit = git(&["rev-parse", branch]);
+    let metadata = git(&["rev-parse", "refs/fabro/lag1"]);
+    git(&["update-ref", branch, &format!("{a_commit}~1")]);
+    git(&["update-ref", "refs/fabro/lag1", &format!("{metadata}~1")]);
+    fs_err::write(&go, "").expect("write");
+    let output = resume(&env, "lag1");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let executed = fs_err::read_to_string(&trace_path).expect("trace");
+    assert_eq!(executed, "a\nb\n", "a ran once");
+    let subjects = git(&["log", "--format=%s", branch]);
+    let subjects: Vec<&str> = subjects.lines().collect();
+    assert_eq!(
+        subjects,
+        [
+            "fabro(lag1): exit (success)",
+            "fabro(lag1): b (success)",
+            "fabro(lag1): a (success)",
+            "fabro(lag1): start (success)",
+            "init"
+        ]
+    );
+    git(&["fsck", "--strict"]);
+}
+
 /// A run killed after its exit stage's checkpoint but before the final one: resuming
 /// executes nothing and only finishes the run.
 #[test]

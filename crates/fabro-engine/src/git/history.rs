@@ -194,6 +194,52 @@ impl RunHistory {
         Ok(files)
     }
 
+    /// Moves the run branch and the metadata ref of `run_id` forward to the run-branch
+    /// commit `commit_sha` and the metadata commit its `Fabro-Checkpoint` trailer names,
+    /// when those commits exist and each ref is behind them (missing, or an ancestor).
+    ///
+    /// Objects reach the disk synced before the refs move, and the journal records the
+    /// commit only after that, but ref updates themselves are not synced: after an
+    /// operating-system crash the journal can be ahead of the refs. Resume calls this with
+    /// the journal's newest commit so that no completed stage is lost (SPEC 13.2). Never
+    /// moves a ref backwards or sideways; returns whether anything moved.
+    pub fn recover_refs(&self, run_id: &str, commit_sha: &str) -> Result<bool, GitError> {
+        let Ok(commit) = self.find_commit(commit_sha) else {
+            return Ok(false);
+        };
+        let metadata = commit
+            .message()
+            .and_then(|message| trailer(message, "Fabro-Checkpoint"))
+            .and_then(|sha| self.find_commit(sha).ok())
+            .map(|metadata| metadata.id());
+        let mut moved = false;
+        let targets = [
+            (metadata_ref_name(run_id), metadata),
+            (
+                format!("refs/heads/{}", run_branch_name(run_id)),
+                Some(commit.id()),
+            ),
+        ];
+        for (name, target) in targets {
+            let Some(target) = target else { continue };
+            let behind = match self.repo.refname_to_id(&name) {
+                Ok(current) if current == target => false,
+                Ok(current) => self
+                    .repo
+                    .graph_descendant_of(target, current)
+                    .map_err(GitError::git(format!("compare {name} with {target}")))?,
+                Err(_) => true,
+            };
+            if behind {
+                self.repo
+                    .reference(&name, target, true, "fabro: recover after a crash")
+                    .map_err(GitError::git(format!("update {name}")))?;
+                moved = true;
+            }
+        }
+        Ok(moved)
+    }
+
     fn find_commit(&self, sha: &str) -> Result<git2::Commit<'_>, GitError> {
         Oid::from_str(sha)
             .and_then(|oid| self.repo.find_commit(oid))

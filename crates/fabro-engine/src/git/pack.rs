@@ -134,7 +134,7 @@ impl PackStore {
             }
             let stem = self.write_pack(&entries, |out| {
                 for (path, region) in &regions {
-                    let mut file = File::open(path)?;
+                    let mut file = fs_err::File::open(path)?;
                     file.seek(SeekFrom::Start(HEADER_BYTES))?;
                     let copied = io::copy(&mut BufReader::new(file).take(*region), out)?;
                     if copied != *region {
@@ -206,7 +206,7 @@ impl PackStore {
         fs_err::rename(&pack_temporary, stem.with_extension("pack"))?;
         fs_err::rename(&index_temporary, stem.with_extension("idx"))?;
         if self.durable {
-            File::open(&self.directory)?.sync_all()?;
+            fs_err::File::open(&self.directory)?.sync_all()?;
         }
         Ok(stem)
     }

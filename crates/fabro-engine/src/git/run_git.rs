@@ -180,6 +180,10 @@ impl RunGit {
         worktree_path: &Path,
         settings: RunGitSettings,
     ) -> Result<RunGit, GitError> {
+        // Refs are only ever pointed at commits fabro has just written (and synced), so
+        // libgit2's existence check before each ref update (a lookup through every pack)
+        // is skipped. The setting is process-wide.
+        git2::opts::strict_object_creation(false);
         let repo = open(worktree_path)?;
         let head = repo
             .head()
