@@ -7,7 +7,9 @@
 //! merges them like a log-structured tree: whenever the newest [`MERGE_WIDTH`] packs have the
 //! same tier they become one pack of the next tier. Merging copies the packs' entries byte for
 //! byte (no decompression), so a run of `n` cycles keeps `O(log n)` packs and copies each
-//! object `O(log n)` times.
+//! object `O(log n)` times. A merge that would exceed [`SEAL_BYTES`] is not made: its packs are
+//! sealed and never rewritten, so long runs with large checkpoints do not copy megabytes per
+//! cycle (they end with one sealed pack per few megabytes).
 //!
 //! Crash safety follows git's own rule: the `.pack` is complete and renamed into place before
 //! its `.idx`, and readers only use packs that have an index. With `durable`, both files and
@@ -27,6 +29,10 @@ use super::object::{oid_from_digest, RawObject};
 
 /// How many packs of one tier are merged into one of the next.
 const MERGE_WIDTH: usize = 4;
+/// Packs are not merged into one larger than this.
+const SEAL_BYTES: u64 = 4 * 1024 * 1024;
+/// The tier of sealed packs, which never merge again.
+const SEALED: u32 = u32::MAX;
 /// Size of the pack header: `PACK`, version, object count.
 const HEADER_BYTES: u64 = 12;
 /// Size of a SHA-1 trailer.
@@ -48,6 +54,8 @@ struct WrittenPack {
     /// `objects/pack/pack-{checksum}`, without extension.
     stem: PathBuf,
     tier: u32,
+    /// Bytes of the entries (the pack without header and trailer).
+    region: u64,
     entries: Vec<IndexEntry>,
 }
 
@@ -105,6 +113,7 @@ impl PackStore {
         self.packs.push(WrittenPack {
             stem,
             tier: 0,
+            region: body.len() as u64,
             entries,
         });
         self.merge_full_tiers()
@@ -112,25 +121,29 @@ impl PackStore {
 
     fn merge_full_tiers(&mut self) -> io::Result<()> {
         while self.packs.len() >= MERGE_WIDTH {
-            let newest = &self.packs[self.packs.len() - MERGE_WIDTH..];
-            let tier = newest[0].tier;
-            if newest.iter().any(|pack| pack.tier != tier) {
+            let start = self.packs.len() - MERGE_WIDTH;
+            let tier = self.packs[start].tier;
+            if tier == SEALED || self.packs[start..].iter().any(|pack| pack.tier != tier) {
                 break;
             }
-            let group = self.packs.split_off(self.packs.len() - MERGE_WIDTH);
+            let total: u64 = self.packs[start..].iter().map(|pack| pack.region).sum();
+            if total > SEAL_BYTES {
+                for pack in &mut self.packs[start..] {
+                    pack.tier = SEALED;
+                }
+                break;
+            }
+            let group = self.packs.split_off(start);
             let mut entries = Vec::new();
             let mut regions = Vec::with_capacity(group.len());
             let mut base = HEADER_BYTES;
             for pack in &group {
-                let path = pack.stem.with_extension("pack");
-                let length = fs_err::metadata(&path)?.len();
-                let region = length.saturating_sub(HEADER_BYTES + TRAILER_BYTES);
                 entries.extend(pack.entries.iter().map(|entry| IndexEntry {
                     offset: entry.offset - HEADER_BYTES + base,
                     ..*entry
                 }));
-                regions.push((path, region));
-                base += region;
+                regions.push((pack.stem.with_extension("pack"), pack.region));
+                base += pack.region;
             }
             let stem = self.write_pack(&entries, |out| {
                 for (path, region) in &regions {
@@ -157,6 +170,7 @@ impl PackStore {
             self.packs.push(WrittenPack {
                 stem,
                 tier: tier + 1,
+                region: total,
                 entries,
             });
         }
@@ -357,6 +371,40 @@ mod tests {
             .output()
             .unwrap();
         assert!(verify.status.success(), "{verify:?}");
+    }
+
+    #[test]
+    fn packs_beyond_the_seal_size_are_never_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = PackStore::new(&dir.path().join("objects"), false);
+        fs_err::create_dir_all(dir.path().join("objects/pack")).unwrap();
+        // Incompressible 1.5 MB blobs: four of them exceed the seal size together.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut noise = |len: usize| -> Vec<u8> {
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        };
+        for _ in 0..4 {
+            let object = RawObject::new(ObjectKind::Blob, noise(1_500_000));
+            store.write(&[object]).unwrap();
+        }
+        assert_eq!(store.pack_count(), 4, "sealed instead of merged");
+        for _ in 0..4 {
+            store
+                .write(&[RawObject::new(ObjectKind::Blob, noise(10))])
+                .unwrap();
+        }
+        assert_eq!(
+            store.pack_count(),
+            5,
+            "small packs still merge after sealed ones"
+        );
     }
 
     #[test]
