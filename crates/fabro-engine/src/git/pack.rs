@@ -35,8 +35,6 @@ const SEAL_BYTES: u64 = 4 * 1024 * 1024;
 const SEALED: u32 = u32::MAX;
 /// Size of the pack header: `PACK`, version, object count.
 const HEADER_BYTES: u64 = 12;
-/// Size of a SHA-1 trailer.
-const TRAILER_BYTES: u64 = 20;
 
 /// Packs written by one process into one repository's `objects/pack`.
 #[derive(Debug)]
