@@ -734,3 +734,46 @@ fn loose_objects(repo: &TestRepo) -> u64 {
     let counts = repo.git(&["count-objects"]);
     counts.split(' ').next().unwrap().parse().unwrap()
 }
+
+/// After their first write, both refs move by overwriting the loose ref file in place (no
+/// new inode); a ref that `git pack-refs` packed is written again through libgit2.
+#[test]
+fn refs_move_in_place_after_their_first_write() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(repo) = TestRepo::new() else { return };
+    let mut git = create(&repo, &[]);
+    initialize(&mut git);
+    cycle(&mut git, "a", 1);
+    let ref_files = [
+        repo.path().join(format!(".git/refs/heads/fabro/run/{RUN}")),
+        repo.path().join(format!(".git/refs/fabro/{RUN}")),
+    ];
+    let inodes = ref_files
+        .clone()
+        .map(|path| fs_err::metadata(path).unwrap().ino());
+    let (metadata, head) = cycle(&mut git, "b", 2);
+    assert_eq!(
+        ref_files
+            .clone()
+            .map(|path| fs_err::metadata(path).unwrap().ino()),
+        inodes
+    );
+    assert_eq!(repo.git(&["rev-parse", &format!("fabro/run/{RUN}")]), head);
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("refs/fabro/{RUN}")]),
+        metadata
+    );
+    repo.git(&["pack-refs", "--all"]);
+    assert!(!ref_files[0].exists());
+    let (metadata, head) = cycle(&mut git, "c", 3);
+    assert_eq!(repo.git(&["rev-parse", &format!("fabro/run/{RUN}")]), head);
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("refs/fabro/{RUN}")]),
+        metadata
+    );
+    assert_eq!(
+        repo.git(&["log", "--format=%s", &format!("fabro/run/{RUN}"), "-3"]),
+        format!("fabro({RUN}): c (success)\nfabro({RUN}): b (success)\nfabro({RUN}): a (success)")
+    );
+    repo.git(&["fsck", "--strict"]);
+}
