@@ -44,6 +44,7 @@ pub(crate) struct PackStore {
     packs: Vec<WrittenPack>,
     written: HashSet<Oid>,
     counter: u64,
+    removed: usize,
 }
 
 /// A pack this store wrote and has not merged away yet.
@@ -73,7 +74,14 @@ impl PackStore {
             packs: Vec::new(),
             written: HashSet::new(),
             counter: 0,
+            removed: 0,
         }
+    }
+
+    /// How many packs merging has removed since the last call. Readers that opened them
+    /// (libgit2 keeps every pack it has seen mapped and open) should be reopened now and then.
+    pub(crate) fn take_removed(&mut self) -> usize {
+        std::mem::take(&mut self.removed)
     }
 
     /// How many packs this store currently keeps.
@@ -157,6 +165,7 @@ impl PackStore {
                 }
                 Ok(())
             })?;
+            self.removed += group.len();
             for pack in &group {
                 // The index goes first, so no reader ever sees an index without its pack.
                 for extension in ["idx", "pack"] {

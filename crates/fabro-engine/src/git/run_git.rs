@@ -47,6 +47,9 @@ impl StagedChanges {
     }
 }
 
+/// How many merged-away packs the repository handle may hold before it is reopened.
+const REOPEN_AFTER_REMOVED_PACKS: usize = 64;
+
 /// What a run-branch commit says about its stage (SPEC 8.3 subject and trailers).
 #[derive(Debug, Clone, Copy)]
 pub struct StageCommit<'a> {
@@ -73,6 +76,8 @@ pub struct RunGit {
     /// The tree of `metadata_tip`, kept between checkpoints; `None` until first needed.
     metadata_tree: Option<MetadataTree>,
     packs: PackStore,
+    /// Packs merged away since `repo` was opened.
+    removed_packs: usize,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -207,6 +212,7 @@ impl RunGit {
             metadata_tip,
             metadata_tree: None,
             packs: PackStore::new(&main.commondir().join("objects"), true),
+            removed_packs: 0,
         })
     }
 
@@ -383,7 +389,15 @@ impl RunGit {
         if result.is_err() {
             self.metadata_tree = None;
         }
-        result
+        result?;
+        self.removed_packs += self.packs.take_removed();
+        if self.removed_packs >= REOPEN_AFTER_REMOVED_PACKS {
+            // libgit2 keeps every pack it has seen open and mapped, merged-away ones too;
+            // a fresh handle lets go of them (bounding memory and file descriptors).
+            self.repo = open(&self.worktree_path)?;
+            self.removed_packs = 0;
+        }
+        Ok(())
     }
 
     /// Points the ref `name` at `target`, which is already on disk.
