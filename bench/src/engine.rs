@@ -8,6 +8,9 @@
 //! W5 (issue 6): a chain of 100 prompt nodes on the simulated provider with zero
 //! latency, so the time per stage is the engine's own: prompt assembly with the compact
 //! preamble, the call, `prompt.md`/`response.md`, the routing scan and the checkpoint.
+//! The same chain also runs against the twin (`fabro-twin`, loopback HTTP, the Anthropic
+//! wire format), compared with 100 calls of the same client from the harness, so the
+//! difference is the engine's overhead beyond the HTTP round trip.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -61,8 +64,14 @@ pub(crate) fn workload(name: &str) -> Option<String> {
             );
             out.push_str("  spin -> spin\n");
         }
-        "w5" => {
-            out.push_str("  node [shape=tab, provider=\"simulated\"]\n");
+        "w5" | "w5t" => {
+            if name == "w5" {
+                out.push_str("  node [shape=tab, provider=\"simulated\"]\n");
+            } else {
+                out.push_str(
+                    "  node [shape=tab, provider=\"anthropic\", model=\"claude-sonnet-4-6\"]\n",
+                );
+            }
             for index in 1..=100 {
                 let _ = writeln!(out, "  p{index} [prompt=\"Step {index} of $goal\"]");
             }
@@ -171,6 +180,13 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
             rss as f64 / 1024.0
         );
     }
+    let (seconds, rss, round_trips) = w5_against_twin(fabro, &directory, runs)?;
+    let _ = writeln!(
+        table,
+        "| W5 100 prompt nodes against the twin (HTTP) | 102 | {seconds:.3} s | {:.1} MB | 100 × client round trip = {round_trips:.3} s | {:.3} ms |",
+        rss as f64 / 1024.0,
+        (seconds - round_trips) * 1000.0 / 102.0
+    );
     let resume = median(runs, || {
         resume_after_1000(fabro, &directory).unwrap_or(f64::NAN)
     });
@@ -181,6 +197,75 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
     );
     let _ = fs_err::remove_dir_all(&directory);
     Ok(table)
+}
+
+/// W5 against the twin: (median wall seconds of `fabro run`, peak RSS in KB, median
+/// seconds of 100 sequential calls of the same client from the harness).
+fn w5_against_twin(fabro: &Path, directory: &Path, runs: usize) -> Result<(f64, u64, f64), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start tokio: {error}"))?;
+    let twin = runtime
+        .block_on(fabro_twin::Twin::start())
+        .map_err(|error| format!("cannot start the twin: {error}"))?;
+    let client = crate::llm::client(fabro_llm::Provider::Anthropic, &twin)?;
+    let request = crate::llm::request("claude-sonnet-4-6");
+    let round_trips = median(runs, || {
+        runtime.block_on(async {
+            let started = Instant::now();
+            for _ in 0..100 {
+                let mut sink = |_: &fabro_llm::StreamEvent| {};
+                if client
+                    .complete_streaming(&request, &mut sink)
+                    .await
+                    .is_err()
+                {
+                    return f64::NAN;
+                }
+            }
+            started.elapsed().as_secs_f64()
+        })
+    });
+    let before = twin.request_count();
+    let work = directory.join("work-w5t");
+    fs_err::create_dir_all(&work).map_err(|error| error.to_string())?;
+    let path = work.join("w5t.fabro");
+    fs_err::write(&path, workload("w5t").ok_or("w5t")?).map_err(|error| error.to_string())?;
+    let mut rss = 0u64;
+    let mut round = 0;
+    let seconds = median(runs, || {
+        round += 1;
+        let started = Instant::now();
+        let output = Command::new("/usr/bin/time")
+            .args(["-f", "%M"])
+            .arg(fabro)
+            .args(["run", &path.to_string_lossy()])
+            .env("FABRO_HOME", directory.join(format!("home-w5t-{round}")))
+            .env("ANTHROPIC_API_KEY", "bench-key")
+            .env("ANTHROPIC_BASE_URL", twin.base_url())
+            .current_dir(&work)
+            .stdout(Stdio::null())
+            .output();
+        let elapsed = started.elapsed().as_secs_f64();
+        match output {
+            Ok(output) if output.status.success() => {
+                rss = String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .last()
+                    .and_then(|line| line.trim().parse().ok())
+                    .unwrap_or(rss);
+                elapsed
+            }
+            _ => f64::NAN,
+        }
+    });
+    let made = twin.request_count() - before;
+    if made < 100 * runs {
+        return Err(format!("W5 against the twin made only {made} requests"));
+    }
+    Ok((seconds, rss, round_trips))
 }
 
 /// A git repository at `directory` whose first commit holds `file` with `text`.
@@ -288,7 +373,7 @@ mod tests {
             variables: &variables,
             models: &AnyModel,
         };
-        for name in ["w1", "w2", "w3", "w4", "w5"] {
+        for name in ["w1", "w2", "w3", "w4", "w5", "w5t"] {
             let text = workload(name).expect("known workload");
             let checked = check("bench.fabro".as_ref(), &text, &options);
             assert!(!checked.has_errors(), "{name}: {:#?}", checked.diagnostics);

@@ -130,7 +130,7 @@ async fn run() -> Result<String, String> {
     Ok(out)
 }
 
-fn client(provider: Provider, twin: &Twin) -> Result<Arc<dyn LlmClient>, String> {
+pub(crate) fn client(provider: Provider, twin: &Twin) -> Result<Arc<dyn LlmClient>, String> {
     let settings = HttpSettings::new(base_url(provider, twin)).with_key(ApiKey::new("bench-key"));
     http_client(provider, settings)
         .ok_or("not an HTTP provider")?
@@ -144,7 +144,7 @@ fn base_url(provider: Provider, twin: &Twin) -> String {
     }
 }
 
-fn request(model: &str) -> Request {
+pub(crate) fn request(model: &str) -> Request {
     Request {
         model: model.to_owned(),
         messages: vec![Message::user("Stream a megabyte")],
