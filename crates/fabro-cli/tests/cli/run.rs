@@ -726,3 +726,63 @@ fn sub_workflow_nodes_run_the_child_as_its_own_run() {
         stdout(&output)
     );
 }
+
+/// The console interviewer (SPEC 5.5, answer source 3) on a real terminal: `script` gives
+/// `fabro` a pseudo-terminal as stdin and stderr; an answer that matches nothing is asked
+/// again, then an accelerator key selects the option.
+#[test]
+fn human_gates_ask_on_a_terminal() {
+    use std::io::Write as _;
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with"
+        );
+        return;
+    }
+    let env = TestEnv::new("run_human_tty");
+    env.write(
+        "w.fabro",
+        &format!(
+            "{FRAME_START}  ask [shape=hexagon, label=\"Ship?\"]\n  yes [shape=parallelogram, script=\"touch yes\"]\n  no [shape=parallelogram, script=\"touch no\"]\n  start -> ask\n  ask -> yes [label=\"[S] Ship it\"]\n  ask -> no [label=\"[H] Hold\"]\n  yes -> exit\n  no -> exit\n}}\n"
+        ),
+    );
+    let command = format!("{} run w.fabro --run-id tty1", env!("CARGO_BIN_EXE_fabro"));
+    let mut child = env
+        .command("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script starts");
+    child
+        .stdin
+        .as_mut()
+        .expect("stdin")
+        .write_all(b"maybe\nh\n")
+        .expect("answer");
+    let output = child.wait_with_output().expect("script ends");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(code(&output), 0, "{screen}");
+    assert!(screen.contains("[?] Ship?"), "{screen}");
+    assert!(screen.contains("  [S] [S] Ship it"), "{screen}");
+    assert!(screen.contains("'maybe' matches no option"), "{screen}");
+    assert!(screen.contains("Select: "), "{screen}");
+    assert_eq!(
+        screen.matches("Select: ").count(),
+        2,
+        "asked again: {screen}"
+    );
+    assert!(env.work_dir().join("no").exists(), "{screen}");
+    assert!(!env.work_dir().join("yes").exists());
+    let events = events(&env.fabro_home().join("scratch/tty1"));
+    let answer = events
+        .iter()
+        .find(|event| event["event"] == "HumanAnswer")
+        .expect("HumanAnswer event");
+    assert_eq!(answer["properties"]["source"], "console", "{answer}");
+}
