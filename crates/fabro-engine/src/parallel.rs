@@ -184,10 +184,16 @@ impl Traversal {
         else {
             return outcome;
         };
+        self.advance_to(&head, outcome)
+    }
+
+    /// Moves the checked-out line (the run branch or the enclosing parallel branch) to
+    /// `head`; `outcome` unless that fails.
+    fn advance_to(&mut self, head: &str, outcome: Outcome) -> Outcome {
         let Some(mut line) = self.checked_out() else {
             return outcome;
         };
-        match line.advance(&head) {
+        match line.advance(head) {
             Ok(_) => outcome,
             Err(error) => Outcome::fail(
                 format!("engine error: {}", crate::error_chain(&error)),
@@ -427,16 +433,7 @@ impl Traversal {
         let Some(head) = best.head_sha.clone() else {
             return outcome;
         };
-        let Some(mut line) = self.checked_out() else {
-            return outcome;
-        };
-        match line.advance(&head) {
-            Ok(_) => outcome,
-            Err(error) => Outcome::fail(
-                format!("engine error: {}", crate::error_chain(&error)),
-                FailureClass::Deterministic,
-            ),
-        }
+        self.advance_to(&head, outcome)
     }
 
     /// Folds branch results into this traversal and builds the parallel outcome.

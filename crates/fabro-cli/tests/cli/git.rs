@@ -17,7 +17,7 @@ const WORKFLOW: &str = r#"digraph w {
 }
 "#;
 
-fn git(env: &TestEnv, args: &[&str]) -> String {
+pub(crate) fn git(env: &TestEnv, args: &[&str]) -> String {
     let output = env.command("git").args(args).output().expect("git runs");
     assert!(
         output.status.success(),
@@ -27,15 +27,15 @@ fn git(env: &TestEnv, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn git_available() -> bool {
+pub(crate) fn git_available() -> bool {
     Command::new("git").arg("--version").output().is_ok()
 }
 
 /// HEAD, current branch, status, index bytes and every file of the working directory.
-type RepositorySnapshot = (String, String, String, Vec<u8>, Vec<(String, Vec<u8>)>);
+pub(crate) type RepositorySnapshot = (String, String, String, Vec<u8>, Vec<(String, Vec<u8>)>);
 
 /// Everything of the user's repository that fabro must leave alone.
-fn snapshot(env: &TestEnv) -> RepositorySnapshot {
+pub(crate) fn snapshot(env: &TestEnv) -> RepositorySnapshot {
     let work = env.work_dir();
     let mut files = Vec::new();
     for entry in fs_err::read_dir(&work).expect("work dir") {

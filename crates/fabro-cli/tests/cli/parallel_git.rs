@@ -3,25 +3,17 @@
 //! of a branch cancelled by a satisfied `first_success` join.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fabro_test_support::TestEnv;
 use serde_json::Value;
 
 use crate::{code, fabro, stderr};
 
-fn git_available() -> bool {
-    Command::new("git").arg("--version").output().is_ok()
-}
+use crate::git::{git_available, snapshot};
 
+/// `git` with its output trimmed.
 fn git(env: &TestEnv, args: &[&str]) -> String {
-    let output = env.command("git").args(args).output().expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    crate::git::git(env, args).trim().to_owned()
 }
 
 /// Whether `git` succeeds with `args`.
@@ -32,29 +24,6 @@ fn git_ok(env: &TestEnv, args: &[&str]) -> bool {
         .expect("git runs")
         .status
         .success()
-}
-
-/// HEAD, current branch, status, index bytes and the user's files.
-type RepositorySnapshot = (String, String, String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
-
-/// Everything of the user's repository that fabro must leave alone.
-fn snapshot(env: &TestEnv) -> RepositorySnapshot {
-    let work = env.work_dir();
-    let mut files = Vec::new();
-    for entry in fs_err::read_dir(&work).expect("work dir") {
-        let path = entry.expect("entry").path();
-        if path.is_file() {
-            files.push((path.clone(), fs_err::read(&path).expect("read")));
-        }
-    }
-    files.sort();
-    (
-        git(env, &["rev-parse", "HEAD"]),
-        git(env, &["symbolic-ref", "HEAD"]),
-        git(env, &["status", "--porcelain", "--untracked-files=all"]),
-        fs_err::read(work.join(".git/index")).expect("index"),
-        files,
-    )
 }
 
 /// A repository whose one commit holds `w.fabro` with `workflow`.
