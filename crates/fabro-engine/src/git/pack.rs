@@ -191,6 +191,10 @@ impl PackStore {
         entries: &[IndexEntry],
         body: impl FnOnce(&mut HashingWriter<File>) -> io::Result<()>,
     ) -> io::Result<PathBuf> {
+        if self.counter == 0 {
+            // `git init` makes it, but a repository need not have one yet.
+            fs_err::create_dir_all(&self.directory)?;
+        }
         self.counter += 1;
         let temporary = |kind: &str| {
             self.directory.join(format!(
@@ -384,7 +388,6 @@ mod tests {
     fn packs_beyond_the_seal_size_are_never_merged() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = PackStore::new(&dir.path().join("objects"), false);
-        fs_err::create_dir_all(dir.path().join("objects/pack")).unwrap();
         // Incompressible 1.5 MB blobs: four of them exceed the seal size together.
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut noise = |len: usize| -> Vec<u8> {
