@@ -225,6 +225,8 @@ impl Checkpointer {
                             files.push((name.to_owned(), bytes));
                         }
                     }
+                    // SPEC 4.1: the stored child workflows.
+                    stored_children(&self.run_dir, "children", &mut files);
                 }
                 files.push(("checkpoint.json".to_owned(), self.buffer.clone()));
                 let borrowed: Vec<MetadataFile<'_>> = files
@@ -288,6 +290,30 @@ fn stage_files(
         files.push((format!("nodes/{node_id}/{name}"), bytes));
     }
     files
+}
+
+/// The files under `{run_dir}/{relative}`, recursively, as (path in the tree, bytes).
+fn stored_children(run_dir: &Path, relative: &str, files: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = fs_err::read_dir(run_dir.join(relative)) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(fs_err::DirEntry::file_name);
+    for entry in entries {
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let path = format!("{relative}/{name}");
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => stored_children(run_dir, &path, files),
+            Ok(kind) if kind.is_file() => {
+                if let Ok(bytes) = fs_err::read(entry.path()) {
+                    files.push((path, bytes));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `{run_dir}/journal.jsonl`.

@@ -32,6 +32,10 @@ use crate::sandbox::SandboxEnv;
 use crate::timestamp::now_rfc3339;
 use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
 
+mod children;
+
+use children::{StoredGraphs, CHILDREN_DIR};
+
 /// What `fabro run` asks for.
 #[derive(Clone)]
 pub struct RunOptions {
@@ -135,6 +139,8 @@ pub struct PreparedRun {
     resume: Option<Checkpoint>,
     /// Git checkpointing for a new run (SPEC 8.1), decided while preparing.
     git_plan: GitPlan,
+    /// `graph.fabro` and `children/` of a new run (SPEC 4.1); `None` when resuming.
+    stored: Option<StoredGraphs>,
 }
 
 /// Whether and how a new run checkpoints into git (SPEC 8.1).
@@ -201,7 +207,50 @@ pub fn prepare(
         path: paths.run_dir().to_path_buf(),
         source,
     })?;
-    finish_prepare(options, loaded, run_id, paths, None)
+    let (loaded, stored) = store_children(loaded, &paths, models)?;
+    let mut prepared = finish_prepare(options, loaded, run_id, paths, None)?;
+    prepared.stored = Some(stored);
+    Ok(prepared)
+}
+
+/// The stored texts of a new run's workflow and child workflows (SPEC 4.1). With child
+/// workflows, the workflow that runs is the stored one, checked again as if read from
+/// the run directory, so that sub_workflow nodes start the stored children.
+fn store_children(
+    loaded: LoadedWorkflow,
+    paths: &RunPaths,
+    models: &dyn ModelCatalog,
+) -> Result<(LoadedWorkflow, StoredGraphs), RunError> {
+    let stored = StoredGraphs::of(&loaded.workflow, &loaded.children);
+    if loaded.children.is_empty() {
+        return Ok((loaded, stored));
+    }
+    let loader = stored.loader(paths.run_dir());
+    let check_options = CheckOptions {
+        loader: &loader,
+        variables: &loaded.variables,
+        models,
+    };
+    let checked = check(&paths.graph(), &stored.graph, &check_options);
+    let first_error = checked
+        .diagnostics
+        .iter()
+        .find(|diagnostic| diagnostic.severity() == fabro_language::Severity::Error)
+        .map(|diagnostic| diagnostic.message.clone());
+    match (checked.workflow, first_error) {
+        (Some(workflow), None) => Ok((
+            LoadedWorkflow {
+                workflow,
+                children: checked.children,
+                ..loaded
+            },
+            stored,
+        )),
+        (_, error) => Err(RunError::Configuration(format!(
+            "engine error: the stored workflow does not check: {}",
+            error.unwrap_or_else(|| "it does not parse".to_owned())
+        ))),
+    }
 }
 
 /// PARSE, TRANSFORM and VALIDATE of a stored run's workflow, to continue it from
@@ -251,6 +300,8 @@ pub fn prepare_resume(
 /// A checked workflow with its goal and variables.
 struct LoadedWorkflow {
     workflow: fabro_language::Workflow,
+    /// Its child workflows, as loaded.
+    children: Vec<fabro_language::ChildWorkflow>,
     goal: String,
     variables: Variables,
 }
@@ -318,6 +369,7 @@ fn load_workflow(
     };
     Ok(LoadedWorkflow {
         workflow,
+        children: checked.children,
         goal,
         variables,
     })
@@ -335,6 +387,7 @@ fn finish_prepare(
         workflow,
         goal,
         variables,
+        ..
     } = loaded;
     let path = &options.workflow_path;
     let workflow_name = workflow
@@ -384,6 +437,7 @@ fn finish_prepare(
         simulated_llm,
         resume,
         git_plan,
+        stored: None,
     })
 }
 
@@ -482,7 +536,8 @@ fn valid_run_id(run_id: &str) -> bool {
 }
 
 impl PreparedRun {
-    /// INITIALIZE for a new run: `manifest.json`, `graph.fabro` and `config.json`.
+    /// INITIALIZE for a new run: `manifest.json`, `graph.fabro`, `children/` and
+    /// `config.json`.
     fn write_records(
         &self,
         simulated_llm: bool,
@@ -529,8 +584,20 @@ impl PreparedRun {
         };
         write_json_atomic(&self.paths.manifest(), &manifest)
             .map_err(io("cannot write", &self.paths.manifest()))?;
-        fs_err::write(self.paths.graph(), render_dot(&self.workflow))
+        let graph = match &self.stored {
+            Some(stored) => std::borrow::Cow::Borrowed(stored.graph.as_str()),
+            None => std::borrow::Cow::Owned(render_dot(&self.workflow)),
+        };
+        fs_err::write(self.paths.graph(), graph.as_bytes())
             .map_err(io("cannot write", &self.paths.graph()))?;
+        // SPEC 4.1: the child workflows, recursively, as the stored graphs name them.
+        for (name, text) in self.stored.iter().flat_map(|stored| &stored.children) {
+            let path = self.paths.run_dir().join(CHILDREN_DIR).join(name);
+            if let Some(parent) = path.parent() {
+                fs_err::create_dir_all(parent).map_err(io("cannot create", parent))?;
+            }
+            fs_err::write(&path, text.as_bytes()).map_err(io("cannot write", &path))?;
+        }
         // SPEC 12.3: the merged configuration, with the run's variables (CLI included)
         // and secret-looking values redacted.
         let mut config = self.options.config.clone();

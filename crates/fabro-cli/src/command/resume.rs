@@ -6,23 +6,24 @@ use std::path::{Path, PathBuf};
 
 use fabro_engine::checkpoint::{load_newest, load_newest_from_git};
 use fabro_engine::config::RunConfig;
-use fabro_engine::record::Checkpoint;
+use fabro_engine::git::RunHistory;
+use fabro_engine::record::{Checkpoint, Manifest};
 use fabro_engine::run::prepare_resume;
-use fabro_engine::run_dir::RunPaths;
+use fabro_engine::run_dir::{write_json_atomic, RunPaths};
 use fabro_engine::run_index::read_manifest;
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
 use crate::command::run::{detach, environment_options, execute, parse_answers};
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, read_file, Catalog, FsLoader};
+use crate::loader::{fabro_home, read_file, write_file, Catalog, FsLoader};
 use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
     let home = fabro_home();
     let run_id = identify(&args.target)?;
     let paths = RunPaths::new(&home, &run_id);
-    if !paths.run_dir().is_dir() {
+    if !paths.run_dir().is_dir() && !recreate_run_dir(&run_id, &paths)? {
         return Err(CliError::Usage(format!(
             "run {run_id} has no run directory under {}",
             home.display()
@@ -113,7 +114,101 @@ fn identify(target: &str) -> Result<String, CliError> {
     if let Some(run_id) = run_id_of_ref(target) {
         return Ok(run_id.to_owned());
     }
-    Ok(resolve_run(target)?.run_id)
+    match resolve_run(target) {
+        Ok(record) => Ok(record.run_id),
+        // A run unknown here may still be in the current repository's metadata (SPEC 8.7
+        // step 2), e.g. after its run directory (or the whole run index) was lost.
+        Err(error) => match current_history() {
+            Some(history) if matches!(history.metadata_tip(target), Ok(Some(_))) => {
+                Ok(target.to_owned())
+            }
+            _ => Err(error),
+        },
+    }
+}
+
+/// The repository of the current directory, if any.
+fn current_history() -> Option<RunHistory> {
+    let directory = std::env::current_dir().ok()?;
+    RunHistory::open(&directory).ok().flatten()
+}
+
+/// SPEC 8.7 step 2: a run without a run directory whose metadata is in the repository of
+/// the current directory gets its run directory back from the newest complete metadata
+/// commit: `manifest.json` (naming this repository), `graph.fabro`, `children/` and
+/// `config.json`. `Ok(false)` when the repository has no such metadata.
+fn recreate_run_dir(run_id: &str, paths: &RunPaths) -> Result<bool, CliError> {
+    let Some(history) = current_history() else {
+        return Ok(false);
+    };
+    let git_error =
+        |error: fabro_engine::git::GitError| CliError::Usage(fabro_engine::error_chain(&error));
+    if history.metadata_tip(run_id).map_err(git_error)?.is_none() {
+        return Ok(false);
+    }
+    let sha = history
+        .newest_complete_metadata(run_id)
+        .map_err(git_error)?
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "run {run_id} has no complete checkpoint in the repository's metadata"
+            ))
+        })?;
+    let read = |name: &str| -> Result<Vec<u8>, CliError> {
+        history
+            .read_file(&sha, name)
+            .map_err(git_error)?
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "metadata commit {sha} of run {run_id} has no {name}"
+                ))
+            })
+    };
+    let mut manifest: Manifest =
+        serde_json::from_slice(&read("manifest.json")?).map_err(|error| {
+            CliError::Usage(format!(
+                "manifest.json of metadata commit {sha} is not valid: {error}"
+            ))
+        })?;
+    // The run continues in this repository, wherever the original run was.
+    if let Some(work_dir) = history.work_dir() {
+        let root = work_dir
+            .canonicalize()
+            .unwrap_or_else(|_| work_dir.to_path_buf());
+        manifest.repo_root = Some(root.display().to_string());
+    }
+    let graph = read("graph.fabro")?;
+    let config = read("config.json")?;
+    let children = history.read_dir(&sha, "children").map_err(git_error)?;
+    let run_dir = paths.run_dir();
+    let mut files = vec![(paths.graph(), graph), (paths.config(), config)];
+    for (relative, bytes) in children {
+        // Paths come from a tree the run wrote; anything that would leave the run
+        // directory is not one of its children.
+        let relative = Path::new(&relative);
+        if relative
+            .components()
+            .any(|component| !matches!(component, std::path::Component::Normal(_)))
+        {
+            continue;
+        }
+        files.push((run_dir.join(relative), bytes));
+    }
+    for (path, bytes) in &files {
+        if let Some(parent) = path.parent() {
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the error is wrapped with the path right here"
+            )]
+            std::fs::create_dir_all(parent)
+                .map_err(|error| CliError::io("cannot create", parent, error))?;
+        }
+        write_file(path, bytes)?;
+    }
+    // The manifest goes last: a run directory with a manifest is a complete one.
+    write_json_atomic(&paths.manifest(), &manifest)
+        .map_err(|error| CliError::io("cannot write", paths.manifest(), error))?;
+    Ok(true)
 }
 
 /// The run id in `fabro/run/{id}`, `fabro/meta/{id}` or `refs/fabro/{id}`, optionally

@@ -49,6 +49,32 @@ impl RunHistory {
         }
     }
 
+    /// The working tree of the repository (for a linked worktree, that worktree);
+    /// `None` for a bare repository.
+    pub fn work_dir(&self) -> Option<&Path> {
+        self.repo.workdir()
+    }
+
+    /// The newest complete metadata commit of `run_id` (SPEC 8.7 step 2): walking back from
+    /// the tip, the first whose checkpoint names its run-branch commit or is named by a
+    /// run-branch commit's `Fabro-Checkpoint` trailer. `None` when there is none.
+    pub fn newest_complete_metadata(&self, run_id: &str) -> Result<Option<String>, GitError> {
+        let commits = self.run_commits_by_checkpoint(run_id)?;
+        for entry in self.metadata_history(run_id)? {
+            let entry = entry?;
+            let Some(bytes) = entry.checkpoint else {
+                continue;
+            };
+            let names_commit = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .is_some_and(|checkpoint| checkpoint["git_commit_sha"].is_string());
+            if names_commit || commits.contains_key(&entry.sha) {
+                return Ok(Some(entry.sha));
+            }
+        }
+        Ok(None)
+    }
+
     /// The newest metadata commit of `run_id`: `refs/fabro/{run_id}`, else a local branch
     /// `fabro/meta/{run_id}`, else a remote-tracking `{remote}/fabro/meta/{run_id}` (the
     /// first remote by name). `None` when the run has no metadata in this repository.

@@ -1,6 +1,7 @@
 //! The sub-workflow handler (SPEC 5.10): starts the child workflow as a separate run
 //! (own run id and directory, `parent_run_id` in its manifest) and runs the manager loop
-//! over it: observe, wait, stop condition, cycle cap.
+//! over it: observe, wait, stop condition, cycle cap. The child is the one stored in the
+//! parent's run directory under `children/` (SPEC 4.1).
 
 use std::time::Duration;
 
@@ -34,10 +35,11 @@ async fn run(input: &StageInput<'_>) -> Outcome {
         );
     };
     let parent = &input.services.run_options;
-    let base = parent
-        .workflow_path
-        .parent()
-        .unwrap_or(std::path::Path::new("."));
+    // SPEC 4.1: the parent's stored graph names its children by paths relative to the
+    // run directory (`children/…`), where they are stored; the original files are not
+    // read again.
+    let parent_paths = crate::run_dir::RunPaths::new(&parent.fabro_home, &input.services.run_id);
+    let base = parent_paths.run_dir();
     let mut observed = Context::new();
     let child = match (settings.autostart, settings.child_workflow.as_deref()) {
         (true, Some(reference)) => {
