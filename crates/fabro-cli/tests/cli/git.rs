@@ -306,3 +306,51 @@ fn a_killed_run_resumes_from_the_git_history() {
         "the user's checkout is untouched"
     );
 }
+
+/// The README's first command: `examples/quickstart.fabro` runs to success offline, both in
+/// a clean git repository (run worktree, parallel branches isolated in their own
+/// worktrees, so each branch must find the files earlier stages committed) and without git.
+#[test]
+fn the_quickstart_example_succeeds_with_and_without_git() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.fabro");
+    let workflow = fs_err::read_to_string(&example).expect("the example exists");
+    let ignore =
+        fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.gitignore"))
+            .expect("the repository's .gitignore");
+    for with_git in [true, false] {
+        if with_git && !git_available() {
+            continue;
+        }
+        let env = TestEnv::new("quickstart");
+        env.write("quickstart.fabro", &workflow);
+        env.write(".gitignore", &ignore);
+        if with_git {
+            git(&env, &["init", "-q", "-b", "main"]);
+            git(&env, &["add", "quickstart.fabro", ".gitignore"]);
+            git(&env, &["commit", "-q", "-m", "init"]);
+        }
+        let output = fabro(
+            &env,
+            &[
+                "run",
+                "quickstart.fabro",
+                "--auto-approve",
+                "--provider",
+                "simulated",
+                "--run-id",
+                "qs1",
+            ],
+        );
+        assert_eq!(
+            code(&output),
+            0,
+            "with git: {with_git}\n{}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("✓ lint success"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
