@@ -115,11 +115,14 @@ fn rewrite(text: String, children: &[ChildWorkflow], names: &mut Names, prefix: 
         .iter()
         .map(|child| {
             let stored = format!("{prefix}{}", names.name(&child.path));
-            (quoted(&child.reference), quoted(&stored))
+            (
+                fabro_language::render::dot::quoted(&child.reference),
+                fabro_language::render::dot::quoted(&stored),
+            )
         })
         .collect();
-    let keys =
-        ["stack.child_workflow", "stack.child_dotfile"].map(|key| format!("{}=", quoted(key)));
+    let keys = ["stack.child_workflow", "stack.child_dotfile"]
+        .map(|key| format!("{}=", fabro_language::render::dot::quoted(key)));
     let mut out = String::with_capacity(text.len());
     let mut rest = text.as_str();
     while let Some((start, key)) = keys
@@ -157,25 +160,6 @@ fn quoted_length(text: &str) -> Option<usize> {
         }
     }
     None
-}
-
-/// `text` quoted as normalised DOT writes it.
-fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => {}
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Reads the stored children of a run that is being prepared, before they are written.

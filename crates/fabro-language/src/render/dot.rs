@@ -133,6 +133,13 @@ fn write_id(out: &mut String, id: &str) {
     }
 }
 
+/// `text` as a quoted DOT string, exactly as normalised DOT output writes it.
+pub fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    write_quoted(&mut out, text);
+    out
+}
+
 /// Writes a quoted string that both Graphviz and our parser read back as `text`.
 fn write_quoted(out: &mut String, text: &str) {
     out.push('"');
