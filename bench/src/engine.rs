@@ -145,28 +145,12 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
             // harness's own clean-up to the engine.
             round += 1;
             let home = directory.join(format!("home-{key}-{with_git}-{round}"));
-            let started = Instant::now();
-            let output = Command::new("/usr/bin/time")
-                .args(["-f", "%M"])
-                .arg(fabro)
+            let mut command = Command::new(fabro);
+            command
                 .args(["run", &path.to_string_lossy()])
                 .env("FABRO_HOME", &home)
-                .current_dir(&run_directory)
-                .stdout(Stdio::null())
-                .output();
-            let elapsed = started.elapsed().as_secs_f64();
-            match output {
-                Ok(output) if output.status.success() => {
-                    let stderr = String::from_utf8_lossy(&output.stderr);
-                    rss = stderr
-                        .lines()
-                        .last()
-                        .and_then(|line| line.trim().parse().ok())
-                        .unwrap_or(rss);
-                    elapsed
-                }
-                _ => f64::NAN,
-            }
+                .current_dir(&run_directory);
+            timed_run(command, &mut rss)
         });
         let overhead_ms = (seconds - work) * 1000.0 / stages as f64;
         let reference_text = if work > 0.0 {
@@ -237,35 +221,53 @@ fn w5_against_twin(fabro: &Path, directory: &Path, runs: usize) -> Result<(f64, 
     let mut round = 0;
     let seconds = median(runs, || {
         round += 1;
-        let started = Instant::now();
-        let output = Command::new("/usr/bin/time")
-            .args(["-f", "%M"])
-            .arg(fabro)
+        let mut command = Command::new(fabro);
+        command
             .args(["run", &path.to_string_lossy()])
             .env("FABRO_HOME", directory.join(format!("home-w5t-{round}")))
             .env("ANTHROPIC_API_KEY", "bench-key")
             .env("ANTHROPIC_BASE_URL", twin.base_url())
-            .current_dir(&work)
-            .stdout(Stdio::null())
-            .output();
-        let elapsed = started.elapsed().as_secs_f64();
-        match output {
-            Ok(output) if output.status.success() => {
-                rss = String::from_utf8_lossy(&output.stderr)
-                    .lines()
-                    .last()
-                    .and_then(|line| line.trim().parse().ok())
-                    .unwrap_or(rss);
-                elapsed
-            }
-            _ => f64::NAN,
-        }
+            .current_dir(&work);
+        timed_run(command, &mut rss)
     });
     let made = twin.request_count() - before;
     if made < 100 * runs {
         return Err(format!("W5 against the twin made only {made} requests"));
     }
     Ok((seconds, rss, round_trips))
+}
+
+/// Runs `command` under GNU `time`; returns its wall seconds (NaN when it fails) and
+/// stores its peak resident memory in KB in `rss`.
+fn timed_run(command: Command, rss: &mut u64) -> f64 {
+    let mut timed = Command::new("/usr/bin/time");
+    timed
+        .args(["-f", "%M"])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .envs(
+            command
+                .get_envs()
+                .filter_map(|(key, value)| Some((key, value?))),
+        )
+        .stdout(Stdio::null());
+    if let Some(directory) = command.get_current_dir() {
+        timed.current_dir(directory);
+    }
+    let started = Instant::now();
+    let output = timed.output();
+    let elapsed = started.elapsed().as_secs_f64();
+    match output {
+        Ok(output) if output.status.success() => {
+            *rss = String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .and_then(|line| line.trim().parse().ok())
+                .unwrap_or(*rss);
+            elapsed
+        }
+        _ => f64::NAN,
+    }
 }
 
 /// A git repository at `directory` whose first commit holds `file` with `text`.
