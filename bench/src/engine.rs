@@ -1,5 +1,6 @@
 //! Engine overhead workloads of issue 3 (W1–W4), run through `fabro run` as processes.
 //!
+//! W0: `start -> exit`, the fixed cost of a run (run directory, journal, run index).
 //! W1: a chain of 1,000 conditional (no-op) nodes. W2: a chain of 200 command nodes
 //! running `true`, compared with spawning and reaping `sh -c true` 200 times. W3: a fan-out
 //! of 100 branches each running `sleep 0.2`. W4: a 500-iteration loop that exits on
@@ -22,6 +23,7 @@ pub(crate) fn workload(name: &str) -> Option<String> {
     let mut out =
         String::from("digraph bench {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n");
     match name {
+        "w0" => out.push_str("  start -> exit\n"),
         "w1" => {
             for index in 1..=1000 {
                 let _ = writeln!(out, "  n{index} [shape=diamond]");
@@ -103,7 +105,8 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
         started.elapsed().as_secs_f64()
     });
     for (name, stages, reference, work) in [
-        ("W1 1,000 conditional nodes", 1002usize, "–", 0.0),
+        ("W0 empty workflow (the fixed cost of a run)", 2usize, "–", 0.0),
+        ("W1 1,000 conditional nodes", 1002, "–", 0.0),
         ("W2 200 commands `true`", 202, "200 × sh -c true", spawn_200),
         ("W3 100 parallel `sleep 0.2`", 104, "one 0.2 s sleep", 0.2),
         ("W4 500-iteration loop", 502, "–", 0.0),

@@ -6,6 +6,11 @@
 //! new or changed candidates whose mtime is not earlier than the attempt's start into
 //! [`asset_dir`]`(run_dir, node_id, attempt)`. Limits produce [`AssetSkip`] records, which the
 //! engine reports as `Warning` events with code `asset_skipped`.
+//!
+//! The rescan after an attempt is also a [`Snapshot`] of the candidates: when nothing can
+//! have written to the working directory since (the engine knows when no other stage ran),
+//! it serves as the next attempt's baseline, so a chain of commands walks the tree once
+//! per command instead of twice.
 //! Everything is blocking file-system work; async callers use `spawn_blocking`.
 
 use std::collections::HashMap;
@@ -68,6 +73,33 @@ pub struct Baseline {
     work_dir: PathBuf,
     started: SystemTime,
     files: HashMap<String, Fingerprint>,
+}
+
+/// The candidate files as a complete scan found them: the baseline of a later attempt in
+/// the same working directory when nothing else wrote to it in between.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    work_dir: PathBuf,
+    files: HashMap<String, Fingerprint>,
+    /// The scan stopped at its time limit, so files may be missing.
+    timed_out: bool,
+}
+
+impl Snapshot {
+    /// The working directory that was scanned.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// The baseline of an attempt starting now, or `None` when the scan was cut short
+    /// (a file missing from a baseline would count as new).
+    pub fn into_baseline(self) -> Option<Baseline> {
+        (!self.timed_out).then(|| Baseline {
+            work_dir: self.work_dir,
+            started: SystemTime::now(),
+            files: self.files,
+        })
+    }
 }
 
 /// What [`AssetScanner::capture`] did.
@@ -238,7 +270,21 @@ impl AssetScanner {
     /// whose mtime is not earlier than the attempt's start into `asset_dir` (see
     /// [`asset_dir`]), within the limits.
     pub fn capture(&self, baseline: &Baseline, asset_dir: &Path) -> CaptureReport {
+        self.capture_with_snapshot(baseline, asset_dir).0
+    }
+
+    /// [`AssetScanner::capture`], also returning the rescan as a [`Snapshot`].
+    pub fn capture_with_snapshot(
+        &self,
+        baseline: &Baseline,
+        asset_dir: &Path,
+    ) -> (CaptureReport, Snapshot) {
         let (candidates, timed_out) = self.scan(&baseline.work_dir);
+        let mut snapshot = Snapshot {
+            work_dir: baseline.work_dir.clone(),
+            files: HashMap::with_capacity(candidates.len()),
+            timed_out,
+        };
         let earliest = baseline
             .started
             .checked_sub(MTIME_TOLERANCE)
@@ -246,6 +292,9 @@ impl AssetScanner {
         let mut report = CaptureReport::default();
         let mut total: u64 = 0;
         for candidate in candidates {
+            snapshot
+                .files
+                .insert(candidate.path.clone(), candidate.fingerprint);
             let unchanged = baseline.files.get(&candidate.path) == Some(&candidate.fingerprint);
             if unchanged || candidate.fingerprint.modified < earliest {
                 continue;
@@ -296,7 +345,7 @@ impl AssetScanner {
                 after: self.limits.scan_timeout,
             });
         }
-        report
+        (report, snapshot)
     }
 
     /// Every candidate under `work_dir`, sorted by path, and whether the scan timed out.

@@ -93,6 +93,59 @@ pub(crate) struct AssetCapture {
     pub(crate) run_dir: std::path::PathBuf,
     /// Assets captured so far (`asset_count`).
     pub(crate) captured: std::sync::atomic::AtomicUsize,
+    /// Stages started so far in every branch of the run.
+    stages_started: std::sync::atomic::AtomicU64,
+    /// The newest rescan after an attempt, tagged with `stages_started` as its stage
+    /// saw it.
+    recent: std::sync::Mutex<Option<(u64, crate::asset_capture::Snapshot)>>,
+}
+
+impl AssetCapture {
+    pub(crate) fn new(scanner: crate::asset_capture::AssetScanner, run_dir: &Path) -> Self {
+        AssetCapture {
+            scanner: Arc::new(scanner),
+            run_dir: run_dir.to_path_buf(),
+            captured: std::sync::atomic::AtomicUsize::new(0),
+            stages_started: std::sync::atomic::AtomicU64::new(0),
+            recent: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Counts a stage start (every handler kind, every branch): a stage that ran since a
+    /// rescan may have written files, which makes the rescan useless as a baseline.
+    pub(crate) fn stage_started(&self) {
+        self.stages_started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The tag of scans made from now on in the current stage.
+    pub(crate) fn current_stage(&self) -> u64 {
+        self.stages_started
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Keeps the rescan of an attempt of the stage tagged `stage`.
+    pub(crate) fn keep(&self, stage: u64, snapshot: crate::asset_capture::Snapshot) {
+        if let Ok(mut recent) = self.recent.lock() {
+            *recent = Some((stage, snapshot));
+        }
+    }
+
+    /// The baseline for an attempt of the stage tagged `stage` in `work_dir`, from the
+    /// kept rescan, if that was made by an earlier attempt of the same stage or by the
+    /// stage that started right before it, with no other stage started since.
+    pub(crate) fn reusable_baseline(
+        &self,
+        stage: u64,
+        work_dir: &Path,
+    ) -> Option<crate::asset_capture::Baseline> {
+        let (tag, snapshot) = self.recent.lock().ok()?.take()?;
+        if (tag == stage || tag + 1 == stage) && snapshot.work_dir() == work_dir {
+            snapshot.into_baseline()
+        } else {
+            None
+        }
+    }
 }
 
 /// Runs the handler of `input.node` for one attempt.
@@ -230,17 +283,14 @@ pub(crate) mod test_support {
                 llm: no_llm_nodes(),
                 run_options: crate::run::RunOptions::for_tests(root),
                 threads: crate::thread::ThreadStore::default(),
-                assets: super::AssetCapture {
-                    scanner: Arc::new(
-                        crate::asset_capture::AssetScanner::new(
-                            &[],
-                            crate::asset_capture::CaptureLimits::default(),
-                        )
-                        .expect("no include globs"),
-                    ),
-                    run_dir: root.to_path_buf(),
-                    captured: std::sync::atomic::AtomicUsize::new(0),
-                },
+                assets: super::AssetCapture::new(
+                    crate::asset_capture::AssetScanner::new(
+                        &[],
+                        crate::asset_capture::CaptureLimits::default(),
+                    )
+                    .expect("no include globs"),
+                    root,
+                ),
             };
             TestRun {
                 dir,
@@ -306,5 +356,58 @@ pub(crate) mod test_support {
             workflow("digraph { start [shape=Mdiamond] exit [shape=Msquare] start -> exit }");
         LlmSetup::resolve(&workflow, &LlmDefaults::default(), Arc::default(), false)
             .expect("a workflow without LLM nodes needs no credentials")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::AssetCapture;
+    use crate::asset_capture::{AssetScanner, CaptureLimits};
+
+    /// A kept rescan of the stage tagged `tag` in `work_dir`.
+    fn capture_with_rescan(work_dir: &Path, tag: u64) -> AssetCapture {
+        let scanner = AssetScanner::new(&[], CaptureLimits::default()).expect("no globs");
+        let baseline = scanner.baseline(work_dir);
+        let (_, snapshot) = scanner.capture_with_snapshot(&baseline, &work_dir.join("assets"));
+        let assets = AssetCapture::new(scanner, work_dir);
+        assets.keep(tag, snapshot);
+        assets
+    }
+
+    #[test]
+    fn a_rescan_serves_its_own_stage_and_the_next_one_once() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let work = directory.path();
+        // A retry of the same stage, and the stage right after it.
+        for stage in [3, 4] {
+            let assets = capture_with_rescan(work, 3);
+            assert!(assets.reusable_baseline(stage, work).is_some(), "{stage}");
+            assert!(
+                assets.reusable_baseline(stage, work).is_none(),
+                "taken once"
+            );
+        }
+        // Another stage started in between (a branch, a human gate, an agent).
+        assert!(capture_with_rescan(work, 3)
+            .reusable_baseline(5, work)
+            .is_none());
+        // Another working directory (a parallel branch's worktree).
+        let other = work.join("other");
+        assert!(capture_with_rescan(work, 3)
+            .reusable_baseline(4, &other)
+            .is_none());
+    }
+
+    #[test]
+    fn stage_starts_advance_the_tag() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let scanner = AssetScanner::new(&[], CaptureLimits::default()).expect("no globs");
+        let assets = AssetCapture::new(scanner, directory.path());
+        assert_eq!(assets.current_stage(), 0);
+        assets.stage_started();
+        assets.stage_started();
+        assert_eq!(assets.current_stage(), 2);
     }
 }

@@ -750,11 +750,7 @@ impl PreparedRun {
             llm,
             run_options: self.options.clone(),
             threads: crate::thread::ThreadStore::default(),
-            assets: crate::handler::AssetCapture {
-                scanner: Arc::new(scanner),
-                run_dir: self.paths.run_dir().to_path_buf(),
-                captured: AtomicUsize::new(0),
-            },
+            assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
         });
         let mut state = RunState::default();
         let checkpointer = match &resume {

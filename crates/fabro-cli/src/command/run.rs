@@ -136,14 +136,23 @@ pub(crate) fn execute(
         .enable_all()
         .build()
         .map_err(|error| CliError::Usage(format!("cannot start the async runtime: {error}")))?;
+    // The run is a task of the runtime, not the future `block_on` drives: a worker
+    // thread that polls it also polls the I/O and signal drivers, so a child's exit or a
+    // pipe's end wakes it without a hand-off to this thread (docs/benchmarks.md).
     let result = runtime.block_on(async {
         let cancel = CancellationToken::new();
         let signals = tokio::spawn(watch_signals(cancel.clone()));
-        let result = prepared.execute(cancel, vec![sink]).await;
+        let result = tokio::spawn(prepared.execute(cancel, vec![sink])).await;
         signals.abort();
         result
     });
-    let report = result.map_err(cli_error)?;
+    let report = match result {
+        Ok(result) => result.map_err(cli_error)?,
+        // A panic inside the run is a bug: it ends the process as it would have
+        // without the task around it.
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => return Err(CliError::Usage(format!("the run was aborted: {error}"))),
+    };
     if !json {
         let mut text = format!("status: {}\n", report.status);
         if let Some(reason) = &report.reason {

@@ -240,3 +240,38 @@ fn assets_are_captured_and_large_values_offloaded() {
         Value::String(text)
     );
 }
+
+/// A chain of commands: each one captures only what it wrote itself, whether its
+/// baseline is the previous command's rescan or a fresh scan (after another stage).
+#[test]
+fn each_command_in_a_chain_captures_only_its_own_assets() {
+    let env = TestEnv::new("asset-chain");
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  write [shape=parallelogram, script=\"echo '<first/>' > junit.xml\"]
+  idle [shape=parallelogram, script=\"true\"]
+  check [shape=diamond]
+  idle_again [shape=parallelogram, script=\"true\"]
+  rewrite [shape=parallelogram, script=\"echo '<second/>' > junit.xml\"]
+  start -> write -> idle -> check -> idle_again -> rewrite -> exit
+}
+",
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "chain"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let files = env.fabro_home().join("scratch/chain/artifacts/files");
+    let read = |node: &str| fs_err::read_to_string(files.join(node).join("retry_1/junit.xml"));
+    assert_eq!(read("write").expect("captured"), "<first/>\n");
+    assert_eq!(read("rewrite").expect("captured"), "<second/>\n");
+    for idle in ["idle", "idle_again"] {
+        assert!(!files.join(idle).exists(), "{idle} wrote nothing");
+    }
+    let events = fs_err::read_to_string(env.fabro_home().join("scratch/chain/events.jsonl"))
+        .expect("events");
+    let completed: Value =
+        serde_json::from_str(events.lines().last().expect("events")).expect("event");
+    assert_eq!(completed["properties"]["asset_count"], 2);
+}

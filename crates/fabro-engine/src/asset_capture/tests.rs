@@ -102,6 +102,45 @@ fn unchanged_files_are_skipped_and_changed_ones_captured() {
 }
 
 #[test]
+fn the_rescan_after_an_attempt_is_the_next_attempts_baseline() {
+    let fixture = Fixture::new();
+    fixture.write("src/lib.rs", "");
+    let scanner = scanner(&[], CaptureLimits::default());
+    let baseline = scanner.baseline(&fixture.work_dir());
+    fixture.write("junit.xml", "<first/>");
+    let (report, snapshot) = scanner.capture_with_snapshot(&baseline, &fixture.asset_dir());
+    assert_eq!(captured_paths(&report), vec!["junit.xml"]);
+    assert_eq!(snapshot.work_dir(), fixture.work_dir());
+    // junit.xml is seconds old at most, so only the snapshot's fingerprint keeps the
+    // next attempt from capturing it again.
+    let baseline = snapshot.into_baseline().expect("a complete scan");
+    let (report, snapshot) = scanner.capture_with_snapshot(&baseline, &fixture.asset_dir());
+    assert!(report.captured.is_empty(), "{report:?}");
+    let baseline = snapshot.into_baseline().expect("a complete scan");
+    fixture.write("junit.xml", "<second, longer/>");
+    let report = scanner.capture(&baseline, &fixture.asset_dir());
+    assert_eq!(captured_paths(&report), vec!["junit.xml"]);
+}
+
+#[test]
+fn a_rescan_cut_short_is_no_baseline() {
+    let fixture = Fixture::new();
+    fixture.write("junit.xml", "<x/>");
+    let limits = CaptureLimits {
+        scan_timeout: Duration::ZERO,
+        ..CaptureLimits::default()
+    };
+    let scanner = scanner(&[], limits);
+    let baseline = scanner.baseline(&fixture.work_dir());
+    let (report, snapshot) = scanner.capture_with_snapshot(&baseline, &fixture.asset_dir());
+    assert!(matches!(
+        report.skipped.last(),
+        Some(AssetSkip::ScanTimedOut { .. })
+    ));
+    assert!(snapshot.into_baseline().is_none());
+}
+
+#[test]
 fn files_with_an_old_mtime_are_not_collected() {
     let fixture = Fixture::new();
     let scanner = scanner(&[], CaptureLimits::default());

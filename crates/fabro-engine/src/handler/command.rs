@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::{pin, Pin};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -156,6 +156,8 @@ enum CommandError {
     },
     #[error("storing the {stream} of the script panicked")]
     StorePanicked { stream: &'static str },
+    #[error("preparing the log files panicked")]
+    PreparePanicked,
 }
 
 impl CommandError {
@@ -220,35 +222,38 @@ async fn run_script(
         node_id,
         json!({"script": script, "language": interpreter.language, "timeout_ms": millis(timeout)}),
     ));
-    // SPEC 7.8: fingerprint the candidate files before the attempt.
+    // SPEC 7.8: fingerprint the candidate files before the attempt, or reuse the
+    // rescan after the previous attempt when no other stage ran since. The log files
+    // are created in the same trip to a blocking thread.
     let assets = &input.services.assets;
-    let baseline = {
-        let scanner = Arc::clone(&assets.scanner);
-        let work_dir = input.work_dir.to_path_buf();
-        tokio::task::spawn_blocking(move || scanner.baseline(&work_dir))
-            .await
-            .ok()
-    };
-    let started = Instant::now();
+    let stage = assets.current_stage();
+    let reused = assets.reusable_baseline(stage, input.work_dir);
     let mut stdout = Capture::new(input.stage_dir.join("stdout.log"), "stdout");
     let mut stderr = Capture::new(input.stage_dir.join("stderr.log"), "stderr");
-    let ending = supervise(
-        input,
-        script,
-        interpreter,
-        timeout,
-        kill_grace,
-        &mut stdout,
-        &mut stderr,
-    )
-    .await;
+    let (baseline, logs) = prepare_attempt(input, reused, [&stdout.path, &stderr.path]).await;
+    let started = Instant::now();
+    let ending = match logs {
+        Ok([stdout_log, stderr_log]) => {
+            stdout.file = Some(tokio::fs::File::from_std(stdout_log));
+            stderr.file = Some(tokio::fs::File::from_std(stderr_log));
+            supervise(
+                input,
+                script,
+                interpreter,
+                timeout,
+                kill_grace,
+                &mut stdout,
+                &mut stderr,
+            )
+            .await
+        }
+        Err(error) => Err(error),
+    };
     stdout.finish().await;
     stderr.finish().await;
     let duration_ms = millis(started.elapsed());
 
-    let blobs = &input.services.blobs;
-    let stdout_ref = store_log(blobs, &stdout).await;
-    let stderr_ref = store_log(blobs, &stderr).await;
+    let (stdout_ref, stderr_ref) = store_logs(&input.services.blobs, &stdout, &stderr).await;
     let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
     emitter.emit(Event::node(
         "CommandCompleted",
@@ -263,7 +268,7 @@ async fn run_script(
     ));
 
     if let Some(baseline) = baseline {
-        capture_assets(input, baseline).await;
+        capture_assets(input, baseline, stage).await;
     }
     let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
     match (stdout_ref, stderr_ref) {
@@ -326,6 +331,42 @@ fn canceled() -> Outcome {
     Outcome::fail("canceled", FailureClass::Canceled)
 }
 
+/// In one trip to a blocking thread (STYLE 11): the attempt's asset baseline (scanned
+/// unless `reused`) and the two log files, created or truncated. No baseline if the
+/// trip panicked.
+async fn prepare_attempt(
+    input: &StageInput<'_>,
+    reused: Option<crate::asset_capture::Baseline>,
+    logs: [&Path; 2],
+) -> (
+    Option<crate::asset_capture::Baseline>,
+    Result<[std::fs::File; 2], CommandError>,
+) {
+    let scanner = Arc::clone(&input.services.assets.scanner);
+    let work_dir = input.work_dir.to_path_buf();
+    let logs = logs.map(Path::to_path_buf);
+    tokio::task::spawn_blocking(move || {
+        let baseline = reused.unwrap_or_else(|| scanner.baseline(&work_dir));
+        let [stdout, stderr] = logs;
+        let files = create_log(&stdout).and_then(|out| Ok([out, create_log(&stderr)?]));
+        (Some(baseline), files)
+    })
+    .await
+    .unwrap_or_else(|_| (None, Err(CommandError::PreparePanicked)))
+}
+
+/// Creates (or truncates) a log file.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "CommandError::CreateLog names the path already"
+)]
+fn create_log(path: &Path) -> Result<std::fs::File, CommandError> {
+    std::fs::File::create(path).map_err(|source| CommandError::CreateLog {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Spawns the script and waits until it has exited and both pipes are drained, its
 /// timeout expires or the run is cancelled; in the last two cases the process group gets
 /// SIGTERM, then SIGKILL after `kill_grace`.
@@ -338,8 +379,6 @@ async fn supervise(
     stdout: &mut Capture,
     stderr: &mut Capture,
 ) -> Result<Ending, CommandError> {
-    stdout.create().await?;
-    stderr.create().await?;
     let mut child = Command::new(interpreter.program)
         .arg("-c")
         .arg(script)
@@ -484,18 +523,6 @@ impl Capture {
         }
     }
 
-    /// Creates (or truncates) the log file.
-    async fn create(&mut self) -> Result<(), CommandError> {
-        let file = tokio::fs::File::create(&self.path)
-            .await
-            .map_err(|source| CommandError::CreateLog {
-                path: self.path.clone(),
-                source,
-            })?;
-        self.file = Some(file);
-        Ok(())
-    }
-
     /// Copies `pipe` to the log file chunk by chunk until end of file, noting each chunk
     /// as activity for the stall watchdog (SPEC 9.11). After a write error it keeps
     /// draining the pipe, so the script never blocks on a full pipe.
@@ -607,13 +634,21 @@ impl Tail {
 
 /// Copies the assets the attempt wrote (SPEC 7.8) and reports skipped ones as
 /// `asset_skipped` warnings.
-async fn capture_assets(input: &StageInput<'_>, baseline: crate::asset_capture::Baseline) {
+async fn capture_assets(
+    input: &StageInput<'_>,
+    baseline: crate::asset_capture::Baseline,
+    stage: u64,
+) {
     let assets = &input.services.assets;
     let scanner = Arc::clone(&assets.scanner);
     let directory = crate::asset_capture::asset_dir(&assets.run_dir, &input.node.id, input.attempt);
-    let report = tokio::task::spawn_blocking(move || scanner.capture(&baseline, &directory))
-        .await
-        .unwrap_or_default();
+    let Ok((report, snapshot)) =
+        tokio::task::spawn_blocking(move || scanner.capture_with_snapshot(&baseline, &directory))
+            .await
+    else {
+        return;
+    };
+    assets.keep(stage, snapshot);
     assets
         .captured
         .fetch_add(report.captured.len(), std::sync::atomic::Ordering::SeqCst);
@@ -626,45 +661,61 @@ async fn capture_assets(input: &StageInput<'_>, baseline: crate::asset_capture::
     }
 }
 
-/// Stores a captured log as a blob: the bytes decoded as UTF-8 (invalid sequences
-/// replaced) and serialised as a compact JSON string (SPEC 7.7). A log that was never
-/// created (the script did not start) counts as empty.
-async fn store_log(blobs: &BlobStore, capture: &Capture) -> Result<String, CommandError> {
+/// Stores both captured logs as blobs in one trip to a blocking thread: each log's
+/// bytes decoded as UTF-8 (invalid sequences replaced) and serialised as a compact JSON
+/// string (SPEC 7.7). A log that was never created (the script did not start) counts as
+/// empty.
+async fn store_logs(
+    blobs: &BlobStore,
+    stdout: &Capture,
+    stderr: &Capture,
+) -> (Result<String, CommandError>, Result<String, CommandError>) {
     let blobs = blobs.clone();
-    let path = capture.path.clone();
-    let stream = capture.stream;
+    let logs = [
+        (stdout.path.clone(), stdout.stream),
+        (stderr.path.clone(), stderr.stream),
+    ];
     // Reading, hashing and writing a large output is blocking work (STYLE 11); it is
     // streamed, so memory stays bounded whatever the command printed.
     tokio::task::spawn_blocking(move || {
-        // Small logs (the usual case) are hashed first, so output seen before costs no
-        // write and no sync; large ones are streamed.
-        let small =
-            fs_err::metadata(&path).map_or(true, |metadata| metadata.len() <= SMALL_LOG_BYTES);
-        if small {
-            let bytes = match fs_err::read(&path) {
-                Ok(bytes) => bytes,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(source) => return Err(CommandError::ReadLog { stream, source }),
-            };
-            return blobs
-                .put_text_bytes(&bytes)
-                .map(|(reference, _)| reference)
-                .map_err(|source| CommandError::Store { stream, source });
-        }
-        let mut log = match fs_err::File::open(&path) {
-            Ok(file) => Box::new(std::io::BufReader::new(file)) as Box<dyn std::io::Read>,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Box::new(std::io::empty())
-            }
-            Err(source) => return Err(CommandError::ReadLog { stream, source }),
-        };
-        blobs
-            .put_text_stream(&mut log)
-            .map(|(reference, _)| reference)
-            .map_err(|source| CommandError::Store { stream, source })
+        let [(stdout, out_stream), (stderr, err_stream)] = logs;
+        (
+            store_log(&blobs, &stdout, out_stream),
+            store_log(&blobs, &stderr, err_stream),
+        )
     })
     .await
-    .unwrap_or(Err(CommandError::StorePanicked { stream }))
+    .unwrap_or((
+        Err(CommandError::StorePanicked { stream: "stdout" }),
+        Err(CommandError::StorePanicked { stream: "stderr" }),
+    ))
+}
+
+/// Stores the log at `path` (see [`store_logs`]).
+fn store_log(blobs: &BlobStore, path: &Path, stream: &'static str) -> Result<String, CommandError> {
+    // Small logs (the usual case) are hashed first, so output seen before costs no
+    // write and no sync; large ones are streamed.
+    let small = fs_err::metadata(path).map_or(true, |metadata| metadata.len() <= SMALL_LOG_BYTES);
+    if small {
+        let bytes = match fs_err::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(CommandError::ReadLog { stream, source }),
+        };
+        return blobs
+            .put_text_bytes(&bytes)
+            .map(|(reference, _)| reference)
+            .map_err(|source| CommandError::Store { stream, source });
+    }
+    let mut log = match fs_err::File::open(path) {
+        Ok(file) => Box::new(std::io::BufReader::new(file)) as Box<dyn std::io::Read>,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Box::new(std::io::empty()),
+        Err(source) => return Err(CommandError::ReadLog { stream, source }),
+    };
+    blobs
+        .put_text_stream(&mut log)
+        .map(|(reference, _)| reference)
+        .map_err(|source| CommandError::Store { stream, source })
 }
 
 /// Stores `text` as a JSON string blob and returns its ref.
@@ -791,6 +842,32 @@ mod tests {
         assert!(blob_text(&run, &outcome, OUTPUT_KEY).starts_with("line1\nline2\n"));
         assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "bad\n");
         assert_eq!(completed(&run)["exit_code"], json!(3));
+    }
+
+    #[tokio::test]
+    async fn a_log_that_cannot_be_created_fails_the_stage_before_the_script_runs() {
+        let run = TestRun::new();
+        let workflow = command_workflow(r#"script="echo ran > ran.txt""#);
+        let missing = run.stage_dir.join("missing");
+        let input = StageInput {
+            stage_dir: &missing,
+            ..run.input(&workflow, "run")
+        };
+        let outcome = execute(&input).await;
+
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        let reason = outcome.failure_reason();
+        assert!(
+            reason.starts_with(&format!(
+                "cannot create {}",
+                missing.join("stdout.log").display()
+            )),
+            "{reason}"
+        );
+        assert!(
+            !run.work_dir.join("ran.txt").exists(),
+            "the script never ran"
+        );
     }
 
     #[tokio::test]
