@@ -253,7 +253,8 @@ async fn run_script(
     stderr.finish().await;
     let duration_ms = millis(started.elapsed());
 
-    let (stdout_ref, stderr_ref) = store_logs(&input.services.blobs, &stdout, &stderr).await;
+    let stored = finish_attempt(input, &stdout, &stderr, baseline).await;
+    let (stdout_ref, stderr_ref) = (stored.stdout, stored.stderr);
     let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
     emitter.emit(Event::node(
         "CommandCompleted",
@@ -267,8 +268,8 @@ async fn run_script(
         }),
     ));
 
-    if let Some(baseline) = baseline {
-        capture_assets(input, baseline, stage).await;
+    if let Some(captured) = stored.assets {
+        record_assets(input, stage, captured);
     }
     let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
     match (stdout_ref, stderr_ref) {
@@ -632,22 +633,17 @@ impl Tail {
     }
 }
 
-/// Copies the assets the attempt wrote (SPEC 7.8) and reports skipped ones as
-/// `asset_skipped` warnings.
-async fn capture_assets(
+/// Keeps the rescan for the next attempt, counts the copied assets and reports skipped
+/// ones as `asset_skipped` warnings.
+fn record_assets(
     input: &StageInput<'_>,
-    baseline: crate::asset_capture::Baseline,
     stage: u64,
+    (report, snapshot): (
+        crate::asset_capture::CaptureReport,
+        crate::asset_capture::Snapshot,
+    ),
 ) {
     let assets = &input.services.assets;
-    let scanner = Arc::clone(&assets.scanner);
-    let directory = crate::asset_capture::asset_dir(&assets.run_dir, &input.node.id, input.attempt);
-    let Ok((report, snapshot)) =
-        tokio::task::spawn_blocking(move || scanner.capture_with_snapshot(&baseline, &directory))
-            .await
-    else {
-        return;
-    };
     assets.keep(stage, snapshot);
     assets
         .captured
@@ -661,34 +657,54 @@ async fn capture_assets(
     }
 }
 
-/// Stores both captured logs as blobs in one trip to a blocking thread: each log's
-/// bytes decoded as UTF-8 (invalid sequences replaced) and serialised as a compact JSON
-/// string (SPEC 7.7). A log that was never created (the script did not start) counts as
-/// empty.
-async fn store_logs(
-    blobs: &BlobStore,
+/// What [`finish_attempt`] did.
+struct Finished {
+    /// The stdout blob ref.
+    stdout: Result<String, CommandError>,
+    /// The stderr blob ref.
+    stderr: Result<String, CommandError>,
+    /// The assets copied (SPEC 7.8) and the rescan, when there was a baseline.
+    assets: Option<(
+        crate::asset_capture::CaptureReport,
+        crate::asset_capture::Snapshot,
+    )>,
+}
+
+/// In one trip to a blocking thread (STYLE 11): stores both captured logs as blobs, each
+/// log's bytes decoded as UTF-8 (invalid sequences replaced) and serialised as a
+/// compact JSON string (SPEC 7.7; a log never created counts as empty), then copies the
+/// assets the attempt wrote. Large outputs are streamed, so memory stays bounded.
+async fn finish_attempt(
+    input: &StageInput<'_>,
     stdout: &Capture,
     stderr: &Capture,
-) -> (Result<String, CommandError>, Result<String, CommandError>) {
-    let blobs = blobs.clone();
+    baseline: Option<crate::asset_capture::Baseline>,
+) -> Finished {
+    let blobs = input.services.blobs.clone();
     let logs = [
         (stdout.path.clone(), stdout.stream),
         (stderr.path.clone(), stderr.stream),
     ];
-    // Reading, hashing and writing a large output is blocking work (STYLE 11); it is
-    // streamed, so memory stays bounded whatever the command printed.
+    let scanner = Arc::clone(&input.services.assets.scanner);
+    let directory = crate::asset_capture::asset_dir(
+        &input.services.assets.run_dir,
+        &input.node.id,
+        input.attempt,
+    );
     tokio::task::spawn_blocking(move || {
         let [(stdout, out_stream), (stderr, err_stream)] = logs;
-        (
-            store_log(&blobs, &stdout, out_stream),
-            store_log(&blobs, &stderr, err_stream),
-        )
+        Finished {
+            stdout: store_log(&blobs, &stdout, out_stream),
+            stderr: store_log(&blobs, &stderr, err_stream),
+            assets: baseline.map(|baseline| scanner.capture_with_snapshot(&baseline, &directory)),
+        }
     })
     .await
-    .unwrap_or((
-        Err(CommandError::StorePanicked { stream: "stdout" }),
-        Err(CommandError::StorePanicked { stream: "stderr" }),
-    ))
+    .unwrap_or(Finished {
+        stdout: Err(CommandError::StorePanicked { stream: "stdout" }),
+        stderr: Err(CommandError::StorePanicked { stream: "stderr" }),
+        assets: None,
+    })
 }
 
 /// Stores the log at `path` (see [`store_logs`]).
