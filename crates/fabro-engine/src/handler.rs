@@ -95,6 +95,8 @@ pub(crate) struct AssetCapture {
     pub(crate) captured: std::sync::atomic::AtomicUsize,
     /// Stages started so far in every branch of the run.
     stages_started: std::sync::atomic::AtomicU64,
+    /// Stages running right now in every branch of the run.
+    stages_running: std::sync::atomic::AtomicUsize,
     /// The newest rescan after an attempt, tagged with `stages_started` as its stage
     /// saw it.
     recent: std::sync::Mutex<Option<(u64, crate::asset_capture::Snapshot)>>,
@@ -107,15 +109,27 @@ impl AssetCapture {
             run_dir: run_dir.to_path_buf(),
             captured: std::sync::atomic::AtomicUsize::new(0),
             stages_started: std::sync::atomic::AtomicU64::new(0),
+            stages_running: std::sync::atomic::AtomicUsize::new(0),
             recent: std::sync::Mutex::new(None),
         }
     }
 
-    /// Counts a stage start (every handler kind, every branch): a stage that ran since a
-    /// rescan may have written files, which makes the rescan useless as a baseline.
-    pub(crate) fn stage_started(&self) {
+    /// Counts a stage (every handler kind, every branch) as started and, until the guard
+    /// is dropped, as running: a stage that started since a rescan, or that runs beside
+    /// the one that scans, may have written files the rescan does not account for.
+    pub(crate) fn stage_running(&self) -> RunningStage<'_> {
         self.stages_started
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.stages_running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        RunningStage { assets: self }
+    }
+
+    /// Whether the caller's stage is the only one running.
+    fn alone(&self) -> bool {
+        self.stages_running
+            .load(std::sync::atomic::Ordering::SeqCst)
+            == 1
     }
 
     /// The tag of scans made from now on in the current stage.
@@ -124,10 +138,12 @@ impl AssetCapture {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Keeps the rescan of an attempt of the stage tagged `stage`.
+    /// Keeps the rescan of an attempt of the stage tagged `stage`, unless other stages
+    /// ran beside it (parallel branches sharing the working directory).
     pub(crate) fn keep(&self, stage: u64, snapshot: crate::asset_capture::Snapshot) {
+        let kept = self.alone().then_some((stage, snapshot));
         if let Ok(mut recent) = self.recent.lock() {
-            *recent = Some((stage, snapshot));
+            *recent = kept;
         }
     }
 
@@ -140,11 +156,24 @@ impl AssetCapture {
         work_dir: &Path,
     ) -> Option<crate::asset_capture::Baseline> {
         let (tag, snapshot) = self.recent.lock().ok()?.take()?;
-        if (tag == stage || tag + 1 == stage) && snapshot.work_dir() == work_dir {
+        if (tag == stage || tag + 1 == stage) && snapshot.work_dir() == work_dir && self.alone() {
             snapshot.into_baseline()
         } else {
             None
         }
+    }
+}
+
+/// A stage counted as running by [`AssetCapture::stage_running`] until dropped.
+pub(crate) struct RunningStage<'a> {
+    assets: &'a AssetCapture,
+}
+
+impl Drop for RunningStage<'_> {
+    fn drop(&mut self) {
+        self.assets
+            .stages_running
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -366,13 +395,21 @@ mod tests {
     use super::AssetCapture;
     use crate::asset_capture::{AssetScanner, CaptureLimits};
 
-    /// A kept rescan of the stage tagged `tag` in `work_dir`.
-    fn capture_with_rescan(work_dir: &Path, tag: u64) -> AssetCapture {
+    /// A rescan of `work_dir`.
+    fn rescan(work_dir: &Path) -> (AssetScanner, crate::asset_capture::Snapshot) {
         let scanner = AssetScanner::new(&[], CaptureLimits::default()).expect("no globs");
         let baseline = scanner.baseline(work_dir);
         let (_, snapshot) = scanner.capture_with_snapshot(&baseline, &work_dir.join("assets"));
+        (scanner, snapshot)
+    }
+
+    /// A kept rescan of the stage tagged `tag` in `work_dir`, the only stage running.
+    fn capture_with_rescan(work_dir: &Path, tag: u64) -> AssetCapture {
+        let (scanner, snapshot) = rescan(work_dir);
         let assets = AssetCapture::new(scanner, work_dir);
+        let running = assets.stage_running();
         assets.keep(tag, snapshot);
+        drop(running);
         assets
     }
 
@@ -383,6 +420,7 @@ mod tests {
         // A retry of the same stage, and the stage right after it.
         for stage in [3, 4] {
             let assets = capture_with_rescan(work, 3);
+            let _running = assets.stage_running();
             assert!(assets.reusable_baseline(stage, work).is_some(), "{stage}");
             assert!(
                 assets.reusable_baseline(stage, work).is_none(),
@@ -390,24 +428,47 @@ mod tests {
             );
         }
         // Another stage started in between (a branch, a human gate, an agent).
-        assert!(capture_with_rescan(work, 3)
-            .reusable_baseline(5, work)
-            .is_none());
+        let assets = capture_with_rescan(work, 3);
+        let _running = assets.stage_running();
+        assert!(assets.reusable_baseline(5, work).is_none());
         // Another working directory (a parallel branch's worktree).
-        let other = work.join("other");
-        assert!(capture_with_rescan(work, 3)
-            .reusable_baseline(4, &other)
-            .is_none());
+        let assets = capture_with_rescan(work, 3);
+        let _running = assets.stage_running();
+        assert!(assets.reusable_baseline(4, &work.join("other")).is_none());
     }
 
     #[test]
-    fn stage_starts_advance_the_tag() {
+    fn stages_running_side_by_side_neither_keep_nor_reuse_rescans() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let work = directory.path();
+        let (scanner, snapshot) = rescan(work);
+        let assets = AssetCapture::new(scanner, work);
+        let first = assets.stage_running();
+        let second = assets.stage_running();
+        assets.keep(2, snapshot);
+        drop(second);
+        assert!(assets.reusable_baseline(2, work).is_none(), "not kept");
+
+        let assets = capture_with_rescan(work, 1);
+        let _next = assets.stage_running();
+        let _beside = assets.stage_running();
+        assert!(assets.reusable_baseline(2, work).is_none(), "not reused");
+        drop(first);
+    }
+
+    #[test]
+    fn stage_starts_advance_the_tag_and_guards_count_running_stages() {
         let directory = tempfile::tempdir().expect("tempdir");
         let scanner = AssetScanner::new(&[], CaptureLimits::default()).expect("no globs");
         let assets = AssetCapture::new(scanner, directory.path());
         assert_eq!(assets.current_stage(), 0);
-        assets.stage_started();
-        assets.stage_started();
+        let first = assets.stage_running();
+        assert!(assets.alone());
+        let second = assets.stage_running();
+        assert!(!assets.alone());
         assert_eq!(assets.current_stage(), 2);
+        drop(second);
+        assert!(assets.alone());
+        drop(first);
     }
 }

@@ -536,7 +536,8 @@ impl Traversal {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
         self.state.touch(&spec.id);
-        self.services.assets.stage_started();
+        let services = Arc::clone(&self.services);
+        let _running = services.assets.stage_running();
         let visit = {
             let visits = self.state.node_visits.entry(spec.id.clone()).or_insert(0);
             *visits += 1;
