@@ -19,6 +19,7 @@ use crate::model::{
     Node, NodeIndex, OutputSchema, RankDir, ReasoningEffort, RetryPolicy, ScriptLanguage,
     Selection, SubWorkflowSettings, Workflow,
 };
+use crate::span::Span;
 use crate::stylesheet::Stylesheet;
 use crate::syntax::{Attribute, Attributes, KeySet, SyntaxGraph};
 use crate::value;
@@ -59,24 +60,24 @@ pub(crate) fn lower_indexed(
             node: Some(&syntax_node.id),
         };
         let slots = Slots::new(&syntax_node.attributes);
-        let node = reader.node(&slots, &settings);
         let mut classes = node_classes(slots.value(Key::Class));
         for class in syntax_node.derived_classes {
             if !classes.contains(&class) {
                 classes.push(class);
             }
         }
-        nodes.push(Node {
-            id: syntax_node.id,
-            label: slots.get(Key::Label).map(|a| a.value.clone()),
-            shape: slots.get(Key::Shape).map(|a| a.value.clone()),
-            classes,
+        // The node is built once, then the id and attributes (borrowed while reading)
+        // are moved into it in place: copying a whole `Node` again costs more than that.
+        let place = Place {
             span: syntax_node.span,
             declared: syntax_node.declared,
             quoted: syntax_node.quoted,
-            attributes: syntax_node.attributes,
-            ..node
-        });
+        };
+        nodes.push(reader.node(&slots, &settings, classes, place));
+        if let Some(pushed) = nodes.last_mut() {
+            pushed.id = syntax_node.id;
+            pushed.attributes = syntax_node.attributes;
+        }
     }
     apply_stylesheet(&settings.stylesheet, &mut nodes);
     let mut edges = Vec::with_capacity(syntax.edges.len());
@@ -116,7 +117,10 @@ pub(crate) fn lower_indexed(
         edges.push(Edge {
             from: NodeIndex(syntax_edge.from as u32),
             to: NodeIndex(syntax_edge.to as u32),
-            label: attributes.value("label").unwrap_or("").to_owned(),
+            // An empty label allocates nothing and is not copied.
+            label: attributes
+                .value("label")
+                .map_or_else(String::new, str::to_owned),
             condition,
             weight,
             fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
@@ -186,6 +190,13 @@ fn non_empty(text: Option<&str>) -> Option<String> {
     text.filter(|text| !text.is_empty()).map(str::to_owned)
 }
 
+/// Where and how a node is mentioned first.
+struct Place {
+    span: Span,
+    declared: bool,
+    quoted: bool,
+}
+
 /// Converts attributes of one element, collecting diagnostics.
 struct Reader<'a, 'd> {
     source: &'a str,
@@ -201,8 +212,13 @@ impl Reader<'_, '_> {
             None => Stylesheet::default(),
         };
         GraphSettings {
-            goal: attributes.value("goal").unwrap_or("").to_owned(),
-            label: attributes.value("label").unwrap_or("").to_owned(),
+            goal: attributes
+                .value("goal")
+                .map_or_else(String::new, str::to_owned),
+            // An empty label allocates nothing and is not copied.
+            label: attributes
+                .value("label")
+                .map_or_else(String::new, str::to_owned),
             stylesheet,
             default_max_retries: self
                 .count(
@@ -246,8 +262,14 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// A node without id, label, shape, classes and position (filled in by the caller).
-    fn node(&mut self, slots: &Slots<'_>, graph: &GraphSettings) -> Node {
+    /// A node without id and attributes (moved in by the caller).
+    fn node(
+        &mut self,
+        slots: &Slots<'_>,
+        graph: &GraphSettings,
+        classes: Vec<String>,
+        place: Place,
+    ) -> Node {
         let shape = slots.value(Key::Shape).unwrap_or("box");
         let handler = slots
             .any(&[Key::Type, Key::NodeType, Key::CodergenMode])
@@ -258,10 +280,10 @@ impl Reader<'_, '_> {
             .then(|| Box::new(self.sub_workflow(slots, graph)));
         Node {
             id: String::new(),
-            label: None,
-            shape: None,
+            label: slots.get(Key::Label).map(|a| a.value.clone()),
+            shape: slots.get(Key::Shape).map(|a| a.value.clone()),
             handler,
-            classes: Vec::new(),
+            classes,
             timeout,
             max_retries: self.count(slots.get(Key::MaxRetries), 0),
             retry_policy: slots.value(Key::RetryPolicy).and_then(RetryPolicy::parse),
@@ -289,14 +311,13 @@ impl Reader<'_, '_> {
             duration: self.duration(slots.get(Key::Duration)),
             sub_workflow,
             attributes: Attributes::default(),
-            span: Default::default(),
-            declared: false,
-            quoted: false,
+            span: place.span,
+            declared: place.declared,
+            quoted: place.quoted,
         }
     }
 
     fn llm_settings(&mut self, slots: &Slots<'_>) -> LlmSettings {
-        let defaults = LlmSettings::default();
         let output_schema = slots
             .get(Key::OutputSchema)
             .and_then(|attribute| self.inline_output_schema(attribute));
@@ -305,10 +326,10 @@ impl Reader<'_, '_> {
                 Some(retries) => u32::try_from(retries.max(0)).unwrap_or(u32::MAX),
                 None => {
                     self.type_error(attribute, "an integer");
-                    defaults.output_retries
+                    LlmSettings::DEFAULT_OUTPUT_RETRIES
                 }
             },
-            None => defaults.output_retries,
+            None => LlmSettings::DEFAULT_OUTPUT_RETRIES,
         };
         let acp_command =
             slots
@@ -339,12 +360,12 @@ impl Reader<'_, '_> {
             reasoning_effort: slots
                 .value(Key::ReasoningEffort)
                 .and_then(ReasoningEffort::parse)
-                .unwrap_or(defaults.reasoning_effort),
+                .unwrap_or(LlmSettings::DEFAULT_REASONING_EFFORT),
             max_tokens: self.count(slots.get(Key::MaxTokens), 1),
             backend: slots
                 .value(Key::Backend)
                 .and_then(Backend::parse)
-                .unwrap_or(defaults.backend),
+                .unwrap_or(LlmSettings::DEFAULT_BACKEND),
             fidelity: slots.value(Key::Fidelity).and_then(Fidelity::parse),
             thread_id: non_empty(slots.value(Key::ThreadId)),
             project_memory: self.boolean(slots.get(Key::ProjectMemory), true),
@@ -463,11 +484,15 @@ impl Reader<'_, '_> {
         }
     }
 
+    // The helpers below are inlined so that an absent attribute, the common case, costs
+    // one test; parsing a present one stays out of line.
+    #[inline]
     fn boolean(&mut self, attribute: Option<&Attribute>, default: bool) -> bool {
         self.parsed(attribute, "true or false", value::parse_bool)
             .unwrap_or(default)
     }
 
+    #[inline]
     fn duration(&mut self, attribute: Option<&Attribute>) -> Option<Duration> {
         self.parsed(
             attribute,
@@ -477,8 +502,13 @@ impl Reader<'_, '_> {
     }
 
     /// A non-negative integer of at least `minimum` that fits in `u32`.
+    #[inline]
     fn count(&mut self, attribute: Option<&Attribute>, minimum: u32) -> Option<u32> {
-        let attribute = attribute?;
+        self.count_of(attribute?, minimum)
+    }
+
+    #[inline(never)]
+    fn count_of(&mut self, attribute: &Attribute, minimum: u32) -> Option<u32> {
         let parsed = value::parse_integer(attribute.value.trim())
             .and_then(|number| u32::try_from(number).ok())
             .filter(|&number| number >= minimum);
@@ -488,13 +518,23 @@ impl Reader<'_, '_> {
         parsed
     }
 
+    #[inline]
     fn parsed<T>(
         &mut self,
         attribute: Option<&Attribute>,
         expected: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
+        parse: fn(&str) -> Option<T>,
     ) -> Option<T> {
-        let attribute = attribute?;
+        self.parsed_of(attribute?, expected, parse)
+    }
+
+    #[inline(never)]
+    fn parsed_of<T>(
+        &mut self,
+        attribute: &Attribute,
+        expected: &str,
+        parse: fn(&str) -> Option<T>,
+    ) -> Option<T> {
         let parsed = parse(attribute.value.trim());
         if parsed.is_none() {
             self.type_error(attribute, expected);
@@ -502,6 +542,8 @@ impl Reader<'_, '_> {
         parsed
     }
 
+    #[cold]
+    #[inline(never)]
     fn type_error(&mut self, attribute: &Attribute, expected: &str) {
         let message = format!(
             "attribute '{}' expects {expected}, found \"{}\"",

@@ -149,6 +149,16 @@ pub struct LlmSettings {
     pub acp_command: Option<Vec<String>>,
 }
 
+impl LlmSettings {
+    /// [`LlmSettings::reasoning_effort`] when neither an attribute nor the stylesheet
+    /// sets it.
+    pub(crate) const DEFAULT_REASONING_EFFORT: ReasoningEffort = ReasoningEffort::High;
+    /// [`LlmSettings::backend`] when neither an attribute nor the stylesheet sets it.
+    pub(crate) const DEFAULT_BACKEND: Backend = Backend::Api;
+    /// [`LlmSettings::output_retries`] when unset.
+    pub(crate) const DEFAULT_OUTPUT_RETRIES: u32 = 2;
+}
+
 impl Default for LlmSettings {
     fn default() -> LlmSettings {
         LlmSettings {
@@ -157,15 +167,15 @@ impl Default for LlmSettings {
             provider: None,
             stylesheet_model: None,
             stylesheet_provider: None,
-            reasoning_effort: ReasoningEffort::High,
+            reasoning_effort: LlmSettings::DEFAULT_REASONING_EFFORT,
             max_tokens: None,
-            backend: Backend::Api,
+            backend: LlmSettings::DEFAULT_BACKEND,
             fidelity: None,
             thread_id: None,
             project_memory: true,
             max_turns: 0,
             output_schema: None,
-            output_retries: 2,
+            output_retries: LlmSettings::DEFAULT_OUTPUT_RETRIES,
             write_scope: Vec::new(),
             acp_command: None,
         }

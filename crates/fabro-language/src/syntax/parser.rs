@@ -207,7 +207,8 @@ impl<'s> Parser<'s> {
     fn statements(&mut self, open: Span) -> Scan<()> {
         loop {
             self.cursor.skip_trivia()?;
-            let here = self.cursor.here();
+            // The span of the character here is only needed for errors and subgraphs:
+            // computed there, the cursor not having moved.
             match self.cursor.peek() {
                 None => return error("missing '}' to close this block", open),
                 Some(b'}') => {
@@ -216,6 +217,7 @@ impl<'s> Parser<'s> {
                 }
                 Some(b';') => self.cursor.bump(),
                 Some(b'{') => {
+                    let here = self.cursor.here();
                     self.cursor.bump();
                     self.subgraph(here)?;
                 }
@@ -235,11 +237,12 @@ impl<'s> Parser<'s> {
                     let endpoint = self.quoted_endpoint(literal)?;
                     self.node_or_edge(endpoint)?;
                 }
-                Some(b'<') => return error(html_message(), here),
+                Some(b'<') => return error(html_message(), self.cursor.here()),
                 Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
                     self.word_statement()?
                 }
                 Some(byte) if byte.is_ascii_digit() || byte == b'-' || byte == b'.' => {
+                    let here = self.cursor.here();
                     if self.text[self.cursor.pos()..].starts_with("--") {
                         return error(
                             undirected_edge_message(),
@@ -252,7 +255,8 @@ impl<'s> Parser<'s> {
                     );
                 }
                 Some(_) => {
-                    return error(format!("unexpected '{}'", &self.text[here.range()]), here)
+                    let here = self.cursor.here();
+                    return error(format!("unexpected '{}'", &self.text[here.range()]), here);
                 }
             }
         }
@@ -338,7 +342,17 @@ impl<'s> Parser<'s> {
     }
 
     /// Consumes `.ident` continuations of a qualified key; returns the end offset.
+    #[inline]
     fn qualified_tail(&mut self) -> Scan<usize> {
+        if self.cursor.peek() != Some(b'.') {
+            return Ok(self.cursor.pos());
+        }
+        self.qualified_tail_dots()
+    }
+
+    /// [`Parser::qualified_tail`] at a `.`.
+    #[inline(never)]
+    fn qualified_tail_dots(&mut self) -> Scan<usize> {
         while self.cursor.peek() == Some(b'.') {
             self.cursor.bump();
             let here = self.cursor.here();
@@ -458,7 +472,17 @@ impl<'s> Parser<'s> {
     }
 
     /// True at `->`; an error at `--`.
+    #[inline(always)]
     fn at_arrow(&self) -> Scan<bool> {
+        if self.cursor.peek() != Some(b'-') {
+            return Ok(false);
+        }
+        self.at_dash()
+    }
+
+    /// [`Parser::at_arrow`] at a `-`.
+    #[inline(never)]
+    fn at_dash(&self) -> Scan<bool> {
         let rest = &self.text[self.cursor.pos()..];
         if rest.starts_with("--") {
             let start = self.cursor.pos();
@@ -468,7 +492,6 @@ impl<'s> Parser<'s> {
     }
 
     fn endpoint(&mut self) -> Scan<Endpoint<'s>> {
-        let here = self.cursor.here();
         match self.cursor.peek() {
             Some(b'"') => {
                 let literal = self.cursor.quoted()?;
@@ -476,12 +499,12 @@ impl<'s> Parser<'s> {
             }
             Some(b'{') => error(
                 "subgraphs cannot be edge endpoints: write one edge per node",
-                here,
+                self.cursor.here(),
             ),
-            Some(b'<') => error(html_message(), here),
+            Some(b'<') => error(html_message(), self.cursor.here()),
             Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
                 let Some((word, span)) = self.cursor.ident() else {
-                    return error("expected a node id after '->'", here);
+                    return error("expected a node id after '->'", self.cursor.here());
                 };
                 if word.eq_ignore_ascii_case("subgraph") {
                     return error(
@@ -501,8 +524,7 @@ impl<'s> Parser<'s> {
                     quoted: false,
                 })
             }
-            None => error("expected a node id after '->'", here),
-            Some(_) => error("expected a node id after '->'", here),
+            None | Some(_) => error("expected a node id after '->'", self.cursor.here()),
         }
     }
 
@@ -544,11 +566,12 @@ impl<'s> Parser<'s> {
 
     /// Parses `[ … ]`, setting each attribute on `attributes` (later keys win).
     fn attribute_block_into(&mut self, attributes: &mut Attributes) -> Scan<()> {
-        let open = self.cursor.here();
+        // At the `[`, a one-byte character.
+        let open = Span::new(self.cursor.pos(), self.cursor.pos() + 1);
         self.cursor.bump();
         loop {
             self.cursor.skip_trivia()?;
-            let here = self.cursor.here();
+            let start = self.cursor.pos();
             match self.cursor.peek() {
                 None => {
                     return error("missing ']' to close this attribute list", open);
@@ -561,7 +584,7 @@ impl<'s> Parser<'s> {
                 Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
                     self.cursor.ident();
                     let key_end = self.qualified_tail()?;
-                    let key_span = Span::new(here.start as usize, key_end);
+                    let key_span = Span::new(start, key_end);
                     let key = &self.text[key_span.range()];
                     self.cursor.skip_trivia()?;
                     if !self.cursor.eat(b'=') {
@@ -591,13 +614,14 @@ impl<'s> Parser<'s> {
                     return error("missing ']' to close the previous attribute list", open)
                 }
                 Some(_) => {
+                    let here = self.cursor.here();
                     return error(
                         format!(
                             "expected an attribute or ']', found '{}'",
                             &self.text[here.range()]
                         ),
                         here,
-                    )
+                    );
                 }
             }
         }
@@ -606,7 +630,6 @@ impl<'s> Parser<'s> {
     /// Scans the value after `key =`.
     fn value(&mut self, key: &str) -> Scan<Literal<'s>> {
         self.cursor.skip_trivia()?;
-        let here = self.cursor.here();
         match self.cursor.peek() {
             Some(b'"') => {
                 let literal = self.cursor.quoted()?;
@@ -616,11 +639,12 @@ impl<'s> Parser<'s> {
                 }
                 Ok(literal)
             }
-            Some(b'<') => error(html_message(), here),
+            Some(b'<') => error(html_message(), self.cursor.here()),
             _ => {
                 let (run, span) = self.cursor.bare_run();
                 if run.is_empty() {
-                    return error(format!("missing value after '{key}='"), here);
+                    // Nothing was consumed: the cursor is still where the value belongs.
+                    return error(format!("missing value after '{key}='"), self.cursor.here());
                 }
                 if !is_bare_value(run) {
                     return error(
