@@ -105,7 +105,12 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
         started.elapsed().as_secs_f64()
     });
     for (name, stages, reference, work) in [
-        ("W0 empty workflow (the fixed cost of a run)", 2usize, "–", 0.0),
+        (
+            "W0 empty workflow (the fixed cost of a run)",
+            2usize,
+            "–",
+            0.0,
+        ),
         ("W1 1,000 conditional nodes", 1002, "–", 0.0),
         ("W2 200 commands `true`", 202, "200 × sh -c true", spawn_200),
         ("W3 100 parallel `sleep 0.2`", 104, "one 0.2 s sleep", 0.2),
