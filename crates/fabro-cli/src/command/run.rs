@@ -68,7 +68,7 @@ pub(crate) fn detach(
         .map_err(|source| CliError::io("cannot open", &log_path, source))?;
     let program = std::env::current_exe()
         .map_err(|source| CliError::io("cannot locate", "the fabro executable", source))?;
-    std::process::Command::new(program)
+    let mut worker = std::process::Command::new(program)
         .args(worker_args)
         .stdin(std::process::Stdio::null())
         .stdout(log.into_parts().0)
@@ -78,11 +78,42 @@ pub(crate) fn detach(
         .map_err(|source| {
             CliError::io("cannot start the background worker for", run_dir, source)
         })?;
+    wait_until_registered(&mut worker, run_dir, &log_path)?;
     output.out(&format!(
         "run_id: {run_id}\nrun_dir: {}\n",
         run_dir.display()
     ));
     Ok(Status::Success)
+}
+
+/// How long `--detach` waits for the worker to register the run.
+const REGISTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until the worker has written the run's `manifest.json`, from which every
+/// command resolves the run id, so that the id printed next can be used at once. A
+/// worker that exits before that failed to start the run: its log says why. After
+/// [`REGISTER_TIMEOUT`] (a slow git setup) the id is printed anyway.
+fn wait_until_registered(
+    worker: &mut std::process::Child,
+    run_dir: &std::path::Path,
+    log_path: &std::path::Path,
+) -> Result<(), CliError> {
+    let manifest = run_dir.join("manifest.json");
+    let deadline = std::time::Instant::now() + REGISTER_TIMEOUT;
+    while !manifest.exists() && std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = worker.try_wait() {
+            if manifest.exists() {
+                break;
+            }
+            let log = fs_err::read_to_string(log_path).unwrap_or_default();
+            return Err(CliError::Usage(format!(
+                "the background worker stopped ({status}) before the run started:\n{}",
+                log.trim_end()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Ok(())
 }
 
 /// Prints why a run could not start: workflow diagnostics exit 1, the rest exits 2.
