@@ -59,12 +59,36 @@ impl Attributes {
         }
     }
 
+    /// [`Attributes::set`] for keys interned by one parser: two such keys are equal
+    /// exactly when they share an allocation, so keys are compared by address.
+    pub(crate) fn set_interned(&mut self, attribute: Attribute) {
+        debug_assert!(self
+            .entries
+            .iter()
+            .all(|existing| Arc::ptr_eq(&existing.key, &attribute.key)
+                || existing.key != attribute.key));
+        match self
+            .entries
+            .iter_mut()
+            .find(|existing| Arc::ptr_eq(&existing.key, &attribute.key))
+        {
+            Some(existing) => *existing = attribute,
+            None => self.entries.push(attribute),
+        }
+    }
+
     /// Sets every attribute of `other` (later wins), leaving `other` empty but keeping its
-    /// buffer. Grows by exactly what may be needed: most lists stay this size.
-    pub(crate) fn merge(&mut self, other: &mut Attributes) {
+    /// buffer. Grows by exactly what may be needed: most lists stay this size. Keys of
+    /// both lists must be interned by the same parser (see [`Attributes::set_interned`]).
+    pub(crate) fn merge_interned(&mut self, other: &mut Attributes) {
         self.entries.reserve_exact(other.len());
+        if self.entries.is_empty() {
+            // The keys of `other` are distinct already: setting them one by one appends.
+            self.entries.append(&mut other.entries);
+            return;
+        }
         for attribute in other.entries.drain(..) {
-            self.set(attribute);
+            self.set_interned(attribute);
         }
     }
 

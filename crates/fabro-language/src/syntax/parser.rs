@@ -415,7 +415,9 @@ impl<'s> Parser<'s> {
                 }
             }
             let index = self.ensure_node_with_room(&first, block.len());
-            self.graph.nodes[index].attributes.merge(&mut block);
+            self.graph.nodes[index]
+                .attributes
+                .merge_interned(&mut block);
             self.block = block;
             let in_subgraph = self.scopes.len() > 1;
             self.graph.nodes[index].declared = true;
@@ -444,7 +446,7 @@ impl<'s> Parser<'s> {
             let defaults = &self.scope_mut().edge_defaults;
             let mut attributes = Attributes::with_capacity(defaults.len() + block.len());
             attributes.extend_cloned(defaults);
-            attributes.merge(&mut block);
+            attributes.merge_interned(&mut block);
             self.block = block;
             parsed?;
             attributes
@@ -481,14 +483,16 @@ impl<'s> Parser<'s> {
     }
 
     /// [`Parser::at_arrow`] at a `-`.
-    #[inline(never)]
+    #[inline]
     fn at_dash(&self) -> Scan<bool> {
-        let rest = &self.text[self.cursor.pos()..];
-        if rest.starts_with("--") {
-            let start = self.cursor.pos();
-            return error(undirected_edge_message(), Span::new(start, start + 2));
+        match self.cursor.peek_at(1) {
+            Some(b'>') => Ok(true),
+            Some(b'-') => {
+                let start = self.cursor.pos();
+                error(undirected_edge_message(), Span::new(start, start + 2))
+            }
+            _ => Ok(false),
         }
-        Ok(rest.starts_with("->"))
     }
 
     fn endpoint(&mut self) -> Scan<Endpoint<'s>> {
@@ -597,7 +601,7 @@ impl<'s> Parser<'s> {
                         );
                     }
                     let literal = self.value(key)?;
-                    attributes.set(self.attribute(key, key_span, literal));
+                    attributes.set_interned(self.attribute(key, key_span, literal));
                 }
                 Some(b'"') => {
                     let literal = self.cursor.quoted()?;
@@ -608,7 +612,7 @@ impl<'s> Parser<'s> {
                         return error(format!("expected '=' after attribute '{key}'"), key_span);
                     }
                     let literal = self.value(key)?;
-                    attributes.set(self.attribute(key, key_span, literal));
+                    attributes.set_interned(self.attribute(key, key_span, literal));
                 }
                 Some(b'[') => {
                     return error("missing ']' to close the previous attribute list", open)
