@@ -34,9 +34,7 @@ impl Hasher for IdHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            self.add(tail_word(rest));
         }
     }
 
@@ -168,10 +166,41 @@ pub(crate) fn packed_id(id: &str) -> u64 {
     if bytes.is_empty() || bytes.len() > 7 {
         return 0;
     }
-    let mut word = [0u8; 8];
-    word[..bytes.len()].copy_from_slice(bytes);
-    word[7] = bytes.len() as u8;
-    u64::from_le_bytes(word)
+    tail_word(bytes) | ((bytes.len() as u64) << 56)
+}
+
+/// The little-endian word of up to eight `bytes`, zero-padded: what copying them into a
+/// zeroed `[u8; 8]` gives, read with two overlapping loads instead of a copy whose length
+/// is only known at run time (which becomes a `memcpy` call).
+#[inline]
+fn tail_word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    // The two loads overlap or meet, so together they cover every byte; overlapping bytes
+    // are equal in both and OR to themselves.
+    match len {
+        0 => 0,
+        1 => u64::from(bytes[0]),
+        2..=3 => {
+            let low = u16::from_le_bytes([bytes[0], bytes[1]]);
+            let high = u16::from_le_bytes([bytes[len - 2], bytes[len - 1]]);
+            u64::from(low) | (u64::from(high) << (8 * (len - 2)))
+        }
+        4..=8 => {
+            let low = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            let high = u32::from_le_bytes([
+                bytes[len - 4],
+                bytes[len - 3],
+                bytes[len - 2],
+                bytes[len - 1],
+            ]);
+            u64::from(low) | (u64::from(high) << (8 * (len - 4)))
+        }
+        _ => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8]);
+            u64::from_le_bytes(word)
+        }
+    }
 }
 
 /// The high half of the id's [`IdHasher`] hash (its best-mixed bits).
@@ -184,6 +213,26 @@ fn hash_id(id: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_words_equal_zero_padded_copies() {
+        let source: Vec<u8> = (0..9u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(0x81))
+            .collect();
+        for len in 0..=8 {
+            let bytes = &source[..len];
+            let mut word = [0u8; 8];
+            word[..len].copy_from_slice(bytes);
+            assert_eq!(tail_word(bytes), u64::from_le_bytes(word), "{len}");
+        }
+        assert_eq!(
+            packed_id("n1"),
+            u64::from_le_bytes([b'n', b'1', 0, 0, 0, 0, 0, 2])
+        );
+        assert_eq!(packed_id("abcdefg"), u64::from_le_bytes(*b"abcdefg\x07"));
+        assert_eq!(packed_id("abcdefgh"), 0);
+        assert_eq!(packed_id(""), 0);
+    }
 
     #[test]
     fn similar_ids_spread_over_low_bits() {
