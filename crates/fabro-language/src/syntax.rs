@@ -312,6 +312,38 @@ mod tests {
     }
 
     #[test]
+    fn keys_share_one_allocation_however_they_alternate() {
+        let source =
+            "digraph { a [x=1, y=2, z=3] b [z=4, x=5] c [y=6, z=7, x=8, w=9] a -> b [x=0] }";
+        let graph = parse(source).expect("parses");
+        let mut seen: Vec<&Attribute> = Vec::new();
+        for attribute in graph
+            .nodes
+            .iter()
+            .flat_map(|node| node.attributes.iter())
+            .chain(graph.edges.iter().flat_map(|edge| edge.attributes.iter()))
+        {
+            assert_eq!(&source[attribute.key_span.range()], &*attribute.key);
+            assert_eq!(&source[attribute.value_span.range()], &*attribute.value);
+            for earlier in &seen {
+                assert_eq!(
+                    Arc::ptr_eq(&earlier.key, &attribute.key),
+                    earlier.key == attribute.key,
+                    "{} / {}",
+                    earlier.key,
+                    attribute.key
+                );
+            }
+            seen.push(attribute);
+        }
+        assert_eq!(seen.len(), 10);
+        let c = &graph.nodes[2].attributes;
+        let keys: Vec<&str> = c.iter().map(|attribute| &*attribute.key).collect();
+        assert_eq!(keys, ["y", "z", "x", "w"]);
+        assert_eq!(c.value("x"), Some("8"));
+    }
+
+    #[test]
     fn value_subspans_map_through_escapes() {
         let source = "digraph { a [s=\"x\\\"y\\\nzw\"] }";
         let graph = parse(source).expect("parses");

@@ -79,7 +79,13 @@ struct Parser<'s> {
     /// Interned attribute keys: every `label` key shares one allocation. Beside each key,
     /// the value it was last assigned, shared when the next assignment repeats it (as
     /// defaults and repeated conditions do).
-    keys: IdHashMap<&'s str, (Arc<str>, Arc<str>)>,
+    keys: IdHashMap<&'s str, usize>,
+    /// The interned keys, by the position `keys` maps to, each beside the value it was last
+    /// assigned.
+    interned: Vec<(Arc<str>, Arc<str>)>,
+    /// The key text and position in `interned` of the last two keys looked up, most recent
+    /// first: attribute blocks mostly repeat the keys of the blocks before them.
+    recent_keys: [(&'s str, usize); 2],
     /// Reused buffer for the attribute block being parsed.
     block: Attributes,
     /// [`packed_id`] of every id in `ids`, for [`Parser::is_node_at`].
@@ -104,6 +110,8 @@ impl<'s> Parser<'s> {
             recent: [0; 2],
             node_index: IdTable::default(),
             keys: IdHashMap::default(),
+            interned: Vec::new(),
+            recent_keys: [("", usize::MAX); 2],
             block: Attributes::default(),
             chain: Vec::new(),
             derived: Vec::new(),
@@ -142,7 +150,7 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        let keys = KeySet::new(self.keys.into_values().map(|(key, _)| key));
+        let keys = KeySet::new(self.interned.into_iter().map(|(key, _)| key));
         (self.graph, self.node_index, keys)
     }
 
@@ -328,7 +336,8 @@ impl<'s> Parser<'s> {
                     self.assign(attribute);
                     return Ok(());
                 }
-                if key.contains('.') {
+                // The key is the word plus any `.name` continuations.
+                if key_end != span.end as usize {
                     return error(format!("expected '=' after '{key}'"), self.cursor.here());
                 }
                 let endpoint = Endpoint {
@@ -743,10 +752,8 @@ impl<'s> Parser<'s> {
 
     /// Builds an attribute, sharing the key's allocation with earlier uses of the key.
     fn attribute(&mut self, key: &'s str, key_span: Span, literal: Literal<'s>) -> Attribute {
-        let (key, last_value) = self
-            .keys
-            .entry(key)
-            .or_insert_with(|| (Arc::from(key), Arc::from("")));
+        let position = self.key_position(key);
+        let (key, last_value) = &mut self.interned[position];
         if **last_value != *literal.value {
             *last_value = Arc::from(literal.value.as_ref());
         }
@@ -757,6 +764,27 @@ impl<'s> Parser<'s> {
             value_span: literal.span,
             quoted: literal.quoted,
         }
+    }
+
+    /// The position of `key` in [`Parser::interned`], interning it on first use.
+    #[inline]
+    fn key_position(&mut self, key: &'s str) -> usize {
+        let [latest, before] = self.recent_keys;
+        if latest.0 == key && latest.1 != usize::MAX {
+            return latest.1;
+        }
+        let position = if before.0 == key && before.1 != usize::MAX {
+            before.1
+        } else {
+            let next = self.interned.len();
+            let position = *self.keys.entry(key).or_insert(next);
+            if position == next {
+                self.interned.push((Arc::from(key), Arc::from("")));
+            }
+            position
+        };
+        self.recent_keys = [(key, position), latest];
+        position
     }
 
     fn scope_mut(&mut self) -> &mut Scope {
