@@ -169,6 +169,33 @@ pub(crate) fn packed_id(id: &str) -> u64 {
     tail_word(bytes) | ((bytes.len() as u64) << 56)
 }
 
+/// Whether `a` and `b` are the same text. Short texts (attribute keys, most values) are
+/// compared as one or two words inline instead of through a `memcmp` call.
+#[inline]
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    if len <= 8 {
+        return tail_word(a) == tail_word(b);
+    }
+    if len <= 16 {
+        // Two overlapping words cover every byte.
+        return word_at(a, 0) == word_at(b, 0) && word_at(a, len - 8) == word_at(b, len - 8);
+    }
+    a == b
+}
+
+/// The little-endian word of the eight bytes of `bytes` from `start`.
+#[inline]
+fn word_at(bytes: &[u8], start: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[start..start + 8]);
+    u64::from_le_bytes(word)
+}
+
 /// The little-endian word of up to eight `bytes`, zero-padded: what copying them into a
 /// zeroed `[u8; 8]` gives, read with two overlapping loads instead of a copy whose length
 /// is only known at run time (which becomes a `memcpy` call).
@@ -213,6 +240,48 @@ fn hash_id(id: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_text_agrees_with_equality() {
+        let texts = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "ba",
+            "abc",
+            "abd",
+            "label",
+            "shape",
+            "labels",
+            "condition",
+            "conditiox",
+            "outcome=fail",
+            "outcome=succ",
+            "outcome=fail!",
+            "0123456789abcdef",
+            "0123456789abcdeF",
+            "1123456789abcdef",
+            "0123456789abcdefg",
+            "0123456789abcdefh",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+        // Every single differing byte position of every length is noticed.
+        for len in 1..=20 {
+            let base: String = (0..len).map(|i| char::from(b'a' + i as u8)).collect();
+            for position in 0..len {
+                let mut other = base.clone().into_bytes();
+                other[position] = b'Z';
+                let other = String::from_utf8(other).expect("ascii");
+                assert!(!same_text(&base, &other), "{base} {other}");
+                assert!(same_text(&base, &base.clone()));
+            }
+        }
+    }
 
     #[test]
     fn tail_words_equal_zero_padded_copies() {

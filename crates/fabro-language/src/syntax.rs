@@ -13,6 +13,7 @@ pub use parser::{is_ident, is_keyword, parse, MAX_SOURCE_BYTES};
 
 use std::sync::Arc;
 
+use crate::id_hash::same_text;
 use crate::span::Span;
 
 /// One `key=value` attribute as written.
@@ -99,7 +100,9 @@ impl Attributes {
 
     /// The attribute with this key, if set.
     pub fn get(&self, key: &str) -> Option<&Attribute> {
-        self.entries.iter().find(|attribute| &*attribute.key == key)
+        self.entries
+            .iter()
+            .find(|attribute| same_text(&attribute.key, key))
     }
 
     /// The first attribute set among `keys` (a canonical key and its aliases), in the

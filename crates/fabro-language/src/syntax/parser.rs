@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
 use super::{Attribute, Attributes, KeySet, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
-use crate::id_hash::{packed_id, IdHashMap, IdTable};
+use crate::id_hash::{packed_id, same_text, IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
 
 /// Largest accepted workflow file (SPEC 2.1).
@@ -754,7 +754,7 @@ impl<'s> Parser<'s> {
     fn attribute(&mut self, key: &'s str, key_span: Span, literal: Literal<'s>) -> Attribute {
         let position = self.key_position(key);
         let (key, last_value) = &mut self.interned[position];
-        if **last_value != *literal.value {
+        if !same_text(last_value, &literal.value) {
             *last_value = Arc::from(literal.value.as_ref());
         }
         Attribute {
@@ -770,10 +770,10 @@ impl<'s> Parser<'s> {
     #[inline]
     fn key_position(&mut self, key: &'s str) -> usize {
         let [latest, before] = self.recent_keys;
-        if latest.0 == key && latest.1 != usize::MAX {
+        if same_text(latest.0, key) && latest.1 != usize::MAX {
             return latest.1;
         }
-        let position = if before.0 == key && before.1 != usize::MAX {
+        let position = if same_text(before.0, key) && before.1 != usize::MAX {
             before.1
         } else {
             let next = self.interned.len();
