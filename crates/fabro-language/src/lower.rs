@@ -150,12 +150,16 @@ pub(crate) fn lower_indexed(
 }
 
 fn node_classes(class: Option<&str>) -> Vec<String> {
-    let mut classes = Vec::new();
-    for class in value::parse_list(class.unwrap_or("")) {
-        if !classes.contains(&class) {
-            classes.push(class);
+    // Deduplicated in place, keeping first occurrences in order.
+    let mut classes = value::parse_list(class.unwrap_or(""));
+    let mut kept = 0;
+    for position in 0..classes.len() {
+        if !classes[..kept].contains(&classes[position]) {
+            classes.swap(kept, position);
+            kept += 1;
         }
     }
+    classes.truncate(kept);
     classes
 }
 
