@@ -34,9 +34,7 @@ impl Hasher for IdHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            self.add(tail_word(rest));
         }
     }
 
@@ -168,10 +166,68 @@ pub(crate) fn packed_id(id: &str) -> u64 {
     if bytes.is_empty() || bytes.len() > 7 {
         return 0;
     }
+    tail_word(bytes) | ((bytes.len() as u64) << 56)
+}
+
+/// Whether `a` and `b` are the same text. Short texts (attribute keys, most values) are
+/// compared as one or two words inline instead of through a `memcmp` call.
+#[inline]
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    if len <= 8 {
+        return tail_word(a) == tail_word(b);
+    }
+    if len <= 16 {
+        // Two overlapping words cover every byte.
+        return word_at(a, 0) == word_at(b, 0) && word_at(a, len - 8) == word_at(b, len - 8);
+    }
+    a == b
+}
+
+/// The little-endian word of the eight bytes of `bytes` from `start`.
+#[inline]
+fn word_at(bytes: &[u8], start: usize) -> u64 {
     let mut word = [0u8; 8];
-    word[..bytes.len()].copy_from_slice(bytes);
-    word[7] = bytes.len() as u8;
+    word.copy_from_slice(&bytes[start..start + 8]);
     u64::from_le_bytes(word)
+}
+
+/// The little-endian word of up to eight `bytes`, zero-padded: what copying them into a
+/// zeroed `[u8; 8]` gives, read with two overlapping loads instead of a copy whose length
+/// is only known at run time (which becomes a `memcpy` call).
+#[inline]
+fn tail_word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    // The two loads overlap or meet, so together they cover every byte; overlapping bytes
+    // are equal in both and OR to themselves.
+    match len {
+        0 => 0,
+        1 => u64::from(bytes[0]),
+        2..=3 => {
+            let low = u16::from_le_bytes([bytes[0], bytes[1]]);
+            let high = u16::from_le_bytes([bytes[len - 2], bytes[len - 1]]);
+            u64::from(low) | (u64::from(high) << (8 * (len - 2)))
+        }
+        4..=8 => {
+            let low = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            let high = u32::from_le_bytes([
+                bytes[len - 4],
+                bytes[len - 3],
+                bytes[len - 2],
+                bytes[len - 1],
+            ]);
+            u64::from(low) | (u64::from(high) << (8 * (len - 4)))
+        }
+        _ => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8]);
+            u64::from_le_bytes(word)
+        }
+    }
 }
 
 /// The high half of the id's [`IdHasher`] hash (its best-mixed bits).
@@ -184,6 +240,68 @@ fn hash_id(id: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_text_agrees_with_equality() {
+        let texts = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "ba",
+            "abc",
+            "abd",
+            "label",
+            "shape",
+            "labels",
+            "condition",
+            "conditiox",
+            "outcome=fail",
+            "outcome=succ",
+            "outcome=fail!",
+            "0123456789abcdef",
+            "0123456789abcdeF",
+            "1123456789abcdef",
+            "0123456789abcdefg",
+            "0123456789abcdefh",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+        // Every single differing byte position of every length is noticed.
+        for len in 1..=20 {
+            let base: String = (0..len).map(|i| char::from(b'a' + i as u8)).collect();
+            for position in 0..len {
+                let mut other = base.clone().into_bytes();
+                other[position] = b'Z';
+                let other = String::from_utf8(other).expect("ascii");
+                assert!(!same_text(&base, &other), "{base} {other}");
+                assert!(same_text(&base, &base.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn tail_words_equal_zero_padded_copies() {
+        let source: Vec<u8> = (0..9u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(0x81))
+            .collect();
+        for len in 0..=8 {
+            let bytes = &source[..len];
+            let mut word = [0u8; 8];
+            word[..len].copy_from_slice(bytes);
+            assert_eq!(tail_word(bytes), u64::from_le_bytes(word), "{len}");
+        }
+        assert_eq!(
+            packed_id("n1"),
+            u64::from_le_bytes([b'n', b'1', 0, 0, 0, 0, 0, 2])
+        );
+        assert_eq!(packed_id("abcdefg"), u64::from_le_bytes(*b"abcdefg\x07"));
+        assert_eq!(packed_id("abcdefgh"), 0);
+        assert_eq!(packed_id(""), 0);
+    }
 
     #[test]
     fn similar_ids_spread_over_low_bits() {

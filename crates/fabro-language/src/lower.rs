@@ -80,58 +80,63 @@ pub(crate) fn lower_indexed(
         }
     }
     apply_stylesheet(&settings.stylesheet, &mut nodes);
-    let mut edges = Vec::with_capacity(syntax.edges.len());
     // Edges of one workflow repeat a few condition texts many times; a parsed condition
     // is shared, so each distinct text is parsed once.
     let mut conditions: IdHashMap<Arc<str>, Condition> = IdHashMap::default();
-    for syntax_edge in syntax.edges {
-        let from_id = &nodes[syntax_edge.from].id;
-        let to_id = &nodes[syntax_edge.to].id;
-        let mut reader = Reader {
-            source,
-            diagnostics: &mut diagnostics,
-            node: None,
-        };
-        let attributes = &syntax_edge.attributes;
-        let condition = match attributes.get("condition") {
-            Some(attribute) => match conditions.get(&attribute.value) {
-                Some(parsed) => Some(parsed.clone()),
-                None => {
-                    let parsed = reader.condition(Some(attribute), |diagnostic| {
-                        diagnostic.edge(from_id, to_id)
-                    });
-                    // Only parsed conditions are shared: each failing edge reports its own error.
-                    if let Some(condition) = &parsed {
-                        conditions.insert(attribute.value.clone(), condition.clone());
+    // Collected rather than pushed: each edge is then written straight into the vector
+    // instead of being built aside and copied in.
+    let edges: Vec<Edge> = syntax
+        .edges
+        .into_iter()
+        .map(|syntax_edge| {
+            let from_id = &nodes[syntax_edge.from].id;
+            let to_id = &nodes[syntax_edge.to].id;
+            let mut reader = Reader {
+                source,
+                diagnostics: &mut diagnostics,
+                node: None,
+            };
+            let attributes = &syntax_edge.attributes;
+            let condition = match attributes.get("condition") {
+                Some(attribute) => match conditions.get(&attribute.value) {
+                    Some(parsed) => Some(parsed.clone()),
+                    None => {
+                        let parsed = reader.condition(Some(attribute), |diagnostic| {
+                            diagnostic.edge(from_id, to_id)
+                        });
+                        // Only parsed conditions are shared: each failing edge reports its own error.
+                        if let Some(condition) = &parsed {
+                            conditions.insert(attribute.value.clone(), condition.clone());
+                        }
+                        parsed
                     }
-                    parsed
-                }
-            },
-            None => None,
-        };
-        let weight = reader
-            .parsed(attributes.get("weight"), "a number", value::parse_float)
-            .unwrap_or(0.0);
-        let loop_restart = reader.boolean(attributes.get("loop_restart"), false);
-        let freeform = reader.boolean(attributes.get("freeform"), false);
-        edges.push(Edge {
-            from: NodeIndex(syntax_edge.from as u32),
-            to: NodeIndex(syntax_edge.to as u32),
-            // An empty label allocates nothing and is not copied.
-            label: attributes
-                .value("label")
-                .map_or_else(String::new, str::to_owned),
-            condition,
-            weight,
-            fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
-            thread_id: non_empty(attributes.value("thread_id")),
-            loop_restart,
-            freeform,
-            from_span: syntax_edge.from_span,
-            to_span: syntax_edge.to_span,
-            attributes: syntax_edge.attributes,
-        });
-    }
+                },
+                None => None,
+            };
+            let weight = reader
+                .parsed(attributes.get("weight"), "a number", value::parse_float)
+                .unwrap_or(0.0);
+            let loop_restart = reader.boolean(attributes.get("loop_restart"), false);
+            let freeform = reader.boolean(attributes.get("freeform"), false);
+            Edge {
+                from: NodeIndex(syntax_edge.from as u32),
+                to: NodeIndex(syntax_edge.to as u32),
+                // An empty label allocates nothing and is not copied.
+                label: attributes
+                    .value("label")
+                    .map_or_else(String::new, str::to_owned),
+                condition,
+                weight,
+                fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
+                thread_id: non_empty(attributes.value("thread_id")),
+                loop_restart,
+                freeform,
+                from_span: syntax_edge.from_span,
+                to_span: syntax_edge.to_span,
+                attributes: syntax_edge.attributes,
+            }
+        })
+        .collect();
     let workflow = Workflow::new(
         syntax.id,
         settings,
@@ -145,12 +150,16 @@ pub(crate) fn lower_indexed(
 }
 
 fn node_classes(class: Option<&str>) -> Vec<String> {
-    let mut classes = Vec::new();
-    for class in value::parse_list(class.unwrap_or("")) {
-        if !classes.contains(&class) {
-            classes.push(class);
+    // Deduplicated in place, keeping first occurrences in order.
+    let mut classes = value::parse_list(class.unwrap_or(""));
+    let mut kept = 0;
+    for position in 0..classes.len() {
+        if !classes[..kept].contains(&classes[position]) {
+            classes.swap(kept, position);
+            kept += 1;
         }
     }
+    classes.truncate(kept);
     classes
 }
 

@@ -13,6 +13,7 @@ pub use parser::{is_ident, is_keyword, parse, MAX_SOURCE_BYTES};
 
 use std::sync::Arc;
 
+use crate::id_hash::same_text;
 use crate::span::Span;
 
 /// One `key=value` attribute as written.
@@ -59,12 +60,36 @@ impl Attributes {
         }
     }
 
+    /// [`Attributes::set`] for keys interned by one parser: two such keys are equal
+    /// exactly when they share an allocation, so keys are compared by address.
+    pub(crate) fn set_interned(&mut self, attribute: Attribute) {
+        debug_assert!(self
+            .entries
+            .iter()
+            .all(|existing| Arc::ptr_eq(&existing.key, &attribute.key)
+                || existing.key != attribute.key));
+        match self
+            .entries
+            .iter_mut()
+            .find(|existing| Arc::ptr_eq(&existing.key, &attribute.key))
+        {
+            Some(existing) => *existing = attribute,
+            None => self.entries.push(attribute),
+        }
+    }
+
     /// Sets every attribute of `other` (later wins), leaving `other` empty but keeping its
-    /// buffer. Grows by exactly what may be needed: most lists stay this size.
-    pub(crate) fn merge(&mut self, other: &mut Attributes) {
+    /// buffer. Grows by exactly what may be needed: most lists stay this size. Keys of
+    /// both lists must be interned by the same parser (see [`Attributes::set_interned`]).
+    pub(crate) fn merge_interned(&mut self, other: &mut Attributes) {
         self.entries.reserve_exact(other.len());
+        if self.entries.is_empty() {
+            // The keys of `other` are distinct already: setting them one by one appends.
+            self.entries.append(&mut other.entries);
+            return;
+        }
         for attribute in other.entries.drain(..) {
-            self.set(attribute);
+            self.set_interned(attribute);
         }
     }
 
@@ -75,7 +100,9 @@ impl Attributes {
 
     /// The attribute with this key, if set.
     pub fn get(&self, key: &str) -> Option<&Attribute> {
-        self.entries.iter().find(|attribute| &*attribute.key == key)
+        self.entries
+            .iter()
+            .find(|attribute| same_text(&attribute.key, key))
     }
 
     /// The first attribute set among `keys` (a canonical key and its aliases), in the
@@ -285,6 +312,38 @@ mod tests {
         assert!(keys.contains_any(&["thread_id", "weight"]));
         let of = KeySet::of(&graph);
         assert!(of.contains("fidelity") && of.contains("goal") && !of.contains("label"));
+    }
+
+    #[test]
+    fn keys_share_one_allocation_however_they_alternate() {
+        let source =
+            "digraph { a [x=1, y=2, z=3] b [z=4, x=5] c [y=6, z=7, x=8, w=9] a -> b [x=0] }";
+        let graph = parse(source).expect("parses");
+        let mut seen: Vec<&Attribute> = Vec::new();
+        for attribute in graph
+            .nodes
+            .iter()
+            .flat_map(|node| node.attributes.iter())
+            .chain(graph.edges.iter().flat_map(|edge| edge.attributes.iter()))
+        {
+            assert_eq!(&source[attribute.key_span.range()], &*attribute.key);
+            assert_eq!(&source[attribute.value_span.range()], &*attribute.value);
+            for earlier in &seen {
+                assert_eq!(
+                    Arc::ptr_eq(&earlier.key, &attribute.key),
+                    earlier.key == attribute.key,
+                    "{} / {}",
+                    earlier.key,
+                    attribute.key
+                );
+            }
+            seen.push(attribute);
+        }
+        assert_eq!(seen.len(), 10);
+        let c = &graph.nodes[2].attributes;
+        let keys: Vec<&str> = c.iter().map(|attribute| &*attribute.key).collect();
+        assert_eq!(keys, ["y", "z", "x", "w"]);
+        assert_eq!(c.value("x"), Some("8"));
     }
 
     #[test]

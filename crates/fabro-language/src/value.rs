@@ -88,11 +88,18 @@ pub fn format_duration(duration: Duration) -> String {
 }
 
 /// Splits a List: comma-separated, items trimmed, empty items dropped.
+#[inline]
 pub fn parse_list(text: &str) -> Vec<String> {
     if text.is_empty() {
-        // The common case (no `class`, no `write_scope`), without setting up the split.
+        // The common case (no `class`, no `write_scope`), without a call or the split.
         return Vec::new();
     }
+    parse_list_items(text)
+}
+
+/// [`parse_list`] of a non-empty text.
+#[inline(never)]
+fn parse_list_items(text: &str) -> Vec<String> {
     text.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())

@@ -89,13 +89,16 @@ pub(super) struct Slots<'a> {
 impl<'a> Slots<'a> {
     /// Files every attribute of `attributes` under its key, in one pass.
     pub(super) fn new(attributes: &'a Attributes) -> Slots<'a> {
-        let mut slots = [None; KEY_COUNT];
+        // Filled in place: building the array first and then the struct copies it.
+        let mut filled = Slots {
+            slots: [None; KEY_COUNT],
+        };
         for attribute in attributes {
             if let Some(key) = Key::of(&attribute.key) {
-                slots[key as usize] = Some(attribute);
+                filled.slots[key as usize] = Some(attribute);
             }
         }
-        Slots { slots }
+        filled
     }
 
     /// The attribute with `key`, if set.

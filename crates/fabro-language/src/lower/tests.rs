@@ -281,3 +281,14 @@ fn split_words_follows_posix_quoting() {
     check("'open", None);
     check("", Some(&[]));
 }
+
+#[test]
+fn node_classes_keep_first_occurrences_in_order() {
+    assert_eq!(
+        super::node_classes(Some("b, a,b , c,,a, d, c")),
+        ["b", "a", "c", "d"]
+    );
+    assert_eq!(super::node_classes(Some("x")), ["x"]);
+    assert!(super::node_classes(Some("")).is_empty());
+    assert!(super::node_classes(None).is_empty());
+}

@@ -176,7 +176,7 @@ impl<'s> Cursor<'s> {
         // Fast path: no backslash before the closing quote means the value is a plain
         // slice of the source.
         let body = &self.bytes[self.pos..];
-        if let Some(end) = body.iter().position(|&b| b == b'"' || b == b'\\') {
+        if let Some(end) = find_quote_or_backslash(body) {
             if body[end] == b'"' {
                 let value = &self.text[self.pos..self.pos + end];
                 self.pos += end + 1;
@@ -223,6 +223,62 @@ impl<'s> Cursor<'s> {
                 }
                 Some(_) => self.bump(),
             }
+        }
+    }
+}
+
+/// Position of the first `"` or `\` in `bytes`, examining eight bytes at a time.
+fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let quotes = word ^ (ONES * u64::from(b'"'));
+        let backslashes = word ^ (ONES * u64::from(b'\\'));
+        // A byte of `x` is zero where the high bit of `(x - ONES) & !x` is set; bits above
+        // the first zero byte may be set spuriously, so only the lowest one is used.
+        let found = ((quotes.wrapping_sub(ONES) & !quotes)
+            | (backslashes.wrapping_sub(ONES) & !backslashes))
+            & HIGHS;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|position| offset + position)
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use super::find_quote_or_backslash;
+
+    #[test]
+    fn finds_the_first_quote_or_backslash_at_every_offset() {
+        for length in 0..40 {
+            for target in 0..length {
+                for special in [b'"', b'\\'] {
+                    // Bytes next to the searched ones (`!`, `#`, `[`, `]`) and non-ASCII
+                    // bytes must not be mistaken for them.
+                    let mut bytes: Vec<u8> = (0..length)
+                        .map(|i| [b'!', b'#', b'[', b']', 0xc3, 0xa9, b'a'][i % 7])
+                        .collect();
+                    bytes[target] = special;
+                    if target + 3 < length {
+                        bytes[target + 3] = b'"';
+                    }
+                    assert_eq!(find_quote_or_backslash(&bytes), Some(target), "{bytes:?}");
+                }
+            }
+            let plain: Vec<u8> = (0..length).map(|i| b'a' + (i % 26) as u8).collect();
+            assert_eq!(find_quote_or_backslash(&plain), None);
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
 use super::{Attribute, Attributes, KeySet, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
-use crate::id_hash::{packed_id, IdHashMap, IdTable};
+use crate::id_hash::{packed_id, same_text, IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
 
 /// Largest accepted workflow file (SPEC 2.1).
@@ -79,7 +79,13 @@ struct Parser<'s> {
     /// Interned attribute keys: every `label` key shares one allocation. Beside each key,
     /// the value it was last assigned, shared when the next assignment repeats it (as
     /// defaults and repeated conditions do).
-    keys: IdHashMap<&'s str, (Arc<str>, Arc<str>)>,
+    keys: IdHashMap<&'s str, usize>,
+    /// The interned keys, by the position `keys` maps to, each beside the value it was last
+    /// assigned.
+    interned: Vec<(Arc<str>, Arc<str>)>,
+    /// The key text and position in `interned` of the last two keys looked up, most recent
+    /// first: attribute blocks mostly repeat the keys of the blocks before them.
+    recent_keys: [(&'s str, usize); 2],
     /// Reused buffer for the attribute block being parsed.
     block: Attributes,
     /// [`packed_id`] of every id in `ids`, for [`Parser::is_node_at`].
@@ -104,6 +110,8 @@ impl<'s> Parser<'s> {
             recent: [0; 2],
             node_index: IdTable::default(),
             keys: IdHashMap::default(),
+            interned: Vec::new(),
+            recent_keys: [("", usize::MAX); 2],
             block: Attributes::default(),
             chain: Vec::new(),
             derived: Vec::new(),
@@ -142,7 +150,7 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        let keys = KeySet::new(self.keys.into_values().map(|(key, _)| key));
+        let keys = KeySet::new(self.interned.into_iter().map(|(key, _)| key));
         (self.graph, self.node_index, keys)
     }
 
@@ -328,7 +336,8 @@ impl<'s> Parser<'s> {
                     self.assign(attribute);
                     return Ok(());
                 }
-                if key.contains('.') {
+                // The key is the word plus any `.name` continuations.
+                if key_end != span.end as usize {
                     return error(format!("expected '=' after '{key}'"), self.cursor.here());
                 }
                 let endpoint = Endpoint {
@@ -415,7 +424,9 @@ impl<'s> Parser<'s> {
                 }
             }
             let index = self.ensure_node_with_room(&first, block.len());
-            self.graph.nodes[index].attributes.merge(&mut block);
+            self.graph.nodes[index]
+                .attributes
+                .merge_interned(&mut block);
             self.block = block;
             let in_subgraph = self.scopes.len() > 1;
             self.graph.nodes[index].declared = true;
@@ -444,7 +455,7 @@ impl<'s> Parser<'s> {
             let defaults = &self.scope_mut().edge_defaults;
             let mut attributes = Attributes::with_capacity(defaults.len() + block.len());
             attributes.extend_cloned(defaults);
-            attributes.merge(&mut block);
+            attributes.merge_interned(&mut block);
             self.block = block;
             parsed?;
             attributes
@@ -481,14 +492,16 @@ impl<'s> Parser<'s> {
     }
 
     /// [`Parser::at_arrow`] at a `-`.
-    #[inline(never)]
+    #[inline]
     fn at_dash(&self) -> Scan<bool> {
-        let rest = &self.text[self.cursor.pos()..];
-        if rest.starts_with("--") {
-            let start = self.cursor.pos();
-            return error(undirected_edge_message(), Span::new(start, start + 2));
+        match self.cursor.peek_at(1) {
+            Some(b'>') => Ok(true),
+            Some(b'-') => {
+                let start = self.cursor.pos();
+                error(undirected_edge_message(), Span::new(start, start + 2))
+            }
+            _ => Ok(false),
         }
-        Ok(rest.starts_with("->"))
     }
 
     fn endpoint(&mut self) -> Scan<Endpoint<'s>> {
@@ -597,7 +610,7 @@ impl<'s> Parser<'s> {
                         );
                     }
                     let literal = self.value(key)?;
-                    attributes.set(self.attribute(key, key_span, literal));
+                    attributes.set_interned(self.attribute(key, key_span, literal));
                 }
                 Some(b'"') => {
                     let literal = self.cursor.quoted()?;
@@ -608,7 +621,7 @@ impl<'s> Parser<'s> {
                         return error(format!("expected '=' after attribute '{key}'"), key_span);
                     }
                     let literal = self.value(key)?;
-                    attributes.set(self.attribute(key, key_span, literal));
+                    attributes.set_interned(self.attribute(key, key_span, literal));
                 }
                 Some(b'[') => {
                     return error("missing ']' to close the previous attribute list", open)
@@ -739,11 +752,9 @@ impl<'s> Parser<'s> {
 
     /// Builds an attribute, sharing the key's allocation with earlier uses of the key.
     fn attribute(&mut self, key: &'s str, key_span: Span, literal: Literal<'s>) -> Attribute {
-        let (key, last_value) = self
-            .keys
-            .entry(key)
-            .or_insert_with(|| (Arc::from(key), Arc::from("")));
-        if **last_value != *literal.value {
+        let position = self.key_position(key);
+        let (key, last_value) = &mut self.interned[position];
+        if !same_text(last_value, &literal.value) {
             *last_value = Arc::from(literal.value.as_ref());
         }
         Attribute {
@@ -753,6 +764,27 @@ impl<'s> Parser<'s> {
             value_span: literal.span,
             quoted: literal.quoted,
         }
+    }
+
+    /// The position of `key` in [`Parser::interned`], interning it on first use.
+    #[inline]
+    fn key_position(&mut self, key: &'s str) -> usize {
+        let [latest, before] = self.recent_keys;
+        if same_text(latest.0, key) && latest.1 != usize::MAX {
+            return latest.1;
+        }
+        let position = if same_text(before.0, key) && before.1 != usize::MAX {
+            before.1
+        } else {
+            let next = self.interned.len();
+            let position = *self.keys.entry(key).or_insert(next);
+            if position == next {
+                self.interned.push((Arc::from(key), Arc::from("")));
+            }
+            position
+        };
+        self.recent_keys = [(key, position), latest];
+        position
     }
 
     fn scope_mut(&mut self) -> &mut Scope {
