@@ -7,6 +7,7 @@
 mod parser;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 /// A parsed model stylesheet (SPEC 2.12).
 ///
@@ -59,16 +60,17 @@ impl StyleProperty {
 /// The values a node receives from the stylesheet; `None` where no rule matched.
 ///
 /// `reasoning_effort` and `backend`, when set, hold one of the values SPEC 2.12 allows: the parser rejects any other.
+/// Values are shared with the stylesheet (a reference-count increment, no copy), so resolving every node of a large workflow allocates nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StyleDeclarations {
     /// The winning `model` (or `llm_model`) value.
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// The winning `provider` (or `llm_provider`) value.
-    pub provider: Option<String>,
+    pub provider: Option<Arc<str>>,
     /// The winning `reasoning_effort` value: `low`, `medium` or `high`.
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<Arc<str>>,
     /// The winning `backend` value: `api`, `cli` or `acp`.
-    pub backend: Option<String>,
+    pub backend: Option<Arc<str>>,
 }
 
 /// One declaration as written, for lints (e.g. `stylesheet_model_known`).
@@ -107,7 +109,7 @@ impl Stylesheet {
                 let slot = winners.slot_mut(declaration.property);
                 // SPEC 2.12: ties in specificity go to the rule written last, hence `>=`.
                 if slot.is_none_or(|(best, _)| specificity >= best) {
-                    *slot = Some((specificity, declaration.value.as_ref()));
+                    *slot = Some((specificity, &declaration.value));
                 }
             }
         }
@@ -178,7 +180,7 @@ impl Selector {
 #[derive(Debug, Clone, PartialEq)]
 struct Declaration {
     property: StyleProperty,
-    value: String,
+    value: Arc<str>,
     /// Byte range of the value as written, quotes included.
     range: Range<usize>,
 }
@@ -186,14 +188,14 @@ struct Declaration {
 /// The best declaration seen so far per property, with its specificity.
 #[derive(Default)]
 struct Winners<'a> {
-    model: Option<(u8, &'a str)>,
-    provider: Option<(u8, &'a str)>,
-    reasoning_effort: Option<(u8, &'a str)>,
-    backend: Option<(u8, &'a str)>,
+    model: Option<(u8, &'a Arc<str>)>,
+    provider: Option<(u8, &'a Arc<str>)>,
+    reasoning_effort: Option<(u8, &'a Arc<str>)>,
+    backend: Option<(u8, &'a Arc<str>)>,
 }
 
 impl<'a> Winners<'a> {
-    fn slot_mut(&mut self, property: StyleProperty) -> &mut Option<(u8, &'a str)> {
+    fn slot_mut(&mut self, property: StyleProperty) -> &mut Option<(u8, &'a Arc<str>)> {
         match property {
             StyleProperty::Model => &mut self.model,
             StyleProperty::Provider => &mut self.provider,
@@ -203,7 +205,7 @@ impl<'a> Winners<'a> {
     }
 
     fn into_declarations(self) -> StyleDeclarations {
-        let value = |winner: Option<(u8, &str)>| winner.map(|(_, value)| value.to_owned());
+        let value = |winner: Option<(u8, &Arc<str>)>| winner.map(|(_, value)| Arc::clone(value));
         StyleDeclarations {
             model: value(self.model),
             provider: value(self.provider),
@@ -237,7 +239,7 @@ mod tests {
                 StyleProperty::ReasoningEffort => &mut want.reasoning_effort,
                 StyleProperty::Backend => &mut want.backend,
             };
-            *slot = Some(value.to_string());
+            *slot = Some(Arc::from(*value));
         }
         assert_eq!(
             parsed.resolve(node.id, node.shape, &classes),
