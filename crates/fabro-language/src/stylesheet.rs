@@ -99,6 +99,12 @@ impl Stylesheet {
     /// Per property, the most specific matching rule wins (`*` = 0, shape = 1, `.class` = 2, `#id` = 3); ties go to the rule written last, and within one rule to the declaration written last (SPEC 2.12).
     /// A shape selector matches when `shape` equals it; a class selector when `classes` contains it.
     pub fn resolve(&self, node_id: &str, shape: &str, classes: &[String]) -> StyleDeclarations {
+        self.winners(node_id, shape, classes).into_declarations()
+    }
+
+    /// As [`Stylesheet::resolve`], but borrowing the winning values: lowering shares only
+    /// those it keeps and parses the others in place.
+    pub(crate) fn winners(&self, node_id: &str, shape: &str, classes: &[String]) -> Winners<'_> {
         let mut winners = Winners::default();
         for rule in &self.rules {
             if !rule.selector.matches(node_id, shape, classes) {
@@ -113,7 +119,7 @@ impl Stylesheet {
                 }
             }
         }
-        winners.into_declarations()
+        winners
     }
 
     /// Every declaration in source order, aliases mapped to their canonical property.
@@ -187,7 +193,7 @@ struct Declaration {
 
 /// The best declaration seen so far per property, with its specificity.
 #[derive(Default)]
-struct Winners<'a> {
+pub(crate) struct Winners<'a> {
     model: Option<(u8, &'a Arc<str>)>,
     provider: Option<(u8, &'a Arc<str>)>,
     reasoning_effort: Option<(u8, &'a Arc<str>)>,
@@ -195,6 +201,26 @@ struct Winners<'a> {
 }
 
 impl<'a> Winners<'a> {
+    /// The winning `model` value.
+    pub(crate) fn model(&self) -> Option<&'a Arc<str>> {
+        self.model.map(|(_, value)| value)
+    }
+
+    /// The winning `provider` value.
+    pub(crate) fn provider(&self) -> Option<&'a Arc<str>> {
+        self.provider.map(|(_, value)| value)
+    }
+
+    /// The winning `reasoning_effort` value.
+    pub(crate) fn reasoning_effort(&self) -> Option<&'a str> {
+        self.reasoning_effort.map(|(_, value)| &**value)
+    }
+
+    /// The winning `backend` value.
+    pub(crate) fn backend(&self) -> Option<&'a str> {
+        self.backend.map(|(_, value)| &**value)
+    }
+
     fn slot_mut(&mut self, property: StyleProperty) -> &mut Option<(u8, &'a Arc<str>)> {
         match property {
             StyleProperty::Model => &mut self.model,
