@@ -333,7 +333,7 @@ impl LlmSetup {
                 .llm
                 .model
                 .clone()
-                .or_else(|| node.llm.stylesheet_model.clone())
+                .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_model.clone())
                 .or_else(|| defaults.env_model.clone())
                 .or_else(|| defaults.config_model.clone())
@@ -342,7 +342,7 @@ impl LlmSetup {
                 .llm
                 .provider
                 .clone()
-                .or_else(|| node.llm.stylesheet_provider.clone())
+                .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_provider.clone())
                 .or_else(|| defaults.env_provider.clone())
                 .or_else(|| defaults.config_provider.clone())

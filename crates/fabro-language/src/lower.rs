@@ -170,25 +170,21 @@ fn apply_stylesheet(stylesheet: &Stylesheet, nodes: &mut [Node]) {
         return;
     }
     for node in nodes {
-        let styled = stylesheet.resolve(&node.id, node.shape(), &node.classes);
+        let styled = stylesheet.winners(&node.id, node.shape(), &node.classes);
         let attributes = &node.attributes;
         if attributes.get_any(&["model", "llm_model"]).is_none() {
-            node.llm.stylesheet_model = styled.model;
+            node.llm.stylesheet_model = styled.model().cloned();
         }
         if attributes.get_any(&["provider", "llm_provider"]).is_none() {
-            node.llm.stylesheet_provider = styled.provider;
+            node.llm.stylesheet_provider = styled.provider().cloned();
         }
         if attributes.get("reasoning_effort").is_none() {
-            if let Some(effort) = styled
-                .reasoning_effort
-                .as_deref()
-                .and_then(ReasoningEffort::parse)
-            {
+            if let Some(effort) = styled.reasoning_effort().and_then(ReasoningEffort::parse) {
                 node.llm.reasoning_effort = effort;
             }
         }
         if attributes.get("backend").is_none() {
-            if let Some(backend) = styled.backend.as_deref().and_then(Backend::parse) {
+            if let Some(backend) = styled.backend().and_then(Backend::parse) {
                 node.llm.backend = backend;
             }
         }

@@ -121,10 +121,10 @@ pub struct LlmSettings {
     pub model: Option<String>,
     /// Explicit provider.
     pub provider: Option<String>,
-    /// Model from the stylesheet, when no explicit one is set.
-    pub stylesheet_model: Option<String>,
-    /// Provider from the stylesheet, when no explicit one is set.
-    pub stylesheet_provider: Option<String>,
+    /// Model from the stylesheet, when no explicit one is set; shared by every node the same rule styles.
+    pub stylesheet_model: Option<Arc<str>>,
+    /// Provider from the stylesheet, when no explicit one is set; shared like `stylesheet_model`.
+    pub stylesheet_provider: Option<Arc<str>>,
     /// Reasoning effort (explicit, else stylesheet, else high).
     pub reasoning_effort: ReasoningEffort,
     /// Output cap per call; `None` means the catalog's maximum.

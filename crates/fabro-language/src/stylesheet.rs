@@ -7,6 +7,7 @@
 mod parser;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 /// A parsed model stylesheet (SPEC 2.12).
 ///
@@ -59,16 +60,17 @@ impl StyleProperty {
 /// The values a node receives from the stylesheet; `None` where no rule matched.
 ///
 /// `reasoning_effort` and `backend`, when set, hold one of the values SPEC 2.12 allows: the parser rejects any other.
+/// Values are shared with the stylesheet (a reference-count increment, no copy), so resolving every node of a large workflow allocates nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StyleDeclarations {
     /// The winning `model` (or `llm_model`) value.
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// The winning `provider` (or `llm_provider`) value.
-    pub provider: Option<String>,
+    pub provider: Option<Arc<str>>,
     /// The winning `reasoning_effort` value: `low`, `medium` or `high`.
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<Arc<str>>,
     /// The winning `backend` value: `api`, `cli` or `acp`.
-    pub backend: Option<String>,
+    pub backend: Option<Arc<str>>,
 }
 
 /// One declaration as written, for lints (e.g. `stylesheet_model_known`).
@@ -97,6 +99,12 @@ impl Stylesheet {
     /// Per property, the most specific matching rule wins (`*` = 0, shape = 1, `.class` = 2, `#id` = 3); ties go to the rule written last, and within one rule to the declaration written last (SPEC 2.12).
     /// A shape selector matches when `shape` equals it; a class selector when `classes` contains it.
     pub fn resolve(&self, node_id: &str, shape: &str, classes: &[String]) -> StyleDeclarations {
+        self.winners(node_id, shape, classes).into_declarations()
+    }
+
+    /// As [`Stylesheet::resolve`], but borrowing the winning values: lowering shares only
+    /// those it keeps and parses the others in place.
+    pub(crate) fn winners(&self, node_id: &str, shape: &str, classes: &[String]) -> Winners<'_> {
         let mut winners = Winners::default();
         for rule in &self.rules {
             if !rule.selector.matches(node_id, shape, classes) {
@@ -107,11 +115,11 @@ impl Stylesheet {
                 let slot = winners.slot_mut(declaration.property);
                 // SPEC 2.12: ties in specificity go to the rule written last, hence `>=`.
                 if slot.is_none_or(|(best, _)| specificity >= best) {
-                    *slot = Some((specificity, declaration.value.as_ref()));
+                    *slot = Some((specificity, &declaration.value));
                 }
             }
         }
-        winners.into_declarations()
+        winners
     }
 
     /// Every declaration in source order, aliases mapped to their canonical property.
@@ -178,22 +186,42 @@ impl Selector {
 #[derive(Debug, Clone, PartialEq)]
 struct Declaration {
     property: StyleProperty,
-    value: String,
+    value: Arc<str>,
     /// Byte range of the value as written, quotes included.
     range: Range<usize>,
 }
 
 /// The best declaration seen so far per property, with its specificity.
 #[derive(Default)]
-struct Winners<'a> {
-    model: Option<(u8, &'a str)>,
-    provider: Option<(u8, &'a str)>,
-    reasoning_effort: Option<(u8, &'a str)>,
-    backend: Option<(u8, &'a str)>,
+pub(crate) struct Winners<'a> {
+    model: Option<(u8, &'a Arc<str>)>,
+    provider: Option<(u8, &'a Arc<str>)>,
+    reasoning_effort: Option<(u8, &'a Arc<str>)>,
+    backend: Option<(u8, &'a Arc<str>)>,
 }
 
 impl<'a> Winners<'a> {
-    fn slot_mut(&mut self, property: StyleProperty) -> &mut Option<(u8, &'a str)> {
+    /// The winning `model` value.
+    pub(crate) fn model(&self) -> Option<&'a Arc<str>> {
+        self.model.map(|(_, value)| value)
+    }
+
+    /// The winning `provider` value.
+    pub(crate) fn provider(&self) -> Option<&'a Arc<str>> {
+        self.provider.map(|(_, value)| value)
+    }
+
+    /// The winning `reasoning_effort` value.
+    pub(crate) fn reasoning_effort(&self) -> Option<&'a str> {
+        self.reasoning_effort.map(|(_, value)| &**value)
+    }
+
+    /// The winning `backend` value.
+    pub(crate) fn backend(&self) -> Option<&'a str> {
+        self.backend.map(|(_, value)| &**value)
+    }
+
+    fn slot_mut(&mut self, property: StyleProperty) -> &mut Option<(u8, &'a Arc<str>)> {
         match property {
             StyleProperty::Model => &mut self.model,
             StyleProperty::Provider => &mut self.provider,
@@ -203,7 +231,7 @@ impl<'a> Winners<'a> {
     }
 
     fn into_declarations(self) -> StyleDeclarations {
-        let value = |winner: Option<(u8, &str)>| winner.map(|(_, value)| value.to_owned());
+        let value = |winner: Option<(u8, &Arc<str>)>| winner.map(|(_, value)| Arc::clone(value));
         StyleDeclarations {
             model: value(self.model),
             provider: value(self.provider),
@@ -237,7 +265,7 @@ mod tests {
                 StyleProperty::ReasoningEffort => &mut want.reasoning_effort,
                 StyleProperty::Backend => &mut want.backend,
             };
-            *slot = Some(value.to_string());
+            *slot = Some(Arc::from(*value));
         }
         assert_eq!(
             parsed.resolve(node.id, node.shape, &classes),

@@ -248,6 +248,29 @@ fn stylesheet_fills_only_unset_properties() {
 }
 
 #[test]
+fn stylesheet_values_are_shared_between_nodes() {
+    let (workflow, diagnostics) = lower_text(
+        r#"digraph {
+            graph [model_stylesheet="* { model: claude-sonnet-4-5; provider: anthropic }"]
+            a
+            b
+        }"#,
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let (a, b) = (node(&workflow, "a"), node(&workflow, "b"));
+    let model = |node: &Node| node.llm.stylesheet_model.clone().expect("styled model");
+    let provider = |node: &Node| {
+        node.llm
+            .stylesheet_provider
+            .clone()
+            .expect("styled provider")
+    };
+    assert_eq!(&*model(a), "claude-sonnet-4-5");
+    assert!(Arc::ptr_eq(&model(a), &model(b)), "one allocation per rule");
+    assert!(Arc::ptr_eq(&provider(a), &provider(b)));
+}
+
+#[test]
 fn inline_output_schemas() {
     let (workflow, diagnostics) = lower_text(
         r#"digraph { a [output_schema=routing] b [output_schema="{\"type\":\"object\"}"] c [output_schema="{\"type\": 3}"] }"#,

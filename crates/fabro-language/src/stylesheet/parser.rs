@@ -4,6 +4,7 @@
 //! On an error it records a [`StylesheetError`] and recovers at the next `;` or `}`, or where the next rule appears to start, so one pass reports every error.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::{Declaration, Rule, Selector, StyleProperty, Stylesheet, StylesheetError};
 
@@ -234,7 +235,7 @@ impl<'t> Parser<'t> {
             if self.check_value(property, &value, &range) {
                 declarations.push(Declaration {
                     property,
-                    value,
+                    value: Arc::from(value),
                     range,
                 });
             }
