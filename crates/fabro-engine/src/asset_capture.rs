@@ -6,12 +6,12 @@
 //! new or changed candidates whose mtime is not earlier than the attempt's start into
 //! [`asset_dir`]`(run_dir, node_id, attempt)`. Limits produce [`AssetSkip`] records, which the
 //! engine reports as `Warning` events with code `asset_skipped`.
+//! Everything is blocking file-system work; async callers use `spawn_blocking`.
 //!
 //! The rescan after an attempt is also a [`Snapshot`] of the candidates: when nothing can
 //! have written to the working directory since (the engine knows when no other stage ran),
 //! it serves as the next attempt's baseline, so a chain of commands walks the tree once
 //! per command instead of twice.
-//! Everything is blocking file-system work; async callers use `spawn_blocking`.
 
 use std::collections::HashMap;
 use std::fmt;
