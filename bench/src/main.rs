@@ -3,11 +3,13 @@
 //! `parse` generates workflows of the given node counts (twice as many edges, with
 //! conditions, classes and a model stylesheet), then times `fabro validate FILE` against
 //! Graphviz's `nop FILE` (its own parser and printer) on the same files, each as a
-//! separate process under GNU `time` for wall time and peak resident memory. `llm`
-//! measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
+//! separate process spawned directly: wall time around spawn and wait, CPU time from the
+//! reaped child's usage, and peak resident memory from separate runs under GNU `time`.
+//! `llm` measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
 //! streaming a 1 MB response beyond the raw transfer, and 100 concurrent calls. It prints a
-//! Markdown table for `docs/benchmarks.md`. Build fabro first with
-//! `cargo build --release -p fabro-cli`.
+//! Markdown table for `docs/benchmarks.md`. It times the `fabro` binary beside its own
+//! executable: build both with `cargo dist` (the statically linked build we ship, in
+//! `target/x86_64-unknown-linux-gnu/release`) or `cargo build --release -p fabro-cli -p fabro-bench`.
 
 mod engine;
 mod generate;
@@ -84,7 +86,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// The release `fabro` binary next to this one (both live in `target/release`).
+/// The `fabro` binary next to this one (both live in `target/release`, or in
+/// `target/x86_64-unknown-linux-gnu/release` after `cargo dist`).
 fn fabro_binary() -> PathBuf {
     std::env::current_exe()
         .ok()
