@@ -332,7 +332,8 @@ impl LlmSetup {
             let model_choice = node
                 .llm
                 .model
-                .clone()
+                .as_deref()
+                .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_model.clone())
                 .or_else(|| defaults.env_model.clone())
@@ -341,7 +342,8 @@ impl LlmSetup {
             let provider_choice = node
                 .llm
                 .provider
-                .clone()
+                .as_deref()
+                .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_provider.clone())
                 .or_else(|| defaults.env_provider.clone())

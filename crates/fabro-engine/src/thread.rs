@@ -100,8 +100,9 @@ pub(crate) fn thread_key(
     }
     spec.llm
         .thread_id
-        .clone()
-        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id.clone()))
+        .as_deref()
+        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id.as_deref()))
+        .map(str::to_owned)
         .or_else(|| workflow.settings.default_thread.clone())
         .or_else(|| spec.classes.first().cloned())
         .or_else(|| store.last_full())

@@ -124,7 +124,7 @@ pub(crate) fn lower_indexed(
                 // An empty label allocates nothing and is not copied.
                 label: attributes
                     .value("label")
-                    .map_or_else(String::new, str::to_owned),
+                    .map_or_else(Box::default, Box::from),
                 condition,
                 weight,
                 fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
@@ -191,8 +191,8 @@ fn apply_stylesheet(stylesheet: &Stylesheet, nodes: &mut [Node]) {
     }
 }
 
-fn non_empty(text: Option<&str>) -> Option<String> {
-    text.filter(|text| !text.is_empty()).map(str::to_owned)
+fn non_empty<T: for<'a> From<&'a str>>(text: Option<&str>) -> Option<T> {
+    text.filter(|text| !text.is_empty()).map(T::from)
 }
 
 /// Where and how a node is mentioned first.
@@ -305,7 +305,7 @@ impl Reader<'_, '_> {
             llm: self.llm_settings(slots),
             script: slots
                 .any(&[Key::Script, Key::ToolCommand])
-                .map_or_else(String::new, |attribute| attribute.value.to_string()),
+                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
             language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
             default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
             join_policy: slots
@@ -340,7 +340,7 @@ impl Reader<'_, '_> {
             slots
                 .get(Key::AcpCommand)
                 .and_then(|attribute| match split_words(&attribute.value) {
-                    Some(words) => Some(words),
+                    Some(words) => Some(words.into_boxed_slice()),
                     None => {
                         self.type_error(attribute, "a command line with balanced quotes");
                         None
@@ -349,7 +349,7 @@ impl Reader<'_, '_> {
         LlmSettings {
             prompt: slots
                 .any(&[Key::Prompt, Key::LlmPrompt])
-                .map_or_else(String::new, |attribute| attribute.value.to_string()),
+                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
             model: non_empty(
                 slots
                     .any(&[Key::Model, Key::LlmModel])
@@ -377,9 +377,10 @@ impl Reader<'_, '_> {
             max_turns: self
                 .count(slots.any(&[Key::MaxTurns, Key::MaxAgentTurns]), 0)
                 .unwrap_or(0),
-            output_schema,
+            output_schema: output_schema.map(Box::new),
             output_retries,
-            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or("")),
+            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or(""))
+                .into_boxed_slice(),
             acp_command,
         }
     }

@@ -116,11 +116,11 @@ pub enum OutputSchema {
 #[derive(Debug, Clone)]
 pub struct LlmSettings {
     /// Task text after `@path` inlining, before variable expansion; empty when unset.
-    pub prompt: String,
+    pub prompt: Box<str>,
     /// Explicit model (node attribute or node defaults).
-    pub model: Option<String>,
+    pub model: Option<Box<str>>,
     /// Explicit provider.
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     /// Model from the stylesheet, when no explicit one is set; shared by every node the same rule styles.
     pub stylesheet_model: Option<Arc<str>>,
     /// Provider from the stylesheet, when no explicit one is set; shared like `stylesheet_model`.
@@ -134,19 +134,19 @@ pub struct LlmSettings {
     /// Node fidelity.
     pub fidelity: Option<Fidelity>,
     /// Conversation sharing key.
-    pub thread_id: Option<String>,
+    pub thread_id: Option<Box<str>>,
     /// Load project instruction files.
     pub project_memory: bool,
     /// Agent turn cap; 0 is unlimited.
     pub max_turns: u32,
-    /// Structured output requirement.
-    pub output_schema: Option<OutputSchema>,
+    /// Structured output requirement (boxed: rarely set, and a JSON schema is large).
+    pub output_schema: Option<Box<OutputSchema>>,
     /// Repair turns for `output_schema`.
     pub output_retries: u32,
     /// Globs the agent may modify; empty means the whole working directory.
-    pub write_scope: Vec<String>,
+    pub write_scope: Box<[String]>,
     /// Command line for the acp backend, split into words.
-    pub acp_command: Option<Vec<String>>,
+    pub acp_command: Option<Box<[String]>>,
 }
 
 impl LlmSettings {
@@ -162,7 +162,7 @@ impl LlmSettings {
 impl Default for LlmSettings {
     fn default() -> LlmSettings {
         LlmSettings {
-            prompt: String::new(),
+            prompt: Box::default(),
             model: None,
             provider: None,
             stylesheet_model: None,
@@ -176,7 +176,7 @@ impl Default for LlmSettings {
             max_turns: 0,
             output_schema: None,
             output_retries: LlmSettings::DEFAULT_OUTPUT_RETRIES,
-            write_scope: Vec::new(),
+            write_scope: Box::default(),
             acp_command: None,
         }
     }
@@ -237,9 +237,9 @@ pub struct Node {
     /// Per-node visit cap.
     pub max_visits: Option<u32>,
     /// Failure and goal-gate jump target.
-    pub retry_target: Option<String>,
+    pub retry_target: Option<Box<str>>,
     /// Second jump target.
-    pub fallback_retry_target: Option<String>,
+    pub fallback_retry_target: Option<Box<str>>,
     /// Must have succeeded when the run reaches exit.
     pub goal_gate: bool,
     /// Convert non-success outcomes to success after retries.
@@ -251,11 +251,11 @@ pub struct Node {
     /// LLM settings (meaningful for agent, prompt and fan_in nodes).
     pub llm: LlmSettings,
     /// Command script (`script`, alias `tool_command`), before variable expansion.
-    pub script: String,
+    pub script: Box<str>,
     /// Command language.
     pub language: ScriptLanguage,
     /// Human gate default (`human.default_choice`).
-    pub default_choice: Option<String>,
+    pub default_choice: Option<Box<str>>,
     /// Parallel join policy.
     pub join_policy: JoinPolicy,
     /// Parallel concurrency cap.
@@ -299,7 +299,7 @@ pub struct Edge {
     /// Target node.
     pub to: NodeIndex,
     /// Display text and human-gate option.
-    pub label: String,
+    pub label: Box<str>,
     /// Guard; `None` when empty (unconditional).
     pub condition: Option<Condition>,
     /// Tie-break priority.
@@ -307,7 +307,7 @@ pub struct Edge {
     /// Fidelity for the target when entered through this edge.
     pub fidelity: Option<Fidelity>,
     /// Thread key for the target when entered through this edge.
-    pub thread_id: Option<String>,
+    pub thread_id: Option<Box<str>>,
     /// Crossing restarts the traversal (SPEC 9.9).
     pub loop_restart: bool,
     /// Routes free-text human answers.
@@ -552,4 +552,29 @@ fn recognise(nodes: &mut [Node], kind: HandlerKind, ids: &[&str]) -> Vec<NodeInd
         }
     }
     by_id
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+
+    /// Large workflows hold one `Node` per stage and one `Edge` per transition, so their
+    /// sizes bound the memory `fabro validate` touches; rarely set fields are boxed.
+    #[test]
+    fn nodes_and_edges_stay_small() {
+        let sizes = [
+            ("Node", std::mem::size_of::<Node>()),
+            ("LlmSettings", std::mem::size_of::<LlmSettings>()),
+            ("Edge", std::mem::size_of::<Edge>()),
+            ("Condition", std::mem::size_of::<Condition>()),
+            (
+                "Option<Condition>",
+                std::mem::size_of::<Option<Condition>>(),
+            ),
+        ];
+        eprintln!("{sizes:?}");
+        for ((name, size), limit) in sizes.into_iter().zip([440, 200, 120, 8, 8]) {
+            assert!(size <= limit, "{name} is {size} bytes, over {limit}");
+        }
+    }
 }

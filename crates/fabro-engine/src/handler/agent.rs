@@ -66,7 +66,7 @@ impl AgentConversation {
                     env,
                 )
                 .map_err(|error| agent_error(&error))?;
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope.to_vec();
                 started("cli");
                 Ok(AgentConversation::Cli {
                     config,
@@ -77,7 +77,8 @@ impl AgentConversation {
                 let command = node
                     .llm
                     .acp_command
-                    .clone()
+                    .as_deref()
+                    .map(<[String]>::to_vec)
                     .or_else(|| services.run_options.config.agent.acp_command.clone())
                     .filter(|command| !command.is_empty())
                     .ok_or_else(|| Failure {
@@ -86,7 +87,7 @@ impl AgentConversation {
                         class: FailureClass::Deterministic,
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope.to_vec();
                 // The agent enforces the node timeout itself (`handles_own_timeout`), so
                 // it can send `session/cancel` first (SPEC 5.2.3).
                 config.timeout = node.timeout;
@@ -125,7 +126,7 @@ impl AgentConversation {
                 config.max_turns = node.llm.max_turns;
                 config.max_tokens = node.llm.max_tokens;
                 config.project_memory = node.llm.project_memory;
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope.to_vec();
                 config.env = env;
                 if target.provider == Provider::Simulated {
                     config.context_window =

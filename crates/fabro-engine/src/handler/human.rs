@@ -389,7 +389,7 @@ impl Question {
             let target = workflow.node(edge.to).id.clone();
             if edge.freeform {
                 freeform.get_or_insert(FreeformEdge {
-                    edge_label: edge.label.clone(),
+                    edge_label: edge.label.to_string(),
                     target,
                 });
                 continue;
@@ -397,13 +397,13 @@ impl Question {
             let label = if edge.label.is_empty() {
                 target.clone()
             } else {
-                edge.label.clone()
+                edge.label.to_string()
             };
             let key = accelerator_key(&label).unwrap_or_default();
             options.push(GateOption {
                 key,
                 label,
-                edge_label: edge.label.clone(),
+                edge_label: edge.label.to_string(),
                 target,
             });
         }

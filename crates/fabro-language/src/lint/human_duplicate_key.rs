@@ -30,7 +30,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
             let label = if edge.label.is_empty() {
                 to
             } else {
-                edge.label.as_str()
+                &*edge.label
             };
             let Some(key) = accelerator_key(label) else {
                 continue;
