@@ -99,8 +99,7 @@ pub(crate) fn thread_key(
         return None;
     }
     spec.llm
-        .thread_id
-        .as_deref()
+        .thread_id()
         .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id.as_deref()))
         .map(str::to_owned)
         .or_else(|| workflow.settings.default_thread.clone())

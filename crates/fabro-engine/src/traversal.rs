@@ -801,7 +801,7 @@ impl Traversal {
                 () = crate::parallel::join_satisfied(join_cancel.as_ref()) => Ok(crate::parallel::join_satisfied_outcome()),
             }
         };
-        let result = match spec.timeout.filter(|_| !handles_own_timeout) {
+        let result = match spec.timeout().filter(|_| !handles_own_timeout) {
             Some(limit) => match tokio::time::timeout(limit, execution).await {
                 Ok(result) => result,
                 Err(_) => Ok(Outcome::fail(
@@ -1143,8 +1143,8 @@ impl Traversal {
 fn retry_target(workflow: &Workflow, node: NodeIndex) -> Option<NodeIndex> {
     let spec = workflow.node(node);
     [
-        spec.retry_target.as_deref(),
-        spec.fallback_retry_target.as_deref(),
+        spec.retry_target(),
+        spec.fallback_retry_target(),
         workflow.settings.retry_target.as_deref(),
         workflow.settings.fallback_retry_target.as_deref(),
     ]

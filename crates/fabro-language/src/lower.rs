@@ -16,8 +16,8 @@ use crate::diagnostic::{Diagnostic, Rule};
 use crate::id_hash::{IdHashMap, IdTable};
 use crate::model::{
     Backend, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings, ManagerAction,
-    Node, NodeIndex, OutputSchema, RankDir, ReasoningEffort, RetryPolicy, ScriptLanguage,
-    Selection, SubWorkflowSettings, Workflow,
+    Node, NodeIndex, OutputSchema, RankDir, RareLlmSettings, RareNodeSettings, ReasoningEffort,
+    RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, Workflow,
 };
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
@@ -280,7 +280,16 @@ impl Reader<'_, '_> {
             .any(&[Key::Type, Key::NodeType, Key::CodergenMode])
             .and_then(|attribute| HandlerKind::parse(&attribute.value))
             .unwrap_or_else(|| HandlerKind::from_shape(shape));
-        let timeout = self.duration(slots.get(Key::Timeout));
+        let rare = RareNodeSettings {
+            timeout: self.duration(slots.get(Key::Timeout)),
+            retry_target: non_empty(slots.value(Key::RetryTarget)),
+            fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
+            script: slots
+                .any(&[Key::Script, Key::ToolCommand])
+                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
+            default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
+            duration: None,
+        };
         let sub_workflow = (handler == HandlerKind::SubWorkflow)
             .then(|| Box::new(self.sub_workflow(slots, graph)));
         Node {
@@ -289,12 +298,9 @@ impl Reader<'_, '_> {
             shape: slots.get(Key::Shape).map(|a| a.value.clone()),
             handler,
             classes,
-            timeout,
             max_retries: self.count(slots.get(Key::MaxRetries), 0),
             retry_policy: slots.value(Key::RetryPolicy).and_then(RetryPolicy::parse),
             max_visits: self.count(slots.get(Key::MaxVisits), 1),
-            retry_target: non_empty(slots.value(Key::RetryTarget)),
-            fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
             goal_gate: self.boolean(slots.get(Key::GoalGate), false),
             auto_status: self.boolean(slots.get(Key::AutoStatus), false),
             allow_partial: self.boolean(slots.get(Key::AllowPartial), false),
@@ -303,17 +309,17 @@ impl Reader<'_, '_> {
                 .and_then(Selection::parse)
                 .unwrap_or(Selection::Deterministic),
             llm: self.llm_settings(slots),
-            script: slots
-                .any(&[Key::Script, Key::ToolCommand])
-                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
             language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
-            default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
             join_policy: slots
                 .value(Key::JoinPolicy)
                 .and_then(JoinPolicy::parse)
                 .unwrap_or(JoinPolicy::WaitAll),
             max_parallel: self.count(slots.get(Key::MaxParallel), 1).unwrap_or(4),
-            duration: self.duration(slots.get(Key::Duration)),
+            rare: RareNodeSettings {
+                duration: self.duration(slots.get(Key::Duration)),
+                ..rare
+            }
+            .boxed(),
             sub_workflow,
             attributes: Attributes::default(),
             span: place.span,
@@ -346,6 +352,15 @@ impl Reader<'_, '_> {
                         None
                     }
                 });
+        let rare = RareLlmSettings {
+            max_tokens: self.count(slots.get(Key::MaxTokens), 1),
+            thread_id: non_empty(slots.value(Key::ThreadId)),
+            output_schema,
+            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or(""))
+                .into_boxed_slice(),
+            acp_command,
+        }
+        .boxed();
         LlmSettings {
             prompt: slots
                 .any(&[Key::Prompt, Key::LlmPrompt])
@@ -366,22 +381,17 @@ impl Reader<'_, '_> {
                 .value(Key::ReasoningEffort)
                 .and_then(ReasoningEffort::parse)
                 .unwrap_or(LlmSettings::DEFAULT_REASONING_EFFORT),
-            max_tokens: self.count(slots.get(Key::MaxTokens), 1),
             backend: slots
                 .value(Key::Backend)
                 .and_then(Backend::parse)
                 .unwrap_or(LlmSettings::DEFAULT_BACKEND),
             fidelity: slots.value(Key::Fidelity).and_then(Fidelity::parse),
-            thread_id: non_empty(slots.value(Key::ThreadId)),
             project_memory: self.boolean(slots.get(Key::ProjectMemory), true),
             max_turns: self
                 .count(slots.any(&[Key::MaxTurns, Key::MaxAgentTurns]), 0)
                 .unwrap_or(0),
-            output_schema: output_schema.map(Box::new),
             output_retries,
-            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or(""))
-                .into_boxed_slice(),
-            acp_command,
+            rare,
         }
     }
 

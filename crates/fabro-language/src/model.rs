@@ -127,26 +127,41 @@ pub struct LlmSettings {
     pub stylesheet_provider: Option<Arc<str>>,
     /// Reasoning effort (explicit, else stylesheet, else high).
     pub reasoning_effort: ReasoningEffort,
-    /// Output cap per call; `None` means the catalog's maximum.
-    pub max_tokens: Option<u32>,
     /// Agent backend (explicit, else stylesheet, else api).
     pub backend: Backend,
     /// Node fidelity.
     pub fidelity: Option<Fidelity>,
-    /// Conversation sharing key.
-    pub thread_id: Option<Box<str>>,
     /// Load project instruction files.
     pub project_memory: bool,
     /// Agent turn cap; 0 is unlimited.
     pub max_turns: u32,
-    /// Structured output requirement (boxed: rarely set, and a JSON schema is large).
-    pub output_schema: Option<Box<OutputSchema>>,
     /// Repair turns for `output_schema`.
     pub output_retries: u32,
+    /// Settings most nodes leave unset; `None` when all are (see the accessors).
+    pub(crate) rare: Option<Box<RareLlmSettings>>,
+}
+
+/// The [`LlmSettings`] most nodes leave unset, boxed so that a typical node does not
+/// carry room for them (a large workflow holds one `LlmSettings` per node).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RareLlmSettings {
+    /// Output cap per call; `None` means the catalog's maximum.
+    pub(crate) max_tokens: Option<u32>,
+    /// Conversation sharing key.
+    pub(crate) thread_id: Option<Box<str>>,
+    /// Structured output requirement.
+    pub(crate) output_schema: Option<OutputSchema>,
     /// Globs the agent may modify; empty means the whole working directory.
-    pub write_scope: Box<[String]>,
+    pub(crate) write_scope: Box<[String]>,
     /// Command line for the acp backend, split into words.
-    pub acp_command: Option<Box<[String]>>,
+    pub(crate) acp_command: Option<Box<[String]>>,
+}
+
+impl RareLlmSettings {
+    /// Boxed, or `None` when every setting is unset (the accessors read the same then).
+    pub(crate) fn boxed(self) -> Option<Box<RareLlmSettings>> {
+        (self != RareLlmSettings::default()).then(|| Box::new(self))
+    }
 }
 
 impl LlmSettings {
@@ -168,17 +183,56 @@ impl Default for LlmSettings {
             stylesheet_model: None,
             stylesheet_provider: None,
             reasoning_effort: LlmSettings::DEFAULT_REASONING_EFFORT,
-            max_tokens: None,
             backend: LlmSettings::DEFAULT_BACKEND,
             fidelity: None,
-            thread_id: None,
             project_memory: true,
             max_turns: 0,
-            output_schema: None,
             output_retries: LlmSettings::DEFAULT_OUTPUT_RETRIES,
-            write_scope: Box::default(),
-            acp_command: None,
+            rare: None,
         }
+    }
+}
+
+impl LlmSettings {
+    /// Output cap per call; `None` means the catalog's maximum.
+    pub fn max_tokens(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_tokens)
+    }
+
+    /// Conversation sharing key.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.thread_id.as_deref())
+    }
+
+    /// Structured output requirement.
+    pub fn output_schema(&self) -> Option<&OutputSchema> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.output_schema.as_ref())
+    }
+
+    /// Globs the agent may modify; empty means the whole working directory.
+    pub fn write_scope(&self) -> &[String] {
+        self.rare.as_ref().map_or(&[], |rare| &rare.write_scope)
+    }
+
+    /// Command line for the acp backend, split into words.
+    pub fn acp_command(&self) -> Option<&[String]> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.acp_command.as_deref())
+    }
+
+    /// Replaces the structured output requirement.
+    pub(crate) fn set_output_schema(&mut self, schema: Option<OutputSchema>) {
+        let mut rare = self
+            .rare
+            .take()
+            .map_or_else(RareLlmSettings::default, |rare| *rare);
+        rare.output_schema = schema;
+        self.rare = rare.boxed();
     }
 }
 
@@ -215,6 +269,31 @@ impl Default for SubWorkflowSettings {
     }
 }
 
+/// The [`Node`] settings most nodes leave unset, boxed so that a typical node does not
+/// carry room for them (a large workflow holds one `Node` per stage).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RareNodeSettings {
+    /// Limit for one attempt.
+    pub(crate) timeout: Option<Duration>,
+    /// Failure and goal-gate jump target.
+    pub(crate) retry_target: Option<Box<str>>,
+    /// Second jump target.
+    pub(crate) fallback_retry_target: Option<Box<str>>,
+    /// Command script (`script`, alias `tool_command`), before variable expansion.
+    pub(crate) script: Box<str>,
+    /// Human gate default (`human.default_choice`).
+    pub(crate) default_choice: Option<Box<str>>,
+    /// Wait duration.
+    pub(crate) duration: Option<Duration>,
+}
+
+impl RareNodeSettings {
+    /// Boxed, or `None` when every setting is unset (the accessors read the same then).
+    pub(crate) fn boxed(self) -> Option<Box<RareNodeSettings>> {
+        (self != RareNodeSettings::default()).then(|| Box::new(self))
+    }
+}
+
 /// A stage of the workflow (SPEC 2.10).
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -228,18 +307,12 @@ pub struct Node {
     pub handler: HandlerKind,
     /// `class` list plus derived classes, deduplicated.
     pub classes: Vec<String>,
-    /// Limit for one attempt.
-    pub timeout: Option<Duration>,
     /// Node retry count.
     pub max_retries: Option<u32>,
     /// Named retry preset.
     pub retry_policy: Option<RetryPolicy>,
     /// Per-node visit cap.
     pub max_visits: Option<u32>,
-    /// Failure and goal-gate jump target.
-    pub retry_target: Option<Box<str>>,
-    /// Second jump target.
-    pub fallback_retry_target: Option<Box<str>>,
     /// Must have succeeded when the run reaches exit.
     pub goal_gate: bool,
     /// Convert non-success outcomes to success after retries.
@@ -250,20 +323,16 @@ pub struct Node {
     pub selection: Selection,
     /// LLM settings (meaningful for agent, prompt and fan_in nodes).
     pub llm: LlmSettings,
-    /// Command script (`script`, alias `tool_command`), before variable expansion.
-    pub script: Box<str>,
     /// Command language.
     pub language: ScriptLanguage,
-    /// Human gate default (`human.default_choice`).
-    pub default_choice: Option<Box<str>>,
     /// Parallel join policy.
     pub join_policy: JoinPolicy,
     /// Parallel concurrency cap.
     pub max_parallel: u32,
-    /// Wait duration.
-    pub duration: Option<Duration>,
     /// Sub-workflow settings; present exactly for sub_workflow nodes.
     pub sub_workflow: Option<Box<SubWorkflowSettings>>,
+    /// Settings most nodes leave unset; `None` when all are (see the accessors).
+    pub(crate) rare: Option<Box<RareNodeSettings>>,
     /// Every attribute as written, defaults included.
     pub attributes: Attributes,
     /// Span of the first mention.
@@ -288,6 +357,43 @@ impl Node {
     /// The shape as written (`box` when unset).
     pub fn shape(&self) -> &str {
         self.shape.as_deref().unwrap_or("box")
+    }
+
+    /// Limit for one attempt.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|rare| rare.timeout)
+    }
+
+    /// Failure and goal-gate jump target.
+    pub fn retry_target(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.retry_target.as_deref())
+    }
+
+    /// Second jump target.
+    pub fn fallback_retry_target(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.fallback_retry_target.as_deref())
+    }
+
+    /// Command script (`script`, alias `tool_command`), before variable expansion; empty
+    /// when unset.
+    pub fn script(&self) -> &str {
+        self.rare.as_ref().map_or("", |rare| &rare.script)
+    }
+
+    /// Human gate default (`human.default_choice`).
+    pub fn default_choice(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.default_choice.as_deref())
+    }
+
+    /// Wait duration.
+    pub fn duration(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|rare| rare.duration)
     }
 }
 
@@ -573,8 +679,27 @@ mod tests {
             ),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([440, 200, 120, 8, 8]) {
+        for ((name, size), limit) in sizes.into_iter().zip([288, 104, 104, 8, 8]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
+    }
+
+    #[test]
+    fn rare_settings_are_boxed_only_when_some_is_set() {
+        assert!(RareNodeSettings::default().boxed().is_none());
+        assert!(RareLlmSettings::default().boxed().is_none());
+        let rare = RareNodeSettings {
+            script: "make".into(),
+            ..RareNodeSettings::default()
+        };
+        assert!(rare.boxed().is_some());
+        let mut llm = LlmSettings::default();
+        assert_eq!(llm.output_schema(), None);
+        assert!(llm.write_scope().is_empty());
+        llm.set_output_schema(Some(OutputSchema::Routing));
+        assert_eq!(llm.output_schema(), Some(&OutputSchema::Routing));
+        assert!(llm.rare.is_some());
+        llm.set_output_schema(None);
+        assert!(llm.rare.is_none());
     }
 }

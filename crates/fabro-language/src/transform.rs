@@ -82,9 +82,7 @@ pub(crate) fn resolve_references(
                 let target = resolve_path(loader, &base_dir, reference);
                 match loader.read(&target) {
                     Ok(text) => match schema::parse_schema(&text) {
-                        Ok(schema) => {
-                            node.llm.output_schema = Some(Box::new(OutputSchema::Json(schema)))
-                        }
+                        Ok(schema) => node.llm.set_output_schema(Some(OutputSchema::Json(schema))),
                         Err(message) => diagnostics.push(
                             Diagnostic::new(
                                 Rule::OutputSchemaInvalid,

@@ -192,7 +192,7 @@ async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt
     let schema = if input.services.dry_run {
         None
     } else {
-        node.llm.output_schema.as_deref()
+        node.llm.output_schema()
     };
     let max_repairs = node.llm.output_retries;
     let mut repairs = 0;

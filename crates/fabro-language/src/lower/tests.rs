@@ -63,20 +63,20 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     let a = node(&workflow, "a");
     assert_eq!(a.max_retries, Some(3));
-    assert_eq!(a.timeout, Some(Duration::from_secs(1200)));
+    assert_eq!(a.timeout(), Some(Duration::from_secs(1200)));
     assert!(a.goal_gate);
     assert_eq!(a.llm.model.as_deref(), Some("gpt-5.2"));
     assert_eq!(&*a.llm.prompt, "do it");
     assert_eq!(a.llm.max_turns, 7);
     assert_eq!(a.llm.output_retries, 0);
-    assert_eq!(&*a.llm.write_scope, ["src/**", "docs/*"]);
+    assert_eq!(a.llm.write_scope(), ["src/**", "docs/*"]);
     assert_eq!(a.classes, ["x", "y"]);
-    assert_eq!(&*a.script, "make");
+    assert_eq!(a.script(), "make");
     assert_eq!(a.language, ScriptLanguage::Python);
-    assert_eq!(a.default_choice.as_deref(), Some("yes"));
+    assert_eq!(a.default_choice(), Some("yes"));
     assert_eq!(a.max_parallel, 2);
     assert_eq!(
-        a.llm.acp_command.as_deref(),
+        a.llm.acp_command(),
         Some(
             &[
                 "agent".to_owned(),
@@ -276,14 +276,14 @@ fn inline_output_schemas() {
         r#"digraph { a [output_schema=routing] b [output_schema="{\"type\":\"object\"}"] c [output_schema="{\"type\": 3}"] }"#,
     );
     assert_eq!(
-        node(&workflow, "a").llm.output_schema.as_deref(),
+        node(&workflow, "a").llm.output_schema(),
         Some(&OutputSchema::Routing)
     );
     assert!(matches!(
-        node(&workflow, "b").llm.output_schema.as_deref(),
+        node(&workflow, "b").llm.output_schema(),
         Some(OutputSchema::Json(_))
     ));
-    assert_eq!(node(&workflow, "c").llm.output_schema, None);
+    assert_eq!(node(&workflow, "c").llm.output_schema(), None);
     assert_eq!(diagnostics.len(), 1);
     assert_eq!(diagnostics[0].rule, Rule::OutputSchemaInvalid);
 }

@@ -90,7 +90,7 @@ fn node_attributes(node: &Node) -> impl Iterator<Item = (&str, std::borrow::Cow<
         extra.push(("prompt", (&*node.llm.prompt).into()));
     }
     match (
-        node.llm.output_schema.as_deref(),
+        node.llm.output_schema(),
         node.attributes.value("output_schema"),
     ) {
         (Some(OutputSchema::Routing), _) => extra.push(("output_schema", "routing".into())),
@@ -203,6 +203,6 @@ mod tests {
         assert!(dot.starts_with("digraph \"my graph\" {"));
         assert!(dot.contains("\"node\" ["));
         let node = workflow.node(workflow.find("node").expect("node"));
-        assert_eq!(&*node.script, "echo \\d \\x");
+        assert_eq!(node.script(), "echo \\d \\x");
     }
 }
