@@ -100,7 +100,7 @@ pub(crate) fn thread_key(
     }
     spec.llm
         .thread_id()
-        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id.as_deref()))
+        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id()))
         .map(str::to_owned)
         .or_else(|| workflow.settings.default_thread.clone())
         .or_else(|| spec.classes.first().cloned())

@@ -1060,7 +1060,7 @@ impl Traversal {
             }
         };
         let loop_restart = edge.is_some_and(|edge| workflow.edge(edge).loop_restart);
-        let label = edge.map_or("", |edge| &*workflow.edge(edge).label);
+        let label = edge.map_or("", |edge| workflow.edge(edge).label());
         if loop_restart {
             if let Some(end) = self.loop_restart(node, target, outcome) {
                 return Next::End(end);

@@ -121,14 +121,9 @@ pub(crate) fn lower_indexed(
             Edge {
                 from: NodeIndex(syntax_edge.from as u32),
                 to: NodeIndex(syntax_edge.to as u32),
-                // An empty label allocates nothing and is not copied.
-                label: attributes
-                    .value("label")
-                    .map_or_else(Box::default, Box::from),
                 condition,
                 weight,
                 fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
-                thread_id: non_empty(attributes.value("thread_id")),
                 loop_restart,
                 freeform,
                 from_span: syntax_edge.from_span,
@@ -294,8 +289,6 @@ impl Reader<'_, '_> {
             .then(|| Box::new(self.sub_workflow(slots, graph)));
         Node {
             id: String::new(),
-            label: slots.get(Key::Label).map(|a| a.value.clone()),
-            shape: slots.get(Key::Shape).map(|a| a.value.clone()),
             handler,
             classes,
             max_retries: self.count(slots.get(Key::MaxRetries), 0),

@@ -299,10 +299,6 @@ impl RareNodeSettings {
 pub struct Node {
     /// The node id.
     pub id: String,
-    /// The `label` attribute, if set (see [`Node::label`]).
-    pub(crate) label: Option<Arc<str>>,
-    /// The `shape` attribute, if set (see [`Node::shape`]).
-    pub(crate) shape: Option<Arc<str>>,
     /// Resolved handler (SPEC 2.8).
     pub handler: HandlerKind,
     /// `class` list plus derived classes, deduplicated.
@@ -346,17 +342,17 @@ pub struct Node {
 impl Node {
     /// Display text: the `label` attribute, else the id.
     pub fn label(&self) -> &str {
-        self.label.as_deref().unwrap_or(&self.id)
+        self.attributes.value("label").unwrap_or(&self.id)
     }
 
     /// Whether `label` was set explicitly.
     pub fn has_label(&self) -> bool {
-        self.label.is_some()
+        self.attributes.get("label").is_some()
     }
 
     /// The shape as written (`box` when unset).
     pub fn shape(&self) -> &str {
-        self.shape.as_deref().unwrap_or("box")
+        self.attributes.value("shape").unwrap_or("box")
     }
 
     /// Limit for one attempt.
@@ -404,16 +400,12 @@ pub struct Edge {
     pub from: NodeIndex,
     /// Target node.
     pub to: NodeIndex,
-    /// Display text and human-gate option.
-    pub label: Box<str>,
     /// Guard; `None` when empty (unconditional).
     pub condition: Option<Condition>,
     /// Tie-break priority.
     pub weight: f64,
     /// Fidelity for the target when entered through this edge.
     pub fidelity: Option<Fidelity>,
-    /// Thread key for the target when entered through this edge.
-    pub thread_id: Option<Box<str>>,
     /// Crossing restarts the traversal (SPEC 9.9).
     pub loop_restart: bool,
     /// Routes free-text human answers.
@@ -427,6 +419,19 @@ pub struct Edge {
 }
 
 impl Edge {
+    /// Display text and human-gate option: the `label` attribute, empty when unset.
+    pub fn label(&self) -> &str {
+        self.attributes.value("label").unwrap_or("")
+    }
+
+    /// Thread key for the target when entered through this edge (a non-empty
+    /// `thread_id` attribute).
+    pub fn thread_id(&self) -> Option<&str> {
+        self.attributes
+            .value("thread_id")
+            .filter(|thread| !thread.is_empty())
+    }
+
     /// True when the edge has no condition.
     pub fn is_unconditional(&self) -> bool {
         self.condition.is_none()
@@ -679,7 +684,7 @@ mod tests {
             ),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([288, 104, 104, 8, 8]) {
+        for ((name, size), limit) in sizes.into_iter().zip([256, 104, 72, 8, 8]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
     }

@@ -389,21 +389,21 @@ impl Question {
             let target = workflow.node(edge.to).id.clone();
             if edge.freeform {
                 freeform.get_or_insert(FreeformEdge {
-                    edge_label: edge.label.to_string(),
+                    edge_label: edge.label().to_owned(),
                     target,
                 });
                 continue;
             }
-            let label = if edge.label.is_empty() {
+            let label = if edge.label().is_empty() {
                 target.clone()
             } else {
-                edge.label.to_string()
+                edge.label().to_owned()
             };
             let key = accelerator_key(&label).unwrap_or_default();
             options.push(GateOption {
                 key,
                 label,
-                edge_label: edge.label.to_string(),
+                edge_label: edge.label().to_owned(),
                 target,
             });
         }

@@ -27,10 +27,10 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         for (_, edge) in options {
             let to = workflow.node(edge.to).id.as_str();
             // SPEC 5.5: an option with an empty label is labelled with its target id.
-            let label = if edge.label.is_empty() {
+            let label = if edge.label().is_empty() {
                 to
             } else {
-                &*edge.label
+                edge.label()
             };
             let Some(key) = accelerator_key(label) else {
                 continue;

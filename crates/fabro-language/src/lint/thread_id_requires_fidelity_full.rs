@@ -34,7 +34,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         }
     }
     for edge in workflow.edges() {
-        if edge.thread_id.is_some() && !edge_enters_full(workflow, edge, graph_full) {
+        if edge.thread_id().is_some() && !edge_enters_full(workflow, edge, graph_full) {
             report_edge(lint, edge);
         }
     }

@@ -114,17 +114,19 @@ fn graph_settings_with_aliases() {
 #[test]
 fn edges_are_typed() {
     let (workflow, diagnostics) = lower_text(
-        r#"digraph { a -> b [label="[Y] Yes", condition="outcome=success && x", weight=0.5, loop_restart=true, freeform=false, fidelity=full, thread_id=t] a -> c [condition="  "] }"#,
+        r#"digraph { a -> b [label="[Y] Yes", condition="outcome=success && x", weight=0.5, loop_restart=true, freeform=false, fidelity=full, thread_id=t] a -> c [condition="  ", thread_id=""] }"#,
     );
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     let edge = &workflow.edges()[0];
-    assert_eq!(&*edge.label, "[Y] Yes");
+    assert_eq!(edge.label(), "[Y] Yes");
     assert!(edge.condition.is_some());
     assert_eq!(edge.weight, 0.5);
     assert!(edge.loop_restart);
     assert_eq!(edge.fidelity, Some(Fidelity::Full));
-    assert_eq!(edge.thread_id.as_deref(), Some("t"));
+    assert_eq!(edge.thread_id(), Some("t"));
     assert!(workflow.edges()[1].is_unconditional());
+    assert_eq!(workflow.edges()[1].label(), "");
+    assert_eq!(workflow.edges()[1].thread_id(), None);
     let outgoing: Vec<_> = workflow
         .outgoing(workflow.find("a").expect("a"))
         .map(|(_, edge)| workflow.node(edge.to).id.as_str())
