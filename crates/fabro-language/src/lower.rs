@@ -83,12 +83,16 @@ pub(crate) fn lower_indexed(
     // Edges of one workflow repeat a few condition texts many times; a parsed condition
     // is shared, so each distinct text is parsed once.
     let mut conditions: IdHashMap<Arc<str>, Condition> = IdHashMap::default();
+    let mut edge_spans = Vec::with_capacity(syntax.edges.len());
     // Collected rather than pushed: each edge is then written straight into the vector
-    // instead of being built aside and copied in.
+    // instead of being built aside and copied in. An `Edge` is no larger than a
+    // `SyntaxEdge` (the spans go to `edge_spans`), so the collection reuses the syntax
+    // edges' buffer rather than allocating a second one.
     let edges: Vec<Edge> = syntax
         .edges
         .into_iter()
         .map(|syntax_edge| {
+            edge_spans.push([syntax_edge.from_span, syntax_edge.to_span]);
             let from_id = &nodes[syntax_edge.from].id;
             let to_id = &nodes[syntax_edge.to].id;
             let mut reader = Reader {
@@ -126,8 +130,6 @@ pub(crate) fn lower_indexed(
                 fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
                 loop_restart,
                 freeform,
-                from_span: syntax_edge.from_span,
-                to_span: syntax_edge.to_span,
                 attributes: syntax_edge.attributes,
             }
         })
@@ -138,6 +140,7 @@ pub(crate) fn lower_indexed(
         syntax.attributes,
         nodes,
         edges,
+        edge_spans,
         index,
         keys,
     );

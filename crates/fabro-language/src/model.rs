@@ -412,10 +412,6 @@ pub struct Edge {
     pub freeform: bool,
     /// Every attribute as written, defaults included.
     pub attributes: Attributes,
-    /// Span of the source endpoint.
-    pub from_span: Span,
-    /// Span of the target endpoint.
-    pub to_span: Span,
 }
 
 impl Edge {
@@ -449,6 +445,10 @@ pub struct Workflow {
     pub attributes: Attributes,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
+    /// Per edge: the spans of its source and target endpoints. Kept beside the edges so
+    /// that an [`Edge`] is no larger than the syntax edge it is lowered from, which lets
+    /// lowering write the edges into the syntax edges' buffer.
+    edge_spans: Vec<[Span; 2]>,
     /// Node positions by id, built by the parser over the same node order.
     index: IdTable,
     /// Every attribute key the file assigns.
@@ -505,9 +505,11 @@ impl Workflow {
         attributes: Attributes,
         mut nodes: Vec<Node>,
         edges: Vec<Edge>,
+        edge_spans: Vec<[Span; 2]>,
         index: IdTable,
         keys: KeySet,
     ) -> Workflow {
+        debug_assert_eq!(edges.len(), edge_spans.len());
         let starts = recognise(&mut nodes, HandlerKind::Start, &["start", "Start"]);
         let exits = recognise(
             &mut nodes,
@@ -525,6 +527,7 @@ impl Workflow {
             attributes,
             nodes,
             edges,
+            edge_spans,
             index,
             keys,
             handlers,
@@ -580,6 +583,16 @@ impl Workflow {
     /// The edge at `index`.
     pub fn edge(&self, index: EdgeIndex) -> &Edge {
         &self.edges[index.get()]
+    }
+
+    /// Span of the source endpoint of the edge at `index`.
+    pub fn edge_from_span(&self, index: EdgeIndex) -> Span {
+        self.edge_spans[index.get()][0]
+    }
+
+    /// Span of the target endpoint of the edge at `index`.
+    pub fn edge_to_span(&self, index: EdgeIndex) -> Span {
+        self.edge_spans[index.get()][1]
     }
 
     /// Index of the node with `id`.
@@ -684,9 +697,21 @@ mod tests {
             ),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([256, 104, 72, 8, 8]) {
+        for ((name, size), limit) in sizes.into_iter().zip([256, 104, 56, 8, 8]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
+    }
+
+    /// Lowering collects edges from the syntax edges' own buffer, which the standard
+    /// library does in place only when an `Edge` fits where a `SyntaxEdge` was.
+    #[test]
+    fn edges_fit_in_syntax_edges() {
+        use crate::syntax::SyntaxEdge;
+        assert!(std::mem::size_of::<Edge>() <= std::mem::size_of::<SyntaxEdge>());
+        assert_eq!(
+            std::mem::align_of::<Edge>(),
+            std::mem::align_of::<SyntaxEdge>()
+        );
     }
 
     #[test]
