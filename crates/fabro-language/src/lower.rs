@@ -139,8 +139,7 @@ pub(crate) fn lower_indexed(
         settings,
         syntax.attributes,
         nodes,
-        edges,
-        edge_spans,
+        (edges, edge_spans),
         index,
         keys,
     );

@@ -498,14 +498,14 @@ impl Adjacency {
 }
 
 impl Workflow {
-    /// Assembles a workflow from lowered parts and builds its indexes.
+    /// Assembles a workflow from lowered parts and builds its indexes; `edges` come with
+    /// their endpoint spans.
     pub(crate) fn new(
         id: Option<String>,
         settings: GraphSettings,
         attributes: Attributes,
         mut nodes: Vec<Node>,
-        edges: Vec<Edge>,
-        edge_spans: Vec<[Span; 2]>,
+        (edges, edge_spans): (Vec<Edge>, Vec<[Span; 2]>),
         index: IdTable,
         keys: KeySet,
     ) -> Workflow {
