@@ -125,6 +125,20 @@ fn subgraph_labels_derive_classes_outermost_first() {
 }
 
 #[test]
+fn derived_classes_of_sibling_subgraphs_keep_closing_order() {
+    let graph = parse_ok(
+        r#"digraph {
+            subgraph cluster_one { label = "Zeta"; a; b }
+            subgraph cluster_two { label = "Alpha"; b; a; c }
+            subgraph cluster_three { label = "zeta"; a }
+        }"#,
+    );
+    assert_eq!(node(&graph, "a").derived_classes, ["zeta", "alpha"]);
+    assert_eq!(node(&graph, "b").derived_classes, ["zeta", "alpha"]);
+    assert_eq!(node(&graph, "c").derived_classes, ["alpha"]);
+}
+
+#[test]
 fn graph_attributes_from_blocks_and_assignments_later_wins() {
     let graph = parse_ok("digraph { graph [goal=\"one\", rankdir=LR] goal = \"two\"; }");
     assert_eq!(graph.attributes.value("goal"), Some("two"));
