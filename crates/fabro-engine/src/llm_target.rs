@@ -331,8 +331,7 @@ impl LlmSetup {
             }
             let model_choice = node
                 .llm
-                .model
-                .as_deref()
+                .model()
                 .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_model.clone())
@@ -341,8 +340,7 @@ impl LlmSetup {
                 .or_else(|| workflow.settings.default_model.clone());
             let provider_choice = node
                 .llm
-                .provider
-                .as_deref()
+                .provider()
                 .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_provider.clone())

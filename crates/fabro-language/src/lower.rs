@@ -348,6 +348,16 @@ impl Reader<'_, '_> {
                     }
                 });
         let rare = RareLlmSettings {
+            model: non_empty(
+                slots
+                    .any(&[Key::Model, Key::LlmModel])
+                    .map(|attribute| attribute.value.as_ref()),
+            ),
+            provider: non_empty(
+                slots
+                    .any(&[Key::Provider, Key::LlmProvider])
+                    .map(|attribute| attribute.value.as_ref()),
+            ),
             max_tokens: self.count(slots.get(Key::MaxTokens), 1),
             thread_id: non_empty(slots.value(Key::ThreadId)),
             output_schema,
@@ -360,16 +370,6 @@ impl Reader<'_, '_> {
             prompt: slots
                 .any(&[Key::Prompt, Key::LlmPrompt])
                 .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
-            model: non_empty(
-                slots
-                    .any(&[Key::Model, Key::LlmModel])
-                    .map(|attribute| attribute.value.as_ref()),
-            ),
-            provider: non_empty(
-                slots
-                    .any(&[Key::Provider, Key::LlmProvider])
-                    .map(|attribute| attribute.value.as_ref()),
-            ),
             stylesheet_model: None,
             stylesheet_provider: None,
             reasoning_effort: slots

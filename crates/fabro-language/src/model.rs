@@ -117,10 +117,6 @@ pub enum OutputSchema {
 pub struct LlmSettings {
     /// Task text after `@path` inlining, before variable expansion; empty when unset.
     pub prompt: Box<str>,
-    /// Explicit model (node attribute or node defaults).
-    pub model: Option<Box<str>>,
-    /// Explicit provider.
-    pub provider: Option<Box<str>>,
     /// Model from the stylesheet, when no explicit one is set; shared by every node the same rule styles.
     pub stylesheet_model: Option<Arc<str>>,
     /// Provider from the stylesheet, when no explicit one is set; shared like `stylesheet_model`.
@@ -145,6 +141,10 @@ pub struct LlmSettings {
 /// carry room for them (a large workflow holds one `LlmSettings` per node).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct RareLlmSettings {
+    /// Explicit model (node attribute or node defaults).
+    pub(crate) model: Option<Box<str>>,
+    /// Explicit provider.
+    pub(crate) provider: Option<Box<str>>,
     /// Output cap per call; `None` means the catalog's maximum.
     pub(crate) max_tokens: Option<u32>,
     /// Conversation sharing key.
@@ -178,8 +178,6 @@ impl Default for LlmSettings {
     fn default() -> LlmSettings {
         LlmSettings {
             prompt: Box::default(),
-            model: None,
-            provider: None,
             stylesheet_model: None,
             stylesheet_provider: None,
             reasoning_effort: LlmSettings::DEFAULT_REASONING_EFFORT,
@@ -194,6 +192,16 @@ impl Default for LlmSettings {
 }
 
 impl LlmSettings {
+    /// Explicit model (node attribute or node defaults).
+    pub fn model(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|rare| rare.model.as_deref())
+    }
+
+    /// Explicit provider.
+    pub fn provider(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|rare| rare.provider.as_deref())
+    }
+
     /// Output cap per call; `None` means the catalog's maximum.
     pub fn max_tokens(&self) -> Option<u32> {
         self.rare.as_ref().and_then(|rare| rare.max_tokens)
@@ -697,7 +705,7 @@ mod tests {
             ),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([256, 104, 56, 8, 8]) {
+        for ((name, size), limit) in sizes.into_iter().zip([224, 72, 56, 8, 8]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
     }

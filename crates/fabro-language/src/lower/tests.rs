@@ -65,7 +65,7 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(a.max_retries, Some(3));
     assert_eq!(a.timeout(), Some(Duration::from_secs(1200)));
     assert!(a.goal_gate);
-    assert_eq!(a.llm.model.as_deref(), Some("gpt-5.2"));
+    assert_eq!(a.llm.model(), Some("gpt-5.2"));
     assert_eq!(&*a.llm.prompt, "do it");
     assert_eq!(a.llm.max_turns, 7);
     assert_eq!(a.llm.output_retries, 0);
@@ -237,13 +237,13 @@ fn stylesheet_fills_only_unset_properties() {
     assert_eq!(plan.llm.stylesheet_provider.as_deref(), Some("anthropic"));
     assert_eq!(plan.llm.backend, Backend::Cli);
     let implement = node(&workflow, "implement");
-    assert_eq!(implement.llm.model.as_deref(), Some("pinned"));
+    assert_eq!(implement.llm.model(), Some("pinned"));
     assert_eq!(
         implement.llm.stylesheet_model, None,
         "node defaults beat the stylesheet"
     );
     let review = node(&workflow, "critical_review");
-    assert_eq!(review.llm.model, None);
+    assert_eq!(review.llm.model(), None);
     assert_eq!(review.llm.reasoning_effort, ReasoningEffort::Low);
     let inner = node(&workflow, "inner");
     assert_eq!(inner.classes, ["code"]);
