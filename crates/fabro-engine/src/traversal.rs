@@ -508,7 +508,7 @@ impl Traversal {
     /// The visit-limit termination for `node`, if it would exceed its limit (SPEC 9.7).
     fn visit_limit(&self, node: NodeIndex) -> Option<RunEnd> {
         let spec = self.workflow.node(node);
-        let (limit, source) = match spec.max_visits {
+        let (limit, source) = match spec.max_visits() {
             Some(limit) => (limit, "node"),
             None if self.workflow.settings.max_node_visits > 0 => {
                 (self.workflow.settings.max_node_visits, "graph")

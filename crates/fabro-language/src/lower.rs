@@ -73,7 +73,7 @@ pub(crate) fn lower_indexed(
             declared: syntax_node.declared,
             quoted: syntax_node.quoted,
         };
-        nodes.push(reader.node(&slots, &settings, classes, place));
+        nodes.push(reader.node(&slots, &settings, classes.into_boxed_slice(), place));
         if let Some(pushed) = nodes.last_mut() {
             pushed.id = syntax_node.id;
             pushed.attributes = syntax_node.attributes;
@@ -269,7 +269,7 @@ impl Reader<'_, '_> {
         &mut self,
         slots: &Slots<'_>,
         graph: &GraphSettings,
-        classes: Vec<String>,
+        classes: Box<[String]>,
         place: Place,
     ) -> Node {
         let shape = slots.value(Key::Shape).unwrap_or("box");
@@ -278,6 +278,8 @@ impl Reader<'_, '_> {
             .and_then(|attribute| HandlerKind::parse(&attribute.value))
             .unwrap_or_else(|| HandlerKind::from_shape(shape));
         let rare = RareNodeSettings {
+            max_retries: self.count(slots.get(Key::MaxRetries), 0),
+            max_visits: self.count(slots.get(Key::MaxVisits), 1),
             timeout: self.duration(slots.get(Key::Timeout)),
             retry_target: non_empty(slots.value(Key::RetryTarget)),
             fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
@@ -293,9 +295,7 @@ impl Reader<'_, '_> {
             id: String::new(),
             handler,
             classes,
-            max_retries: self.count(slots.get(Key::MaxRetries), 0),
             retry_policy: slots.value(Key::RetryPolicy).and_then(RetryPolicy::parse),
-            max_visits: self.count(slots.get(Key::MaxVisits), 1),
             goal_gate: self.boolean(slots.get(Key::GoalGate), false),
             auto_status: self.boolean(slots.get(Key::AutoStatus), false),
             allow_partial: self.boolean(slots.get(Key::AllowPartial), false),

@@ -281,6 +281,10 @@ impl Default for SubWorkflowSettings {
 /// carry room for them (a large workflow holds one `Node` per stage).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct RareNodeSettings {
+    /// Node retry count.
+    pub(crate) max_retries: Option<u32>,
+    /// Per-node visit cap.
+    pub(crate) max_visits: Option<u32>,
     /// Limit for one attempt.
     pub(crate) timeout: Option<Duration>,
     /// Failure and goal-gate jump target.
@@ -310,13 +314,9 @@ pub struct Node {
     /// Resolved handler (SPEC 2.8).
     pub handler: HandlerKind,
     /// `class` list plus derived classes, deduplicated.
-    pub classes: Vec<String>,
-    /// Node retry count.
-    pub max_retries: Option<u32>,
+    pub classes: Box<[String]>,
     /// Named retry preset.
     pub retry_policy: Option<RetryPolicy>,
-    /// Per-node visit cap.
-    pub max_visits: Option<u32>,
     /// Must have succeeded when the run reaches exit.
     pub goal_gate: bool,
     /// Convert non-success outcomes to success after retries.
@@ -361,6 +361,16 @@ impl Node {
     /// The shape as written (`box` when unset).
     pub fn shape(&self) -> &str {
         self.attributes.value("shape").unwrap_or("box")
+    }
+
+    /// Node retry count.
+    pub fn max_retries(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_retries)
+    }
+
+    /// Per-node visit cap.
+    pub fn max_visits(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_visits)
     }
 
     /// Limit for one attempt.
@@ -705,7 +715,7 @@ mod tests {
             ),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([224, 72, 56, 8, 8]) {
+        for ((name, size), limit) in sizes.into_iter().zip([200, 72, 56, 8, 8]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
     }

@@ -62,7 +62,7 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     );
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     let a = node(&workflow, "a");
-    assert_eq!(a.max_retries, Some(3));
+    assert_eq!(a.max_retries(), Some(3));
     assert_eq!(a.timeout(), Some(Duration::from_secs(1200)));
     assert!(a.goal_gate);
     assert_eq!(a.llm.model(), Some("gpt-5.2"));
@@ -70,7 +70,7 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(a.llm.max_turns, 7);
     assert_eq!(a.llm.output_retries, 0);
     assert_eq!(a.llm.write_scope(), ["src/**", "docs/*"]);
-    assert_eq!(a.classes, ["x", "y"]);
+    assert_eq!(&*a.classes, ["x", "y"]);
     assert_eq!(a.script(), "make");
     assert_eq!(a.language, ScriptLanguage::Python);
     assert_eq!(a.default_choice(), Some("yes"));
@@ -246,7 +246,7 @@ fn stylesheet_fills_only_unset_properties() {
     assert_eq!(review.llm.model(), None);
     assert_eq!(review.llm.reasoning_effort, ReasoningEffort::Low);
     let inner = node(&workflow, "inner");
-    assert_eq!(inner.classes, ["code"]);
+    assert_eq!(&*inner.classes, ["code"]);
 }
 
 #[test]

@@ -193,7 +193,7 @@ mod tests {
         assert!(dot.contains("work -> exit [label=\"go\""));
         let work = workflow.node(workflow.find("work").expect("work"));
         assert_eq!(&*work.llm.prompt, "say \"hi\"\nnow");
-        assert_eq!(work.classes, ["loop-a"]);
+        assert_eq!(&*work.classes, ["loop-a"]);
         assert_eq!(work.attributes.value("color"), Some("red"));
     }
 
