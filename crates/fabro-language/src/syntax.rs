@@ -28,10 +28,8 @@ pub struct Attribute {
     pub key_span: Span,
     /// The value with escapes resolved (SPEC 2.3).
     pub value: Arc<str>,
-    /// Span of the value token, quotes included.
+    /// Span of the value token, quotes included (see [`Attribute::is_quoted`]).
     pub value_span: Span,
-    /// Whether the value was a quoted string.
-    pub quoted: bool,
 }
 
 /// An attribute list where a later assignment of a key replaces the earlier one.
@@ -249,12 +247,20 @@ impl SyntaxGraph {
 }
 
 impl Attribute {
+    /// Whether the value was written as a quoted string in `source`, the text the
+    /// attribute was parsed from: its value token then starts with the opening quote.
+    /// (Read from the source rather than stored: a large workflow holds a few attributes
+    /// per node, and a flag would make each one 8 bytes larger.)
+    pub fn is_quoted(&self, source: &str) -> bool {
+        source.as_bytes().get(self.value_span.start as usize) == Some(&b'"')
+    }
+
     /// The source span of `range`, a byte range into the decoded [`Attribute::value`].
     ///
     /// Quoted values may contain escapes and line continuations, so decoded offsets are
     /// mapped back by re-scanning the literal; this runs only when reporting an error.
     pub fn value_subspan(&self, source: &str, range: std::ops::Range<usize>) -> Span {
-        if !self.quoted {
+        if !self.is_quoted(source) {
             return Span::new(
                 self.value_span.start as usize + range.start,
                 self.value_span.start as usize + range.end,

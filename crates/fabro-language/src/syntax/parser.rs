@@ -668,7 +668,6 @@ impl<'s> Parser<'s> {
                 Ok(Literal {
                     value: std::borrow::Cow::Borrowed(run),
                     span,
-                    quoted: false,
                 })
             }
         }
@@ -761,7 +760,6 @@ impl<'s> Parser<'s> {
             key_span,
             value: last_value.clone(),
             value_span: literal.span,
-            quoted: literal.quoted,
         }
     }
 

@@ -196,7 +196,18 @@ fn attribute_spans_point_at_key_and_value() {
         .expect("set");
     assert_eq!(&text[attribute.key_span.range()], "max_retries");
     assert_eq!(&text[attribute.value_span.range()], "\"x\"");
-    assert!(attribute.quoted);
+    assert!(attribute.is_quoted(text));
+    let bare = node(&graph, "a").attributes.get("max_retries");
+    assert!(bare.is_some_and(|attribute| attribute.is_quoted(text)));
+    let text = "digraph {\n  a [max_retries=x, label=\"\"]\n}";
+    let graph = parse_ok(text);
+    let attributes = &node(&graph, "a").attributes;
+    assert!(attributes
+        .get("max_retries")
+        .is_some_and(|attribute| !attribute.is_quoted(text)));
+    assert!(attributes
+        .get("label")
+        .is_some_and(|attribute| attribute.is_quoted(text)));
 }
 
 #[test]
