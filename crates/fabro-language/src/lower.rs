@@ -287,6 +287,7 @@ impl Reader<'_, '_> {
                 .any(&[Key::Script, Key::ToolCommand])
                 .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
             default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
+            language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
             duration: None,
         };
         let sub_workflow = (handler == HandlerKind::SubWorkflow)
@@ -304,7 +305,6 @@ impl Reader<'_, '_> {
                 .and_then(Selection::parse)
                 .unwrap_or(Selection::Deterministic),
             llm: self.llm_settings(slots),
-            language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
             join_policy: slots
                 .value(Key::JoinPolicy)
                 .and_then(JoinPolicy::parse)

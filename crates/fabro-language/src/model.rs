@@ -293,6 +293,8 @@ pub(crate) struct RareNodeSettings {
     pub(crate) fallback_retry_target: Option<Box<str>>,
     /// Command script (`script`, alias `tool_command`), before variable expansion.
     pub(crate) script: Box<str>,
+    /// Command language.
+    pub(crate) language: ScriptLanguage,
     /// Human gate default (`human.default_choice`).
     pub(crate) default_choice: Option<Box<str>>,
     /// Wait duration.
@@ -327,8 +329,6 @@ pub struct Node {
     pub selection: Selection,
     /// LLM settings (meaningful for agent, prompt and fan_in nodes).
     pub llm: LlmSettings,
-    /// Command language.
-    pub language: ScriptLanguage,
     /// Parallel join policy.
     pub join_policy: JoinPolicy,
     /// Parallel concurrency cap.
@@ -396,6 +396,12 @@ impl Node {
     /// when unset.
     pub fn script(&self) -> &str {
         self.rare.as_ref().map_or("", |rare| &rare.script)
+    }
+
+    /// Command language.
+    pub fn language(&self) -> &ScriptLanguage {
+        static SHELL: ScriptLanguage = ScriptLanguage::Shell;
+        self.rare.as_ref().map_or(&SHELL, |rare| &rare.language)
     }
 
     /// Human gate default (`human.default_choice`).
@@ -716,7 +722,7 @@ mod tests {
             ("Attribute", std::mem::size_of::<crate::syntax::Attribute>()),
         ];
         eprintln!("{sizes:?}");
-        for ((name, size), limit) in sizes.into_iter().zip([200, 72, 56, 8, 8, 48]) {
+        for ((name, size), limit) in sizes.into_iter().zip([176, 72, 56, 8, 8, 48]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
     }

@@ -61,7 +61,7 @@ async fn run(input: &StageInput<'_>, kill_grace: Duration) -> Outcome {
             Outcome::fail("No script specified", FailureClass::Deterministic),
         );
     }
-    let interpreter = match Interpreter::of(&input.node.language) {
+    let interpreter = match Interpreter::of(input.node.language()) {
         Ok(interpreter) => interpreter,
         Err(value) => {
             return not_run(

@@ -72,7 +72,7 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(a.llm.write_scope(), ["src/**", "docs/*"]);
     assert_eq!(&*a.classes, ["x", "y"]);
     assert_eq!(a.script(), "make");
-    assert_eq!(a.language, ScriptLanguage::Python);
+    assert_eq!(a.language(), &ScriptLanguage::Python);
     assert_eq!(a.default_choice(), Some("yes"));
     assert_eq!(a.max_parallel, 2);
     assert_eq!(
@@ -93,6 +93,14 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(b.label(), "b");
     assert!(!b.has_label());
     assert_eq!(b.llm.output_retries, 2);
+    // Settings b leaves unset read as their defaults.
+    assert_eq!(b.language(), &ScriptLanguage::Shell);
+    assert_eq!(b.script(), "");
+    assert_eq!(
+        (b.max_retries(), b.max_visits(), b.timeout()),
+        (None, None, None)
+    );
+    assert_eq!((b.llm.model(), b.llm.thread_id()), (None, None));
 }
 
 #[test]
