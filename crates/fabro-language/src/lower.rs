@@ -53,7 +53,9 @@ pub(crate) fn lower_indexed(
         reader.graph_settings(&syntax.attributes)
     };
     let mut nodes = Vec::with_capacity(syntax.nodes.len());
-    for syntax_node in syntax.nodes {
+    // Ascending by node: each node's derived classes are the next run of entries.
+    let mut derived = syntax.derived_classes.into_iter().peekable();
+    for (position, syntax_node) in syntax.nodes.into_iter().enumerate() {
         let mut reader = Reader {
             source,
             diagnostics: &mut diagnostics,
@@ -61,7 +63,7 @@ pub(crate) fn lower_indexed(
         };
         let slots = Slots::new(&syntax_node.attributes);
         let mut classes = node_classes(slots.value(Key::Class));
-        for class in syntax_node.derived_classes {
+        while let Some((_, class)) = derived.next_if(|(node, _)| *node == position) {
             if !classes.contains(&class) {
                 classes.push(class);
             }

@@ -161,8 +161,6 @@ pub struct SyntaxNode {
     pub quoted: bool,
     /// Attributes: defaults at creation, then every node statement's, later wins.
     pub attributes: Attributes,
-    /// Classes derived from enclosing subgraph labels, outermost first, deduplicated.
-    pub derived_classes: Vec<String>,
 }
 
 /// An edge as the source declares it (chains already expanded).
@@ -191,6 +189,11 @@ pub struct SyntaxGraph {
     pub nodes: Vec<SyntaxNode>,
     /// Edges in declaration order.
     pub edges: Vec<SyntaxEdge>,
+    /// Classes derived from enclosing subgraph labels as (index into
+    /// [`SyntaxGraph::nodes`], class): ascending by node, and per node outermost first and
+    /// deduplicated. Only nodes inside labelled subgraphs have entries, so a large flat
+    /// workflow carries nothing for them (see [`SyntaxGraph::derived_classes_of`]).
+    pub derived_classes: Vec<(usize, String)>,
 }
 
 /// Every attribute key a file assigns anywhere (graph, nodes, edges, defaults,
@@ -239,6 +242,17 @@ impl KeySet {
 }
 
 impl SyntaxGraph {
+    /// The classes derived from subgraph labels for the node at `index`, outermost first.
+    pub fn derived_classes_of(&self, index: usize) -> impl Iterator<Item = &str> {
+        let start = self
+            .derived_classes
+            .partition_point(|(node, _)| *node < index);
+        self.derived_classes[start..]
+            .iter()
+            .take_while(move |(node, _)| *node == index)
+            .map(|(_, class)| class.as_str())
+    }
+
     /// Index of the node with `id`, by linear search (use [`crate::Workflow`] for lookups
     /// on hot paths).
     pub fn node_index(&self, id: &str) -> Option<usize> {

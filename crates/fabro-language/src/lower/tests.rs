@@ -325,3 +325,22 @@ fn node_classes_keep_first_occurrences_in_order() {
     assert!(super::node_classes(Some("")).is_empty());
     assert!(super::node_classes(None).is_empty());
 }
+
+#[test]
+fn derived_classes_follow_explicit_ones_per_node() {
+    let (workflow, diagnostics) = lower_text(
+        r#"digraph {
+            x
+            subgraph cluster_a { label = "Review"; a [class="fast,review"]; y }
+            z
+            subgraph cluster_b { label = "Loop"; subgraph cluster_c { label = "Inner"; a; b } }
+        }"#,
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let classes = |id: &str| node(&workflow, id).classes.to_vec();
+    assert_eq!(classes("x"), Vec::<String>::new());
+    assert_eq!(classes("a"), ["fast", "review", "loop", "inner"]);
+    assert_eq!(classes("y"), ["review"]);
+    assert_eq!(classes("z"), Vec::<String>::new());
+    assert_eq!(classes("b"), ["loop", "inner"]);
+}

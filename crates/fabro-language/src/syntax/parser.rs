@@ -142,12 +142,12 @@ impl<'s> Parser<'s> {
     fn finish(mut self) -> (SyntaxGraph, IdTable, KeySet) {
         // Stable: a node's classes from subgraphs of equal depth keep their order.
         self.derived.sort_by_key(|&(node, depth, _)| (node, depth));
+        let derived = &mut self.graph.derived_classes;
         for (index, _, class) in self.derived {
-            let Some(node) = self.graph.nodes.get_mut(index) else {
-                continue;
-            };
-            if !node.derived_classes.contains(&class) {
-                node.derived_classes.push(class);
+            // This node's classes so far are the tail of the list.
+            let start = derived.partition_point(|(node, _)| *node < index);
+            if !derived[start..].iter().any(|(_, seen)| *seen == class) {
+                derived.push((index, class));
             }
         }
         let keys = KeySet::new(self.interned.into_iter().map(|(key, _)| key));
@@ -741,7 +741,6 @@ impl<'s> Parser<'s> {
             declared: false,
             quoted: endpoint.quoted,
             attributes,
-            derived_classes: Vec::new(),
         });
         if self.scopes.len() > 1 {
             self.scope_mut().members.push(index);

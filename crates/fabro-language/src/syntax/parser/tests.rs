@@ -33,6 +33,11 @@ fn node<'g>(graph: &'g SyntaxGraph, id: &str) -> &'g SyntaxNode {
     &graph.nodes[index]
 }
 
+fn derived<'g>(graph: &'g SyntaxGraph, id: &str) -> Vec<&'g str> {
+    let index = graph.node_index(id).expect("node exists");
+    graph.derived_classes_of(index).collect()
+}
+
 #[test]
 fn chained_edges_share_attributes_and_keep_order() {
     let graph = parse_ok("digraph G { a -> b -> c [label=\"x\", weight=2] c -> a }");
@@ -117,10 +122,10 @@ fn subgraph_labels_derive_classes_outermost_first() {
             x -> a
         }"#,
     );
-    assert_eq!(node(&graph, "a").derived_classes, ["loop-a"]);
-    assert_eq!(node(&graph, "b").derived_classes, ["loop-a", "inner-loop"]);
-    assert_eq!(node(&graph, "c").derived_classes, ["loop-a", "inner-loop"]);
-    assert!(node(&graph, "x").derived_classes.is_empty());
+    assert_eq!(derived(&graph, "a"), ["loop-a"]);
+    assert_eq!(derived(&graph, "b"), ["loop-a", "inner-loop"]);
+    assert_eq!(derived(&graph, "c"), ["loop-a", "inner-loop"]);
+    assert!(derived(&graph, "x").is_empty());
     assert_eq!(graph.attributes.value("label"), None);
 }
 
@@ -133,9 +138,9 @@ fn derived_classes_of_sibling_subgraphs_keep_closing_order() {
             subgraph cluster_three { label = "zeta"; a }
         }"#,
     );
-    assert_eq!(node(&graph, "a").derived_classes, ["zeta", "alpha"]);
-    assert_eq!(node(&graph, "b").derived_classes, ["zeta", "alpha"]);
-    assert_eq!(node(&graph, "c").derived_classes, ["alpha"]);
+    assert_eq!(derived(&graph, "a"), ["zeta", "alpha"]);
+    assert_eq!(derived(&graph, "b"), ["zeta", "alpha"]);
+    assert_eq!(derived(&graph, "c"), ["alpha"]);
 }
 
 #[test]
