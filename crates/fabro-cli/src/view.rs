@@ -99,7 +99,7 @@ impl<'a> ValidateView<'a> {
                 .map(|edge| EdgeView {
                     from: &workflow.node(edge.from).id,
                     to: &workflow.node(edge.to).id,
-                    label: &edge.label,
+                    label: edge.label(),
                     condition: edge
                         .condition
                         .as_ref()

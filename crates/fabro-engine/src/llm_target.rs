@@ -331,8 +331,8 @@ impl LlmSetup {
             }
             let model_choice = node
                 .llm
-                .model
-                .clone()
+                .model()
+                .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_model.clone())
                 .or_else(|| defaults.env_model.clone())
@@ -340,8 +340,8 @@ impl LlmSetup {
                 .or_else(|| workflow.settings.default_model.clone());
             let provider_choice = node
                 .llm
-                .provider
-                .clone()
+                .provider()
+                .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
                 .or_else(|| defaults.cli_provider.clone())
                 .or_else(|| defaults.env_provider.clone())

@@ -82,7 +82,7 @@ impl Renderer<'_, '_> {
         self.input
             .workflow
             .find(node_id)
-            .map_or("", |index| self.input.workflow.node(index).script.as_str())
+            .map_or("", |index| self.input.workflow.node(index).script())
     }
 
     /// The materialised path of a blob ref, or the ref itself when it cannot be copied.

@@ -27,7 +27,7 @@ impl RetryPlan {
         if let Some(policy) = node.retry_policy {
             return RetryPlan::preset(policy);
         }
-        let retries = node.max_retries.unwrap_or(graph_default_retries);
+        let retries = node.max_retries().unwrap_or(graph_default_retries);
         RetryPlan {
             max_attempts: retries.saturating_add(1),
             initial_delay: Duration::from_secs(5),

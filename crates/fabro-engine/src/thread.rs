@@ -99,9 +99,9 @@ pub(crate) fn thread_key(
         return None;
     }
     spec.llm
-        .thread_id
-        .clone()
-        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id.clone()))
+        .thread_id()
+        .or_else(|| entered_by.and_then(|edge| workflow.edge(edge).thread_id()))
+        .map(str::to_owned)
         .or_else(|| workflow.settings.default_thread.clone())
         .or_else(|| spec.classes.first().cloned())
         .or_else(|| store.last_full())

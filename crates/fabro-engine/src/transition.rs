@@ -124,7 +124,7 @@ pub fn select_edge(
         let wanted = normalize_label(preferred);
         let labelled: Vec<_> = unconditional
             .iter()
-            .filter(|(_, edge)| normalize_label(&edge.label) == wanted)
+            .filter(|(_, edge)| normalize_label(edge.label()) == wanted)
             .copied()
             .collect();
         if let Some(index) = first_or_random(&labelled, random, rng) {

@@ -508,7 +508,7 @@ impl Traversal {
     /// The visit-limit termination for `node`, if it would exceed its limit (SPEC 9.7).
     fn visit_limit(&self, node: NodeIndex) -> Option<RunEnd> {
         let spec = self.workflow.node(node);
-        let (limit, source) = match spec.max_visits {
+        let (limit, source) = match spec.max_visits() {
             Some(limit) => (limit, "node"),
             None if self.workflow.settings.max_node_visits > 0 => {
                 (self.workflow.settings.max_node_visits, "graph")
@@ -801,7 +801,7 @@ impl Traversal {
                 () = crate::parallel::join_satisfied(join_cancel.as_ref()) => Ok(crate::parallel::join_satisfied_outcome()),
             }
         };
-        let result = match spec.timeout.filter(|_| !handles_own_timeout) {
+        let result = match spec.timeout().filter(|_| !handles_own_timeout) {
             Some(limit) => match tokio::time::timeout(limit, execution).await {
                 Ok(result) => result,
                 Err(_) => Ok(Outcome::fail(
@@ -1060,7 +1060,7 @@ impl Traversal {
             }
         };
         let loop_restart = edge.is_some_and(|edge| workflow.edge(edge).loop_restart);
-        let label = edge.map_or("", |edge| workflow.edge(edge).label.as_str());
+        let label = edge.map_or("", |edge| workflow.edge(edge).label());
         if loop_restart {
             if let Some(end) = self.loop_restart(node, target, outcome) {
                 return Next::End(end);
@@ -1143,8 +1143,8 @@ impl Traversal {
 fn retry_target(workflow: &Workflow, node: NodeIndex) -> Option<NodeIndex> {
     let spec = workflow.node(node);
     [
-        spec.retry_target.as_deref(),
-        spec.fallback_retry_target.as_deref(),
+        spec.retry_target(),
+        spec.fallback_retry_target(),
         workflow.settings.retry_target.as_deref(),
         workflow.settings.fallback_retry_target.as_deref(),
     ]

@@ -24,11 +24,18 @@ use crate::status::StageStatus;
 /// different surrounding whitespace is not equal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
+    /// The parse, behind one pointer: every edge of a large workflow holds a condition
+    /// slot, and the many edges with the same condition share one parse.
+    parsed: Arc<Parsed>,
+}
+
+/// What a [`Condition`] shares.
+#[derive(Debug, PartialEq)]
+struct Parsed {
     /// The text given to [`Condition::parse`], untrimmed, so clause ranges index into it.
-    source: Arc<str>,
+    source: Box<str>,
     /// Clauses in source order; `Clause::starts_alternative` splits them into the `||` alternatives.
-    /// Shared, so that the many edges of a workflow with the same condition share one parse.
-    clauses: Arc<[Clause]>,
+    clauses: Box<[Clause]>,
 }
 
 /// A parse error with the byte range (into the condition text) that it concerns.
@@ -113,38 +120,41 @@ impl Condition {
     pub fn parse(text: &str) -> Result<Condition, ConditionError> {
         let clauses = parser::parse(text)?;
         Ok(Condition {
-            source: text.into(),
-            clauses: clauses.into(),
+            parsed: Arc::new(Parsed {
+                source: text.into(),
+                clauses: clauses.into(),
+            }),
         })
     }
 
     /// Evaluates against `context`.
     pub fn evaluate(&self, context: &dyn ConditionContext) -> bool {
         // SPEC 4.6: `&&` binds tighter than `||`, so the clauses form alternatives of conjunctions.
-        self.clauses.is_empty()
+        self.parsed.clauses.is_empty()
             || self
+                .parsed
                 .clauses
                 .chunk_by(|_, next| !next.starts_alternative)
                 .any(|alternative| {
                     alternative
                         .iter()
-                        .all(|clause| clause.holds(&self.source, context))
+                        .all(|clause| clause.holds(&self.parsed.source, context))
                 })
     }
 
     /// True when the condition is empty (always true).
     pub fn is_empty(&self) -> bool {
-        self.clauses.is_empty()
+        self.parsed.clauses.is_empty()
     }
 
     /// Every comparison clause with an operator, in source order (for lints such as orphan_custom_outcome).
     pub fn comparisons(&self) -> impl Iterator<Item = Comparison<'_>> {
-        self.clauses.iter().filter_map(move |clause| {
+        self.parsed.clauses.iter().filter_map(move |clause| {
             let (operator, literal) = clause.test.comparison()?;
             Some(Comparison {
-                key: clause.key(&self.source),
+                key: clause.key(&self.parsed.source),
                 operator,
-                literal: literal.text(&self.source),
+                literal: literal.text(&self.parsed.source),
                 range: clause.range.clone(),
             })
         })
@@ -152,15 +162,16 @@ impl Condition {
 
     /// Every key referenced (comparisons and truthiness tests), in source order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.clauses
+        self.parsed
+            .clauses
             .iter()
-            .map(move |clause| clause.key(&self.source))
+            .map(move |clause| clause.key(&self.parsed.source))
     }
 }
 
 impl fmt::Display for Condition {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(self.source.trim())
+        formatter.write_str(self.parsed.source.trim())
     }
 }
 

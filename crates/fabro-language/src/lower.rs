@@ -16,8 +16,8 @@ use crate::diagnostic::{Diagnostic, Rule};
 use crate::id_hash::{IdHashMap, IdTable};
 use crate::model::{
     Backend, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings, ManagerAction,
-    Node, NodeIndex, OutputSchema, RankDir, ReasoningEffort, RetryPolicy, ScriptLanguage,
-    Selection, SubWorkflowSettings, Workflow,
+    Node, NodeIndex, OutputSchema, RankDir, RareLlmSettings, RareNodeSettings, ReasoningEffort,
+    RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, Workflow,
 };
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
@@ -53,7 +53,9 @@ pub(crate) fn lower_indexed(
         reader.graph_settings(&syntax.attributes)
     };
     let mut nodes = Vec::with_capacity(syntax.nodes.len());
-    for syntax_node in syntax.nodes {
+    // Ascending by node: each node's derived classes are the next run of entries.
+    let mut derived = syntax.derived_classes.into_iter().peekable();
+    for (position, syntax_node) in syntax.nodes.into_iter().enumerate() {
         let mut reader = Reader {
             source,
             diagnostics: &mut diagnostics,
@@ -61,7 +63,7 @@ pub(crate) fn lower_indexed(
         };
         let slots = Slots::new(&syntax_node.attributes);
         let mut classes = node_classes(slots.value(Key::Class));
-        for class in syntax_node.derived_classes {
+        while let Some((_, class)) = derived.next_if(|(node, _)| *node == position) {
             if !classes.contains(&class) {
                 classes.push(class);
             }
@@ -73,7 +75,7 @@ pub(crate) fn lower_indexed(
             declared: syntax_node.declared,
             quoted: syntax_node.quoted,
         };
-        nodes.push(reader.node(&slots, &settings, classes, place));
+        nodes.push(reader.node(&slots, &settings, classes.into_boxed_slice(), place));
         if let Some(pushed) = nodes.last_mut() {
             pushed.id = syntax_node.id;
             pushed.attributes = syntax_node.attributes;
@@ -83,12 +85,16 @@ pub(crate) fn lower_indexed(
     // Edges of one workflow repeat a few condition texts many times; a parsed condition
     // is shared, so each distinct text is parsed once.
     let mut conditions: IdHashMap<Arc<str>, Condition> = IdHashMap::default();
+    let mut edge_spans = Vec::with_capacity(syntax.edges.len());
     // Collected rather than pushed: each edge is then written straight into the vector
-    // instead of being built aside and copied in.
+    // instead of being built aside and copied in. An `Edge` is no larger than a
+    // `SyntaxEdge` (the spans go to `edge_spans`), so the collection reuses the syntax
+    // edges' buffer rather than allocating a second one.
     let edges: Vec<Edge> = syntax
         .edges
         .into_iter()
         .map(|syntax_edge| {
+            edge_spans.push([syntax_edge.from_span, syntax_edge.to_span]);
             let from_id = &nodes[syntax_edge.from].id;
             let to_id = &nodes[syntax_edge.to].id;
             let mut reader = Reader {
@@ -121,18 +127,11 @@ pub(crate) fn lower_indexed(
             Edge {
                 from: NodeIndex(syntax_edge.from as u32),
                 to: NodeIndex(syntax_edge.to as u32),
-                // An empty label allocates nothing and is not copied.
-                label: attributes
-                    .value("label")
-                    .map_or_else(String::new, str::to_owned),
                 condition,
                 weight,
                 fidelity: attributes.value("fidelity").and_then(Fidelity::parse),
-                thread_id: non_empty(attributes.value("thread_id")),
                 loop_restart,
                 freeform,
-                from_span: syntax_edge.from_span,
-                to_span: syntax_edge.to_span,
                 attributes: syntax_edge.attributes,
             }
         })
@@ -142,7 +141,7 @@ pub(crate) fn lower_indexed(
         settings,
         syntax.attributes,
         nodes,
-        edges,
+        (edges, edge_spans),
         index,
         keys,
     );
@@ -191,8 +190,8 @@ fn apply_stylesheet(stylesheet: &Stylesheet, nodes: &mut [Node]) {
     }
 }
 
-fn non_empty(text: Option<&str>) -> Option<String> {
-    text.filter(|text| !text.is_empty()).map(str::to_owned)
+fn non_empty<T: for<'a> From<&'a str>>(text: Option<&str>) -> Option<T> {
+    text.filter(|text| !text.is_empty()).map(T::from)
 }
 
 /// Where and how a node is mentioned first.
@@ -272,7 +271,7 @@ impl Reader<'_, '_> {
         &mut self,
         slots: &Slots<'_>,
         graph: &GraphSettings,
-        classes: Vec<String>,
+        classes: Box<[String]>,
         place: Place,
     ) -> Node {
         let shape = slots.value(Key::Shape).unwrap_or("box");
@@ -280,21 +279,26 @@ impl Reader<'_, '_> {
             .any(&[Key::Type, Key::NodeType, Key::CodergenMode])
             .and_then(|attribute| HandlerKind::parse(&attribute.value))
             .unwrap_or_else(|| HandlerKind::from_shape(shape));
-        let timeout = self.duration(slots.get(Key::Timeout));
+        let rare = RareNodeSettings {
+            max_retries: self.count(slots.get(Key::MaxRetries), 0),
+            max_visits: self.count(slots.get(Key::MaxVisits), 1),
+            timeout: self.duration(slots.get(Key::Timeout)),
+            retry_target: non_empty(slots.value(Key::RetryTarget)),
+            fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
+            script: slots
+                .any(&[Key::Script, Key::ToolCommand])
+                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
+            default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
+            language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
+            duration: None,
+        };
         let sub_workflow = (handler == HandlerKind::SubWorkflow)
             .then(|| Box::new(self.sub_workflow(slots, graph)));
         Node {
             id: String::new(),
-            label: slots.get(Key::Label).map(|a| a.value.clone()),
-            shape: slots.get(Key::Shape).map(|a| a.value.clone()),
             handler,
             classes,
-            timeout,
-            max_retries: self.count(slots.get(Key::MaxRetries), 0),
             retry_policy: slots.value(Key::RetryPolicy).and_then(RetryPolicy::parse),
-            max_visits: self.count(slots.get(Key::MaxVisits), 1),
-            retry_target: non_empty(slots.value(Key::RetryTarget)),
-            fallback_retry_target: non_empty(slots.value(Key::FallbackRetryTarget)),
             goal_gate: self.boolean(slots.get(Key::GoalGate), false),
             auto_status: self.boolean(slots.get(Key::AutoStatus), false),
             allow_partial: self.boolean(slots.get(Key::AllowPartial), false),
@@ -303,17 +307,16 @@ impl Reader<'_, '_> {
                 .and_then(Selection::parse)
                 .unwrap_or(Selection::Deterministic),
             llm: self.llm_settings(slots),
-            script: slots
-                .any(&[Key::Script, Key::ToolCommand])
-                .map_or_else(String::new, |attribute| attribute.value.to_string()),
-            language: ScriptLanguage::parse(slots.value(Key::Language).unwrap_or("shell")),
-            default_choice: non_empty(slots.value(Key::HumanDefaultChoice)),
             join_policy: slots
                 .value(Key::JoinPolicy)
                 .and_then(JoinPolicy::parse)
                 .unwrap_or(JoinPolicy::WaitAll),
             max_parallel: self.count(slots.get(Key::MaxParallel), 1).unwrap_or(4),
-            duration: self.duration(slots.get(Key::Duration)),
+            rare: RareNodeSettings {
+                duration: self.duration(slots.get(Key::Duration)),
+                ..rare
+            }
+            .boxed(),
             sub_workflow,
             attributes: Attributes::default(),
             span: place.span,
@@ -340,16 +343,13 @@ impl Reader<'_, '_> {
             slots
                 .get(Key::AcpCommand)
                 .and_then(|attribute| match split_words(&attribute.value) {
-                    Some(words) => Some(words),
+                    Some(words) => Some(words.into_boxed_slice()),
                     None => {
                         self.type_error(attribute, "a command line with balanced quotes");
                         None
                     }
                 });
-        LlmSettings {
-            prompt: slots
-                .any(&[Key::Prompt, Key::LlmPrompt])
-                .map_or_else(String::new, |attribute| attribute.value.to_string()),
+        let rare = RareLlmSettings {
             model: non_empty(
                 slots
                     .any(&[Key::Model, Key::LlmModel])
@@ -360,27 +360,35 @@ impl Reader<'_, '_> {
                     .any(&[Key::Provider, Key::LlmProvider])
                     .map(|attribute| attribute.value.as_ref()),
             ),
+            max_tokens: self.count(slots.get(Key::MaxTokens), 1),
+            thread_id: non_empty(slots.value(Key::ThreadId)),
+            output_schema,
+            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or(""))
+                .into_boxed_slice(),
+            acp_command,
+        }
+        .boxed();
+        LlmSettings {
+            prompt: slots
+                .any(&[Key::Prompt, Key::LlmPrompt])
+                .map_or_else(Box::default, |attribute| Box::from(&*attribute.value)),
             stylesheet_model: None,
             stylesheet_provider: None,
             reasoning_effort: slots
                 .value(Key::ReasoningEffort)
                 .and_then(ReasoningEffort::parse)
                 .unwrap_or(LlmSettings::DEFAULT_REASONING_EFFORT),
-            max_tokens: self.count(slots.get(Key::MaxTokens), 1),
             backend: slots
                 .value(Key::Backend)
                 .and_then(Backend::parse)
                 .unwrap_or(LlmSettings::DEFAULT_BACKEND),
             fidelity: slots.value(Key::Fidelity).and_then(Fidelity::parse),
-            thread_id: non_empty(slots.value(Key::ThreadId)),
             project_memory: self.boolean(slots.get(Key::ProjectMemory), true),
             max_turns: self
                 .count(slots.any(&[Key::MaxTurns, Key::MaxAgentTurns]), 0)
                 .unwrap_or(0),
-            output_schema,
             output_retries,
-            write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or("")),
-            acp_command,
+            rare,
         }
     }
 

@@ -116,37 +116,52 @@ pub enum OutputSchema {
 #[derive(Debug, Clone)]
 pub struct LlmSettings {
     /// Task text after `@path` inlining, before variable expansion; empty when unset.
-    pub prompt: String,
-    /// Explicit model (node attribute or node defaults).
-    pub model: Option<String>,
-    /// Explicit provider.
-    pub provider: Option<String>,
+    pub prompt: Box<str>,
     /// Model from the stylesheet, when no explicit one is set; shared by every node the same rule styles.
     pub stylesheet_model: Option<Arc<str>>,
     /// Provider from the stylesheet, when no explicit one is set; shared like `stylesheet_model`.
     pub stylesheet_provider: Option<Arc<str>>,
     /// Reasoning effort (explicit, else stylesheet, else high).
     pub reasoning_effort: ReasoningEffort,
-    /// Output cap per call; `None` means the catalog's maximum.
-    pub max_tokens: Option<u32>,
     /// Agent backend (explicit, else stylesheet, else api).
     pub backend: Backend,
     /// Node fidelity.
     pub fidelity: Option<Fidelity>,
-    /// Conversation sharing key.
-    pub thread_id: Option<String>,
     /// Load project instruction files.
     pub project_memory: bool,
     /// Agent turn cap; 0 is unlimited.
     pub max_turns: u32,
-    /// Structured output requirement.
-    pub output_schema: Option<OutputSchema>,
     /// Repair turns for `output_schema`.
     pub output_retries: u32,
+    /// Settings most nodes leave unset; `None` when all are (see the accessors).
+    pub(crate) rare: Option<Box<RareLlmSettings>>,
+}
+
+/// The [`LlmSettings`] most nodes leave unset, boxed so that a typical node does not
+/// carry room for them (a large workflow holds one `LlmSettings` per node).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RareLlmSettings {
+    /// Explicit model (node attribute or node defaults).
+    pub(crate) model: Option<Box<str>>,
+    /// Explicit provider.
+    pub(crate) provider: Option<Box<str>>,
+    /// Output cap per call; `None` means the catalog's maximum.
+    pub(crate) max_tokens: Option<u32>,
+    /// Conversation sharing key.
+    pub(crate) thread_id: Option<Box<str>>,
+    /// Structured output requirement.
+    pub(crate) output_schema: Option<OutputSchema>,
     /// Globs the agent may modify; empty means the whole working directory.
-    pub write_scope: Vec<String>,
+    pub(crate) write_scope: Box<[String]>,
     /// Command line for the acp backend, split into words.
-    pub acp_command: Option<Vec<String>>,
+    pub(crate) acp_command: Option<Box<[String]>>,
+}
+
+impl RareLlmSettings {
+    /// Boxed, or `None` when every setting is unset (the accessors read the same then).
+    pub(crate) fn boxed(self) -> Option<Box<RareLlmSettings>> {
+        (self != RareLlmSettings::default()).then(|| Box::new(self))
+    }
 }
 
 impl LlmSettings {
@@ -162,23 +177,70 @@ impl LlmSettings {
 impl Default for LlmSettings {
     fn default() -> LlmSettings {
         LlmSettings {
-            prompt: String::new(),
-            model: None,
-            provider: None,
+            prompt: Box::default(),
             stylesheet_model: None,
             stylesheet_provider: None,
             reasoning_effort: LlmSettings::DEFAULT_REASONING_EFFORT,
-            max_tokens: None,
             backend: LlmSettings::DEFAULT_BACKEND,
             fidelity: None,
-            thread_id: None,
             project_memory: true,
             max_turns: 0,
-            output_schema: None,
             output_retries: LlmSettings::DEFAULT_OUTPUT_RETRIES,
-            write_scope: Vec::new(),
-            acp_command: None,
+            rare: None,
         }
+    }
+}
+
+impl LlmSettings {
+    /// Explicit model (node attribute or node defaults).
+    pub fn model(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|rare| rare.model.as_deref())
+    }
+
+    /// Explicit provider.
+    pub fn provider(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|rare| rare.provider.as_deref())
+    }
+
+    /// Output cap per call; `None` means the catalog's maximum.
+    pub fn max_tokens(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_tokens)
+    }
+
+    /// Conversation sharing key.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.thread_id.as_deref())
+    }
+
+    /// Structured output requirement.
+    pub fn output_schema(&self) -> Option<&OutputSchema> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.output_schema.as_ref())
+    }
+
+    /// Globs the agent may modify; empty means the whole working directory.
+    pub fn write_scope(&self) -> &[String] {
+        self.rare.as_ref().map_or(&[], |rare| &rare.write_scope)
+    }
+
+    /// Command line for the acp backend, split into words.
+    pub fn acp_command(&self) -> Option<&[String]> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.acp_command.as_deref())
+    }
+
+    /// Replaces the structured output requirement.
+    pub(crate) fn set_output_schema(&mut self, schema: Option<OutputSchema>) {
+        let mut rare = self
+            .rare
+            .take()
+            .map_or_else(RareLlmSettings::default, |rare| *rare);
+        rare.output_schema = schema;
+        self.rare = rare.boxed();
     }
 }
 
@@ -215,31 +277,48 @@ impl Default for SubWorkflowSettings {
     }
 }
 
+/// The [`Node`] settings most nodes leave unset, boxed so that a typical node does not
+/// carry room for them (a large workflow holds one `Node` per stage).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RareNodeSettings {
+    /// Node retry count.
+    pub(crate) max_retries: Option<u32>,
+    /// Per-node visit cap.
+    pub(crate) max_visits: Option<u32>,
+    /// Limit for one attempt.
+    pub(crate) timeout: Option<Duration>,
+    /// Failure and goal-gate jump target.
+    pub(crate) retry_target: Option<Box<str>>,
+    /// Second jump target.
+    pub(crate) fallback_retry_target: Option<Box<str>>,
+    /// Command script (`script`, alias `tool_command`), before variable expansion.
+    pub(crate) script: Box<str>,
+    /// Command language.
+    pub(crate) language: ScriptLanguage,
+    /// Human gate default (`human.default_choice`).
+    pub(crate) default_choice: Option<Box<str>>,
+    /// Wait duration.
+    pub(crate) duration: Option<Duration>,
+}
+
+impl RareNodeSettings {
+    /// Boxed, or `None` when every setting is unset (the accessors read the same then).
+    pub(crate) fn boxed(self) -> Option<Box<RareNodeSettings>> {
+        (self != RareNodeSettings::default()).then(|| Box::new(self))
+    }
+}
+
 /// A stage of the workflow (SPEC 2.10).
 #[derive(Debug, Clone)]
 pub struct Node {
     /// The node id.
     pub id: String,
-    /// The `label` attribute, if set (see [`Node::label`]).
-    pub(crate) label: Option<Arc<str>>,
-    /// The `shape` attribute, if set (see [`Node::shape`]).
-    pub(crate) shape: Option<Arc<str>>,
     /// Resolved handler (SPEC 2.8).
     pub handler: HandlerKind,
     /// `class` list plus derived classes, deduplicated.
-    pub classes: Vec<String>,
-    /// Limit for one attempt.
-    pub timeout: Option<Duration>,
-    /// Node retry count.
-    pub max_retries: Option<u32>,
+    pub classes: Box<[String]>,
     /// Named retry preset.
     pub retry_policy: Option<RetryPolicy>,
-    /// Per-node visit cap.
-    pub max_visits: Option<u32>,
-    /// Failure and goal-gate jump target.
-    pub retry_target: Option<String>,
-    /// Second jump target.
-    pub fallback_retry_target: Option<String>,
     /// Must have succeeded when the run reaches exit.
     pub goal_gate: bool,
     /// Convert non-success outcomes to success after retries.
@@ -250,20 +329,14 @@ pub struct Node {
     pub selection: Selection,
     /// LLM settings (meaningful for agent, prompt and fan_in nodes).
     pub llm: LlmSettings,
-    /// Command script (`script`, alias `tool_command`), before variable expansion.
-    pub script: String,
-    /// Command language.
-    pub language: ScriptLanguage,
-    /// Human gate default (`human.default_choice`).
-    pub default_choice: Option<String>,
     /// Parallel join policy.
     pub join_policy: JoinPolicy,
     /// Parallel concurrency cap.
     pub max_parallel: u32,
-    /// Wait duration.
-    pub duration: Option<Duration>,
     /// Sub-workflow settings; present exactly for sub_workflow nodes.
     pub sub_workflow: Option<Box<SubWorkflowSettings>>,
+    /// Settings most nodes leave unset; `None` when all are (see the accessors).
+    pub(crate) rare: Option<Box<RareNodeSettings>>,
     /// Every attribute as written, defaults included.
     pub attributes: Attributes,
     /// Span of the first mention.
@@ -277,17 +350,70 @@ pub struct Node {
 impl Node {
     /// Display text: the `label` attribute, else the id.
     pub fn label(&self) -> &str {
-        self.label.as_deref().unwrap_or(&self.id)
+        self.attributes.value("label").unwrap_or(&self.id)
     }
 
     /// Whether `label` was set explicitly.
     pub fn has_label(&self) -> bool {
-        self.label.is_some()
+        self.attributes.get("label").is_some()
     }
 
     /// The shape as written (`box` when unset).
     pub fn shape(&self) -> &str {
-        self.shape.as_deref().unwrap_or("box")
+        self.attributes.value("shape").unwrap_or("box")
+    }
+
+    /// Node retry count.
+    pub fn max_retries(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_retries)
+    }
+
+    /// Per-node visit cap.
+    pub fn max_visits(&self) -> Option<u32> {
+        self.rare.as_ref().and_then(|rare| rare.max_visits)
+    }
+
+    /// Limit for one attempt.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|rare| rare.timeout)
+    }
+
+    /// Failure and goal-gate jump target.
+    pub fn retry_target(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.retry_target.as_deref())
+    }
+
+    /// Second jump target.
+    pub fn fallback_retry_target(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.fallback_retry_target.as_deref())
+    }
+
+    /// Command script (`script`, alias `tool_command`), before variable expansion; empty
+    /// when unset.
+    pub fn script(&self) -> &str {
+        self.rare.as_ref().map_or("", |rare| &rare.script)
+    }
+
+    /// Command language.
+    pub fn language(&self) -> &ScriptLanguage {
+        static SHELL: ScriptLanguage = ScriptLanguage::Shell;
+        self.rare.as_ref().map_or(&SHELL, |rare| &rare.language)
+    }
+
+    /// Human gate default (`human.default_choice`).
+    pub fn default_choice(&self) -> Option<&str> {
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.default_choice.as_deref())
+    }
+
+    /// Wait duration.
+    pub fn duration(&self) -> Option<Duration> {
+        self.rare.as_ref().and_then(|rare| rare.duration)
     }
 }
 
@@ -298,29 +424,34 @@ pub struct Edge {
     pub from: NodeIndex,
     /// Target node.
     pub to: NodeIndex,
-    /// Display text and human-gate option.
-    pub label: String,
     /// Guard; `None` when empty (unconditional).
     pub condition: Option<Condition>,
     /// Tie-break priority.
     pub weight: f64,
     /// Fidelity for the target when entered through this edge.
     pub fidelity: Option<Fidelity>,
-    /// Thread key for the target when entered through this edge.
-    pub thread_id: Option<String>,
     /// Crossing restarts the traversal (SPEC 9.9).
     pub loop_restart: bool,
     /// Routes free-text human answers.
     pub freeform: bool,
     /// Every attribute as written, defaults included.
     pub attributes: Attributes,
-    /// Span of the source endpoint.
-    pub from_span: Span,
-    /// Span of the target endpoint.
-    pub to_span: Span,
 }
 
 impl Edge {
+    /// Display text and human-gate option: the `label` attribute, empty when unset.
+    pub fn label(&self) -> &str {
+        self.attributes.value("label").unwrap_or("")
+    }
+
+    /// Thread key for the target when entered through this edge (a non-empty
+    /// `thread_id` attribute).
+    pub fn thread_id(&self) -> Option<&str> {
+        self.attributes
+            .value("thread_id")
+            .filter(|thread| !thread.is_empty())
+    }
+
     /// True when the edge has no condition.
     pub fn is_unconditional(&self) -> bool {
         self.condition.is_none()
@@ -338,6 +469,10 @@ pub struct Workflow {
     pub attributes: Attributes,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
+    /// Per edge: the spans of its source and target endpoints. Kept beside the edges so
+    /// that an [`Edge`] is no larger than the syntax edge it is lowered from, which lets
+    /// lowering write the edges into the syntax edges' buffer.
+    edge_spans: Vec<[Span; 2]>,
     /// Node positions by id, built by the parser over the same node order.
     index: IdTable,
     /// Every attribute key the file assigns.
@@ -387,16 +522,18 @@ impl Adjacency {
 }
 
 impl Workflow {
-    /// Assembles a workflow from lowered parts and builds its indexes.
+    /// Assembles a workflow from lowered parts and builds its indexes; `edges` come with
+    /// their endpoint spans.
     pub(crate) fn new(
         id: Option<String>,
         settings: GraphSettings,
         attributes: Attributes,
         mut nodes: Vec<Node>,
-        edges: Vec<Edge>,
+        (edges, edge_spans): (Vec<Edge>, Vec<[Span; 2]>),
         index: IdTable,
         keys: KeySet,
     ) -> Workflow {
+        debug_assert_eq!(edges.len(), edge_spans.len());
         let starts = recognise(&mut nodes, HandlerKind::Start, &["start", "Start"]);
         let exits = recognise(
             &mut nodes,
@@ -414,6 +551,7 @@ impl Workflow {
             attributes,
             nodes,
             edges,
+            edge_spans,
             index,
             keys,
             handlers,
@@ -469,6 +607,16 @@ impl Workflow {
     /// The edge at `index`.
     pub fn edge(&self, index: EdgeIndex) -> &Edge {
         &self.edges[index.get()]
+    }
+
+    /// Span of the source endpoint of the edge at `index`.
+    pub fn edge_from_span(&self, index: EdgeIndex) -> Span {
+        self.edge_spans[index.get()][0]
+    }
+
+    /// Span of the target endpoint of the edge at `index`.
+    pub fn edge_to_span(&self, index: EdgeIndex) -> Span {
+        self.edge_spans[index.get()][1]
     }
 
     /// Index of the node with `id`.
@@ -552,4 +700,65 @@ fn recognise(nodes: &mut [Node], kind: HandlerKind, ids: &[&str]) -> Vec<NodeInd
         }
     }
     by_id
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+
+    /// Large workflows hold one `Node` per stage and one `Edge` per transition, so their
+    /// sizes bound the memory `fabro validate` touches; rarely set fields are boxed.
+    #[test]
+    fn nodes_and_edges_stay_small() {
+        let sizes = [
+            ("Node", std::mem::size_of::<Node>()),
+            ("LlmSettings", std::mem::size_of::<LlmSettings>()),
+            ("Edge", std::mem::size_of::<Edge>()),
+            ("Condition", std::mem::size_of::<Condition>()),
+            (
+                "Option<Condition>",
+                std::mem::size_of::<Option<Condition>>(),
+            ),
+            ("Attribute", std::mem::size_of::<crate::syntax::Attribute>()),
+            (
+                "SyntaxNode",
+                std::mem::size_of::<crate::syntax::SyntaxNode>(),
+            ),
+        ];
+        eprintln!("{sizes:?}");
+        for ((name, size), limit) in sizes.into_iter().zip([176, 72, 56, 8, 8, 48, 64]) {
+            assert!(size <= limit, "{name} is {size} bytes, over {limit}");
+        }
+    }
+
+    /// Lowering collects edges from the syntax edges' own buffer, which the standard
+    /// library does in place only when an `Edge` fits where a `SyntaxEdge` was.
+    #[test]
+    fn edges_fit_in_syntax_edges() {
+        use crate::syntax::SyntaxEdge;
+        assert!(std::mem::size_of::<Edge>() <= std::mem::size_of::<SyntaxEdge>());
+        assert_eq!(
+            std::mem::align_of::<Edge>(),
+            std::mem::align_of::<SyntaxEdge>()
+        );
+    }
+
+    #[test]
+    fn rare_settings_are_boxed_only_when_some_is_set() {
+        assert!(RareNodeSettings::default().boxed().is_none());
+        assert!(RareLlmSettings::default().boxed().is_none());
+        let rare = RareNodeSettings {
+            script: "make".into(),
+            ..RareNodeSettings::default()
+        };
+        assert!(rare.boxed().is_some());
+        let mut llm = LlmSettings::default();
+        assert_eq!(llm.output_schema(), None);
+        assert!(llm.write_scope().is_empty());
+        llm.set_output_schema(Some(OutputSchema::Routing));
+        assert_eq!(llm.output_schema(), Some(&OutputSchema::Routing));
+        assert!(llm.rare.is_some());
+        llm.set_output_schema(None);
+        assert!(llm.rare.is_none());
+    }
 }

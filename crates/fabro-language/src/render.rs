@@ -26,7 +26,7 @@ pub fn render_svg(workflow: &Workflow, fallback_name: &str) -> String {
         .map(|edge| SvgEdge {
             from: edge.from.get(),
             to: edge.to.get(),
-            label: &edge.label,
+            label: edge.label(),
         })
         .collect();
     let rankdir = match workflow.settings.rankdir {

@@ -28,10 +28,8 @@ pub struct Attribute {
     pub key_span: Span,
     /// The value with escapes resolved (SPEC 2.3).
     pub value: Arc<str>,
-    /// Span of the value token, quotes included.
+    /// Span of the value token, quotes included (see [`Attribute::is_quoted`]).
     pub value_span: Span,
-    /// Whether the value was a quoted string.
-    pub quoted: bool,
 }
 
 /// An attribute list where a later assignment of a key replaces the earlier one.
@@ -163,8 +161,6 @@ pub struct SyntaxNode {
     pub quoted: bool,
     /// Attributes: defaults at creation, then every node statement's, later wins.
     pub attributes: Attributes,
-    /// Classes derived from enclosing subgraph labels, outermost first, deduplicated.
-    pub derived_classes: Vec<String>,
 }
 
 /// An edge as the source declares it (chains already expanded).
@@ -193,6 +189,11 @@ pub struct SyntaxGraph {
     pub nodes: Vec<SyntaxNode>,
     /// Edges in declaration order.
     pub edges: Vec<SyntaxEdge>,
+    /// Classes derived from enclosing subgraph labels as (index into
+    /// [`SyntaxGraph::nodes`], class): ascending by node, and per node outermost first and
+    /// deduplicated. Only nodes inside labelled subgraphs have entries, so a large flat
+    /// workflow carries nothing for them (see [`SyntaxGraph::derived_classes_of`]).
+    pub derived_classes: Vec<(usize, String)>,
 }
 
 /// Every attribute key a file assigns anywhere (graph, nodes, edges, defaults,
@@ -241,6 +242,17 @@ impl KeySet {
 }
 
 impl SyntaxGraph {
+    /// The classes derived from subgraph labels for the node at `index`, outermost first.
+    pub fn derived_classes_of(&self, index: usize) -> impl Iterator<Item = &str> {
+        let start = self
+            .derived_classes
+            .partition_point(|(node, _)| *node < index);
+        self.derived_classes[start..]
+            .iter()
+            .take_while(move |(node, _)| *node == index)
+            .map(|(_, class)| class.as_str())
+    }
+
     /// Index of the node with `id`, by linear search (use [`crate::Workflow`] for lookups
     /// on hot paths).
     pub fn node_index(&self, id: &str) -> Option<usize> {
@@ -249,12 +261,20 @@ impl SyntaxGraph {
 }
 
 impl Attribute {
+    /// Whether the value was written as a quoted string in `source`, the text the
+    /// attribute was parsed from: its value token then starts with the opening quote.
+    /// (Read from the source rather than stored: a large workflow holds a few attributes
+    /// per node, and a flag would make each one 8 bytes larger.)
+    pub fn is_quoted(&self, source: &str) -> bool {
+        source.as_bytes().get(self.value_span.start as usize) == Some(&b'"')
+    }
+
     /// The source span of `range`, a byte range into the decoded [`Attribute::value`].
     ///
     /// Quoted values may contain escapes and line continuations, so decoded offsets are
     /// mapped back by re-scanning the literal; this runs only when reporting an error.
     pub fn value_subspan(&self, source: &str, range: std::ops::Range<usize>) -> Span {
-        if !self.quoted {
+        if !self.is_quoted(source) {
             return Span::new(
                 self.value_span.start as usize + range.start,
                 self.value_span.start as usize + range.end,

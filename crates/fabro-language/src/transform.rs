@@ -70,7 +70,7 @@ pub(crate) fn resolve_references(
             if let Some(reference) = file_reference(&attribute.value) {
                 let target = resolve_path(loader, &base_dir, reference);
                 match loader.read(&target) {
-                    Ok(text) => node.llm.prompt = text,
+                    Ok(text) => node.llm.prompt = text.into(),
                     Err(error) => {
                         diagnostics.push(unresolved(attribute, &target, &error, &node.id))
                     }
@@ -82,7 +82,7 @@ pub(crate) fn resolve_references(
                 let target = resolve_path(loader, &base_dir, reference);
                 match loader.read(&target) {
                     Ok(text) => match schema::parse_schema(&text) {
-                        Ok(schema) => node.llm.output_schema = Some(OutputSchema::Json(schema)),
+                        Ok(schema) => node.llm.set_output_schema(Some(OutputSchema::Json(schema))),
                         Err(message) => diagnostics.push(
                             Diagnostic::new(
                                 Rule::OutputSchemaInvalid,

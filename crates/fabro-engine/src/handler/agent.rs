@@ -66,7 +66,7 @@ impl AgentConversation {
                     env,
                 )
                 .map_err(|error| agent_error(&error))?;
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope().to_vec();
                 started("cli");
                 Ok(AgentConversation::Cli {
                     config,
@@ -76,8 +76,8 @@ impl AgentConversation {
             Backend::Acp => {
                 let command = node
                     .llm
-                    .acp_command
-                    .clone()
+                    .acp_command()
+                    .map(<[String]>::to_vec)
                     .or_else(|| services.run_options.config.agent.acp_command.clone())
                     .filter(|command| !command.is_empty())
                     .ok_or_else(|| Failure {
@@ -86,10 +86,10 @@ impl AgentConversation {
                         class: FailureClass::Deterministic,
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope().to_vec();
                 // The agent enforces the node timeout itself (`handles_own_timeout`), so
                 // it can send `session/cancel` first (SPEC 5.2.3).
-                config.timeout = node.timeout;
+                config.timeout = node.timeout();
                 started("acp");
                 Ok(AgentConversation::Acp {
                     config,
@@ -123,9 +123,9 @@ impl AgentConversation {
                     input.work_dir,
                 );
                 config.max_turns = node.llm.max_turns;
-                config.max_tokens = node.llm.max_tokens;
+                config.max_tokens = node.llm.max_tokens();
                 config.project_memory = node.llm.project_memory;
-                config.write_scope.clone_from(&node.llm.write_scope);
+                config.write_scope = node.llm.write_scope().to_vec();
                 config.env = env;
                 if target.provider == Provider::Simulated {
                     config.context_window =

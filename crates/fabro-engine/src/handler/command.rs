@@ -53,7 +53,7 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
 /// escalation need not wait the real 2 seconds.
 async fn run(input: &StageInput<'_>, kill_grace: Duration) -> Outcome {
     // SPEC 2.7: defined run variables are expanded in scripts; shell variables survive.
-    let script = input.services.variables.expand(&input.node.script);
+    let script = input.services.variables.expand(input.node.script());
     let script = script.as_ref();
     if script.is_empty() {
         return not_run(
@@ -61,7 +61,7 @@ async fn run(input: &StageInput<'_>, kill_grace: Duration) -> Outcome {
             Outcome::fail("No script specified", FailureClass::Deterministic),
         );
     }
-    let interpreter = match Interpreter::of(&input.node.language) {
+    let interpreter = match Interpreter::of(input.node.language()) {
         Ok(interpreter) => interpreter,
         Err(value) => {
             return not_run(
@@ -216,7 +216,7 @@ async fn run_script(
 ) -> Outcome {
     let node_id = input.node.id.as_str();
     let emitter = &*input.services.emitter;
-    let timeout = input.node.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = input.node.timeout().unwrap_or(DEFAULT_TIMEOUT);
     emitter.emit(Event::node(
         "CommandStarted",
         node_id,

@@ -151,7 +151,7 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         model: target.model.clone(),
         system: None,
         messages: vec![Message::user(prompt)],
-        max_tokens: input.node.llm.max_tokens,
+        max_tokens: input.node.llm.max_tokens(),
         tools: Vec::new(),
         node_id: input.node.id.clone(),
         ..Request::default()

@@ -204,11 +204,11 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     services.emitter.emit(question.event(
         &node.id,
         &question_id,
-        node.default_choice.as_deref(),
-        node.timeout,
+        node.default_choice(),
+        node.timeout(),
     ));
     let interviewer = &services.interviewer;
-    let default_choice = node.default_choice.as_deref();
+    let default_choice = node.default_choice();
     // SPEC 4.9: a dry run answers like --auto-approve and reads no other source.
     let answered = if services.dry_run {
         question
@@ -249,7 +249,7 @@ async fn ask_console(
         .interviewer
         .interview(question, last_response);
     let bounded = async {
-        match input.node.timeout {
+        match input.node.timeout() {
             Some(limit) => tokio::time::timeout(limit, interview).await.ok(),
             None => Some(interview.await),
         }
@@ -260,7 +260,7 @@ async fn ask_console(
             Some(answered) => answered.map(|answer| (answer, AnswerSource::Console)),
             // SPEC 5.5: on timeout the default choice is used, otherwise the attempt
             // asks for a retry, which re-asks while retries remain.
-            None => match input.node.default_choice.as_deref() {
+            None => match input.node.default_choice() {
                 Some(choice) => question
                     .resolve(choice, Matching::Default)
                     .map(|answer| (answer, AnswerSource::TimeoutDefault)),
@@ -389,21 +389,21 @@ impl Question {
             let target = workflow.node(edge.to).id.clone();
             if edge.freeform {
                 freeform.get_or_insert(FreeformEdge {
-                    edge_label: edge.label.clone(),
+                    edge_label: edge.label().to_owned(),
                     target,
                 });
                 continue;
             }
-            let label = if edge.label.is_empty() {
+            let label = if edge.label().is_empty() {
                 target.clone()
             } else {
-                edge.label.clone()
+                edge.label().to_owned()
             };
             let key = accelerator_key(&label).unwrap_or_default();
             options.push(GateOption {
                 key,
                 label,
-                edge_label: edge.label.clone(),
+                edge_label: edge.label().to_owned(),
                 target,
             });
         }

@@ -141,7 +141,7 @@ pub(super) fn assemble(input: &StageInput<'_>) -> String {
     let task = if node.llm.prompt.is_empty() {
         node.label()
     } else {
-        node.llm.prompt.as_str()
+        &*node.llm.prompt
     };
     let task = input.services.variables.expand(task);
     if input.preamble.is_empty() {
@@ -192,7 +192,7 @@ async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt
     let schema = if input.services.dry_run {
         None
     } else {
-        node.llm.output_schema.as_ref()
+        node.llm.output_schema()
     };
     let max_repairs = node.llm.output_retries;
     let mut repairs = 0;

@@ -8,7 +8,7 @@ use crate::outcome::Outcome;
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     // Lowering turns an invalid duration into `None` (with a diagnostic), so both cases
     // of SPEC 5.9 land here.
-    let Some(duration) = input.node.duration else {
+    let Some(duration) = input.node.duration() else {
         return Outcome::fail("wait node requires a duration", FailureClass::Deterministic);
     };
     if input.services.dry_run {

@@ -6,7 +6,7 @@ use crate::diagnostic::{Diagnostic, Rule};
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
     for &exit in workflow.exit_candidates() {
-        for (_, edge) in workflow.outgoing(exit) {
+        for (edge_index, edge) in workflow.outgoing(exit) {
             let from = &workflow.node(exit).id;
             let to = &workflow.node(edge.to).id;
             lint.report(
@@ -14,7 +14,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                     Rule::ExitNoOutgoing,
                     format!("edge {from} -> {to} leaves the exit node"),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(from, to),
             );
         }

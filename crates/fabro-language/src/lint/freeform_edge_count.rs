@@ -20,7 +20,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
             continue;
         };
         let first_target = &workflow.node(first.to).id;
-        for (_, edge) in freeform {
+        for (edge_index, edge) in freeform {
             let to = &workflow.node(edge.to).id;
             lint.report(
                 Diagnostic::new(
@@ -30,7 +30,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                         node.id, node.id, node.id
                     ),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(&node.id, to)
                 .fix(format!("keep freeform=true on one edge leaving '{}'", node.id)),
             );

@@ -14,7 +14,10 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         return;
     }
     for node in lint.workflow.nodes() {
-        if !node.goal_gate || node.retry_target.is_some() || node.fallback_retry_target.is_some() {
+        if !node.goal_gate
+            || node.retry_target().is_some()
+            || node.fallback_retry_target().is_some()
+        {
             continue;
         }
         lint.report(

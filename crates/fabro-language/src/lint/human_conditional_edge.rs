@@ -15,7 +15,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         if node.handler != HandlerKind::Human {
             continue;
         }
-        for (_, edge) in workflow.outgoing(index) {
+        for (edge_index, edge) in workflow.outgoing(index) {
             let Some(condition) = &edge.condition else {
                 continue;
             };
@@ -30,7 +30,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                         condition.to_string().escape_debug()
                     ),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(&node.id, to)
                 .fix("remove the condition to offer the edge as an option, or route through a conditional node"),
             );

@@ -24,13 +24,13 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         let options = workflow
             .outgoing(index)
             .filter(|(_, edge)| edge.is_unconditional() && !edge.freeform);
-        for (_, edge) in options {
+        for (edge_index, edge) in options {
             let to = workflow.node(edge.to).id.as_str();
             // SPEC 5.5: an option with an empty label is labelled with its target id.
-            let label = if edge.label.is_empty() {
+            let label = if edge.label().is_empty() {
                 to
             } else {
-                edge.label.as_str()
+                edge.label()
             };
             let Some(key) = accelerator_key(label) else {
                 continue;
@@ -47,7 +47,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                         node.id, node.id, node.id, node.id
                     ),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(&node.id, to)
                 .fix("give the option its own key with a prefix such as \"[X] Label\""),
             );

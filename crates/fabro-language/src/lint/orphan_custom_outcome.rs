@@ -83,7 +83,7 @@ fn custom_outcome_sources(workflow: &Workflow) -> Vec<bool> {
 }
 
 fn reports_directly(node: &Node) -> bool {
-    node.handler.is_llm() && !matches!(node.llm.output_schema, Some(OutputSchema::Json(_)))
+    node.handler.is_llm() && !matches!(node.llm.output_schema(), Some(OutputSchema::Json(_)))
 }
 
 fn describe(node: &Node) -> String {

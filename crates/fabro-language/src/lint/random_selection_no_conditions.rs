@@ -16,7 +16,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         if node.selection != Selection::Random {
             continue;
         }
-        for (_, edge) in workflow.outgoing(index) {
+        for (edge_index, edge) in workflow.outgoing(index) {
             let Some(condition) = &edge.condition else {
                 continue;
             };
@@ -31,7 +31,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                         node.id
                     ),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(&node.id, to)
                 .fix("remove the condition, or use selection=\"deterministic\""),
             );

@@ -6,7 +6,7 @@ use crate::diagnostic::{Diagnostic, Rule};
 pub(super) fn check(lint: &mut Lint<'_>) {
     let workflow = lint.workflow;
     for &start in workflow.start_candidates() {
-        for (_, edge) in workflow.incoming(start) {
+        for (edge_index, edge) in workflow.incoming(start) {
             let from = &workflow.node(edge.from).id;
             let to = &workflow.node(start).id;
             lint.report(
@@ -14,7 +14,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
                     Rule::StartNoIncoming,
                     format!("edge {from} -> {to} targets the start node"),
                 )
-                .at(edge.from_span)
+                .at(workflow.edge_from_span(edge_index))
                 .edge(from, to),
             );
         }

@@ -19,7 +19,7 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         let node = workflow.node(index);
         // Only a thread key, or a graph default thread not yet known to be useful, needs
         // the answer; skipping the rest keeps the rule from walking every incoming list.
-        if node.llm.thread_id.is_none() && (any_full || !default_thread) {
+        if node.llm.thread_id().is_none() && (any_full || !default_thread) {
             continue;
         }
         let entered_full = workflow
@@ -29,12 +29,12 @@ pub(super) fn check(lint: &mut Lint<'_>) {
         // node's own fidelity, then the graph default, decides.
         let can_be_full = entered_full || own_fidelity_full(node, graph_full);
         any_full |= can_be_full;
-        if node.llm.thread_id.is_some() && !can_be_full {
+        if node.llm.thread_id().is_some() && !can_be_full {
             report_node(lint, node);
         }
     }
     for edge in workflow.edges() {
-        if edge.thread_id.is_some() && !edge_enters_full(workflow, edge, graph_full) {
+        if edge.thread_id().is_some() && !edge_enters_full(workflow, edge, graph_full) {
             report_edge(lint, edge);
         }
     }

@@ -62,21 +62,21 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     );
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     let a = node(&workflow, "a");
-    assert_eq!(a.max_retries, Some(3));
-    assert_eq!(a.timeout, Some(Duration::from_secs(1200)));
+    assert_eq!(a.max_retries(), Some(3));
+    assert_eq!(a.timeout(), Some(Duration::from_secs(1200)));
     assert!(a.goal_gate);
-    assert_eq!(a.llm.model.as_deref(), Some("gpt-5.2"));
-    assert_eq!(a.llm.prompt, "do it");
+    assert_eq!(a.llm.model(), Some("gpt-5.2"));
+    assert_eq!(&*a.llm.prompt, "do it");
     assert_eq!(a.llm.max_turns, 7);
     assert_eq!(a.llm.output_retries, 0);
-    assert_eq!(a.llm.write_scope, ["src/**", "docs/*"]);
-    assert_eq!(a.classes, ["x", "y"]);
-    assert_eq!(a.script, "make");
-    assert_eq!(a.language, ScriptLanguage::Python);
-    assert_eq!(a.default_choice.as_deref(), Some("yes"));
+    assert_eq!(a.llm.write_scope(), ["src/**", "docs/*"]);
+    assert_eq!(&*a.classes, ["x", "y"]);
+    assert_eq!(a.script(), "make");
+    assert_eq!(a.language(), &ScriptLanguage::Python);
+    assert_eq!(a.default_choice(), Some("yes"));
     assert_eq!(a.max_parallel, 2);
     assert_eq!(
-        a.llm.acp_command.as_deref(),
+        a.llm.acp_command(),
         Some(
             &[
                 "agent".to_owned(),
@@ -93,6 +93,14 @@ fn typed_node_attributes_with_aliases_and_defaults() {
     assert_eq!(b.label(), "b");
     assert!(!b.has_label());
     assert_eq!(b.llm.output_retries, 2);
+    // Settings b leaves unset read as their defaults.
+    assert_eq!(b.language(), &ScriptLanguage::Shell);
+    assert_eq!(b.script(), "");
+    assert_eq!(
+        (b.max_retries(), b.max_visits(), b.timeout()),
+        (None, None, None)
+    );
+    assert_eq!((b.llm.model(), b.llm.thread_id()), (None, None));
 }
 
 #[test]
@@ -114,17 +122,19 @@ fn graph_settings_with_aliases() {
 #[test]
 fn edges_are_typed() {
     let (workflow, diagnostics) = lower_text(
-        r#"digraph { a -> b [label="[Y] Yes", condition="outcome=success && x", weight=0.5, loop_restart=true, freeform=false, fidelity=full, thread_id=t] a -> c [condition="  "] }"#,
+        r#"digraph { a -> b [label="[Y] Yes", condition="outcome=success && x", weight=0.5, loop_restart=true, freeform=false, fidelity=full, thread_id=t] a -> c [condition="  ", thread_id=""] }"#,
     );
     assert!(diagnostics.is_empty(), "{diagnostics:#?}");
     let edge = &workflow.edges()[0];
-    assert_eq!(edge.label, "[Y] Yes");
+    assert_eq!(edge.label(), "[Y] Yes");
     assert!(edge.condition.is_some());
     assert_eq!(edge.weight, 0.5);
     assert!(edge.loop_restart);
     assert_eq!(edge.fidelity, Some(Fidelity::Full));
-    assert_eq!(edge.thread_id.as_deref(), Some("t"));
+    assert_eq!(edge.thread_id(), Some("t"));
     assert!(workflow.edges()[1].is_unconditional());
+    assert_eq!(workflow.edges()[1].label(), "");
+    assert_eq!(workflow.edges()[1].thread_id(), None);
     let outgoing: Vec<_> = workflow
         .outgoing(workflow.find("a").expect("a"))
         .map(|(_, edge)| workflow.node(edge.to).id.as_str())
@@ -235,16 +245,16 @@ fn stylesheet_fills_only_unset_properties() {
     assert_eq!(plan.llm.stylesheet_provider.as_deref(), Some("anthropic"));
     assert_eq!(plan.llm.backend, Backend::Cli);
     let implement = node(&workflow, "implement");
-    assert_eq!(implement.llm.model.as_deref(), Some("pinned"));
+    assert_eq!(implement.llm.model(), Some("pinned"));
     assert_eq!(
         implement.llm.stylesheet_model, None,
         "node defaults beat the stylesheet"
     );
     let review = node(&workflow, "critical_review");
-    assert_eq!(review.llm.model, None);
+    assert_eq!(review.llm.model(), None);
     assert_eq!(review.llm.reasoning_effort, ReasoningEffort::Low);
     let inner = node(&workflow, "inner");
-    assert_eq!(inner.classes, ["code"]);
+    assert_eq!(&*inner.classes, ["code"]);
 }
 
 #[test]
@@ -276,14 +286,14 @@ fn inline_output_schemas() {
         r#"digraph { a [output_schema=routing] b [output_schema="{\"type\":\"object\"}"] c [output_schema="{\"type\": 3}"] }"#,
     );
     assert_eq!(
-        node(&workflow, "a").llm.output_schema,
-        Some(OutputSchema::Routing)
+        node(&workflow, "a").llm.output_schema(),
+        Some(&OutputSchema::Routing)
     );
     assert!(matches!(
-        node(&workflow, "b").llm.output_schema,
+        node(&workflow, "b").llm.output_schema(),
         Some(OutputSchema::Json(_))
     ));
-    assert_eq!(node(&workflow, "c").llm.output_schema, None);
+    assert_eq!(node(&workflow, "c").llm.output_schema(), None);
     assert_eq!(diagnostics.len(), 1);
     assert_eq!(diagnostics[0].rule, Rule::OutputSchemaInvalid);
 }
@@ -314,4 +324,23 @@ fn node_classes_keep_first_occurrences_in_order() {
     assert_eq!(super::node_classes(Some("x")), ["x"]);
     assert!(super::node_classes(Some("")).is_empty());
     assert!(super::node_classes(None).is_empty());
+}
+
+#[test]
+fn derived_classes_follow_explicit_ones_per_node() {
+    let (workflow, diagnostics) = lower_text(
+        r#"digraph {
+            x
+            subgraph cluster_a { label = "Review"; a [class="fast,review"]; y }
+            z
+            subgraph cluster_b { label = "Loop"; subgraph cluster_c { label = "Inner"; a; b } }
+        }"#,
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let classes = |id: &str| node(&workflow, id).classes.to_vec();
+    assert_eq!(classes("x"), Vec::<String>::new());
+    assert_eq!(classes("a"), ["fast", "review", "loop", "inner"]);
+    assert_eq!(classes("y"), ["review"]);
+    assert_eq!(classes("z"), Vec::<String>::new());
+    assert_eq!(classes("b"), ["loop", "inner"]);
 }

@@ -216,9 +216,10 @@ spelled_enum! {
 }
 
 /// Interpreter of a command node (SPEC 5.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ScriptLanguage {
-    /// `/bin/sh -c`.
+    /// `/bin/sh -c` (the default).
+    #[default]
     Shell,
     /// `python3 -c`.
     Python,

@@ -87,10 +87,10 @@ fn node_attributes(node: &Node) -> impl Iterator<Item = (&str, std::borrow::Cow<
         extra.push(("class", node.classes.join(",").into()));
     }
     if has_prompt(&node.attributes) {
-        extra.push(("prompt", node.llm.prompt.as_str().into()));
+        extra.push(("prompt", (&*node.llm.prompt).into()));
     }
     match (
-        &node.llm.output_schema,
+        node.llm.output_schema(),
         node.attributes.value("output_schema"),
     ) {
         (Some(OutputSchema::Routing), _) => extra.push(("output_schema", "routing".into())),
@@ -192,8 +192,8 @@ mod tests {
         assert!(dot.contains("start -> work [label=\"go\", condition=\"outcome=success\"]"));
         assert!(dot.contains("work -> exit [label=\"go\""));
         let work = workflow.node(workflow.find("work").expect("work"));
-        assert_eq!(work.llm.prompt, "say \"hi\"\nnow");
-        assert_eq!(work.classes, ["loop-a"]);
+        assert_eq!(&*work.llm.prompt, "say \"hi\"\nnow");
+        assert_eq!(&*work.classes, ["loop-a"]);
         assert_eq!(work.attributes.value("color"), Some("red"));
     }
 
@@ -203,6 +203,6 @@ mod tests {
         assert!(dot.starts_with("digraph \"my graph\" {"));
         assert!(dot.contains("\"node\" ["));
         let node = workflow.node(workflow.find("node").expect("node"));
-        assert_eq!(node.script, "echo \\d \\x");
+        assert_eq!(node.script(), "echo \\d \\x");
     }
 }

@@ -25,7 +25,6 @@ pub(crate) fn error<T>(message: impl Into<String>, span: Span) -> Scan<T> {
 pub(crate) struct Literal<'s> {
     pub(crate) value: std::borrow::Cow<'s, str>,
     pub(crate) span: Span,
-    pub(crate) quoted: bool,
 }
 
 pub(crate) struct Cursor<'s> {
@@ -183,7 +182,6 @@ impl<'s> Cursor<'s> {
                 return Ok(Literal {
                     value: std::borrow::Cow::Borrowed(value),
                     span: Span::new(start, self.pos),
-                    quoted: true,
                 });
             }
         }
@@ -198,7 +196,6 @@ impl<'s> Cursor<'s> {
                     return Ok(Literal {
                         value: std::borrow::Cow::Owned(value),
                         span: Span::new(start, self.pos),
-                        quoted: true,
                     });
                 }
                 Some(b'\\') => {

@@ -94,8 +94,9 @@ struct Parser<'s> {
     recent: [usize; 2],
     /// Reused buffer of the current edge chain: (node index, span).
     chain: Vec<(usize, Span)>,
-    /// Per node: derived classes with the depth of the subgraph that contributed them.
-    derived: Vec<Vec<(usize, String)>>,
+    /// Derived classes as (node index, depth of the contributing subgraph, class), in the
+    /// order subgraphs close; only nodes inside labelled subgraphs have entries.
+    derived: Vec<(usize, usize, String)>,
     scopes: Vec<Scope>,
 }
 
@@ -139,15 +140,14 @@ impl<'s> Parser<'s> {
     }
 
     fn finish(mut self) -> (SyntaxGraph, IdTable, KeySet) {
-        for (node, mut classes) in self.graph.nodes.iter_mut().zip(self.derived) {
-            if classes.is_empty() {
-                continue;
-            }
-            classes.sort_by_key(|(depth, _)| *depth);
-            for (_, class) in classes {
-                if !node.derived_classes.contains(&class) {
-                    node.derived_classes.push(class);
-                }
+        // Stable: a node's classes from subgraphs of equal depth keep their order.
+        self.derived.sort_by_key(|&(node, depth, _)| (node, depth));
+        let derived = &mut self.graph.derived_classes;
+        for (index, _, class) in self.derived {
+            // This node's classes so far are the tail of the list.
+            let start = derived.partition_point(|(node, _)| *node < index);
+            if !derived[start..].iter().any(|(_, seen)| *seen == class) {
+                derived.push((index, class));
             }
         }
         let keys = KeySet::new(self.interned.into_iter().map(|(key, _)| key));
@@ -394,7 +394,7 @@ impl<'s> Parser<'s> {
         };
         if let Some(class) = scope.label.as_deref().and_then(derive_class) {
             for &member in &scope.members {
-                self.derived[member].push((depth, class.clone()));
+                self.derived.push((member, depth, class.clone()));
             }
         }
         if self.scopes.len() > 1 {
@@ -668,7 +668,6 @@ impl<'s> Parser<'s> {
                 Ok(Literal {
                     value: std::borrow::Cow::Borrowed(run),
                     span,
-                    quoted: false,
                 })
             }
         }
@@ -742,9 +741,7 @@ impl<'s> Parser<'s> {
             declared: false,
             quoted: endpoint.quoted,
             attributes,
-            derived_classes: Vec::new(),
         });
-        self.derived.push(Vec::new());
         if self.scopes.len() > 1 {
             self.scope_mut().members.push(index);
         }
@@ -762,7 +759,6 @@ impl<'s> Parser<'s> {
             key_span,
             value: last_value.clone(),
             value_span: literal.span,
-            quoted: literal.quoted,
         }
     }
 

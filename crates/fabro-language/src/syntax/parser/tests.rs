@@ -33,6 +33,11 @@ fn node<'g>(graph: &'g SyntaxGraph, id: &str) -> &'g SyntaxNode {
     &graph.nodes[index]
 }
 
+fn derived<'g>(graph: &'g SyntaxGraph, id: &str) -> Vec<&'g str> {
+    let index = graph.node_index(id).expect("node exists");
+    graph.derived_classes_of(index).collect()
+}
+
 #[test]
 fn chained_edges_share_attributes_and_keep_order() {
     let graph = parse_ok("digraph G { a -> b -> c [label=\"x\", weight=2] c -> a }");
@@ -117,11 +122,25 @@ fn subgraph_labels_derive_classes_outermost_first() {
             x -> a
         }"#,
     );
-    assert_eq!(node(&graph, "a").derived_classes, ["loop-a"]);
-    assert_eq!(node(&graph, "b").derived_classes, ["loop-a", "inner-loop"]);
-    assert_eq!(node(&graph, "c").derived_classes, ["loop-a", "inner-loop"]);
-    assert!(node(&graph, "x").derived_classes.is_empty());
+    assert_eq!(derived(&graph, "a"), ["loop-a"]);
+    assert_eq!(derived(&graph, "b"), ["loop-a", "inner-loop"]);
+    assert_eq!(derived(&graph, "c"), ["loop-a", "inner-loop"]);
+    assert!(derived(&graph, "x").is_empty());
     assert_eq!(graph.attributes.value("label"), None);
+}
+
+#[test]
+fn derived_classes_of_sibling_subgraphs_keep_closing_order() {
+    let graph = parse_ok(
+        r#"digraph {
+            subgraph cluster_one { label = "Zeta"; a; b }
+            subgraph cluster_two { label = "Alpha"; b; a; c }
+            subgraph cluster_three { label = "zeta"; a }
+        }"#,
+    );
+    assert_eq!(derived(&graph, "a"), ["zeta", "alpha"]);
+    assert_eq!(derived(&graph, "b"), ["zeta", "alpha"]);
+    assert_eq!(derived(&graph, "c"), ["alpha"]);
 }
 
 #[test]
@@ -182,7 +201,18 @@ fn attribute_spans_point_at_key_and_value() {
         .expect("set");
     assert_eq!(&text[attribute.key_span.range()], "max_retries");
     assert_eq!(&text[attribute.value_span.range()], "\"x\"");
-    assert!(attribute.quoted);
+    assert!(attribute.is_quoted(text));
+    let bare = node(&graph, "a").attributes.get("max_retries");
+    assert!(bare.is_some_and(|attribute| attribute.is_quoted(text)));
+    let text = "digraph {\n  a [max_retries=x, label=\"\"]\n}";
+    let graph = parse_ok(text);
+    let attributes = &node(&graph, "a").attributes;
+    assert!(attributes
+        .get("max_retries")
+        .is_some_and(|attribute| !attribute.is_quoted(text)));
+    assert!(attributes
+        .get("label")
+        .is_some_and(|attribute| attribute.is_quoted(text)));
 }
 
 #[test]
