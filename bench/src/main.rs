@@ -8,8 +8,7 @@
 //! `llm` measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
 //! streaming a 1 MB response beyond the raw transfer, and 100 concurrent calls. It prints a
 //! Markdown table for `docs/benchmarks.md`. It times the `fabro` binary beside its own
-//! executable: build both with `cargo dist` (the statically linked build we ship, in
-//! `target/x86_64-unknown-linux-gnu/release`) or `cargo build --release -p fabro-cli -p fabro-bench`.
+//! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
 
 mod engine;
 mod generate;
@@ -86,8 +85,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// The `fabro` binary next to this one (both live in `target/release`, or in
-/// `target/x86_64-unknown-linux-gnu/release` after `cargo dist`).
+/// The `fabro` binary next to this one (both live in `target/release`).
 fn fabro_binary() -> PathBuf {
     std::env::current_exe()
         .ok()

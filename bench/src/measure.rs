@@ -36,7 +36,7 @@ const MEMORY_RUNS: usize = 3;
 pub(crate) fn parse_benchmark(sizes: &[usize], fabro: &Path) -> Result<String, String> {
     if !fabro.exists() {
         return Err(format!(
-            "{} not found: run `cargo dist` (or `cargo build --release -p fabro-cli -p fabro-bench`) first",
+            "{} not found: run `cargo build --release -p fabro-cli -p fabro-bench` first",
             fabro.display()
         ));
     }
