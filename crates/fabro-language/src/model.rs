@@ -725,7 +725,6 @@ mod tests {
                 std::mem::size_of::<crate::syntax::SyntaxNode>(),
             ),
         ];
-        eprintln!("{sizes:?}");
         for ((name, size), limit) in sizes.into_iter().zip([176, 72, 56, 8, 8, 48, 64]) {
             assert!(size <= limit, "{name} is {size} bytes, over {limit}");
         }
