@@ -9,7 +9,8 @@
 //! (text, tool calls, usage) and is rendered in the wire format of the endpoint that
 //! received the request, streamed in chunks with a per-chunk delay. Faults: any HTTP
 //! status with a provider-shaped error body and optional `Retry-After`, a hang, a
-//! connection dropped mid-stream, malformed JSON and malformed SSE.
+//! connection dropped mid-stream, malformed JSON and malformed SSE, an error event after
+//! some streamed text, a whole JSON answer to a streaming request and any raw body.
 //!
 //! The twin never reads the environment and never touches the network beyond loopback.
 
@@ -53,6 +54,31 @@ pub enum Reply {
     MalformedJson,
     /// A 200 stream that is not valid SSE (bytes that are not UTF-8).
     MalformedSse,
+    /// Stream `text_before`, then an error event in the provider's in-stream shape:
+    /// Anthropic `event: error`, Responses `response.failed`, Gemini and Chat
+    /// Completions `data: {"error": {…}}`.
+    StreamError {
+        /// Text streamed before the error.
+        text_before: String,
+        /// Error type (`type`, Gemini `status`), e.g. `internal_server_error`.
+        error_type: String,
+        /// Error `code` as sent (a string such as `"500"`, a number, or `Null` for none).
+        code: serde_json::Value,
+        /// Error message.
+        message: String,
+    },
+    /// The whole turn as one `200 application/json` body in the provider's
+    /// non-streaming shape, whether or not the request asked for a stream.
+    WholeJson(Turn),
+    /// Any status, content type and body, sent as they are.
+    Raw {
+        /// HTTP status.
+        status: u16,
+        /// `Content-Type` header value.
+        content_type: String,
+        /// Body text.
+        body: String,
+    },
 }
 
 impl Reply {
@@ -121,6 +147,30 @@ impl Reply {
         )
     }
 
+    /// An error event after `text_before` has streamed.
+    pub fn stream_error(
+        text_before: &str,
+        error_type: &str,
+        code: serde_json::Value,
+        message: &str,
+    ) -> Reply {
+        Reply::StreamError {
+            text_before: text_before.to_owned(),
+            error_type: error_type.to_owned(),
+            code,
+            message: message.to_owned(),
+        }
+    }
+
+    /// A `200` answer with `content_type` and `body`.
+    pub fn raw(content_type: &str, body: &str) -> Reply {
+        Reply::Raw {
+            status: 200,
+            content_type: content_type.to_owned(),
+            body: body.to_owned(),
+        }
+    }
+
     /// Any status.
     pub fn status(
         status: u16,
@@ -158,6 +208,9 @@ pub struct Turn {
     pub chunk_delay: Duration,
     /// End with the provider's content-filter stop instead of a normal one.
     pub content_filter: bool,
+    /// Anthropic streams: report the input and cache counts in `message_delta` (whose
+    /// counts are cumulative, as gateways send them) and zero input in `message_start`.
+    pub usage_in_message_delta: bool,
 }
 
 impl Turn {
@@ -173,6 +226,7 @@ impl Turn {
             chunk_size: 8,
             chunk_delay: Duration::ZERO,
             content_filter: false,
+            usage_in_message_delta: false,
         }
     }
 
@@ -367,6 +421,42 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         Reply::MalformedSse => {
             let body = Body::from(Bytes::from_static(b"data: \xff\xfe\xfd broken\n\n"));
             sse_response(body)
+        }
+        Reply::StreamError {
+            text_before,
+            error_type,
+            code,
+            message,
+        } => {
+            let mut turn = Turn::text(&text_before);
+            turn.chunk_size = text_before.chars().count().max(1);
+            let mut events = wire::stream_events(format, &body, &path_model, &turn);
+            // Keep the text, never the completion, then the error.
+            let kept = events.len().saturating_sub(wire::completion_events(format));
+            events.truncate(kept);
+            events.push(wire::stream_error_event(
+                format,
+                &error_type,
+                &code,
+                &message,
+            ));
+            sse(events, Duration::ZERO, None)
+        }
+        Reply::WholeJson(turn) => json_response(
+            StatusCode::OK,
+            &wire::whole(format, &body, &path_model, &turn),
+        ),
+        Reply::Raw {
+            status,
+            content_type,
+            body,
+        } => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            if let Ok(value) = axum::http::HeaderValue::from_str(&content_type) {
+                response.headers_mut().insert("content-type", value);
+            }
+            response
         }
     }
 }

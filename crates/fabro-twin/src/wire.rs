@@ -106,11 +106,24 @@ pub(crate) fn stream_events(
     match format {
         Format::Anthropic => {
             let name = |name: &'static str| Some(name);
+            let usage = json!({"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
+                               "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0});
+            let start_usage = if turn.usage_in_message_delta {
+                json!({"input_tokens": 0, "output_tokens": 1})
+            } else {
+                let mut start = usage.clone();
+                start["output_tokens"] = json!(1);
+                start
+            };
+            let mut delta_usage = if turn.usage_in_message_delta {
+                usage
+            } else {
+                json!({})
+            };
+            delta_usage["output_tokens"] = json!(turn.output_tokens);
             events.push(Event::json(name("message_start"), &json!({"type": "message_start", "message": {
                 "id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": [],
-                "usage": {"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
-                          "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0,
-                          "output_tokens": 1}}})));
+                "usage": start_usage}})));
             events.push(Event::json(name("ping"), &json!({"type": "ping"})));
             let mut index = 0;
             if !turn.text.is_empty() {
@@ -161,7 +174,7 @@ pub(crate) fn stream_events(
             events.push(Event::json(
                 name("message_delta"),
                 &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop}, "usage": {"output_tokens": turn.output_tokens}}),
+                "delta": {"stop_reason": stop}, "usage": delta_usage}),
             ));
             events.push(Event::json(
                 name("message_stop"),
@@ -314,6 +327,56 @@ pub(crate) fn stream_events(
     events
 }
 
+/// How many events end a text-only stream of `format` (its completion): the events to
+/// drop to keep the text and never the completion.
+pub(crate) fn completion_events(format: Format) -> usize {
+    match format {
+        // message_delta, message_stop.
+        Format::Anthropic => 2,
+        // response.completed.
+        Format::OpenAiResponses => 1,
+        // The chunk with the finish reason and usage.
+        Format::Gemini | Format::GeminiStream => 1,
+        // The finish chunk, the usage chunk, `[DONE]`.
+        Format::ChatCompletions => 3,
+    }
+}
+
+/// An error reported inside a 200 stream, in `format`'s shape.
+pub(crate) fn stream_error_event(
+    format: Format,
+    error_type: &str,
+    code: &Value,
+    message: &str,
+) -> Event {
+    match format {
+        Format::Anthropic => Event::json(
+            Some("error"),
+            &json!({"type": "error", "error": {"type": error_type, "message": message}}),
+        ),
+        Format::OpenAiResponses => {
+            let code = if code.is_null() {
+                json!(error_type)
+            } else {
+                code.clone()
+            };
+            Event::json(
+                Some("response.failed"),
+                &json!({"type": "response.failed", "response": {"id": "resp_twin", "status": "failed",
+                        "error": {"code": code, "message": message}}}),
+            )
+        }
+        Format::Gemini | Format::GeminiStream => Event::json(
+            None,
+            &json!({"error": {"code": code, "message": message, "status": error_type}}),
+        ),
+        Format::ChatCompletions => Event::json(
+            None,
+            &json!({"error": {"message": message, "type": error_type, "code": code}}),
+        ),
+    }
+}
+
 fn gemini_final(turn: &Turn, model: &str, parts: Vec<Value>) -> Value {
     let finish = if turn.content_filter {
         "SAFETY"
@@ -443,6 +506,38 @@ mod tests {
             Some(Format::Gemini)
         );
         assert_eq!(Format::of_path("/other"), None);
+    }
+
+    #[test]
+    fn completion_events_are_the_tail_after_the_text() {
+        let turn = Turn::text("abcdefghij");
+        let request = json!({"model": "m"});
+        for (format, last_kept, first_dropped) in [
+            (Format::Anthropic, "content_block_stop", "message_delta"),
+            (
+                Format::OpenAiResponses,
+                "response.output_text.done",
+                "response.completed",
+            ),
+            (Format::GeminiStream, "\"text\":\"ij\"", "finishReason"),
+            (
+                Format::ChatCompletions,
+                "\"content\":\"ij\"",
+                "finish_reason\":\"stop",
+            ),
+        ] {
+            let events = stream_events(format, &request, "m", &turn);
+            let kept = events.len() - completion_events(format);
+            assert!(events[kept - 1].encode().contains(last_kept), "{format:?}");
+            assert!(events[kept].encode().contains(first_dropped), "{format:?}");
+        }
+        let error = stream_error_event(Format::ChatCompletions, "server_error", &json!("500"), "m");
+        assert_eq!(error.name, None);
+        let data: Value = serde_json::from_str(&error.data).unwrap_or_default();
+        assert_eq!(
+            data,
+            json!({"error": {"code": "500", "message": "m", "type": "server_error"}})
+        );
     }
 
     #[test]

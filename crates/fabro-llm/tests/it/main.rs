@@ -3,6 +3,7 @@
 //! injected fault with its retries, delays and failure class; then failover.
 
 mod failover;
+mod gateway;
 mod provider;
 
 use std::sync::Arc;
