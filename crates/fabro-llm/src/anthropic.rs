@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
-use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
+use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{ReasoningEffort, Request, Response, Role};
 use crate::sse::SseEvent;
 use crate::stream::{Assembler, StreamEvent, StreamSink};
@@ -218,14 +218,7 @@ impl WireDecoder for Decoder<'_> {
                 }
             }
             "message_stop" => out.finish(),
-            "error" => {
-                let error = &data["error"];
-                return Err(stream_error(
-                    self.transport,
-                    error["type"].as_str().unwrap_or("error"),
-                    error["message"].as_str().unwrap_or_default(),
-                ));
-            }
+            "error" => return Err(answer_error(self.transport, &data["error"])),
             _ => {}
         }
         Ok(())

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::anthropic::number;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
-use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
+use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{Request, Response, Role};
 use crate::sse::SseEvent;
 use crate::stream::{Assembler, StreamEvent, StreamSink};
@@ -139,14 +139,7 @@ impl WireDecoder for Decoder<'_> {
         }
         let data = parse_json("openai_compatible", &event.data)?;
         if let Some(error) = data.get("error") {
-            return Err(stream_error(
-                self.transport,
-                error["code"]
-                    .as_str()
-                    .or(error["type"].as_str())
-                    .unwrap_or("error"),
-                error["message"].as_str().unwrap_or_default(),
-            ));
+            return Err(answer_error(self.transport, error));
         }
         if let Some(model) = data["model"].as_str() {
             out.set_model(model);

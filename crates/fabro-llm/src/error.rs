@@ -121,16 +121,7 @@ impl LlmErrorKind {
     pub fn from_status(status: u16, body: &str) -> LlmErrorKind {
         let body = body.to_ascii_lowercase();
         let quota = body.contains("quota") || body.contains("insufficient_quota");
-        let context = [
-            "context length",
-            "context_length",
-            "context window",
-            "too many tokens",
-            "prompt is too long",
-            "maximum context",
-        ]
-        .iter()
-        .any(|phrase| body.contains(phrase));
+        let context = mentions_context_length(&body);
         match status {
             429 | 403 if quota => LlmErrorKind::Quota,
             429 => LlmErrorKind::RateLimit,
@@ -144,35 +135,121 @@ impl LlmErrorKind {
         }
     }
 
-    /// The kind of an error reported inside a 200 stream by its provider type or code
-    /// (`overloaded_error`, `rate_limit_exceeded`, `insufficient_quota`, …).
-    pub fn from_error_type(error_type: &str, message: &str) -> LlmErrorKind {
-        let error_type = error_type.to_ascii_lowercase();
+    /// The kind of an error reported with a 200 answer (an error event inside a stream,
+    /// or an error body), from its identifiers, most specific first (`code`, then `type`,
+    /// then Gemini's `status`) and its message.
+    ///
+    /// An identifier that is an HTTP-like number (`"500"`, `429`) is classified like that
+    /// status; a name (`rate_limit_exceeded`, `overloaded_error`, `server_error`,
+    /// `insufficient_quota`, `context_length_exceeded`, `invalid_request_error`, Gemini's
+    /// `RESOURCE_EXHAUSTED`, …) by its wording. The first identifier that is recognised
+    /// decides. When none is, the message wording decides between quota and context
+    /// length, and anything else is `Server`: the stream broke before completion, which
+    /// SPEC 9.2 retries.
+    pub fn from_error_codes(identifiers: &[&str], message: &str) -> LlmErrorKind {
         let message_lower = message.to_ascii_lowercase();
-        if error_type.contains("quota") || message_lower.contains("quota") {
+        let quota = message_lower.contains("quota");
+        let context = mentions_context_length(&message_lower);
+        for identifier in identifiers {
+            let identifier = identifier.trim().to_ascii_lowercase();
+            let kind = match identifier.parse::<u16>() {
+                Ok(status @ 400..=599) => Some(LlmErrorKind::from_status(status, message)),
+                Ok(_) => None,
+                Err(_) => kind_of_error_name(&identifier),
+            };
+            match kind {
+                Some(LlmErrorKind::RateLimit) if quota => return LlmErrorKind::Quota,
+                Some(LlmErrorKind::InvalidRequest) if context => {
+                    return LlmErrorKind::ContextLength
+                }
+                Some(kind) => return kind,
+                None => {}
+            }
+        }
+        if quota {
             LlmErrorKind::Quota
-        } else if error_type.contains("context_length") || message_lower.contains("context length")
-        {
+        } else if context {
             LlmErrorKind::ContextLength
-        } else if error_type.contains("rate_limit") || error_type == "resource_exhausted" {
-            LlmErrorKind::RateLimit
-        } else if error_type.contains("overloaded")
-            || error_type.contains("server_error")
-            || error_type == "api_error"
-            || error_type == "internal"
-            || error_type == "unavailable"
-        {
-            LlmErrorKind::Server
-        } else if error_type.contains("authentication") || error_type.contains("permission") {
-            LlmErrorKind::Auth
-        } else if error_type.contains("content_filter") || error_type.contains("safety") {
-            LlmErrorKind::ContentFilter
-        } else if error_type.contains("not_found") {
-            LlmErrorKind::NotFound
         } else {
-            LlmErrorKind::InvalidRequest
+            LlmErrorKind::Server
         }
     }
+}
+
+/// Whether a lowercased error text speaks of the context window being exceeded.
+fn mentions_context_length(text: &str) -> bool {
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "too many tokens",
+        "prompt is too long",
+        "maximum context",
+    ]
+    .iter()
+    .any(|phrase| text.contains(phrase))
+}
+
+/// The kind named by a lowercased provider error type or code, if it is one we know.
+fn kind_of_error_name(name: &str) -> Option<LlmErrorKind> {
+    let has = |words: &[&str]| words.iter().any(|word| name.contains(word));
+    let kind = if has(&["quota", "billing", "credit"]) {
+        LlmErrorKind::Quota
+    } else if has(&[
+        "context_length",
+        "context_window",
+        "too_many_tokens",
+        "request_too_large",
+    ]) {
+        LlmErrorKind::ContextLength
+    } else if has(&[
+        "rate_limit",
+        "ratelimit",
+        "too_many_requests",
+        "resource_exhausted",
+    ]) {
+        LlmErrorKind::RateLimit
+    } else if has(&["timeout", "timed_out", "deadline_exceeded"]) {
+        LlmErrorKind::Timeout
+    } else if has(&[
+        "overloaded",
+        "server_error",
+        "servererror",
+        "internal",
+        "unavailable",
+        "bad_gateway",
+        "api_error",
+    ]) {
+        LlmErrorKind::Server
+    } else if has(&["connection", "network"]) {
+        LlmErrorKind::Network
+    } else if has(&[
+        "authentication",
+        "unauthenticated",
+        "unauthorized",
+        "permission",
+        "forbidden",
+        "invalid_api_key",
+    ]) {
+        LlmErrorKind::Auth
+    } else if has(&["content_filter", "content_policy", "safety"]) {
+        LlmErrorKind::ContentFilter
+    } else if has(&["not_found", "notfound"]) {
+        LlmErrorKind::NotFound
+    } else if has(&[
+        "invalid_request",
+        "invalid_argument",
+        "bad_request",
+        "badrequest",
+        "failed_precondition",
+        "unprocessable",
+        "invalid_",
+    ]) {
+        LlmErrorKind::InvalidRequest
+    } else {
+        return None;
+    };
+    Some(kind)
 }
 
 impl LlmError {
@@ -247,14 +324,66 @@ mod tests {
         assert!(LlmErrorKind::Quota.allows_failover() && !LlmErrorKind::Quota.is_retryable());
         assert!(!LlmErrorKind::Auth.allows_failover());
         assert!(!LlmErrorKind::ContextLength.allows_failover());
-        assert_eq!(
-            LlmErrorKind::from_error_type("overloaded_error", ""),
-            LlmErrorKind::Server
+    }
+
+    #[test]
+    fn errors_in_answers_are_classified_by_code_then_type() {
+        let check = |identifiers: &[&str], message: &str, kind: LlmErrorKind| {
+            assert_eq!(
+                LlmErrorKind::from_error_codes(identifiers, message),
+                kind,
+                "{identifiers:?} {message}"
+            );
+        };
+        // Numbers are statuses, whatever the type says.
+        check(
+            &["500", "internal_server_error"],
+            "boom",
+            LlmErrorKind::Server,
         );
-        assert_eq!(
-            LlmErrorKind::from_error_type("insufficient_quota", ""),
-            LlmErrorKind::Quota
+        check(&["429", ""], "slow down", LlmErrorKind::RateLimit);
+        check(&["429"], "insufficient quota", LlmErrorKind::Quota);
+        check(&["503", "UNAVAILABLE"], "", LlmErrorKind::Server);
+        check(&["401"], "", LlmErrorKind::Auth);
+        check(
+            &["400"],
+            "maximum context length",
+            LlmErrorKind::ContextLength,
         );
+        // Names, the code before the type.
+        check(
+            &["context_length_exceeded", "invalid_request_error"],
+            "",
+            LlmErrorKind::ContextLength,
+        );
+        check(&["rate_limit_exceeded"], "", LlmErrorKind::RateLimit);
+        check(
+            &["RESOURCE_EXHAUSTED"],
+            "Quota exceeded",
+            LlmErrorKind::Quota,
+        );
+        check(&["overloaded_error"], "", LlmErrorKind::Server);
+        check(&["server_error"], "", LlmErrorKind::Server);
+        check(&["api_error"], "", LlmErrorKind::Server);
+        check(&["insufficient_quota"], "", LlmErrorKind::Quota);
+        check(
+            &["invalid_request_error"],
+            "bad field",
+            LlmErrorKind::InvalidRequest,
+        );
+        check(
+            &["invalid_request_error"],
+            "prompt is too long",
+            LlmErrorKind::ContextLength,
+        );
+        check(&["authentication_error"], "", LlmErrorKind::Auth);
+        check(&["not_found_error"], "", LlmErrorKind::NotFound);
+        check(&["DEADLINE_EXCEEDED"], "", LlmErrorKind::Timeout);
+        // Unknown identifiers fall through to the next, then to the default.
+        check(&["error", "server_error"], "", LlmErrorKind::Server);
+        check(&["1234", "something_new"], "broke", LlmErrorKind::Server);
+        check(&[], "", LlmErrorKind::Server);
+        check(&["something_new"], "over quota", LlmErrorKind::Quota);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::anthropic::number;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
-use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
+use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{ReasoningEffort, Request, Response, Role};
 use crate::sse::SseEvent;
 use crate::stream::{Assembler, StreamEvent, StreamSink};
@@ -181,11 +181,7 @@ impl WireDecoder for Decoder<'_> {
     fn event(&mut self, event: &SseEvent, out: &mut Assembler<'_, '_>) -> Result<(), LlmError> {
         let data = parse_json("gemini", &event.data)?;
         if let Some(error) = data.get("error") {
-            return Err(stream_error(
-                self.transport,
-                error["status"].as_str().unwrap_or("error"),
-                error["message"].as_str().unwrap_or_default(),
-            ));
+            return Err(answer_error(self.transport, error));
         }
         if let Some(reason) = data["promptFeedback"]["blockReason"].as_str() {
             return Err(self.transport.error(

@@ -265,13 +265,37 @@ pub(crate) fn json(provider: &str, data: &str) -> Result<serde_json::Value, LlmE
     })
 }
 
-/// An error reported inside a stream, classified by its provider type.
-pub(crate) fn stream_error(transport: &Transport, error_type: &str, message: &str) -> LlmError {
+/// An error reported with a 200 answer (an error event in a stream, or an error body):
+/// `error` is the provider's error object. Every provider classifies it the same way,
+/// by its `code`, `type` and `status` ([`LlmErrorKind::from_error_codes`]).
+pub(crate) fn answer_error(transport: &Transport, error: &serde_json::Value) -> LlmError {
+    let identifier = |field: &str| match &error[field] {
+        serde_json::Value::String(text) => text.trim().to_owned(),
+        serde_json::Value::Number(number) => number.to_string(),
+        _ => String::new(),
+    };
+    let identifiers: Vec<String> = ["code", "type", "status"]
+        .into_iter()
+        .map(identifier)
+        .filter(|value| !value.is_empty())
+        .collect();
+    let message = match &error["message"] {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let names: Vec<&str> = identifiers.iter().map(String::as_str).collect();
+    let kind = LlmErrorKind::from_error_codes(&names, &message);
+    let label = if names.is_empty() {
+        "error".to_owned()
+    } else {
+        names.join("/")
+    };
     transport.error(
-        LlmErrorKind::from_error_type(error_type, message),
+        kind,
         format!(
-            "{error_type}: {}",
-            scrub(message, transport.key(), ERROR_BODY_LIMIT)
+            "{label}: {}",
+            scrub(&message, transport.key(), ERROR_BODY_LIMIT)
         ),
     )
 }

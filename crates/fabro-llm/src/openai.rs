@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::anthropic::number;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
-use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
+use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{Request, Response, Role};
 use crate::sse::SseEvent;
 use crate::stream::{Assembler, StreamEvent, StreamSink};
@@ -177,25 +177,12 @@ impl WireDecoder for Decoder<'_> {
                 out.finish();
             }
             "response.failed" => {
-                let error = &data["response"]["error"];
-                return Err(stream_error(
-                    self.transport,
-                    error["code"].as_str().unwrap_or("response_failed"),
-                    error["message"].as_str().unwrap_or_default(),
-                ));
+                return Err(answer_error(self.transport, &data["response"]["error"]));
             }
             "error" => {
-                return Err(stream_error(
-                    self.transport,
-                    data["code"]
-                        .as_str()
-                        .or(data["error"]["type"].as_str())
-                        .unwrap_or("error"),
-                    data["message"]
-                        .as_str()
-                        .or(data["error"]["message"].as_str())
-                        .unwrap_or_default(),
-                ));
+                // `{"type": "error", "code", "message"}`, or the error nested in `error`.
+                let error = data.get("error").filter(|error| error.is_object());
+                return Err(answer_error(self.transport, error.unwrap_or(&data)));
             }
             _ => {}
         }
