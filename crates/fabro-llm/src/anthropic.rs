@@ -42,6 +42,7 @@ impl AnthropicClient {
         let mut out = Assembler::new("anthropic", &request.model, sink);
         let mut decoder = Decoder {
             transport: &self.transport,
+            usage: RawUsage::default(),
         };
         self.transport
             .stream(
@@ -161,6 +162,42 @@ pub(crate) fn body(request: &Request) -> Value {
 
 struct Decoder<'t> {
     transport: &'t Transport,
+    usage: RawUsage,
+}
+
+/// Anthropic's usage counts as sent: `input_tokens` excludes the cache reads and
+/// writes, which fabro counts as input.
+#[derive(Debug, Default, Clone, Copy)]
+struct RawUsage {
+    input: u64,
+    cache_read: u64,
+    cache_write: u64,
+    output: u64,
+}
+
+impl RawUsage {
+    /// Takes every count present in `usage`, keeping the others. The counts of
+    /// `message_delta` are cumulative, so they replace those of `message_start`.
+    fn update(&mut self, usage: &Value) {
+        let fields = [
+            ("input_tokens", &mut self.input),
+            ("cache_read_input_tokens", &mut self.cache_read),
+            ("cache_creation_input_tokens", &mut self.cache_write),
+            ("output_tokens", &mut self.output),
+        ];
+        for (name, count) in fields {
+            if let Some(value) = usage[name].as_u64() {
+                *count = value;
+            }
+        }
+    }
+
+    fn apply(self, out: &mut Assembler<'_, '_>) {
+        out.usage.input_tokens = self.input + self.cache_read + self.cache_write;
+        out.usage.cache_read_tokens = self.cache_read;
+        out.usage.cache_write_tokens = self.cache_write;
+        out.usage.output_tokens = self.output;
+    }
 }
 
 impl WireDecoder for Decoder<'_> {
@@ -171,13 +208,8 @@ impl WireDecoder for Decoder<'_> {
             "message_start" => {
                 let message = &data["message"];
                 out.set_model(message["model"].as_str().unwrap_or_default());
-                let usage = &message["usage"];
-                let read = number(&usage["cache_read_input_tokens"]);
-                let write = number(&usage["cache_creation_input_tokens"]);
-                out.usage.input_tokens = number(&usage["input_tokens"]) + read + write;
-                out.usage.cache_read_tokens = read;
-                out.usage.cache_write_tokens = write;
-                out.usage.output_tokens = number(&usage["output_tokens"]);
+                self.usage.update(&message["usage"]);
+                self.usage.apply(out);
             }
             "content_block_start" => {
                 let block = &data["content_block"];
@@ -207,9 +239,8 @@ impl WireDecoder for Decoder<'_> {
                 }
             }
             "message_delta" => {
-                if let Some(output) = data["usage"]["output_tokens"].as_u64() {
-                    out.usage.output_tokens = output;
-                }
+                self.usage.update(&data["usage"]);
+                self.usage.apply(out);
                 if data["delta"]["stop_reason"] == "refusal" {
                     return Err(self.transport.error(
                         LlmErrorKind::ContentFilter,
