@@ -254,6 +254,42 @@ impl WireDecoder for Decoder<'_> {
         }
         Ok(())
     }
+
+    fn whole(&mut self, body: &Value, out: &mut Assembler<'_, '_>) -> Result<bool, LlmError> {
+        let Some(content) = body["content"].as_array() else {
+            return Ok(false);
+        };
+        if body["stop_reason"] == "refusal" {
+            return Err(self.transport.error(
+                LlmErrorKind::ContentFilter,
+                "the model refused (stop_reason refusal)",
+            ));
+        }
+        out.set_model(body["model"].as_str().unwrap_or_default());
+        self.usage.update(&body["usage"]);
+        self.usage.apply(out);
+        for (index, block) in content.iter().enumerate() {
+            match block["type"].as_str().unwrap_or_default() {
+                "text" => out.text(block["text"].as_str().unwrap_or_default()),
+                "thinking" => out.reasoning(block["thinking"].as_str().unwrap_or_default()),
+                "tool_use" => {
+                    let slot = index.to_string();
+                    out.tool_start(
+                        &slot,
+                        block["id"].as_str().unwrap_or_default(),
+                        block["name"].as_str().unwrap_or_default(),
+                    );
+                    let input = block
+                        .get("input")
+                        .map_or_else(|| "{}".to_owned(), Value::to_string);
+                    out.tool_arguments(&slot, &input);
+                }
+                _ => {}
+            }
+        }
+        out.finish();
+        Ok(true)
+    }
 }
 
 pub(crate) fn number(value: &Value) -> u64 {

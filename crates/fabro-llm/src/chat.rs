@@ -175,15 +175,56 @@ impl WireDecoder for Decoder<'_> {
             }
             self.finish_seen = true;
         }
-        let usage = &data["usage"];
-        if usage.is_object() {
-            out.usage.input_tokens = number(&usage["prompt_tokens"]);
-            out.usage.cache_read_tokens = number(&usage["prompt_tokens_details"]["cached_tokens"]);
-            out.usage.output_tokens = number(&usage["completion_tokens"]);
-            out.usage.reasoning_tokens =
-                number(&usage["completion_tokens_details"]["reasoning_tokens"]);
-        }
+        usage(&data["usage"], out);
         Ok(())
+    }
+
+    fn whole(&mut self, body: &Value, out: &mut Assembler<'_, '_>) -> Result<bool, LlmError> {
+        let Some(choice) = body["choices"]
+            .as_array()
+            .and_then(|choices| choices.first())
+        else {
+            return Ok(false);
+        };
+        if choice["finish_reason"] == "content_filter" {
+            return Err(self.transport.error(
+                LlmErrorKind::ContentFilter,
+                "response stopped by the content filter",
+            ));
+        }
+        if let Some(model) = body["model"].as_str() {
+            out.set_model(model);
+        }
+        let message = &choice["message"];
+        if let Some(text) = message["reasoning_content"].as_str() {
+            out.reasoning(text);
+        }
+        if let Some(text) = message["content"].as_str() {
+            out.text(text);
+        }
+        for (index, call) in message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let slot = index.to_string();
+            let function = &call["function"];
+            out.tool_start(
+                &slot,
+                call["id"].as_str().unwrap_or_default(),
+                function["name"].as_str().unwrap_or_default(),
+            );
+            let arguments = match &function["arguments"] {
+                Value::String(text) => text.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            out.tool_arguments(&slot, &arguments);
+        }
+        usage(&body["usage"], out);
+        out.finish();
+        Ok(true)
     }
 
     fn end(&mut self, out: &mut Assembler<'_, '_>) {
@@ -191,6 +232,17 @@ impl WireDecoder for Decoder<'_> {
         if self.finish_seen {
             out.finish();
         }
+    }
+}
+
+/// Records a Chat Completions `usage` block, when there is one.
+fn usage(usage: &Value, out: &mut Assembler<'_, '_>) {
+    if usage.is_object() {
+        out.usage.input_tokens = number(&usage["prompt_tokens"]);
+        out.usage.cache_read_tokens = number(&usage["prompt_tokens_details"]["cached_tokens"]);
+        out.usage.output_tokens = number(&usage["completion_tokens"]);
+        out.usage.reasoning_tokens =
+            number(&usage["completion_tokens_details"]["reasoning_tokens"]);
     }
 }
 

@@ -180,6 +180,41 @@ struct Decoder<'t> {
 impl WireDecoder for Decoder<'_> {
     fn event(&mut self, event: &SseEvent, out: &mut Assembler<'_, '_>) -> Result<(), LlmError> {
         let data = parse_json("gemini", &event.data)?;
+        self.chunk(&data, out)
+    }
+
+    fn end(&mut self, out: &mut Assembler<'_, '_>) {
+        if self.finish_seen {
+            out.finish();
+        }
+    }
+
+    /// A `generateContent` response, or the JSON array of chunks that
+    /// `streamGenerateContent` returns without `alt=sse`.
+    fn whole(&mut self, body: &Value, out: &mut Assembler<'_, '_>) -> Result<bool, LlmError> {
+        let chunks: Vec<&Value> = match body {
+            Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        let is_chunk = |chunk: &&Value| {
+            ["candidates", "promptFeedback", "usageMetadata", "error"]
+                .iter()
+                .any(|field| chunk.get(field).is_some())
+        };
+        if chunks.is_empty() || !chunks.iter().all(is_chunk) {
+            return Ok(false);
+        }
+        for chunk in chunks {
+            self.chunk(chunk, out)?;
+        }
+        out.finish();
+        Ok(true)
+    }
+}
+
+impl Decoder<'_> {
+    /// One response chunk: an SSE event's data, or an item of a whole answer.
+    fn chunk(&mut self, data: &Value, out: &mut Assembler<'_, '_>) -> Result<(), LlmError> {
         if let Some(error) = data.get("error") {
             return Err(answer_error(self.transport, error));
         }
@@ -237,12 +272,6 @@ impl WireDecoder for Decoder<'_> {
             out.usage.reasoning_tokens = thoughts;
         }
         Ok(())
-    }
-
-    fn end(&mut self, out: &mut Assembler<'_, '_>) {
-        if self.finish_seen {
-            out.finish();
-        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 
 use crate::error::{parse_retry_after, LlmError, LlmErrorKind};
 use crate::secret::{redact_url, scrub, ApiKey};
@@ -76,6 +76,15 @@ pub(crate) trait WireDecoder: Send {
 
     /// Called when the body ends (Gemini has no explicit completion event).
     fn end(&mut self, _out: &mut Assembler<'_, '_>) {}
+
+    /// Decodes a whole JSON answer to the streaming request, in the provider's
+    /// non-streaming response shape, into `out` as if it had streamed, and finishes it.
+    /// `Ok(false)` when `body` does not have that shape.
+    fn whole(
+        &mut self,
+        body: &serde_json::Value,
+        out: &mut Assembler<'_, '_>,
+    ) -> Result<bool, LlmError>;
 }
 
 /// A provider endpoint over HTTP.
@@ -183,6 +192,16 @@ impl Transport {
             error.retry_after = retry_after;
             return Err(error);
         }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if is_json(&content_type) {
+            // Some gateways answer a streaming request with the whole message.
+            return self.whole(response, &content_type, decoder, out).await;
+        }
         let mut sse = SseDecoder::default();
         loop {
             let chunk = match tokio::time::timeout(idle, response.chunk()).await {
@@ -213,6 +232,63 @@ impl Transport {
         }
         decoder.end(out);
         Ok(())
+    }
+
+    /// Reads a JSON answer to a streaming request and decodes it whole. A body that is
+    /// not JSON or not the provider's response shape fails at once (`configuration`:
+    /// the endpoint does not answer as this provider does, and sending the request
+    /// again would not change that), naming the content type; an error object in it
+    /// is classified like an error event.
+    async fn whole(
+        &self,
+        response: reqwest::Response,
+        content_type: &str,
+        decoder: &mut (dyn WireDecoder + Send),
+        out: &mut Assembler<'_, '_>,
+    ) -> Result<(), LlmError> {
+        let idle = self.settings.idle_timeout;
+        let bytes = match tokio::time::timeout(idle, response.bytes()).await {
+            Err(_) => {
+                return Err(self.error(
+                    LlmErrorKind::Timeout,
+                    format!(
+                        "no complete {content_type} body within {} s",
+                        idle.as_secs_f64()
+                    ),
+                ))
+            }
+            Ok(Err(error)) => {
+                return Err(self.error(
+                    LlmErrorKind::Stream,
+                    format!("{content_type} body interrupted: {}", chain(&error)),
+                ))
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let unusable = |reason: String| {
+            self.error(
+                LlmErrorKind::Configuration,
+                format!(
+                    "the streaming request was answered with content type '{content_type}' \
+                     and {reason}: {}",
+                    scrub(text.trim(), self.key(), ERROR_BODY_LIMIT)
+                ),
+            )
+        };
+        let body: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|error| unusable(format!("a body that is not JSON ({error})")))?;
+        if let Some(error) = body.get("error").filter(|error| error.is_object()) {
+            return Err(answer_error(self, error));
+        }
+        if decoder.whole(&body, out)? {
+            Ok(())
+        } else {
+            Err(unusable(format!(
+                "a body that is not a {} response",
+                self.provider
+            )))
+        }
     }
 
     fn headers(&self, auth: &[(&'static str, String)]) -> Result<HeaderMap, LlmError> {
@@ -251,6 +327,18 @@ impl Transport {
         let message: String = message.into();
         LlmError::new(kind, self.provider, scrub(&message, self.key(), 2_000))
     }
+}
+
+/// Whether a `Content-Type` value is JSON (`application/json`, `…+json`), parameters
+/// such as `charset` aside.
+fn is_json(content_type: &str) -> bool {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
 /// Parses the JSON of one stream event; invalid JSON is a stream error (the whole request
@@ -337,4 +425,20 @@ fn reqwest_without_url(error: &reqwest::Error) -> String {
         copy.push_str("HTTP error");
     }
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types_are_recognised() {
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/problem+json"));
+        assert!(!is_json("text/event-stream"));
+        assert!(!is_json("text/event-stream; charset=utf-8"));
+        assert!(!is_json(""));
+        assert!(!is_json("application/x-ndjson"));
+    }
 }

@@ -8,7 +8,8 @@
 //! The providers of SPEC 10.1 are thin clients of our own over `reqwest`:
 //! [`AnthropicClient`] (Messages API), [`OpenAiClient`] (Responses API), [`GeminiClient`]
 //! (`streamGenerateContent`) and [`ChatCompletionsClient`] (any OpenAI-compatible
-//! server). All of them stream SSE and assemble text, tool calls and usage; cost comes
+//! server). All of them stream SSE and assemble text, tool calls and usage (a gateway's
+//! whole JSON answer to a streaming request is decoded as if streamed); cost comes
 //! from the [`catalog`]. [`Resilient`] wraps a chain of [`Route`]s with the retries of
 //! SPEC 9.2 and the failover of SPEC 9.4. The [`simulated`] provider (SPEC 10.1.5) is
 //! the deterministic offline provider. Keys live in [`ApiKey`], which never prints.

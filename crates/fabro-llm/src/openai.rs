@@ -159,22 +159,7 @@ impl WireDecoder for Decoder<'_> {
                 );
             }
             "response.completed" | "response.incomplete" => {
-                let response = &data["response"];
-                let usage = &response["usage"];
-                out.set_model(response["model"].as_str().unwrap_or_default());
-                out.usage.input_tokens = number(&usage["input_tokens"]);
-                out.usage.cache_read_tokens =
-                    number(&usage["input_tokens_details"]["cached_tokens"]);
-                out.usage.output_tokens = number(&usage["output_tokens"]);
-                out.usage.reasoning_tokens =
-                    number(&usage["output_tokens_details"]["reasoning_tokens"]);
-                if response["incomplete_details"]["reason"] == "content_filter" {
-                    return Err(self.transport.error(
-                        LlmErrorKind::ContentFilter,
-                        "response stopped by the content filter",
-                    ));
-                }
-                out.finish();
+                self.completed(&data["response"], out)?;
             }
             "response.failed" => {
                 return Err(answer_error(self.transport, &data["response"]["error"]));
@@ -186,6 +171,64 @@ impl WireDecoder for Decoder<'_> {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    fn whole(&mut self, body: &Value, out: &mut Assembler<'_, '_>) -> Result<bool, LlmError> {
+        let Some(output) = body["output"].as_array() else {
+            return Ok(false);
+        };
+        if body["status"] == "failed" {
+            return Err(answer_error(self.transport, &body["error"]));
+        }
+        for (index, item) in output.iter().enumerate() {
+            match item["type"].as_str().unwrap_or_default() {
+                "message" => {
+                    for part in item["content"].as_array().into_iter().flatten() {
+                        if part["type"] == "output_text" {
+                            out.text(part["text"].as_str().unwrap_or_default());
+                        }
+                    }
+                }
+                "reasoning" => {
+                    for part in item["summary"].as_array().into_iter().flatten() {
+                        out.reasoning(part["text"].as_str().unwrap_or_default());
+                    }
+                }
+                "function_call" => {
+                    let slot = index.to_string();
+                    out.tool_start(
+                        &slot,
+                        item["call_id"].as_str().unwrap_or_default(),
+                        item["name"].as_str().unwrap_or_default(),
+                    );
+                    out.tool_arguments(&slot, item["arguments"].as_str().unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+        self.completed(body, out)?;
+        Ok(true)
+    }
+}
+
+impl Decoder<'_> {
+    /// A finished response object (`response.completed` / `response.incomplete`, or a
+    /// whole answer): model, usage, the content-filter stop, completion.
+    fn completed(&self, response: &Value, out: &mut Assembler<'_, '_>) -> Result<(), LlmError> {
+        let usage = &response["usage"];
+        out.set_model(response["model"].as_str().unwrap_or_default());
+        out.usage.input_tokens = number(&usage["input_tokens"]);
+        out.usage.cache_read_tokens = number(&usage["input_tokens_details"]["cached_tokens"]);
+        out.usage.output_tokens = number(&usage["output_tokens"]);
+        out.usage.reasoning_tokens = number(&usage["output_tokens_details"]["reasoning_tokens"]);
+        if response["incomplete_details"]["reason"] == "content_filter" {
+            return Err(self.transport.error(
+                LlmErrorKind::ContentFilter,
+                "response stopped by the content filter",
+            ));
+        }
+        out.finish();
         Ok(())
     }
 }
