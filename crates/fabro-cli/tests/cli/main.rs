@@ -9,6 +9,7 @@ mod graph;
 mod inspect;
 mod llm;
 mod parallel_git;
+mod parallel_resume;
 mod records;
 mod resume;
 mod run;
