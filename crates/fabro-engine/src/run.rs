@@ -816,6 +816,7 @@ impl PreparedRun {
             join_cancel: None,
             resumed_stage: resume.is_some(),
             last_stage_dir: None,
+            stage_log: None,
         };
         // A run killed after its exit stage's checkpoint but before the final one has
         // nothing left to execute: resuming it only finishes it.

@@ -203,6 +203,9 @@ pub(crate) struct Traversal {
     /// Cancelled when the parallel stage running this branch has its `first_success` join
     /// satisfied: the current stage ends `skipped` (SPEC 5.7).
     pub(crate) join_cancel: Option<tokio_util::sync::CancellationToken>,
+    /// In a parallel branch: the names of the stage directories its stages (nested branches'
+    /// included) write, for the branch's record (`crate::parallel`).
+    pub(crate) stage_log: Option<Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// Context values whose compact JSON is larger than this many bytes are offloaded to
@@ -582,6 +585,11 @@ impl Traversal {
         );
         let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
         self.last_stage_dir = Some(stage_dir.clone());
+        if let (Some(log), Some(name)) = (&self.stage_log, stage_dir.file_name()) {
+            log.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name.to_string_lossy().into_owned());
+        }
         if resumed {
             // A stage executed again after a crash reuses its rank; nothing of the
             // interrupted attempt may survive (SPEC 8.7).
@@ -624,8 +632,16 @@ impl Traversal {
         };
         let mut attempt = 1;
         let mut outcome = loop {
+            let resumed_attempt = resumed && attempt == 1;
             let outcome = self
-                .attempt(node, &stage_dir, attempt, previous, &preamble)
+                .attempt(
+                    node,
+                    &stage_dir,
+                    attempt,
+                    previous,
+                    &preamble,
+                    resumed_attempt,
+                )
                 .await;
             let retryable = outcome.status == StageStatus::Retry
                 || (outcome.is_fail()
@@ -763,12 +779,13 @@ impl Traversal {
         attempt: u32,
         previous: Option<&Outcome>,
         preamble: &str,
+        resumed: bool,
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
         if spec.handler == HandlerKind::Parallel {
             // Parallel nodes start sub-traversals, so the traversal runs them itself.
-            let outcome = self.run_parallel(node, stage_dir).await;
+            let outcome = self.run_parallel(node, resumed).await;
             return self.unless_join_satisfied(outcome);
         }
         let input = StageInput {

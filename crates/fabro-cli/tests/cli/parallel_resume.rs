@@ -128,32 +128,80 @@ fn a_resumed_parallel_stage_reuses_the_branches_that_had_finished() {
         eprintln!("skipped: git is not installed");
         return;
     }
-    let env = TestEnv::new("parallel_resume_reuse");
-    init_repo(&env);
+    resumed_branches_are_reused("parallel_resume_reuse", true);
+}
+
+#[test]
+fn without_git_a_resumed_parallel_stage_also_reuses_finished_branches() {
+    resumed_branches_are_reused("parallel_resume_reuse_no_git", false);
+}
+
+fn resumed_branches_are_reused(name: &str, with_git: bool) {
+    let env = TestEnv::new(name);
+    if with_git {
+        init_repo(&env);
+    } else {
+        env.write("w.fabro", &workflow(&env));
+    }
     let (executed, run_dir) = kill_during_branch_b(&env, || {});
     let count = |id: &str| executed.iter().filter(|entry| *entry == id).count();
     assert_eq!(count("a"), 1, "branch a ran again: {executed:?}");
     assert_eq!(count("b"), 2, "{executed:?}");
     assert_eq!(count("after"), 1, "{executed:?}");
-    assert_eq!(warnings(&run_dir, "parallel_no_isolation"), 0);
-    assert_eq!(
-        git(&env, &["rev-parse", "fabro/run/killed^{tree}"]),
-        git(&env, &["rev-parse", "fabro/run/reference^{tree}"]),
-        "the resumed run's tree differs from the uninterrupted run's"
-    );
-    // Stage ranks stay unique across the interrupted and the resumed attempt.
-    let mut ranks: Vec<u64> = fs_err::read_dir(run_dir.join("stages"))
+    if with_git {
+        assert_eq!(warnings(&run_dir, "parallel_no_isolation"), 0);
+        assert_eq!(
+            git(&env, &["rev-parse", "fabro/run/killed^{tree}"]),
+            git(&env, &["rev-parse", "fabro/run/reference^{tree}"]),
+            "the resumed run's tree differs from the uninterrupted run's"
+        );
+    }
+    let checkpoint: Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("checkpoint.json")).expect("checkpoint"),
+    )
+    .expect("json");
+    assert_eq!(checkpoint["run_status"], "success");
+    let completed: Vec<&str> = checkpoint["completed_nodes"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for node in ["a", "b", "fan", "merge", "after"] {
+        assert_eq!(
+            completed.iter().filter(|id| **id == node).count(),
+            1,
+            "{node} in {completed:?}"
+        );
+    }
+    // Stage ranks stay unique across the interrupted and the resumed attempt, and the
+    // interrupted attempt of branch b left no stage directory behind.
+    let names: Vec<String> = fs_err::read_dir(run_dir.join("stages"))
         .expect("stages")
         .map(|entry| {
-            let name = entry.expect("entry").file_name();
-            let name = name.to_string_lossy();
-            name.split('-').next().expect("rank").parse().expect("rank")
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
         })
         .collect();
-    let total = ranks.len();
+    let mut ranks: Vec<u64> = names
+        .iter()
+        .map(|name| name.split('-').next().expect("rank").parse().expect("rank"))
+        .collect();
     ranks.sort_unstable();
     ranks.dedup();
-    assert_eq!(ranks.len(), total, "two stage directories share a rank");
+    assert_eq!(
+        ranks.len(),
+        names.len(),
+        "two stage directories share a rank: {names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|name| name.contains("-b@")).count(),
+        1,
+        "{names:?}"
+    );
 }
 
 #[test]
