@@ -14,6 +14,7 @@ mod records;
 mod resume;
 mod run;
 mod stages;
+mod storage;
 mod validate;
 
 use std::process::Output;
