@@ -209,10 +209,7 @@ impl Traversal {
         };
         match line.advance(head) {
             Ok(_) => outcome,
-            Err(error) => Outcome::fail(
-                format!("engine error: {}", crate::error_chain(&error)),
-                FailureClass::Deterministic,
-            ),
+            Err(error) => Outcome::engine_error(crate::error_chain(&error)),
         }
     }
 
@@ -405,12 +402,7 @@ impl Traversal {
         // A branch that cannot get its own worktree never shares one silently (SPEC 5.7).
         let (base, reused, isolation) = match isolated {
             Ok(isolated) => isolated,
-            Err(error) => {
-                return Outcome::fail(
-                    format!("engine error: {}", crate::error_chain(&error)),
-                    FailureClass::Deterministic,
-                );
-            }
+            Err(error) => return Outcome::engine_error(crate::error_chain(&error)),
         };
         let (mut worktrees, cleanups) = match isolation {
             Some(isolation) => (isolation.worktrees, isolation.cleanups),
@@ -479,7 +471,8 @@ impl Traversal {
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
                 let record = branch.branch_record(base, outcome);
-                if let Some(records) = &records {
+                // A branch stopped by a storage failure runs again on resume.
+                if let Some(records) = records.as_ref().filter(|_| !record.outcome.engine_error) {
                     if let Err(error) = records.store(&record) {
                         tracing::warn!(%error, "cannot store a parallel branch's record");
                     }
@@ -523,6 +516,14 @@ impl Traversal {
             }
         }
         let isolated = !cleanups.is_empty();
+        if let Some(stopped) = finished
+            .iter()
+            .find(|result| result.record.outcome.engine_error)
+        {
+            let outcome = stopped.record.outcome.clone();
+            remove_worktrees(&cleanups);
+            return outcome;
+        }
         let mut outcome = self.merge_branches(node, join, &targets, finished);
         if isolated && workflow.node(join).handler != HandlerKind::FanIn && !outcome.is_fail() {
             outcome = self.move_to_best_branch(outcome);
@@ -740,14 +741,14 @@ impl Traversal {
             let outcome = self
                 .run_stage_public(node, previous.as_ref(), entered_by)
                 .await;
+            if outcome.engine_error {
+                return outcome;
+            }
             self.record_public(node, &outcome);
             if let Some(git) = self.branch_git.as_mut() {
                 let node_id = &workflow.node(node).id;
                 if let Err(error) = git.commit_stage(node_id, outcome.status.as_str()) {
-                    return Outcome::fail(
-                        format!("engine error: {}", crate::error_chain(&error)),
-                        FailureClass::Deterministic,
-                    );
+                    return Outcome::engine_error(crate::error_chain(&error));
                 }
             }
             if outcome.notes.as_deref() == Some(JOIN_SATISFIED_NOTES)

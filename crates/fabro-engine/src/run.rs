@@ -961,10 +961,10 @@ impl PreparedRun {
             RunEnd::Canceled {
                 reason,
                 node_id,
-                stalled,
+                cause,
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
-                if *stalled {
+                if *cause == crate::traversal::StopCause::Stall {
                     emitter.emit(Event::run(
                         "Watchdog.Timeout",
                         json!({"stall_timeout_s": self.workflow.settings.stall_timeout.as_secs(), "last_event_id": emitter.last_event_id()}),

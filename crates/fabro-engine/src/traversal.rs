@@ -45,15 +45,28 @@ pub enum RunEnd {
         /// Node concerned.
         node_id: Option<String>,
     },
-    /// Cancelled by the user or the stall watchdog (SPEC 4.8, 9.11).
+    /// Cancelled by the user or the stall watchdog (SPEC 4.8, 9.11), or stopped because
+    /// fabro's own storage failed; resumable in every case.
     Canceled {
-        /// `canceled` or the stall timeout message.
+        /// `canceled`, the stall timeout message or `engine error: …`.
         reason: String,
         /// The interrupted node.
         node_id: Option<String>,
-        /// Whether the stall watchdog fired (exit 1 rather than 130).
-        stalled: bool,
+        /// What stopped the run.
+        cause: StopCause,
     },
+}
+
+/// What stopped a canceled run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// The user: a signal or a cancel request (exit 130).
+    User,
+    /// The stall watchdog (SPEC 9.11; exit 1).
+    Stall,
+    /// An I/O error of fabro's own storage: run directory, blob store, journal, git
+    /// objects or refs (exit 1). The interrupted stage runs again on resume.
+    EngineError,
 }
 
 /// Everything the loop tracks; mirrored by `checkpoint.json`.
@@ -273,6 +286,13 @@ impl Traversal {
                 return self.finish_between_stages(end, Some(node));
             }
             let outcome = self.run_stage(node, previous.as_ref(), entered_by).await;
+            if outcome.engine_error {
+                return RunEnd::Canceled {
+                    reason: outcome.failure_reason().to_owned(),
+                    node_id: Some(workflow.node(node).id.clone()),
+                    cause: StopCause::EngineError,
+                };
+            }
             if self.services.cancel.is_cancelled()
                 && outcome.failure_class() == Some(FailureClass::Canceled)
             {
@@ -374,10 +394,10 @@ impl Traversal {
         {
             Ok(shas) => shas,
             Err(error) => {
-                return Err(RunEnd::Failed {
+                return Err(RunEnd::Canceled {
                     reason: format!("engine error: {}", crate::error_chain(&error)),
-                    class: FailureClass::Deterministic,
                     node_id: Some(current),
+                    cause: StopCause::EngineError,
                 })
             }
         };
@@ -442,12 +462,12 @@ impl Traversal {
             Some(reason) => RunEnd::Canceled {
                 reason,
                 node_id,
-                stalled: true,
+                cause: StopCause::Stall,
             },
             None => RunEnd::Canceled {
                 reason: "canceled".to_owned(),
                 node_id,
-                stalled: false,
+                cause: StopCause::User,
             },
         }
     }
@@ -596,10 +616,7 @@ impl Traversal {
             let _ = fs_err::remove_dir_all(&stage_dir);
         }
         if let Err(error) = fs_err::create_dir_all(&stage_dir) {
-            return Outcome::fail(
-                format!("engine error: {error}"),
-                FailureClass::Deterministic,
-            );
+            return Outcome::engine_error(error);
         }
         self.emit(Event::stage_started(
             &spec.id,
@@ -646,7 +663,7 @@ impl Traversal {
             let retryable = outcome.status == StageStatus::Retry
                 || (outcome.is_fail()
                     && outcome.failure_class() == Some(FailureClass::TransientInfra));
-            if !retryable || self.services.cancel.is_cancelled() {
+            if !retryable || outcome.engine_error || self.services.cancel.is_cancelled() {
                 break outcome;
             }
             if attempt >= plan.max_attempts {
@@ -673,7 +690,7 @@ impl Traversal {
             self.state
                 .context
                 .set(format!("internal.retry_count.{}", spec.id), attempt);
-            self.write_status(
+            if let Err(error) = self.write_status(
                 &stage_dir,
                 node,
                 visit,
@@ -682,7 +699,12 @@ impl Traversal {
                 &outcome,
                 &started_at,
                 started.elapsed(),
-            );
+            ) {
+                break Outcome::engine_error(format!(
+                    "cannot write {}: {error}",
+                    stage_dir.join("status.json").display()
+                ));
+            }
             archive_attempt(&stage_dir, attempt);
             self.emit(Event::stage_retrying(
                 &spec.id,
@@ -717,7 +739,7 @@ impl Traversal {
                 self.state.context.set("failure_signature", signature);
             }
         }
-        self.write_status(
+        if let Err(error) = self.write_status(
             &stage_dir,
             node,
             visit,
@@ -726,7 +748,14 @@ impl Traversal {
             &outcome,
             &started_at,
             started.elapsed(),
-        );
+        ) {
+            if !outcome.engine_error {
+                outcome = Outcome::engine_error(format!(
+                    "cannot write {}: {error}",
+                    stage_dir.join("status.json").display()
+                ));
+            }
+        }
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.emit(Event::stage_completed(
             &spec.id,
@@ -859,7 +888,7 @@ impl Traversal {
         outcome: &Outcome,
         started_at: &str,
         elapsed: Duration,
-    ) {
+    ) -> std::io::Result<()> {
         let spec = self.workflow.node(node);
         let signature = match (outcome.is_fail(), outcome.failure_class()) {
             (true, Some(class)) => {
@@ -895,9 +924,7 @@ impl Traversal {
             finished_at: now_rfc3339(),
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         };
-        if let Err(error) = write_json_atomic(&stage_dir.join("status.json"), &record) {
-            tracing::error!(%error, "cannot write status.json");
-        }
+        write_json_atomic(&stage_dir.join("status.json"), &record)
     }
 
     /// Applies a completed stage to the run state (SPEC 4.2).
