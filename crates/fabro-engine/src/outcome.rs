@@ -55,6 +55,11 @@ pub struct Outcome {
     /// Provider of an LLM stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The stage could not go on because fabro's own storage failed (run directory, blob
+    /// store, journal, git objects or refs): the run stops at once as `canceled`, and the
+    /// stage runs again on resume. Never persisted.
+    #[serde(skip)]
+    pub engine_error: bool,
 }
 
 impl Outcome {
@@ -72,6 +77,7 @@ impl Outcome {
             files_touched: Vec::new(),
             model: None,
             provider: None,
+            engine_error: false,
         }
     }
 
@@ -87,6 +93,14 @@ impl Outcome {
             reason: reason.into(),
             class,
         });
+        outcome
+    }
+
+    /// A failure of fabro's own storage (see [`Outcome::engine_error`]): `fail` with reason
+    /// `engine error: {what}` and class `canceled`.
+    pub fn engine_error(what: impl std::fmt::Display) -> Outcome {
+        let mut outcome = Outcome::fail(format!("engine error: {what}"), FailureClass::Canceled);
+        outcome.engine_error = true;
         outcome
     }
 

@@ -9,7 +9,6 @@
 //! their current stage ends `skipped` with its status file written like any other.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,6 +24,10 @@ use crate::git::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
 use crate::handler::fan_in::{self, Candidate};
 use crate::outcome::Outcome;
 use crate::traversal::Traversal;
+
+mod branch_record;
+
+use branch_record::{BranchRecord, RecordDir};
 
 /// A boxed `Send` future.
 pub(crate) type BoxFuture<'a, T> =
@@ -90,12 +93,17 @@ pub(crate) async fn join_satisfied(token: Option<&CancellationToken>) {
     }
 }
 
-/// What one branch produced.
+/// What one branch produced, and whether it came from an interrupted earlier attempt.
 struct BranchResult {
     index: usize,
-    outcome: Outcome,
-    head_sha: Option<String>,
-    branch: Option<Traversal>,
+    record: BranchRecord,
+}
+
+/// The git isolation of one parallel stage: each branch's worktree (by target index, `None`
+/// for reused branches) and what removing them and the leftovers of reused ones takes.
+struct Isolation {
+    worktrees: Vec<Option<BranchWorktree>>,
+    cleanups: Vec<BranchCleanup>,
 }
 
 /// A branch's entry in `parallel.results`.
@@ -106,11 +114,15 @@ struct BranchSummary {
     head_sha: Option<String>,
 }
 
-/// The git isolation of one parallel stage: each branch's worktree (in target order) and
-/// what removing them takes.
-struct Isolation {
-    worktrees: Vec<BranchWorktree>,
-    cleanups: Vec<BranchCleanup>,
+/// Branches of an interrupted attempt of the same parallel stage that need not run again.
+struct Reused {
+    records: Vec<(usize, BranchRecord)>,
+}
+
+impl Reused {
+    fn contains(&self, index: usize) -> bool {
+        self.records.iter().any(|(reused, _)| *reused == index)
+    }
 }
 
 impl Traversal {
@@ -143,6 +155,8 @@ impl Traversal {
             last_stage_dir: None,
             branch_git: None,
             join_cancel: Some(join_cancel),
+            // Nested branches write into their enclosing branch's list.
+            stage_log: Some(self.stage_log.clone().unwrap_or_default()),
         }
     }
 
@@ -195,40 +209,108 @@ impl Traversal {
         };
         match line.advance(head) {
             Ok(_) => outcome,
-            Err(error) => Outcome::fail(
-                format!("engine error: {}", crate::error_chain(&error)),
-                FailureClass::Deterministic,
-            ),
+            Err(error) => Outcome::engine_error(crate::error_chain(&error)),
         }
     }
 
-    /// With git checkpointing: commits the parallel base and creates one branch worktree per
-    /// target (SPEC 5.7). `Ok(None)` without git checkpointing.
+    /// With git checkpointing: commits the parallel base (SPEC 5.7) and returns its SHA;
+    /// `Ok(None)` without git checkpointing.
+    fn parallel_base(&mut self, node_id: &str) -> Result<Option<String>, crate::git::GitError> {
+        match self.checked_out() {
+            Some(mut line) => line.commit_base(node_id).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The branches of an interrupted attempt of this parallel stage that finished from the
+    /// same base (and, with git, whose heads exist): a resumed stage reuses them.
+    fn reusable_branches(
+        &mut self,
+        records: &RecordDir,
+        targets: &[String],
+        base: Option<&str>,
+    ) -> Reused {
+        let mut reused = Vec::new();
+        for (index, target) in targets.iter().enumerate() {
+            let Some(record) = records.load(target) else {
+                continue;
+            };
+            if record.base_sha.as_deref() != base {
+                continue;
+            }
+            let head_exists = match (&record.head_sha, self.checked_out()) {
+                (Some(head), Some(line)) => line.has_commit(head),
+                (None, None) => true,
+                _ => false,
+            };
+            if head_exists {
+                reused.push((index, record));
+            }
+        }
+        Reused { records: reused }
+    }
+
+    /// A resumed parallel stage keeps its rank (SPEC 8.7): stage directories of later ranks
+    /// are the interrupted attempt's, and only the reused branches' are kept. Ranks allocated
+    /// from here on come after the reused ones.
+    fn forget_interrupted_stages(&self, reused: &Reused) {
+        let own_rank = self.state.stage_rank;
+        let keep: std::collections::BTreeSet<&str> = reused
+            .records
+            .iter()
+            .flat_map(|(_, record)| record.stage_dirs.iter().map(String::as_str))
+            .collect();
+        let stages = self.paths.run_dir().join("stages");
+        if let Ok(entries) = std::fs::read_dir(&stages) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let stale = branch_record::stage_rank(&name).is_some_and(|rank| rank > own_rank)
+                    && !keep.contains(name.as_ref());
+                if stale {
+                    if let Err(error) = fs_err::remove_dir_all(entry.path()) {
+                        tracing::warn!(%error, "cannot remove an interrupted stage directory");
+                    }
+                }
+            }
+        }
+        if let Some(highest) = reused
+            .records
+            .iter()
+            .filter_map(|(_, record)| record.max_rank())
+            .max()
+        {
+            self.ranks
+                .fetch_max(highest, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// With git checkpointing: creates one branch worktree at `base` per target that is not
+    /// reused (SPEC 5.7). `Ok(None)` without git checkpointing.
     fn isolate(
         &mut self,
-        node_id: &str,
-        visit: u32,
+        site: &ParallelSite<'_>,
         targets: &[String],
+        base: &str,
+        reused: &Reused,
     ) -> Result<Option<Isolation>, crate::git::GitError> {
-        let run_dir = self.paths.run_dir().to_path_buf();
-        let Some(mut line) = self.checked_out() else {
+        let Some(line) = self.checked_out() else {
             return Ok(None);
-        };
-        let base = line.commit_base(node_id)?;
-        let site = ParallelSite {
-            run_dir: &run_dir,
-            node_id,
-            visit,
         };
         let mut isolation = Isolation {
             worktrees: Vec::new(),
             cleanups: Vec::new(),
         };
-        for target in targets {
-            match line.create_branch(&site, target, &base) {
+        for (index, target) in targets.iter().enumerate() {
+            if reused.contains(index) {
+                isolation.cleanups.push(line.branch_cleanup(site, target));
+                isolation.worktrees.push(None);
+                continue;
+            }
+            match line.create_branch(site, target, base) {
                 Ok(worktree) => {
                     isolation.cleanups.push(worktree.cleanup());
-                    isolation.worktrees.push(worktree);
+                    isolation.worktrees.push(Some(worktree));
                 }
                 Err(error) => {
                     drop(isolation.worktrees);
@@ -241,19 +323,20 @@ impl Traversal {
     }
 
     /// Runs the parallel node `node` (SPEC 5.7) and returns its outcome; the join node
-    /// and the branch stages are kept for the main loop.
+    /// and the branch stages are kept for the main loop. `resumed` says that this is the
+    /// first stage of a resumed run: branches that had finished are then reused.
     ///
     /// Returned as a boxed `Send` future: branches run stages, which may be parallel
     /// again, and an opaque recursive future type could not be proven `Send`.
-    pub(crate) fn run_parallel<'a>(
-        &'a mut self,
+    pub(crate) fn run_parallel(
+        &mut self,
         node: NodeIndex,
-        stage_dir: &'a Path,
-    ) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.run_parallel_inner(node, stage_dir))
+        resumed: bool,
+    ) -> BoxFuture<'_, Outcome> {
+        Box::pin(self.run_parallel_inner(node, resumed))
     }
 
-    async fn run_parallel_inner(&mut self, node: NodeIndex, _stage_dir: &Path) -> Outcome {
+    async fn run_parallel_inner(&mut self, node: NodeIndex, resumed: bool) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
         let targets: Vec<NodeIndex> = workflow
@@ -288,9 +371,42 @@ impl Traversal {
             .map(|&target| workflow.node(target).id.clone())
             .collect();
         let visit = self.state.node_visits.get(&spec.id).copied().unwrap_or(1);
-        let isolation = match self.isolate(&spec.id, visit, &target_ids) {
-            Ok(Some(isolation)) => Some(isolation),
-            Ok(None) => {
+        let run_dir = self.paths.run_dir().to_path_buf();
+        let site = ParallelSite {
+            run_dir: &run_dir,
+            node_id: &spec.id,
+            visit,
+        };
+        // Only a top-level parallel stage can be the stage a run resumes at.
+        let records = self
+            .branch
+            .is_none()
+            .then(|| RecordDir::new(&run_dir, &spec.id, visit));
+        let isolated = self.parallel_base(&spec.id).and_then(|base| {
+            let reused = match (&records, resumed) {
+                (Some(records), true) => {
+                    let reused = self.reusable_branches(records, &target_ids, base.as_deref());
+                    self.forget_interrupted_stages(&reused);
+                    reused
+                }
+                _ => Reused {
+                    records: Vec::new(),
+                },
+            };
+            let isolation = match &base {
+                Some(base) => self.isolate(&site, &target_ids, base, &reused)?,
+                None => None,
+            };
+            Ok((base, reused, isolation))
+        });
+        // A branch that cannot get its own worktree never shares one silently (SPEC 5.7).
+        let (base, reused, isolation) = match isolated {
+            Ok(isolated) => isolated,
+            Err(error) => return Outcome::engine_error(crate::error_chain(&error)),
+        };
+        let (mut worktrees, cleanups) = match isolation {
+            Some(isolation) => (isolation.worktrees, isolation.cleanups),
+            None => {
                 emitter.emit(Event::warning(
                     Some(&spec.id),
                     "parallel_no_isolation",
@@ -299,38 +415,32 @@ impl Traversal {
                         spec.id
                     ),
                 ));
-                None
+                (Vec::new(), Vec::new())
             }
-            Err(error) => {
-                emitter.emit(Event::warning(
-                    Some(&spec.id),
-                    "parallel_no_isolation",
-                    &format!(
-                        "branches of {} share the working directory: {}",
-                        spec.id,
-                        crate::error_chain(&error)
-                    ),
-                ));
-                None
-            }
-        };
-        let (mut worktrees, cleanups) = match isolation {
-            Some(isolation) => (
-                isolation.worktrees.into_iter().map(Some).collect(),
-                isolation.cleanups,
-            ),
-            None => (Vec::new(), Vec::new()),
         };
         let join_token = match &self.join_cancel {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
+        let mut finished: Vec<BranchResult> = Vec::new();
+        for (index, record) in reused.records {
+            tracing::info!(branch = %record.target, "reusing a parallel branch that had finished");
+            if record.outcome.status == StageStatus::Success
+                && spec.join_policy == JoinPolicy::FirstSuccess
+            {
+                join_token.cancel();
+            }
+            finished.push(BranchResult { index, record });
+        }
         let semaphore = Arc::new(tokio::sync::Semaphore::new(
             spec.max_parallel.max(1) as usize
         ));
         let mut tasks = tokio::task::JoinSet::new();
         let mut task_index = BTreeMap::new();
         for (index, &target) in targets.iter().enumerate() {
+            if finished.iter().any(|result| result.index == index) {
+                continue;
+            }
             let mut branch = self.fork(target, join_token.clone());
             if let Some(worktree) = worktrees.get_mut(index).and_then(Option::take) {
                 branch.work_dir = worktree.work_dir();
@@ -344,45 +454,42 @@ impl Traversal {
             let emitter = Arc::clone(&emitter);
             let join_token = join_token.clone();
             let target_id = workflow.node(target).id.clone();
+            let base = base.clone();
+            let records = records.clone();
             let handle = tasks.spawn(async move {
                 let permit = tokio::select! {
                     biased;
                     () = join_token.cancelled() => None,
                     permit = semaphore.acquire_owned() => Some(permit),
                 };
-                let head_sha = |branch: &Traversal| branch.branch_git.as_ref().map(BranchWorktree::head_sha);
                 if permit.is_none() {
                     // The join was satisfied before this branch could start.
-                    return BranchResult {
-                        index,
-                        outcome: join_satisfied_outcome(),
-                        head_sha: head_sha(&branch),
-                        branch: Some(branch),
-                    };
+                    let record = branch.branch_record(base, join_satisfied_outcome());
+                    return BranchResult { index, record };
                 }
                 emitter.emit(Event::node("ParallelBranchStarted", &target_id, json!({"branch": target_id, "index": index})));
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
-                let head_sha = head_sha(&branch);
+                let record = branch.branch_record(base, outcome);
+                // A branch stopped by a storage failure runs again on resume.
+                if let Some(records) = records.as_ref().filter(|_| !record.outcome.engine_error) {
+                    if let Err(error) = records.store(&record) {
+                        tracing::warn!(%error, "cannot store a parallel branch's record");
+                    }
+                }
                 emitter.emit(Event::node(
                     "ParallelBranchCompleted",
                     &target_id,
-                    json!({"status": outcome.status.as_str(), "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "head_sha": head_sha}),
+                    json!({"status": record.outcome.status.as_str(), "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "head_sha": record.head_sha}),
                 ));
-                BranchResult {
-                    index,
-                    outcome,
-                    head_sha,
-                    branch: Some(branch),
-                }
+                BranchResult { index, record }
             });
-            task_index.insert(handle.id(), index);
+            task_index.insert(handle.id(), (index, target_ids[index].clone()));
         }
-        let mut finished: Vec<BranchResult> = Vec::new();
         while let Some(joined) = tasks.join_next_with_id().await {
             match joined {
                 Ok((_, result)) => {
-                    let succeeded = result.outcome.status == StageStatus::Success;
+                    let succeeded = result.record.outcome.status == StageStatus::Success;
                     finished.push(result);
                     if succeeded
                         && spec.join_policy == JoinPolicy::FirstSuccess
@@ -393,26 +500,73 @@ impl Traversal {
                     }
                 }
                 Err(error) => {
-                    let index = task_index.get(&error.id()).copied().unwrap_or(usize::MAX);
+                    let (index, target) = task_index
+                        .get(&error.id())
+                        .cloned()
+                        .unwrap_or((usize::MAX, String::new()));
+                    let outcome = Outcome::fail(
+                        format!("handler panicked: {error}"),
+                        FailureClass::Deterministic,
+                    );
                     finished.push(BranchResult {
                         index,
-                        outcome: Outcome::fail(
-                            format!("handler panicked: {error}"),
-                            FailureClass::Deterministic,
-                        ),
-                        head_sha: None,
-                        branch: None,
+                        record: BranchRecord::bare(&target, outcome),
                     });
                 }
             }
         }
         let isolated = !cleanups.is_empty();
+        if let Some(stopped) = finished
+            .iter()
+            .find(|result| result.record.outcome.engine_error)
+        {
+            let outcome = stopped.record.outcome.clone();
+            remove_worktrees(&cleanups);
+            return outcome;
+        }
         let mut outcome = self.merge_branches(node, join, &targets, finished);
         if isolated && workflow.node(join).handler != HandlerKind::FanIn && !outcome.is_fail() {
             outcome = self.move_to_best_branch(outcome);
         }
         remove_worktrees(&cleanups);
         outcome
+    }
+
+    /// The record of this branch traversal, ended with `outcome`.
+    fn branch_record(&self, base_sha: Option<String>, outcome: Outcome) -> BranchRecord {
+        let state = &self.state;
+        let mut outputs = BTreeMap::new();
+        let mut completed = Vec::new();
+        for node_id in &state.completed_nodes {
+            if let Some(outcome) = state.node_outcomes.get(node_id) {
+                completed.push((node_id.clone(), outcome.clone()));
+            }
+            for key in [format!("response.{node_id}"), format!("output.{node_id}")] {
+                if let Some(value) = state.context.get(&key) {
+                    outputs.insert(key, value.clone());
+                }
+            }
+        }
+        BranchRecord {
+            target: self.branch.clone().unwrap_or_default(),
+            base_sha,
+            outcome,
+            head_sha: self.branch_git.as_ref().map(BranchWorktree::head_sha),
+            score: state.context.get("score").and_then(Value::as_f64),
+            completed,
+            outputs,
+            node_visits: state.node_visits.clone(),
+            loop_failure_signatures: state.loop_failure_signatures.clone(),
+            stage_dirs: self
+                .stage_log
+                .as_ref()
+                .map(|log| {
+                    log.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// Without a fan-in node as join: moves the run branch to the best successful branch
@@ -448,45 +602,24 @@ impl Traversal {
         let spec = workflow.node(node);
         let mut by_index: Vec<Option<BranchSummary>> = vec![None; targets.len()];
         let mut copied: BTreeMap<String, (usize, Value)> = BTreeMap::new();
-        for result in &finished {
-            let score = result
-                .branch
-                .as_ref()
-                .and_then(|branch| branch.state.context.get("score"))
-                .and_then(Value::as_f64);
-            if let Some(slot) = by_index.get_mut(result.index) {
-                *slot = Some(BranchSummary {
-                    outcome: result.outcome.clone(),
-                    score,
-                    head_sha: result.head_sha.clone(),
-                });
+        for BranchResult { index, record } in finished {
+            for (node_id, outcome) in &record.completed {
+                self.pending_records
+                    .push((node_id.clone(), outcome.clone()));
             }
-            let Some(branch) = &result.branch else {
-                continue;
-            };
-            for node_id in &branch.state.completed_nodes {
-                if let Some(outcome) = branch.state.node_outcomes.get(node_id) {
-                    self.pending_records
-                        .push((node_id.clone(), outcome.clone()));
-                }
-                for key in [format!("response.{node_id}"), format!("output.{node_id}")] {
-                    if let Some(value) = branch.state.context.get(&key) {
-                        let keep = copied
-                            .get(&key)
-                            .is_none_or(|(index, _)| result.index < *index);
-                        if keep {
-                            copied.insert(key, (result.index, value.clone()));
-                        }
-                    }
+            for (key, value) in &record.outputs {
+                let keep = copied.get(key).is_none_or(|(earlier, _)| index < *earlier);
+                if keep {
+                    copied.insert(key.clone(), (index, value.clone()));
                 }
             }
             // Visits and signatures merge in bulk: the next checkpoint compares all.
             self.state.touched_everything = true;
-            for (node_id, visits) in &branch.state.node_visits {
+            for (node_id, visits) in &record.node_visits {
                 let entry = self.state.node_visits.entry(node_id.clone()).or_insert(0);
                 *entry = (*entry).max(*visits);
             }
-            for (signature, count) in &branch.state.loop_failure_signatures {
+            for (signature, count) in &record.loop_failure_signatures {
                 let before = self
                     .state
                     .loop_failure_signatures
@@ -499,6 +632,13 @@ impl Traversal {
                     .loop_failure_signatures
                     .entry(signature.clone())
                     .or_insert(0) += delta;
+            }
+            if let Some(slot) = by_index.get_mut(index) {
+                *slot = Some(BranchSummary {
+                    outcome: record.outcome,
+                    score: record.score,
+                    head_sha: record.head_sha,
+                });
             }
         }
         self.state.stage_rank = self.ranks.load(std::sync::atomic::Ordering::SeqCst);
@@ -601,14 +741,14 @@ impl Traversal {
             let outcome = self
                 .run_stage_public(node, previous.as_ref(), entered_by)
                 .await;
+            if outcome.engine_error {
+                return outcome;
+            }
             self.record_public(node, &outcome);
             if let Some(git) = self.branch_git.as_mut() {
                 let node_id = &workflow.node(node).id;
                 if let Err(error) = git.commit_stage(node_id, outcome.status.as_str()) {
-                    return Outcome::fail(
-                        format!("engine error: {}", crate::error_chain(&error)),
-                        FailureClass::Deterministic,
-                    );
+                    return Outcome::engine_error(crate::error_chain(&error));
                 }
             }
             if outcome.notes.as_deref() == Some(JOIN_SATISFIED_NOTES)

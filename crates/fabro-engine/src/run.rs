@@ -816,6 +816,7 @@ impl PreparedRun {
             join_cancel: None,
             resumed_stage: resume.is_some(),
             last_stage_dir: None,
+            stage_log: None,
         };
         // A run killed after its exit stage's checkpoint but before the final one has
         // nothing left to execute: resuming it only finishes it.
@@ -960,10 +961,10 @@ impl PreparedRun {
             RunEnd::Canceled {
                 reason,
                 node_id,
-                stalled,
+                cause,
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
-                if *stalled {
+                if *cause == crate::traversal::StopCause::Stall {
                     emitter.emit(Event::run(
                         "Watchdog.Timeout",
                         json!({"stall_timeout_s": self.workflow.settings.stall_timeout.as_secs(), "last_event_id": emitter.last_event_id()}),

@@ -45,15 +45,28 @@ pub enum RunEnd {
         /// Node concerned.
         node_id: Option<String>,
     },
-    /// Cancelled by the user or the stall watchdog (SPEC 4.8, 9.11).
+    /// Cancelled by the user or the stall watchdog (SPEC 4.8, 9.11), or stopped because
+    /// fabro's own storage failed; resumable in every case.
     Canceled {
-        /// `canceled` or the stall timeout message.
+        /// `canceled`, the stall timeout message or `engine error: …`.
         reason: String,
         /// The interrupted node.
         node_id: Option<String>,
-        /// Whether the stall watchdog fired (exit 1 rather than 130).
-        stalled: bool,
+        /// What stopped the run.
+        cause: StopCause,
     },
+}
+
+/// What stopped a canceled run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// The user: a signal or a cancel request (exit 130).
+    User,
+    /// The stall watchdog (SPEC 9.11; exit 1).
+    Stall,
+    /// An I/O error of fabro's own storage: run directory, blob store, journal, git
+    /// objects or refs (exit 1). The interrupted stage runs again on resume.
+    EngineError,
 }
 
 /// Everything the loop tracks; mirrored by `checkpoint.json`.
@@ -203,6 +216,9 @@ pub(crate) struct Traversal {
     /// Cancelled when the parallel stage running this branch has its `first_success` join
     /// satisfied: the current stage ends `skipped` (SPEC 5.7).
     pub(crate) join_cancel: Option<tokio_util::sync::CancellationToken>,
+    /// In a parallel branch: the names of the stage directories its stages (nested branches'
+    /// included) write, for the branch's record (`crate::parallel`).
+    pub(crate) stage_log: Option<Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// Context values whose compact JSON is larger than this many bytes are offloaded to
@@ -270,6 +286,13 @@ impl Traversal {
                 return self.finish_between_stages(end, Some(node));
             }
             let outcome = self.run_stage(node, previous.as_ref(), entered_by).await;
+            if outcome.engine_error {
+                return RunEnd::Canceled {
+                    reason: outcome.failure_reason().to_owned(),
+                    node_id: Some(workflow.node(node).id.clone()),
+                    cause: StopCause::EngineError,
+                };
+            }
             if self.services.cancel.is_cancelled()
                 && outcome.failure_class() == Some(FailureClass::Canceled)
             {
@@ -371,10 +394,10 @@ impl Traversal {
         {
             Ok(shas) => shas,
             Err(error) => {
-                return Err(RunEnd::Failed {
+                return Err(RunEnd::Canceled {
                     reason: format!("engine error: {}", crate::error_chain(&error)),
-                    class: FailureClass::Deterministic,
                     node_id: Some(current),
+                    cause: StopCause::EngineError,
                 })
             }
         };
@@ -439,12 +462,12 @@ impl Traversal {
             Some(reason) => RunEnd::Canceled {
                 reason,
                 node_id,
-                stalled: true,
+                cause: StopCause::Stall,
             },
             None => RunEnd::Canceled {
                 reason: "canceled".to_owned(),
                 node_id,
-                stalled: false,
+                cause: StopCause::User,
             },
         }
     }
@@ -582,16 +605,18 @@ impl Traversal {
         );
         let stage_dir = self.paths.stage_dir(rank, &spec.id, visit);
         self.last_stage_dir = Some(stage_dir.clone());
+        if let (Some(log), Some(name)) = (&self.stage_log, stage_dir.file_name()) {
+            log.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name.to_string_lossy().into_owned());
+        }
         if resumed {
             // A stage executed again after a crash reuses its rank; nothing of the
             // interrupted attempt may survive (SPEC 8.7).
             let _ = fs_err::remove_dir_all(&stage_dir);
         }
         if let Err(error) = fs_err::create_dir_all(&stage_dir) {
-            return Outcome::fail(
-                format!("engine error: {error}"),
-                FailureClass::Deterministic,
-            );
+            return Outcome::engine_error(error);
         }
         self.emit(Event::stage_started(
             &spec.id,
@@ -624,13 +649,21 @@ impl Traversal {
         };
         let mut attempt = 1;
         let mut outcome = loop {
+            let resumed_attempt = resumed && attempt == 1;
             let outcome = self
-                .attempt(node, &stage_dir, attempt, previous, &preamble)
+                .attempt(
+                    node,
+                    &stage_dir,
+                    attempt,
+                    previous,
+                    &preamble,
+                    resumed_attempt,
+                )
                 .await;
             let retryable = outcome.status == StageStatus::Retry
                 || (outcome.is_fail()
                     && outcome.failure_class() == Some(FailureClass::TransientInfra));
-            if !retryable || self.services.cancel.is_cancelled() {
+            if !retryable || outcome.engine_error || self.services.cancel.is_cancelled() {
                 break outcome;
             }
             if attempt >= plan.max_attempts {
@@ -657,7 +690,7 @@ impl Traversal {
             self.state
                 .context
                 .set(format!("internal.retry_count.{}", spec.id), attempt);
-            self.write_status(
+            if let Err(error) = self.write_status(
                 &stage_dir,
                 node,
                 visit,
@@ -666,7 +699,12 @@ impl Traversal {
                 &outcome,
                 &started_at,
                 started.elapsed(),
-            );
+            ) {
+                break Outcome::engine_error(format!(
+                    "cannot write {}: {error}",
+                    stage_dir.join("status.json").display()
+                ));
+            }
             archive_attempt(&stage_dir, attempt);
             self.emit(Event::stage_retrying(
                 &spec.id,
@@ -701,7 +739,7 @@ impl Traversal {
                 self.state.context.set("failure_signature", signature);
             }
         }
-        self.write_status(
+        if let Err(error) = self.write_status(
             &stage_dir,
             node,
             visit,
@@ -710,7 +748,14 @@ impl Traversal {
             &outcome,
             &started_at,
             started.elapsed(),
-        );
+        ) {
+            if !outcome.engine_error {
+                outcome = Outcome::engine_error(format!(
+                    "cannot write {}: {error}",
+                    stage_dir.join("status.json").display()
+                ));
+            }
+        }
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.emit(Event::stage_completed(
             &spec.id,
@@ -763,12 +808,13 @@ impl Traversal {
         attempt: u32,
         previous: Option<&Outcome>,
         preamble: &str,
+        resumed: bool,
     ) -> Outcome {
         let workflow = Arc::clone(&self.workflow);
         let spec = workflow.node(node);
         if spec.handler == HandlerKind::Parallel {
             // Parallel nodes start sub-traversals, so the traversal runs them itself.
-            let outcome = self.run_parallel(node, stage_dir).await;
+            let outcome = self.run_parallel(node, resumed).await;
             return self.unless_join_satisfied(outcome);
         }
         let input = StageInput {
@@ -842,7 +888,7 @@ impl Traversal {
         outcome: &Outcome,
         started_at: &str,
         elapsed: Duration,
-    ) {
+    ) -> std::io::Result<()> {
         let spec = self.workflow.node(node);
         let signature = match (outcome.is_fail(), outcome.failure_class()) {
             (true, Some(class)) => {
@@ -878,9 +924,7 @@ impl Traversal {
             finished_at: now_rfc3339(),
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         };
-        if let Err(error) = write_json_atomic(&stage_dir.join("status.json"), &record) {
-            tracing::error!(%error, "cannot write status.json");
-        }
+        write_json_atomic(&stage_dir.join("status.json"), &record)
     }
 
     /// Applies a completed stage to the run state (SPEC 4.2).

@@ -9,7 +9,7 @@ use fabro_engine::event::EventSink;
 use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
-use fabro_engine::traversal::RunEnd;
+use fabro_engine::traversal::{RunEnd, StopCause};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::RunArgs;
@@ -197,8 +197,11 @@ pub(crate) fn execute(
         }
         RunEnd::Completed { .. } => Status::PartialSuccess,
         RunEnd::Failed { .. } => Status::Failure,
-        RunEnd::Canceled { stalled: true, .. } => Status::Failure,
-        RunEnd::Canceled { stalled: false, .. } => Status::Canceled,
+        RunEnd::Canceled {
+            cause: StopCause::User,
+            ..
+        } => Status::Canceled,
+        RunEnd::Canceled { .. } => Status::Failure,
     })
 }
 

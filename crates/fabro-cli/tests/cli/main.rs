@@ -9,10 +9,12 @@ mod graph;
 mod inspect;
 mod llm;
 mod parallel_git;
+mod parallel_resume;
 mod records;
 mod resume;
 mod run;
 mod stages;
+mod storage;
 mod validate;
 
 use std::process::Output;

@@ -67,6 +67,24 @@ impl CheckedOutBranch<'_> {
         self.head.to_string()
     }
 
+    /// Whether `sha` names a commit of the repository.
+    pub fn has_commit(&self, sha: &str) -> bool {
+        Oid::from_str(sha).is_ok_and(|oid| self.repo.find_commit(oid).is_ok())
+    }
+
+    /// What removing the worktree that branch `target` of `site` had (or would have) takes:
+    /// for the leftovers of an interrupted attempt whose branch is not created again.
+    pub fn branch_cleanup(&self, site: &ParallelSite<'_>, target: &str) -> BranchCleanup {
+        BranchCleanup {
+            path: site.branches_dir().join(target),
+            admin_dir: self
+                .repo
+                .commondir()
+                .join("worktrees")
+                .join(registration_name(self.run_id, site, target)),
+        }
+    }
+
     /// Commits the worktree's changes as the parallel base of `node_id` and returns the base
     /// SHA: the tip itself when nothing changed (the usual case, since the previous stage was
     /// committed), else a new commit `fabro({run_id}): {node_id} (parallel base)`.

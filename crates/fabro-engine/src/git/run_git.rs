@@ -157,6 +157,11 @@ impl RunGit {
             let stale = main.path().join(format!("{reference}.lock"));
             let _ = fs_err::remove_file(stale);
         }
+        remove_lock_files(
+            &main
+                .path()
+                .join(format!("refs/heads/fabro/parallel/{run_id}")),
+        );
         let commit = find_commit(&main, commit_sha)?;
         let branch_name = run_branch_name(run_id);
         let local = main
@@ -654,6 +659,30 @@ fn add_worktree(main: &Repository, run_id: &str, worktree_path: &Path) -> Result
 
 /// Deletes the run's worktree registration and the directory at `worktree_path`, after
 /// checking that the directory is this run's worktree (or empty).
+/// Removes every `*.lock` file under `directory` (the run's parallel branch refs): locks a
+/// killed process left while moving one of them. Missing directories are fine.
+fn remove_lock_files(directory: &Path) {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => remove_lock_files(&path),
+            Ok(_)
+                if path
+                    .extension()
+                    .is_some_and(|extension| extension == "lock") =>
+            {
+                if let Err(error) = fs_err::remove_file(&path) {
+                    tracing::warn!(%error, "cannot remove a stale ref lock");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn remove_worktree_files(
     main: &Repository,
     run_id: &str,

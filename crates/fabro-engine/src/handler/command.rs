@@ -112,8 +112,10 @@ impl Interpreter {
     }
 }
 
-/// Why a script could not be run or its output not be kept. Every variant fails the
-/// stage as `deterministic`, the default class of SPEC 9.1.
+/// Why a script could not be run or its output not be kept. A failure to keep the output
+/// (log files, blob store) is fabro's own storage failing: an engine error that stops the
+/// run (issue 14). The others fail the stage as `deterministic`, the default class of
+/// SPEC 9.1.
 #[derive(Debug, thiserror::Error)]
 enum CommandError {
     #[error("cannot create {}", .path.display())]
@@ -170,7 +172,23 @@ impl CommandError {
             reason.push_str(&cause.to_string());
             source = cause.source();
         }
-        Outcome::fail(reason, FailureClass::Deterministic)
+        if self.is_storage() {
+            Outcome::engine_error(reason)
+        } else {
+            Outcome::fail(reason, FailureClass::Deterministic)
+        }
+    }
+
+    /// Whether fabro's own storage failed (the stage dir's logs or the blob store), rather
+    /// than the script or its process.
+    fn is_storage(&self) -> bool {
+        matches!(
+            self,
+            CommandError::CreateLog { .. }
+                | CommandError::WriteLog { .. }
+                | CommandError::ReadLog { .. }
+                | CommandError::Store { .. }
+        )
     }
 }
 
@@ -861,7 +879,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_log_that_cannot_be_created_fails_the_stage_before_the_script_runs() {
+    async fn a_log_that_cannot_be_created_stops_the_stage_as_an_engine_error_before_the_script_runs(
+    ) {
         let run = TestRun::new();
         let workflow = command_workflow(r#"script="echo ran > ran.txt""#);
         let missing = run.stage_dir.join("missing");
@@ -871,11 +890,13 @@ mod tests {
         };
         let outcome = execute(&input).await;
 
-        assert_eq!(outcome.failure_class(), Some(FailureClass::Deterministic));
+        // fabro's own storage failed, not the script (issue 14 item 6).
+        assert!(outcome.engine_error);
+        assert_eq!(outcome.failure_class(), Some(FailureClass::Canceled));
         let reason = outcome.failure_reason();
         assert!(
             reason.starts_with(&format!(
-                "cannot create {}",
+                "engine error: cannot create {}",
                 missing.join("stdout.log").display()
             )),
             "{reason}"
