@@ -122,11 +122,17 @@ fn no_child_sees_a_secret_and_nothing_stored_holds_one() {
     assert_eq!(requests.len(), 2, "a tool call, then the final answer");
     assert_eq!(requests[0].header("x-api-key"), Some(ANTHROPIC));
     let second = requests[1].body.to_string();
-    assert!(second.contains("PATH="), "the tool result came back: {second}");
+    assert!(
+        second.contains("PATH="),
+        "the tool result came back: {second}"
+    );
     for request in &requests {
         let body = request.body.to_string();
         for canary in CANARIES {
-            assert!(!body.contains(canary), "{canary} sent to the provider: {body}");
+            assert!(
+                !body.contains(canary),
+                "{canary} sent to the provider: {body}"
+            );
         }
     }
 
