@@ -51,10 +51,12 @@ pub(crate) fn take_from_environment() {
 /// these entries once the variables are unset, so nothing reads the zeroed bytes.
 fn scrub_environment_block(secrets: &[(OsString, OsString)]) -> std::io::Result<()> {
     let (start, end) = environment_block()?;
-    let memory = std::fs::OpenOptions::new()
+    let memory = fs_err::OpenOptions::new()
         .read(true)
         .write(true)
-        .open("/proc/self/mem")?;
+        .open("/proc/self/mem")?
+        .into_parts()
+        .0;
     let length = usize::try_from(end.saturating_sub(start))
         .map_err(|_| std::io::Error::other("environment block too large"))?;
     let mut block = vec![0; length];
@@ -78,7 +80,7 @@ fn scrub_environment_block(secrets: &[(OsString, OsString)]) -> std::io::Result<
 
 /// `env_start` and `env_end` (fields 50 and 51) of `/proc/self/stat`.
 fn environment_block() -> std::io::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let stat = fs_err::read_to_string("/proc/self/stat")?;
     let invalid = || std::io::Error::other("unexpected /proc/self/stat format");
     // Field 2 (the command name) may hold spaces and parentheses; fields from 3 on
     // follow its last ')'.
@@ -104,7 +106,7 @@ mod tests {
     #[test]
     fn the_environment_block_is_found() {
         let (start, end) = environment_block().expect("/proc/self/stat has the fields");
-        let environ = std::fs::read("/proc/self/environ").expect("own environ");
+        let environ = fs_err::read("/proc/self/environ").expect("own environ");
         assert_eq!(usize::try_from(end - start).expect("fits"), environ.len());
     }
 }
