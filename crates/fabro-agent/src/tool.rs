@@ -251,8 +251,11 @@ impl ToolRegistry {
     }
 
     /// Runs one call: unknown tools, invalid arguments and executor errors become error
-    /// results with the texts of SPEC 10.4; nothing here fails the stage.
+    /// results with the texts of SPEC 10.4; nothing here fails the stage. Secret values
+    /// are redacted from the output before it is cut for the model (SPEC 13.1), so
+    /// neither the provider nor the events see them.
     pub async fn execute(&self, call: &ToolCall, context: &ToolContext) -> ToolResult {
+        let redactor = fabro_llm::redact::redactor();
         let Some((tool, validator)) = self.find(&call.name) else {
             return error_result(format!("Unknown tool: {}", call.name));
         };
@@ -264,17 +267,21 @@ impl ToolRegistry {
             ));
         }
         match tool.execute(arguments, context).await {
-            Ok(output) => ToolResult {
-                model_output: tool.limit().apply(&output),
-                output,
-                is_error: false,
-            },
+            Ok(mut output) => {
+                redactor.redact_string(&mut output);
+                ToolResult {
+                    model_output: tool.limit().apply(&output),
+                    output,
+                    is_error: false,
+                }
+            }
             Err(ToolError::InvalidArguments(error)) => error_result(format!(
                 "Invalid arguments for tool: {}: {error}",
                 call.name
             )),
             Err(ToolError::Failed(error)) => {
-                let output = format!("Tool error ({}): {error}", call.name);
+                let mut output = format!("Tool error ({}): {error}", call.name);
+                redactor.redact_string(&mut output);
                 ToolResult {
                     model_output: tool.limit().apply(&output),
                     output,

@@ -11,6 +11,7 @@ mod loader;
 mod output;
 mod progress;
 mod report;
+mod secrets;
 mod view;
 
 use std::process::ExitCode;
@@ -26,6 +27,8 @@ use crate::output::Output;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // First, while this is the only thread (SPEC 13.1, 13.5).
+    secrets::take_from_environment();
     let mut output = Output::new();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

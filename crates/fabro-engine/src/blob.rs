@@ -83,8 +83,10 @@ impl BlobStore {
             .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
     }
 
-    /// Stores `bytes` (once) and returns the ref and whether it was new.
+    /// Stores `bytes` (once) and returns the ref and whether it was new. Secret values
+    /// are redacted first (SPEC 13.1), so the ref names the redacted content.
     pub fn put(&self, bytes: &[u8]) -> Result<(String, bool), BlobError> {
+        let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
         let hex = hex_digest(bytes);
         let path = self.path_of(&hex);
         let reference = format!("{BLOB_PREFIX}{hex}");
@@ -218,6 +220,9 @@ impl BlobStore {
             hasher: Sha256::new(),
         };
         let mut encoder = JsonStringEncoder::default();
+        // SPEC 13.1: secrets are redacted before the text is encoded and hashed.
+        let mut redactor = fabro_llm::redact::redactor().stream();
+        let mut redacted = Vec::with_capacity(STREAM_CHUNK);
         let mut buffer = vec![0; STREAM_CHUNK];
         sink.write_all(b"\"").map_err(io(temporary))?;
         loop {
@@ -227,10 +232,13 @@ impl BlobStore {
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(error) => return Err(io(temporary)(error)),
             };
-            encoder
-                .push(&buffer[..read], &mut sink)
-                .map_err(io(temporary))?;
+            redacted.clear();
+            redactor.push(&buffer[..read], &mut redacted);
+            encoder.push(&redacted, &mut sink).map_err(io(temporary))?;
         }
+        redacted.clear();
+        redactor.finish(&mut redacted);
+        encoder.push(&redacted, &mut sink).map_err(io(temporary))?;
         encoder.finish(&mut sink).map_err(io(temporary))?;
         sink.write_all(b"\"").map_err(io(temporary))?;
         let hex: String = sink

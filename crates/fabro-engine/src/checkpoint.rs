@@ -191,6 +191,7 @@ impl Checkpointer {
                 let staged = git.stage()?;
                 if let Some(patch) = git.diff_patch(&staged, crate::git::METADATA_FILE_LIMIT)? {
                     let path = stage_dir.join("diff.patch");
+                    let patch = fabro_llm::redact::redactor().redact_bytes(patch.as_ref());
                     fs_err::write(&path, patch)
                         .map_err(|source| CheckpointError::File { path, source })?;
                 }

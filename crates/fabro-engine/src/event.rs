@@ -141,7 +141,10 @@ impl Emitter {
     }
 
     /// Emits `event`: numbers it, appends it to the file and passes it to every sink.
-    pub fn emit(&self, event: Event) -> EventEnvelope {
+    /// Secret values in its properties are redacted first (SPEC 13.1), for the file and
+    /// the sinks alike.
+    pub fn emit(&self, mut event: Event) -> EventEnvelope {
+        fabro_llm::redact::redactor().redact_json_map(&mut event.properties);
         // The file lock also orders ids, so lines in the file are in id order even when
         // parallel branches emit at once.
         let mut file = self

@@ -470,7 +470,9 @@ impl Journal {
         self.buffer.clear();
         serde_json::to_writer(&mut self.buffer, record).map_err(|error| io(error.into()))?;
         self.buffer.push(b'\n');
-        self.file.write_all(&self.buffer).map_err(io)?;
+        // SPEC 13.1: context values, reasons and notes reach the disk redacted.
+        let line = fabro_llm::redact::redactor().redact_bytes(&self.buffer);
+        self.file.write_all(&line).map_err(io)?;
         self.file.sync_data().map_err(io)
     }
 }

@@ -64,7 +64,11 @@ impl RunPaths {
 
 /// Replaces `path` atomically: writes a temporary file in the same directory, then
 /// renames it over the target, so readers never see a partial file (SPEC 13.2).
+///
+/// Secret values are redacted on the way (SPEC 13.1): every record written through here
+/// (`manifest.json`, `config.json`, `status.json`, …) is stored without them.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
     let directory = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -88,7 +92,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// cheaper than a fresh temporary file. Where the exchange is unsupported it falls back
 /// to a rename. A reader that keeps the old file open for longer than one replacement
 /// may see it rewritten; readers here read whole files at once.
+///
+/// Secret values are redacted on the way, as in [`write_atomic`].
 pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
     // Overwrite, then cut to length: truncating to zero first would make ext4 flush the
     // file's blocks on close (its `auto_da_alloc` heuristic for replace-by-truncate).
     let mut file = fs_err::OpenOptions::new()

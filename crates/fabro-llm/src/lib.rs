@@ -28,6 +28,7 @@ mod http;
 mod message;
 mod openai;
 pub mod provider;
+pub mod redact;
 mod resilient;
 mod secret;
 pub mod simulated;
@@ -46,6 +47,7 @@ pub use message::{
 };
 pub use openai::OpenAiClient;
 pub use provider::Provider;
+pub use redact::{Redactor, SecretStore, StreamRedactor};
 pub use resilient::{
     CallObserver, FailoverNotice, FixedJitter, IgnoreCalls, Jitter, RandomJitter, RecordingSleeper,
     Resilient, RetryNotice, RetryPolicy, Route, Sleeper, TokioSleeper,

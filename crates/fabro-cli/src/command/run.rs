@@ -70,6 +70,9 @@ pub(crate) fn detach(
         .map_err(|source| CliError::io("cannot locate", "the fabro executable", source))?;
     let mut worker = std::process::Command::new(program)
         .args(worker_args)
+        // This process took its credentials out of its environment at start-up; the
+        // worker needs them (and takes them out of its own in turn).
+        .envs(fabro_llm::redact::secrets().variables())
         .stdin(std::process::Stdio::null())
         .stdout(log.into_parts().0)
         .stderr(log_err)
@@ -305,7 +308,15 @@ pub(crate) fn environment_options(
     cli_model: Option<String>,
     cli_provider: Option<String>,
 ) -> Result<RunOptions, CliError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    // Credentials were moved out of the environment at start-up (`crate::secrets`).
+    let secrets = fabro_llm::redact::secrets();
+    let env = |name: &str| {
+        secrets
+            .get_str(name)
+            .map(str::to_owned)
+            .or_else(|| std::env::var(name).ok())
+            .filter(|value| !value.is_empty())
+    };
     // SPEC 12.4: keys and base URLs from the environment, the rest from `[llm]`.
     let providers = ProviderSettings::from_env(&env, &config.llm);
     let credentials = providers.credentials();
@@ -342,7 +353,12 @@ pub(crate) fn environment_options(
             .or_else(|| config.llm.simulated_responses.clone()),
         random_seed,
         sandbox_env: SandboxEnv::new(
-            std::env::vars_os(),
+            // The secrets take part so that `env_passthrough` can let some through.
+            std::env::vars_os().chain(
+                secrets
+                    .variables()
+                    .map(|(name, value)| (name.clone(), value.clone())),
+            ),
             config
                 .sandbox
                 .env_passthrough

@@ -13,6 +13,7 @@ mod parallel_resume;
 mod records;
 mod resume;
 mod run;
+mod secrets;
 mod stages;
 mod storage;
 mod validate;

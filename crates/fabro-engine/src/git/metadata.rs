@@ -82,7 +82,9 @@ impl MetadataTree {
                 skipped.push(file.path.to_owned());
                 continue;
             }
-            let blob = RawObject::new(ObjectKind::Blob, file.contents.to_vec());
+            // SPEC 13.1: metadata commits hold no secret values, whatever the source.
+            let contents = fabro_llm::redact::redactor().redact_bytes(file.contents);
+            let blob = RawObject::new(ObjectKind::Blob, contents.into_owned());
             if self.root.upsert(repo, &components, blob.oid)? {
                 objects.push(blob);
             }

@@ -215,7 +215,8 @@ fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
         };
         for variable in std::iter::once(credential_variable(provider)).chain(extra.iter().copied())
         {
-            if let Some(value) = std::env::var_os(variable) {
+            // Credentials live in the process's secret store, not its environment.
+            if let Some(value) = fabro_llm::redact::secrets().get(variable) {
                 env.set(variable, value);
             }
         }

@@ -3,7 +3,6 @@
 //! stage directory while it runs, stores both streams as blobs once it ends (SPEC 7.7)
 //! and turns the exit status, a timeout or a cancellation into an outcome.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::{pin, Pin};
@@ -545,14 +544,20 @@ impl Capture {
     /// Copies `pipe` to the log file chunk by chunk until end of file, noting each chunk
     /// as activity for the stall watchdog (SPEC 9.11). After a write error it keeps
     /// draining the pipe, so the script never blocks on a full pipe.
+    ///
+    /// SPEC 13.1: the output is redacted here, before it reaches the log file, the
+    /// failure reason and (through the log) the blobs; a secret split between two reads
+    /// is caught because the stream redactor holds back a possible beginning.
     async fn pump(&mut self, pipe: Option<impl AsyncRead + Unpin>, emitter: &Emitter) {
         let Some(mut pipe) = pipe else {
             return;
         };
+        let mut redactor = fabro_llm::redact::redactor().stream();
         let mut buffer = vec![0; CHUNK_BYTES];
+        let mut redacted = Vec::with_capacity(CHUNK_BYTES);
         loop {
             let read = match pipe.read(&mut buffer).await {
-                Ok(0) => return,
+                Ok(0) => break,
                 Ok(read) => read,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(source) => {
@@ -560,20 +565,32 @@ impl Capture {
                         stream: self.stream,
                         source,
                     });
-                    return;
+                    break;
                 }
             };
             emitter.touch();
-            let chunk = redact(&buffer[..read]);
-            self.tail.push(&chunk);
-            if let Some(file) = self.file.as_mut() {
-                if let Err(source) = file.write_all(&chunk).await {
-                    self.file = None;
-                    self.note(CommandError::WriteLog {
-                        path: self.path.clone(),
-                        source,
-                    });
-                }
+            redacted.clear();
+            redactor.push(&buffer[..read], &mut redacted);
+            self.record(&redacted).await;
+        }
+        redacted.clear();
+        redactor.finish(&mut redacted);
+        self.record(&redacted).await;
+    }
+
+    /// Appends redacted output to the tail and the log file.
+    async fn record(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.tail.push(chunk);
+        if let Some(file) = self.file.as_mut() {
+            if let Err(source) = file.write_all(chunk).await {
+                self.file = None;
+                self.note(CommandError::WriteLog {
+                    path: self.path.clone(),
+                    source,
+                });
             }
         }
     }
@@ -594,14 +611,6 @@ impl Capture {
     fn note(&mut self, error: CommandError) {
         self.error.get_or_insert(error);
     }
-}
-
-/// SPEC 13.1: captured output is redacted before it reaches the log files, the failure
-/// reason and the blobs, and all three are fed from here. Secret redaction is not
-/// implemented yet, so chunks pass unchanged; a real redactor must carry state across
-/// chunks, since a secret can straddle two reads.
-fn redact(chunk: &[u8]) -> Cow<'_, [u8]> {
-    Cow::Borrowed(chunk)
 }
 
 /// The last [`TAIL_LINES`] lines of a stream, at most [`TAIL_MAX_BYTES`] bytes.

@@ -145,6 +145,8 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
             candidate.failure_reason.as_deref().unwrap_or("none")
         ));
     }
+    // SPEC 13.1: redacted before it is written and sent.
+    fabro_llm::redact::redactor().redact_string(&mut prompt);
     let _ = fs_err::write(input.stage_dir.join("prompt.md"), &prompt);
     let target = input.services.llm.target_for(input.node);
     let request = Request {
@@ -161,7 +163,12 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         response = client.complete(&request) => response.ok()?,
         () = input.services.cancel.cancelled() => return None,
     };
-    let _ = fs_err::write(input.stage_dir.join("response.md"), &response.text);
+    let _ = fs_err::write(
+        input.stage_dir.join("response.md"),
+        fabro_llm::redact::redactor()
+            .redact_str(&response.text)
+            .as_bytes(),
+    );
     json_objects(&response.text)
         .into_iter()
         .rev()

@@ -95,7 +95,9 @@ impl Conversation {
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     let node = input.node;
     let services = input.services;
-    let prompt = assemble(input);
+    // SPEC 13.1: redacted before it is written and before any provider sees it.
+    let mut prompt = assemble(input);
+    fabro_llm::redact::redactor().redact_string(&mut prompt);
     if let Err(error) = fs_err::write(input.stage_dir.join("prompt.md"), &prompt) {
         return Outcome::fail(
             format!("engine error: {error}"),
@@ -299,7 +301,8 @@ fn with_response_keys(mut outcome: Outcome, node_id: &str, text: &str) -> Outcom
 }
 
 fn write_response(input: &StageInput<'_>, text: &str) {
-    if let Err(error) = fs_err::write(input.stage_dir.join("response.md"), text) {
+    let text = fabro_llm::redact::redactor().redact_str(text);
+    if let Err(error) = fs_err::write(input.stage_dir.join("response.md"), text.as_bytes()) {
         tracing::error!(%error, "cannot write response.md");
     }
 }
