@@ -4,6 +4,7 @@ mod backends;
 mod blobs;
 mod config;
 mod corpus;
+mod crash;
 mod git;
 mod graph;
 mod inspect;
