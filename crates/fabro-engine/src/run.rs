@@ -673,6 +673,10 @@ impl PreparedRun {
             }
             _ => None,
         };
+        if resume.is_none() {
+            pause_for_tests("after_git_setup", &self.options.fabro_home);
+            pause_for_tests("before_manifest", &self.options.fabro_home);
+        }
         let manifest = match &resume {
             None => self.write_records(simulated_llm, run_git.as_ref())?,
             Some(_) => crate::run_index::read_manifest(self.paths.run_dir()).map_err(|error| {
@@ -683,6 +687,9 @@ impl PreparedRun {
                 ))
             })?,
         };
+        if resume.is_none() {
+            pause_for_tests("after_manifest", &self.options.fabro_home);
+        }
         // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
         let run_lock = crate::run_index::register_start(&self.paths, &manifest);
         // SPEC 8.7 step 4: a resumed run with git checkpointing gets a fresh worktree on
@@ -1000,6 +1007,19 @@ impl PreparedRun {
             reason: report.1,
             end,
         })
+    }
+}
+
+/// Test hook for kills at chosen moments of a run's set-up, inert unless the
+/// environment variable `FABRO_TEST_PAUSE_AT` names `point` (`before_manifest`,
+/// `after_manifest` or `after_git_setup`): the process then creates
+/// `{root}/test-paused-{point}` and sleeps until it is killed.
+fn pause_for_tests(point: &str, root: &Path) {
+    if std::env::var_os("FABRO_TEST_PAUSE_AT").is_some_and(|value| value == point) {
+        let _ = fs_err::write(root.join(format!("test-paused-{point}")), b"");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
     }
 }
 
