@@ -276,11 +276,8 @@ fn a_run_that_fails_during_set_up_leaves_nothing_or_is_listed_as_failed() {
     let before = git(&env, &["rev-parse", "fabro/run/dup"]);
     let output = fabro(&env, &["run", "w.fabro", "--run-id", "dup"]);
     assert_ne!(code(&output), 0, "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("fabro/run/dup"),
-        "{}",
-        stderr(&output)
-    );
+    let said = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(said.contains("fabro/run/dup"), "{said}");
     assert_eq!(git(&env, &["rev-parse", "fabro/run/dup"]), before);
     let run_dir = env.fabro_home().join("scratch/dup");
     let runs = runs_json(&env);
