@@ -351,21 +351,19 @@ impl RunIndex {
                 record.reason = Some(crate::error_chain(&error));
             }
         }
-        records.sort_by(|a, b| {
-            (&b.started_at, &b.run_id).cmp(&(&a.started_at, &a.run_id))
-        });
+        records.sort_by(|a, b| (&b.started_at, &b.run_id).cmp(&(&a.started_at, &a.run_id)));
         Ok(records)
     }
 
     /// The run named by a `RUN` argument: a full run id, or a prefix of at least
     /// [`MIN_PREFIX_LEN`] characters that only one run id starts with (SPEC 12.1).
     pub fn resolve(&mut self, run: &str) -> Result<RunRecord, RunIndexError> {
-        self.read(|index, unreadable| {
-            match unreadable.iter().find(|record| record.run_id == run) {
+        self.read(
+            |index, unreadable| match unreadable.iter().find(|record| record.run_id == run) {
                 Some(record) => Ok(record.clone()),
                 None => index.find(run),
-            }
-        })
+            },
+        )
     }
 
     /// Runs `query` after syncing the table with the run directories. When SQLite finds

@@ -391,7 +391,10 @@ fn runs_killed_during_set_up_are_garbage_or_resumable() {
             git(&env, &["show", &format!("fabro/run/{run_id}:b.txt")]),
             "b\n"
         );
-        let subjects = git(&env, &["log", "--format=%s", &format!("refs/fabro/{run_id}")]);
+        let subjects = git(
+            &env,
+            &["log", "--format=%s", &format!("refs/fabro/{run_id}")],
+        );
         assert!(
             subjects.trim_end().ends_with("initialize"),
             "{point}: the first metadata commit holds the run's records: {subjects}"
@@ -519,5 +522,9 @@ fn runs_with_a_corrupt_manifest_are_listed_as_unreadable() {
     }
     let output = fabro(&env, &["resume", "bad"]);
     assert_eq!(code(&output), 2, "{}", stderr(&output));
-    assert!(stderr(&output).contains("manifest.json"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("manifest.json"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -150,7 +150,14 @@ impl RunGit {
         commit_sha: &str,
         settings: RunGitSettings,
     ) -> Result<RunGit, GitError> {
-        RunGit::reattach_or_create(repo_root, run_id, worktree_path, commit_sha, settings, false)
+        RunGit::reattach_or_create(
+            repo_root,
+            run_id,
+            worktree_path,
+            commit_sha,
+            settings,
+            false,
+        )
     }
 
     /// [`reattach`](RunGit::reattach) for a run resumed from its initial checkpoint: when
