@@ -304,7 +304,7 @@ fn check_answers(options: &RunOptions, loaded: &LoadedWorkflow) -> Result<(), Ru
     ) {
         for node in workflow.nodes() {
             if node.handler == fabro_language::HandlerKind::Human {
-                gates.insert(node.id.to_string());
+                gates.insert(node.id.clone());
             }
         }
         for child in children {
