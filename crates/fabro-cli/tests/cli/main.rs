@@ -7,6 +7,7 @@ mod corpus;
 mod git;
 mod graph;
 mod inspect;
+mod lifecycle;
 mod llm;
 mod parallel_git;
 mod parallel_resume;
