@@ -124,7 +124,8 @@ impl<'a> ValidateView<'a> {
 pub(crate) struct RunView<'a> {
     pub(crate) run_id: &'a str,
     pub(crate) workflow_name: &'a str,
-    /// `running`, `success`, `partial_success`, `fail`, `canceled` or `interrupted`.
+    /// `running`, `success`, `partial_success`, `fail`, `canceled`, `interrupted` or
+    /// `unreadable`.
     pub(crate) status: &'static str,
     pub(crate) started_at: &'a str,
     pub(crate) finished_at: Option<&'a str>,
@@ -132,6 +133,9 @@ pub(crate) struct RunView<'a> {
     pub(crate) goal: &'a str,
     /// The simulated provider was chosen because no credentials were found (SPEC 10.2).
     pub(crate) simulated_llm: bool,
+    /// Why the run is `unreadable` (its manifest cannot be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<&'a str>,
 }
 
 /// `fabro inspect --json` (SPEC 12.1): the run's summary, its stages by rank, and totals.

@@ -141,6 +141,8 @@ pub struct PreparedRun {
     git_plan: GitPlan,
     /// `graph.fabro` and `children/` of a new run (SPEC 4.1); `None` when resuming.
     stored: Option<StoredGraphs>,
+    /// The run lock a resume took before reading the run's state (SPEC 8.7 step 3).
+    lock: Option<crate::run_index::RunLock>,
 }
 
 /// Whether and how a new run checkpoints into git (SPEC 8.1).
@@ -183,6 +185,7 @@ pub fn prepare(
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
+    check_answers(&options, &loaded)?;
     let run_id = match &options.run_id {
         Some(run_id) => {
             if !valid_run_id(run_id) {
@@ -255,14 +258,17 @@ fn store_children(
 
 /// PARSE, TRANSFORM and VALIDATE of a stored run's workflow, to continue it from
 /// `checkpoint` (SPEC 8.7). `options.run_id` names the run, whose directory must exist;
-/// `options.workflow_path` is its `graph.fabro`.
+/// `options.workflow_path` is its `graph.fabro`. `lock` is the run's lock, taken by the
+/// caller before it read `checkpoint` (SPEC 8.7 step 3), and held until the run ends.
 pub fn prepare_resume(
     options: RunOptions,
     checkpoint: Checkpoint,
+    lock: crate::run_index::RunLock,
     loader: &dyn SourceLoader,
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
+    check_answers(&options, &loaded)?;
     let run_id = checkpoint.run_id.clone();
     let paths = RunPaths::new(&options.fabro_home, &run_id);
     if !paths.run_dir().is_dir() {
@@ -280,21 +286,60 @@ pub fn prepare_resume(
             checkpoint.run_status
         )));
     }
-    // A process killed in the middle of spawning a command can leave a forked child
-    // that holds the lock until it execs: give a dead holder a moment to let go.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while crate::run_index::RunLock::is_held(paths.run_dir()) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
+    prepared.lock = Some(lock);
+    Ok(prepared)
+}
+
+/// `--answer NODE=LABEL` must name a human gate of the workflow or of one of its child
+/// workflows (SPEC 12.1); child runs inherit their parent's answers unchecked.
+fn check_answers(options: &RunOptions, loaded: &LoadedWorkflow) -> Result<(), RunError> {
+    if options.parent_run_id.is_some() || options.answers.is_empty() {
+        return Ok(());
     }
-    if crate::run_index::RunLock::is_held(paths.run_dir()) {
-        let holder = crate::run_index::lock_pid(paths.run_dir())
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        return Err(RunError::Configuration(format!(
-            "run {run_id} is still running{holder}"
-        )));
+    fn gates_of(
+        workflow: &fabro_language::Workflow,
+        children: &[fabro_language::ChildWorkflow],
+        gates: &mut std::collections::BTreeSet<String>,
+    ) {
+        for node in workflow.nodes() {
+            if node.handler == fabro_language::HandlerKind::Human {
+                gates.insert(node.id.clone());
+            }
+        }
+        for child in children {
+            if let Some(workflow) = &child.checked.workflow {
+                gates_of(workflow, &child.checked.children, gates);
+            }
+        }
     }
-    finish_prepare(options, loaded, run_id, paths, Some(checkpoint))
+    let mut gates = std::collections::BTreeSet::new();
+    gates_of(&loaded.workflow, &loaded.children, &mut gates);
+    let unknown: std::collections::BTreeSet<&str> = options
+        .answers
+        .iter()
+        .map(|(node, _)| node.as_str())
+        .filter(|node| !gates.contains(*node))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let named = unknown
+        .iter()
+        .map(|node| format!("'{node}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let known = if gates.is_empty() {
+        "the workflow has no human gates".to_owned()
+    } else {
+        format!(
+            "human gates: {}",
+            gates.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    Err(RunError::Configuration(format!(
+        "--answer names no human gate of the workflow: {named} ({known})"
+    )))
 }
 
 /// A checked workflow with its goal and variables.
@@ -438,6 +483,7 @@ fn finish_prepare(
         resume,
         git_plan,
         stored: None,
+        lock: None,
     })
 }
 
@@ -536,13 +582,46 @@ fn valid_run_id(run_id: &str) -> bool {
 }
 
 impl PreparedRun {
-    /// INITIALIZE for a new run: `manifest.json`, `graph.fabro`, `children/` and
-    /// `config.json`.
-    fn write_records(
-        &self,
-        simulated_llm: bool,
-        git: Option<&crate::git::RunGit>,
-    ) -> Result<Manifest, RunError> {
+    /// The manifest of a new run (SPEC 11.1); with git checkpointing it names the run
+    /// branch and base commit that the set-up is about to make.
+    fn manifest(&self, simulated_llm: bool) -> Manifest {
+        let (base_sha, run_branch, repo_root, work_dir_relative) = match &self.git_plan {
+            GitPlan::Clean {
+                repo_root,
+                head_sha,
+                work_dir_relative,
+                ..
+            } => (
+                Some(head_sha.clone()),
+                Some(crate::git::run_branch_name(&self.run_id)),
+                Some(repo_root.display().to_string()),
+                Some(work_dir_relative.display().to_string()),
+            ),
+            GitPlan::Off | GitPlan::Dirty => (None, None, None, None),
+        };
+        Manifest {
+            run_id: self.run_id.clone(),
+            workflow_name: self.workflow_name.clone(),
+            workflow_path: self.options.workflow_path.display().to_string(),
+            goal: self.goal.clone(),
+            node_count: self.workflow.nodes().len(),
+            edge_count: self.workflow.edges().len(),
+            base_sha,
+            run_branch,
+            started_at: now_rfc3339(),
+            fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
+            dry_run: self.options.dry_run,
+            parent_run_id: self.options.parent_run_id.clone(),
+            vars: redact_vars(&self.options.vars),
+            simulated_llm,
+            repo_root,
+            work_dir_relative,
+        }
+    }
+
+    /// INITIALIZE for a new run: `graph.fabro`, `children/`, `config.json`, and
+    /// `manifest.json` last (a run directory with a manifest is a complete one).
+    fn write_records(&self, manifest: &Manifest) -> Result<(), RunError> {
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
             move |source| RunError::Io {
@@ -551,39 +630,6 @@ impl PreparedRun {
                 source,
             }
         };
-        let manifest = Manifest {
-            run_id: self.run_id.clone(),
-            workflow_name: self.workflow_name.clone(),
-            workflow_path: self.options.workflow_path.display().to_string(),
-            goal: self.goal.clone(),
-            node_count: self.workflow.nodes().len(),
-            edge_count: self.workflow.edges().len(),
-            base_sha: git.map(crate::git::RunGit::head_sha),
-            run_branch: git.map(|git| crate::git::run_branch_name(git.run_id())),
-            started_at: now_rfc3339(),
-            fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
-            dry_run: self.options.dry_run,
-            parent_run_id: self.options.parent_run_id.clone(),
-            vars: redact_vars(&self.options.vars),
-            simulated_llm,
-            repo_root: match (&self.git_plan, git) {
-                (GitPlan::Clean { repo_root, .. }, Some(_)) => {
-                    Some(repo_root.display().to_string())
-                }
-                _ => None,
-            },
-            work_dir_relative: match (&self.git_plan, git) {
-                (
-                    GitPlan::Clean {
-                        work_dir_relative, ..
-                    },
-                    Some(_),
-                ) => Some(work_dir_relative.display().to_string()),
-                _ => None,
-            },
-        };
-        write_json_atomic(&self.paths.manifest(), &manifest)
-            .map_err(io("cannot write", &self.paths.manifest()))?;
         let graph = match &self.stored {
             Some(stored) => std::borrow::Cow::Borrowed(stored.graph.as_str()),
             None => std::borrow::Cow::Owned(render_dot(&self.workflow)),
@@ -604,8 +650,8 @@ impl PreparedRun {
         config.run.vars = redact_vars(&self.options.vars);
         write_json_atomic(&self.paths.config(), &config)
             .map_err(io("cannot write", &self.paths.config()))?;
-
-        Ok(manifest)
+        write_json_atomic(&self.paths.manifest(), manifest)
+            .map_err(io("cannot write", &self.paths.manifest()))
     }
 
     /// INITIALIZE, EXECUTE and FINALIZE. `cancel` is fired by the caller on SIGINT or
@@ -625,13 +671,22 @@ impl PreparedRun {
             }
         };
         let resume = self.resume.take();
+        // SPEC 11.4: the run lock comes first, before anything of the run is read or
+        // written: a resumed run got it from `prepare_resume`; a new run (whose directory
+        // `prepare` just made) takes it here. Failures to lock never fail a new run.
+        let run_lock = match self.lock.take() {
+            Some(lock) => Some(lock),
+            None => crate::run_index::RunLock::acquire(self.paths.run_dir())
+                .inspect_err(|error| tracing::warn!(%error, "cannot take the run lock"))
+                .ok(),
+        };
         let emitter = match &resume {
             None => Emitter::open(&self.run_id, &self.paths.events(), 1, sinks),
             Some(_) => Emitter::reopen(&self.run_id, &self.paths.events(), sinks),
         }
         .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?;
         let emitter = Arc::new(emitter);
-        let (llm, setup_failure) = match self.llm.take() {
+        let (llm, mut setup_failure) = match self.llm.take() {
             Some(Ok(llm)) => (llm, None),
             Some(Err(message)) => (
                 LlmSetup::resolve(
@@ -646,35 +701,8 @@ impl PreparedRun {
             None => return Err(RunError::Configuration("run executed twice".to_owned())),
         };
         let simulated_llm = self.simulated_llm;
-        // SPEC 8.4: the run branch and its worktree, which becomes the working directory.
-        let run_git = match &self.git_plan {
-            GitPlan::Clean {
-                repo_root,
-                head_sha,
-                work_dir_relative,
-                ..
-            } => {
-                let settings = git_settings(&self.options.config, work_dir_relative.clone());
-                Some(
-                    crate::git::RunGit::create(
-                        repo_root,
-                        &self.run_id,
-                        head_sha,
-                        &self.paths.run_dir().join("worktree"),
-                        settings,
-                    )
-                    .map_err(|error| {
-                        RunError::Configuration(format!(
-                            "cannot set up git checkpointing: {}",
-                            crate::error_chain(&error)
-                        ))
-                    })?,
-                )
-            }
-            _ => None,
-        };
         let manifest = match &resume {
-            None => self.write_records(simulated_llm, run_git.as_ref())?,
+            None => self.manifest(simulated_llm),
             Some(_) => crate::run_index::read_manifest(self.paths.run_dir()).map_err(|error| {
                 RunError::Configuration(format!(
                     "cannot resume run {}: {}",
@@ -683,10 +711,9 @@ impl PreparedRun {
                 ))
             })?,
         };
-        // SPEC 11.4: hold the run lock and index the run; failures here never fail the run.
-        let run_lock = crate::run_index::register_start(&self.paths, &manifest);
         // SPEC 8.7 step 4: a resumed run with git checkpointing gets a fresh worktree on
-        // its run branch, reset to the checkpoint's commit.
+        // its run branch, reset to the checkpoint's commit. A run resumed from its initial
+        // checkpoint may have been killed before its set-up made the branch.
         let run_git = match (&resume, &manifest.repo_root) {
             (Some(checkpoint), Some(repo_root)) if manifest.run_branch.is_some() => {
                 let sha = checkpoint.git_commit_sha.as_deref().ok_or_else(|| {
@@ -697,8 +724,13 @@ impl PreparedRun {
                 })?;
                 let relative =
                     PathBuf::from(manifest.work_dir_relative.clone().unwrap_or_default());
+                let attach = if checkpoint.completed_nodes.is_empty() {
+                    crate::git::RunGit::restart
+                } else {
+                    crate::git::RunGit::reattach
+                };
                 Some(
-                    crate::git::RunGit::reattach(
+                    attach(
                         Path::new(repo_root),
                         &self.run_id,
                         &self.paths.run_dir().join("worktree"),
@@ -714,13 +746,25 @@ impl PreparedRun {
                     })?,
                 )
             }
-            _ => run_git,
+            _ => None,
         };
 
-        let work_dir = match (&run_git, &self.options.work_dir) {
-            (Some(git), _) => git.work_dir(),
-            (None, Some(work_dir)) => work_dir.clone(),
-            (None, None) => std::env::current_dir()
+        // A new run with git checkpointing works in the worktree its set-up makes below.
+        let work_dir = match (&run_git, &self.git_plan, &self.options.work_dir) {
+            (Some(git), _, _) => git.work_dir(),
+            (
+                None,
+                GitPlan::Clean {
+                    work_dir_relative, ..
+                },
+                _,
+            ) if resume.is_none() => self
+                .paths
+                .run_dir()
+                .join("worktree")
+                .join(work_dir_relative),
+            (None, _, Some(work_dir)) => work_dir.clone(),
+            (None, _, None) => std::env::current_dir()
                 .map_err(io("cannot read current directory", Path::new(".")))?,
         };
         let scanner = crate::asset_capture::AssetScanner::new(
@@ -847,6 +891,53 @@ impl PreparedRun {
             })
         })?;
         let start_id = self.workflow.node(start).id.clone();
+        match &resume {
+            None => {
+                // SPEC 8.7, 11.1: the initial checkpoint, then the records with the
+                // manifest last, so that every run `fabro runs` lists can be resumed from
+                // its start; a directory without a manifest is a set-up that never
+                // finished, which nothing lists.
+                traversal.initial_checkpoint(Some(&start_id));
+                pause_for_tests("before_manifest", &self.options.fabro_home);
+                self.write_records(&manifest)?;
+                pause_for_tests("after_manifest", &self.options.fabro_home);
+                crate::run_index::register_start(&self.paths, &manifest);
+                // SPEC 8.4: the run branch and its worktree. A failure here fails the
+                // run, which stays listed with the reason.
+                if let GitPlan::Clean {
+                    repo_root,
+                    head_sha,
+                    work_dir_relative,
+                    ..
+                } = &self.git_plan
+                {
+                    let settings = git_settings(&self.options.config, work_dir_relative.clone());
+                    match crate::git::RunGit::create(
+                        repo_root,
+                        &self.run_id,
+                        head_sha,
+                        &self.paths.run_dir().join("worktree"),
+                        settings,
+                    ) {
+                        Ok(git) => {
+                            if let Some(checkpointer) = traversal.checkpointer.as_mut() {
+                                checkpointer.attach_git(git);
+                            }
+                            pause_for_tests("after_git_setup", &self.options.fabro_home);
+                        }
+                        Err(error) => {
+                            setup_failure.get_or_insert_with(|| {
+                                format!(
+                                    "cannot set up git checkpointing: {}",
+                                    crate::error_chain(&error)
+                                )
+                            });
+                        }
+                    }
+                }
+            }
+            Some(_) => crate::run_index::register_start(&self.paths, &manifest),
+        }
         emitter.emit(Event::workflow_run_started(
             &self.workflow_name,
             &self.goal,
@@ -877,10 +968,18 @@ impl PreparedRun {
             }
             _ => {}
         }
-        if resume.is_some() {
-            traversal.final_checkpoint(Some(&start_id), "running");
-        } else {
-            traversal.initial_checkpoint(Some(&start_id));
+        // With git, the first metadata commit holds the run's records (SPEC 8.3): a new
+        // run's initial checkpoint is written again through git, as is a resumed run's
+        // first one when the run never got that far.
+        let git_metadata = traversal
+            .checkpointer
+            .as_mut()
+            .and_then(Checkpointer::git_mut)
+            .map(|git| git.metadata_sha().is_some());
+        match (&resume, git_metadata) {
+            (_, Some(false)) => traversal.initial_checkpoint(Some(&start_id)),
+            (Some(_), _) => traversal.final_checkpoint(Some(&start_id), "running"),
+            (None, _) => {}
         }
         let (previous, entered_by) = match &resume {
             None => (None, None),
@@ -1001,6 +1100,19 @@ impl PreparedRun {
             reason: report.1,
             end,
         })
+    }
+}
+
+/// Test hook for kills at chosen moments of a run's set-up, inert unless the
+/// environment variable `FABRO_TEST_PAUSE_AT` names `point` (`before_manifest`,
+/// `after_manifest` or `after_git_setup`): the process then creates
+/// `{root}/test-paused-{point}` and sleeps until it is killed.
+fn pause_for_tests(point: &str, root: &Path) {
+    if std::env::var_os("FABRO_TEST_PAUSE_AT").is_some_and(|value| value == point) {
+        let _ = fs_err::write(root.join(format!("test-paused-{point}")), b"");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
     }
 }
 

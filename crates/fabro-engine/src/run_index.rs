@@ -47,6 +47,8 @@ pub enum RunStatus {
     Canceled,
     /// Recorded as running, but no process holds its lock: it died mid-run.
     Interrupted,
+    /// Its `manifest.json` cannot be read or parsed ([`RunRecord::reason`] says why).
+    Unreadable,
 }
 
 /// One run as listed by the index.
@@ -70,6 +72,8 @@ pub struct RunRecord {
     pub run_dir: PathBuf,
     /// Parent run of a child workflow.
     pub parent_run_id: Option<String>,
+    /// Why the run is [`RunStatus::Unreadable`].
+    pub reason: Option<String>,
 }
 
 /// Why the index could not answer.
@@ -124,10 +128,12 @@ pub enum RunIndexError {
         run: String,
     },
     /// Another process holds the run lock.
-    #[error("run lock {} is held by another process", .path.display())]
+    #[error("run lock {} is held by another process{}", .path.display(), .pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default())]
     Locked {
         /// `run.lock`.
         path: PathBuf,
+        /// The pid written in `run.lock`, when there is one.
+        pid: Option<u32>,
     },
 }
 
@@ -160,6 +166,7 @@ impl RunStatus {
             RunStatus::Fail => "fail",
             RunStatus::Canceled => "canceled",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Unreadable => "unreadable",
         }
     }
 
@@ -172,6 +179,7 @@ impl RunStatus {
             "fail" => RunStatus::Fail,
             "canceled" | "cancelled" => RunStatus::Canceled,
             "interrupted" => RunStatus::Interrupted,
+            "unreadable" => RunStatus::Unreadable,
             _ => return None,
         })
     }
@@ -184,7 +192,8 @@ impl RunStatus {
             | RunStatus::PartialSuccess
             | RunStatus::Fail
             | RunStatus::Canceled
-            | RunStatus::Interrupted => true,
+            | RunStatus::Interrupted
+            | RunStatus::Unreadable => true,
         }
     }
 }
@@ -319,31 +328,55 @@ impl RunIndex {
         Ok(())
     }
 
-    /// Every run, newest first (ties by run id, descending).
+    /// Every run, newest first (ties by run id, descending). A run whose `manifest.json`
+    /// cannot be read or parsed is listed as [`RunStatus::Unreadable`] with the reason;
+    /// a run directory without any manifest is the leftover of a set-up that never
+    /// finished and is not listed.
     pub fn list(&mut self) -> Result<Vec<RunRecord>, RunIndexError> {
-        self.read(|index| {
-            index.query(
+        let mut records = self.read(|index, unreadable| {
+            let mut records = index.query(
                 &format!("SELECT {COLUMNS} FROM runs ORDER BY started_at DESC, run_id DESC"),
                 &[],
-            )
-        })
+            )?;
+            records.extend(unreadable.iter().cloned());
+            Ok(records)
+        })?;
+        for record in &mut records {
+            if record.status == RunStatus::Unreadable {
+                continue;
+            }
+            if let Err(error) = read_manifest(&record.run_dir) {
+                record.status = RunStatus::Unreadable;
+                record.finished_at = None;
+                record.reason = Some(crate::error_chain(&error));
+            }
+        }
+        records.sort_by(|a, b| (&b.started_at, &b.run_id).cmp(&(&a.started_at, &a.run_id)));
+        Ok(records)
     }
 
     /// The run named by a `RUN` argument: a full run id, or a prefix of at least
     /// [`MIN_PREFIX_LEN`] characters that only one run id starts with (SPEC 12.1).
     pub fn resolve(&mut self, run: &str) -> Result<RunRecord, RunIndexError> {
-        self.read(|index| index.find(run))
+        self.read(
+            |index, unreadable| match unreadable.iter().find(|record| record.run_id == run) {
+                Some(record) => Ok(record.clone()),
+                None => index.find(run),
+            },
+        )
     }
 
     /// Runs `query` after syncing the table with the run directories. When SQLite finds
     /// the file damaged, the database is replaced, rebuilt and `query` runs once more.
+    /// `query` also gets the runs that cannot be indexed because their manifest is
+    /// unreadable.
     fn read<T>(
         &mut self,
-        query: impl Fn(&RunIndex) -> Result<T, RunIndexError>,
+        query: impl Fn(&RunIndex, &[RunRecord]) -> Result<T, RunIndexError>,
     ) -> Result<T, RunIndexError> {
         let attempt = |index: &RunIndex| {
-            index.sync_with_run_dirs()?;
-            query(index)
+            let unreadable = index.sync_with_run_dirs()?;
+            query(index, &unreadable)
         };
         match attempt(self) {
             Err(RunIndexError::Database { source, .. }) if is_corruption(&source) => {
@@ -398,8 +431,9 @@ impl RunIndex {
 
     /// Adds the runs under `{root}/scratch` that the table lacks and drops rows whose
     /// run directory is gone. This is the rebuild of SPEC 11.4: after a missing or
-    /// corrupt database every run is missing, and all are added back.
-    fn sync_with_run_dirs(&self) -> Result<(), RunIndexError> {
+    /// corrupt database every run is missing, and all are added back. Returns the run
+    /// directories not in the table whose manifest exists but cannot be read.
+    fn sync_with_run_dirs(&self) -> Result<Vec<RunRecord>, RunIndexError> {
         let mut known: HashMap<String, PathBuf> = HashMap::new();
         {
             let mut statement = self
@@ -421,9 +455,9 @@ impl RunIndex {
             .filter(|(_, run_dir)| !run_dir.is_dir())
             .map(|(run_id, _)| run_id)
             .collect();
-        let missing = self.unindexed_runs(&known)?;
+        let (missing, unreadable) = self.unindexed_runs(&known)?;
         if gone.is_empty() && missing.is_empty() {
-            return Ok(());
+            return Ok(unreadable);
         }
         let transaction = self
             .connection
@@ -455,20 +489,24 @@ impl RunIndex {
         }
         transaction
             .commit()
-            .map_err(|source| self.database_error(source))
+            .map_err(|source| self.database_error(source))?;
+        Ok(unreadable)
     }
 
     /// Records for the run directories under `{root}/scratch` not in `known`, read from
-    /// their manifests and checkpoints. Directories without a readable manifest are
-    /// skipped: the run never got past INITIALIZE.
+    /// their manifests and checkpoints, and (second) those whose manifest exists but
+    /// cannot be read, as [`RunStatus::Unreadable`]. Directories without a manifest are
+    /// skipped: they are what a set-up killed before INITIALIZE finished leaves.
     fn unindexed_runs(
         &self,
         known: &HashMap<String, PathBuf>,
-    ) -> Result<Vec<RunRecord>, RunIndexError> {
+    ) -> Result<(Vec<RunRecord>, Vec<RunRecord>), RunIndexError> {
         let scratch = self.root.join("scratch");
         let entries = match fs_err::read_dir(&scratch) {
             Ok(entries) => entries,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Vec::new(), Vec::new()))
+            }
             Err(source) => {
                 return Err(RunIndexError::Io {
                     action: "cannot list",
@@ -478,6 +516,7 @@ impl RunIndex {
             }
         };
         let mut records = Vec::new();
+        let mut unreadable = Vec::new();
         for entry in entries.flatten() {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
@@ -488,12 +527,15 @@ impl RunIndex {
             let paths = RunPaths::new(&self.root, &name);
             match read_manifest(paths.run_dir()) {
                 Ok(manifest) => records.push(record_from_run_dir(&manifest, paths.run_dir())),
-                Err(error) => {
-                    tracing::debug!(run_dir = %paths.run_dir().display(), %error, "not indexing a run directory without a manifest");
+                Err(RunIndexError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    tracing::debug!(run_dir = %paths.run_dir().display(), "not listing a run directory without a manifest");
                 }
+                Err(error) => unreadable.push(unreadable_record(&name, paths.run_dir(), &error)),
             }
         }
-        Ok(records)
+        Ok((records, unreadable))
     }
 
     fn query(
@@ -538,7 +580,11 @@ impl RunIndex {
 
 impl RunLock {
     /// Takes the lock of the run in `run_dir` and writes this process's pid into
-    /// `run.lock`. [`RunIndexError::Locked`] when another process executes the run.
+    /// `run.lock`, without waiting for another holder: [`RunIndexError::Locked`] at once
+    /// when a live process holds it. Two kinds of holder are waited out (for at most
+    /// [`LOCK_PATIENCE`]): readers testing the lock for an instant ([`RunLock::is_held`]),
+    /// and a holder whose recorded pid is dead (a child forked by a killed run keeps the
+    /// descriptor until it execs).
     pub fn acquire(run_dir: &Path) -> Result<RunLock, RunIndexError> {
         let path = lock_path(run_dir);
         let io = |action: &'static str| {
@@ -556,18 +602,19 @@ impl RunLock {
             .truncate(false)
             .open(&path)
             .map_err(io("cannot open"))?;
-        // Readers test the lock by taking it shared for an instant (`is_held`); a few
-        // short retries ride those out, while a real holder keeps it for the whole run.
-        let mut tries = 0;
+        let started = std::time::Instant::now();
         loop {
             match file.file().try_lock() {
                 Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) if tries < 50 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(RunIndexError::Locked { path });
+                    // An exclusive holder makes the shared test fail too; readers do not.
+                    let pid = lock_pid(run_dir);
+                    let live_holder =
+                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_alive);
+                    if live_holder || started.elapsed() >= LOCK_PATIENCE {
+                        return Err(RunIndexError::Locked { path, pid });
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(std::fs::TryLockError::Error(source)) => {
                     return Err(io("cannot lock")(source));
@@ -601,6 +648,9 @@ impl RunLock {
     }
 }
 
+/// How long [`RunLock::acquire`] waits out readers and the children of dead holders.
+pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
 /// The pid written in `{run_dir}/run.lock` by the last process that executed the run.
 pub fn lock_pid(run_dir: &Path) -> Option<u32> {
     fs_err::read_to_string(lock_path(run_dir))
@@ -625,18 +675,14 @@ pub fn read_manifest(run_dir: &Path) -> Result<Manifest, RunIndexError> {
     })
 }
 
-/// Takes the run lock and records the start in the index. Failures are logged and
-/// never stop the run (SPEC 11.4): the next read of the index finds the run anyway.
-pub(crate) fn register_start(paths: &RunPaths, manifest: &Manifest) -> Option<RunLock> {
-    let lock = RunLock::acquire(paths.run_dir())
-        .inspect_err(|error| tracing::warn!(%error, "cannot take the run lock"))
-        .ok();
+/// Records the start in the index (the caller holds the run lock). Failures are logged
+/// and never stop the run (SPEC 11.4): the next read of the index finds the run anyway.
+pub(crate) fn register_start(paths: &RunPaths, manifest: &Manifest) {
     if let Err(error) =
         RunIndex::open(paths.root()).and_then(|index| index.record_start(manifest, paths.run_dir()))
     {
         tracing::warn!(error = %crate::error_chain(&error), "cannot record the run in the run index");
     }
-    lock
 }
 
 /// Records the final status in the index, then releases the run lock, in that order so
@@ -714,6 +760,7 @@ impl StoredRow {
             finished_at,
             run_dir,
             parent_run_id: self.parent_run_id,
+            reason: None,
         }
     }
 }
@@ -757,6 +804,27 @@ fn effective_status(
     }
 }
 
+/// A run whose manifest cannot be read: its id is its directory's name, its start time
+/// the manifest file's modification time.
+fn unreadable_record(run_id: &str, run_dir: &Path, error: &RunIndexError) -> RunRecord {
+    let started_at = fs_err::metadata(run_dir.join("manifest.json"))
+        .and_then(|metadata| metadata.modified())
+        .map(crate::timestamp::format_rfc3339)
+        .unwrap_or_default();
+    RunRecord {
+        run_id: run_id.to_owned(),
+        workflow_name: String::new(),
+        workflow_path: String::new(),
+        goal: String::new(),
+        status: RunStatus::Unreadable,
+        started_at,
+        finished_at: None,
+        run_dir: run_dir.to_path_buf(),
+        parent_run_id: None,
+        reason: Some(crate::error_chain(error)),
+    }
+}
+
 fn record_from_run_dir(manifest: &Manifest, run_dir: &Path) -> RunRecord {
     let checkpoint = read_checkpoint_status(run_dir);
     let status = checkpoint
@@ -776,6 +844,7 @@ fn record_from_run_dir(manifest: &Manifest, run_dir: &Path) -> RunRecord {
         finished_at,
         run_dir: run_dir.to_path_buf(),
         parent_run_id: manifest.parent_run_id.clone(),
+        reason: None,
     }
 }
 

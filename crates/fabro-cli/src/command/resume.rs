@@ -10,7 +10,7 @@ use fabro_engine::git::RunHistory;
 use fabro_engine::record::{Checkpoint, Manifest};
 use fabro_engine::run::prepare_resume;
 use fabro_engine::run_dir::{write_json_atomic, RunPaths};
-use fabro_engine::run_index::read_manifest;
+use fabro_engine::run_index::{read_manifest, RunIndexError, RunLock};
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
@@ -23,11 +23,38 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     let home = fabro_home();
     let run_id = identify(&args.target)?;
     let paths = RunPaths::new(&home, &run_id);
-    if !paths.run_dir().is_dir() && !recreate_run_dir(&run_id, &paths)? {
-        return Err(CliError::Usage(format!(
+    let no_run_dir = || {
+        CliError::Usage(format!(
             "run {run_id} has no run directory under {}",
             home.display()
-        )));
+        ))
+    };
+    // SPEC 8.7 step 3: the run lock comes before anything of the run is read, so that
+    // of two resumes started together one runs and the other is refused at once.
+    let created = !paths.run_dir().is_dir();
+    if created {
+        if !has_metadata(&run_id)? {
+            return Err(no_run_dir());
+        }
+        fs_err::create_dir_all(paths.run_dir())
+            .map_err(|error| CliError::io("cannot create", paths.run_dir(), error))?;
+    }
+    let lock = RunLock::acquire(paths.run_dir()).map_err(|error| match error {
+        RunIndexError::Locked { pid, .. } => CliError::Usage(format!(
+            "run {run_id} is being resumed by another process{}",
+            pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+        )),
+        error => CliError::Usage(fabro_engine::error_chain(&error)),
+    })?;
+    if !paths.manifest().exists() {
+        let recreated = recreate_run_dir(&run_id, &paths);
+        if !matches!(recreated, Ok(true)) && created {
+            // Leave no directory behind that looks like a run's set-up leftovers.
+            drop(lock);
+            let _ = fs_err::remove_dir_all(paths.run_dir());
+            return Err(recreated.err().unwrap_or_else(no_run_dir));
+        }
+        recreated?;
     }
     let manifest = read_manifest(paths.run_dir())
         .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
@@ -84,7 +111,7 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         work_dir,
         ..base
     };
-    let prepared = prepare_resume(options, checkpoint, &FsLoader, &Catalog);
+    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, &Catalog);
     if !args.detach {
         return execute(prepared, args.json, output);
     }
@@ -97,7 +124,24 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         .skip(1)
         .filter(|arg| arg != "--detach")
         .collect();
-    detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
+    // The worker takes the run lock itself, so this process lets go of it first.
+    let (run_id, run_dir) = (
+        prepared.run_id().to_owned(),
+        prepared.run_dir().to_path_buf(),
+    );
+    drop(prepared);
+    detach(&run_id, &run_dir, worker_args, output)
+}
+
+/// Whether the repository of the current directory has metadata of run `run_id`.
+fn has_metadata(run_id: &str) -> Result<bool, CliError> {
+    let Some(history) = current_history() else {
+        return Ok(false);
+    };
+    history
+        .metadata_tip(run_id)
+        .map(|tip| tip.is_some())
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))
 }
 
 /// The run an argument names (SPEC 8.7 step 1): a checkpoint file, a run-branch or

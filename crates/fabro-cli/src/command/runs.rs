@@ -35,6 +35,7 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
                 run_dir: record.run_dir.display().to_string(),
                 goal: &record.goal,
                 simulated_llm: *simulated_llm,
+                reason: record.reason.as_deref(),
             })
             .collect();
         output.out(&json_document(&views)?);
@@ -44,10 +45,10 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|(record, simulated_llm)| {
-            let status = if *simulated_llm {
-                format!("{} (simulated LLM)", record.status)
-            } else {
-                record.status.as_str().to_owned()
+            let status = match (&record.reason, *simulated_llm) {
+                (Some(reason), _) => format!("{} ({reason})", record.status),
+                (None, true) => format!("{} (simulated LLM)", record.status),
+                (None, false) => record.status.as_str().to_owned(),
             };
             vec![
                 record.run_id.clone(),

@@ -8,6 +8,7 @@ mod crash;
 mod git;
 mod graph;
 mod inspect;
+mod lifecycle;
 mod llm;
 mod parallel_git;
 mod parallel_resume;

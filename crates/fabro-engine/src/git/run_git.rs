@@ -109,6 +109,7 @@ impl RunGit {
         check_run_id(run_id)?;
         let main = open(repo_root)?;
         let base = find_commit(&main, base_sha)?;
+        let _lock = RepoLock::acquire(main.commondir())?;
         let branch_name = run_branch_name(run_id);
         if main
             .find_branch(&branch_name, git2::BranchType::Local)
@@ -125,6 +126,9 @@ impl RunGit {
             // Leave nothing behind that would make a second attempt fail with BranchExists.
             if let Err(cleanup) = branch.delete() {
                 tracing::warn!(branch = %branch_name, error = %cleanup, "cannot delete the run branch after a failed worktree add");
+            }
+            if let Err(cleanup) = remove_dir_if_present(worktree_path) {
+                tracing::warn!(error = %cleanup, "cannot remove a half-made run worktree");
             }
             return Err(error);
         }
@@ -146,8 +150,40 @@ impl RunGit {
         commit_sha: &str,
         settings: RunGitSettings,
     ) -> Result<RunGit, GitError> {
+        RunGit::reattach_or_create(
+            repo_root,
+            run_id,
+            worktree_path,
+            commit_sha,
+            settings,
+            false,
+        )
+    }
+
+    /// [`reattach`](RunGit::reattach) for a run resumed from its initial checkpoint: when
+    /// the run branch does not exist at all (the run was killed before its set-up made
+    /// it), it is created at `commit_sha`, the base commit.
+    pub fn restart(
+        repo_root: &Path,
+        run_id: &str,
+        worktree_path: &Path,
+        commit_sha: &str,
+        settings: RunGitSettings,
+    ) -> Result<RunGit, GitError> {
+        RunGit::reattach_or_create(repo_root, run_id, worktree_path, commit_sha, settings, true)
+    }
+
+    fn reattach_or_create(
+        repo_root: &Path,
+        run_id: &str,
+        worktree_path: &Path,
+        commit_sha: &str,
+        settings: RunGitSettings,
+        create_missing: bool,
+    ) -> Result<RunGit, GitError> {
         check_run_id(run_id)?;
         let main = open(repo_root)?;
+        let _lock = RepoLock::acquire(main.commondir())?;
         // A process killed while updating the run's refs leaves their lock files behind;
         // the caller holds the run lock, so no live writer owns them.
         for reference in [
@@ -167,7 +203,10 @@ impl RunGit {
         let local = main
             .find_branch(&branch_name, git2::BranchType::Local)
             .is_ok();
-        if !local && remote_tracking_refs(&main, &format!("fabro/run/{run_id}"))?.is_empty() {
+        if !local
+            && !create_missing
+            && remote_tracking_refs(&main, &format!("fabro/run/{run_id}"))?.is_empty()
+        {
             return Err(GitError::BranchMissing {
                 branch: branch_name,
             });
@@ -597,8 +636,40 @@ impl RunGit {
             ..
         } = self;
         drop(repo);
+        let _lock = RepoLock::acquire(&common_dir)?;
         remove_dir_if_present(&worktree_path)?;
         remove_dir_if_present(&worktree_admin_dir(&common_dir, &run_id))
+    }
+}
+
+/// Serialises the changes of worktree registrations and fabro's branch creation between
+/// processes and threads sharing a repository: an exclusive `flock` on
+/// `{common_dir}/fabro.lock`, held while a worktree is added or removed. libgit2's worktree
+/// add is not safe against a concurrent one: it reads every registration to check that the
+/// branch is not checked out elsewhere (a half-written registration reads as "already
+/// checked out") and fails when another process creates `.git/worktrees` at the same time.
+/// Released when dropped.
+pub(crate) struct RepoLock {
+    // Held for its lock; closing the descriptor releases it.
+    _file: std::fs::File,
+}
+
+impl RepoLock {
+    /// Waits for and takes the lock of the repository whose common directory is
+    /// `common_dir`.
+    pub(crate) fn acquire(common_dir: &Path) -> Result<RepoLock, GitError> {
+        let path = common_dir.join("fabro.lock");
+        let file = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(GitError::io("open", path.clone()))?;
+        file.file().lock().map_err(GitError::io("lock", path))?;
+        Ok(RepoLock {
+            _file: file.into_parts().0,
+        })
     }
 }
 
