@@ -73,7 +73,6 @@ impl Moments {
 struct Crash<'a> {
     env: &'a TestEnv,
     trace: std::path::PathBuf,
-    seed: u64,
 }
 
 impl Crash<'_> {
@@ -166,7 +165,6 @@ fn runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result() {
     let crash = Crash {
         env: &env,
         trace: env.fabro_home().join("trace"),
-        seed,
     };
     env.write("w.fabro", &workflow(&crash.trace));
     env.write("responses.json", RESPONSES);
