@@ -675,3 +675,5 @@ fn failure_classes_agree_with_the_llm_layer() {
         );
     }
 }
+
+mod effort;
