@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_llm::{LlmClient, Message, Provider, Request, ToolCall, Usage};
+use fabro_llm::{LlmClient, Message, Provider, ReasoningEffort, Request, ToolCall, Usage};
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
@@ -37,8 +37,12 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Context window in tokens; the catalog's value (else 200,000) when `None`.
     pub context_window: Option<u64>,
-    /// Output cap per call.
+    /// Output cap per call; the provider adapter's default (the catalog's max output)
+    /// when `None`.
     pub max_tokens: Option<u32>,
+    /// Reasoning effort of every call, summaries included; sent only to models with
+    /// reasoning (SPEC 10.1 item 2).
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// Load project instruction files (SPEC 10.6).
     pub project_memory: bool,
     /// `write_scope` globs; empty means the whole working directory.
@@ -68,6 +72,7 @@ impl AgentConfig {
             max_turns: 0,
             context_window: None,
             max_tokens: None,
+            reasoning_effort: None,
             project_memory: true,
             write_scope: Vec::new(),
             env: ProcessEnv::inherit(),
@@ -270,6 +275,7 @@ impl AgentSession {
                 max_tokens: self.config.max_tokens,
                 tools: self.tools.definitions(),
                 node_id: self.config.node_id.clone(),
+                reasoning_effort: self.config.reasoning_effort,
                 ..Request::default()
             };
             let response = tokio::select! {
@@ -430,11 +436,13 @@ impl AgentSession {
             estimated_tokens: estimated,
             context_window_size: self.context_window,
         });
-        let request = compaction::summary_request(
+        let mut request = compaction::summary_request(
             &self.config.model,
             &self.config.node_id,
             &compaction::render(&self.history[..split]),
         );
+        request.max_tokens = self.config.max_tokens;
+        request.reasoning_effort = self.config.reasoning_effort;
         // Simulated summaries never consume the node's scripted entries (SPEC 10.1.5).
         let client: &dyn LlmClient = if self.config.provider == Provider::Simulated {
             &compaction::SimulatedSummary

@@ -3,7 +3,6 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::catalog;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
 use crate::http::{json as parse_json, stream_error, HttpSettings, Transport, WireDecoder};
@@ -111,11 +110,7 @@ pub(crate) fn body(request: &Request) -> Value {
             _ => messages.push((role.to_owned(), blocks)),
         }
     }
-    let info = catalog::find(&request.model);
-    let mut max_tokens = request
-        .max_tokens
-        .or_else(|| info.map(|model| model.max_output.min(16_384)))
-        .unwrap_or(4_096);
+    let mut max_tokens = request.effective_max_tokens();
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("stream".into(), json!(true));
@@ -139,8 +134,7 @@ pub(crate) fn body(request: &Request) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    let reasoning = info.is_none_or(|model| model.reasoning);
-    if let (Some(effort), true) = (request.reasoning_effort, reasoning) {
+    if let Some(effort) = request.effective_reasoning_effort() {
         let budget: u32 = match effort {
             ReasoningEffort::Low => 2_048,
             ReasoningEffort::Medium => 8_192,

@@ -346,6 +346,7 @@ async fn compaction_at_the_threshold_replaces_older_entries() {
     }));
     let mut config = fixture.config();
     config.context_window = Some(1_000);
+    config.reasoning_effort = Some(ReasoningEffort::Medium);
     let mut session = fixture.session(config, Arc::clone(&client));
     let window = session.context_window();
     assert_eq!(window, 1_000);
@@ -404,6 +405,10 @@ async fn compaction_at_the_threshold_replaces_older_entries() {
         .iter()
         .position(|request| request.tools.is_empty())
         .unwrap();
+    // Every call, the summary included, carries the node's effort (SPEC 10.1 item 2).
+    assert!(requests
+        .iter()
+        .all(|request| request.reasoning_effort == Some(ReasoningEffort::Medium)));
     let rendered = &requests[summary_index].messages[0].text;
     assert!(rendered.contains("[User]\nRead big.txt"));
     assert!(rendered.contains("[Tool call write_file]"));
