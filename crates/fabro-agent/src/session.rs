@@ -212,7 +212,8 @@ impl AgentSession {
 
     /// Sends `prompt` as a user message and runs the loop until the model answers
     /// without tool calls, the turn limit is reached, the LLM call fails or `cancel`
-    /// fires. Failures (LLM errors, turn limit, write-scope violations, cancellation)
+    /// fires. Failures (LLM errors, turn limit, changes outside the write scope,
+    /// cancellation)
     /// are reported in [`AgentOutcome::failure`] with their class, so usage and files
     /// stay known; the api backend currently always returns `Ok`, the `Result` keeps
     /// one shape with the cli and acp backends. Dropping the future stops the run and
@@ -222,7 +223,6 @@ impl AgentSession {
         prompt: &str,
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, AgentError> {
-        self.tree.clear_violations();
         // With write_scope globs, changes made any way (shell included) are checked
         // against the scope from git snapshots (SPEC 7.6, 13.4).
         let before = if self.config.write_scope.is_empty() {
@@ -233,16 +233,18 @@ impl AgentSession {
         let mut run = RunState::default();
         self.history.push(Entry::Message(Message::user(prompt)));
         let failure = self.turns(&mut run, cancel).await;
-        let mut violations = self.tree.violations();
-        if let Some(before) = before {
-            if let Some(after) = GitSnapshot::take(self.tree.root(), &self.config.env).await {
-                for path in self.tree.out_of_scope(&after.touched_since(&before)) {
-                    if !violations.contains(&path) {
-                        violations.push(path);
-                    }
-                }
-            }
-        }
+        // Write tools refuse paths outside the scope with a tool error the model sees;
+        // only paths that really changed outside it fail the attempt (SPEC 13.4): the
+        // git snapshot difference, or outside git the tracked-tool list.
+        let after = match &before {
+            Some(_) => GitSnapshot::take(self.tree.root(), &self.config.env).await,
+            None => None,
+        };
+        let changed = match (&before, &after) {
+            (Some(before), Some(after)) => after.touched_since(before),
+            _ => run.tracker.files().to_vec(),
+        };
+        let violations = self.tree.out_of_scope(&changed);
         let failure = match failure {
             Some(failure) if failure.class == FailureClass::Canceled => Some(failure),
             _ if !violations.is_empty() => Some(AgentFailure::new(
