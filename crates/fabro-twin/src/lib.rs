@@ -9,7 +9,10 @@
 //! (text, tool calls, usage) and is rendered in the wire format of the endpoint that
 //! received the request, streamed in chunks with a per-chunk delay. Faults: any HTTP
 //! status with a provider-shaped error body and optional `Retry-After`, a hang, a
-//! connection dropped mid-stream, malformed JSON and malformed SSE.
+//! connection dropped mid-stream, malformed JSON and malformed SSE. Like the real
+//! Anthropic API, the twin answers 400 to a Messages request with extended thinking
+//! whose budget is out of range (below 1,024 or not below `max_tokens`) or whose last
+//! assistant turn made tool calls without starting with its thinking block.
 //!
 //! The twin never reads the environment and never touches the network beyond loopback.
 
@@ -158,6 +161,9 @@ pub struct Turn {
     pub chunk_delay: Duration,
     /// End with the provider's content-filter stop instead of a normal one.
     pub content_filter: bool,
+    /// An Anthropic extended-thinking block (thinking text, signature) streamed before
+    /// the text; the other formats leave it out.
+    pub thinking: Option<(String, String)>,
 }
 
 impl Turn {
@@ -173,7 +179,14 @@ impl Turn {
             chunk_size: 8,
             chunk_delay: Duration::ZERO,
             content_filter: false,
+            thinking: None,
         }
+    }
+
+    /// Adds an Anthropic thinking block with its signature.
+    pub fn with_thinking(mut self, thinking: &str, signature: &str) -> Turn {
+        self.thinking = Some((thinking.to_owned(), signature.to_owned()));
+        self
     }
 
     /// Adds a tool call.
@@ -320,6 +333,14 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         Format::Gemini => false,
         _ => body["stream"] == true,
     };
+    if format == Format::Anthropic {
+        if let Some(message) = wire::anthropic_thinking_error(&body) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_body(format, 400, "invalid_request_error", &message),
+            );
+        }
+    }
     match reply.unwrap_or(Reply::server_error()) {
         Reply::Turn(turn) if streaming => sse(
             wire::stream_events(format, &body, &path_model, &turn),

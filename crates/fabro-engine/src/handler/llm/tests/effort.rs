@@ -8,10 +8,16 @@ use serde_json::Value;
 use super::*;
 use crate::llm_target::ProviderSettings;
 
-/// The body of the first request a `shape` node (`tab` prompt, `box` agent) with
-/// `attributes` sends to a twin standing in for `provider`.
-async fn first_body(provider: &str, shape: &str, attributes: &str) -> Value {
+/// Runs node `n` (`shape` `tab` is a prompt node, `box` an agent) with `attributes`
+/// against a twin standing in for `provider` that answers `replies`, then `done`.
+async fn run_node(
+    provider: &str,
+    shape: &str,
+    attributes: &str,
+    replies: Vec<fabro_twin::Reply>,
+) -> (Outcome, Vec<fabro_twin::Recorded>, TestRun) {
     let twin = Twin::start().await.expect("twin");
+    twin.enqueue(replies);
     twin.set_fallback(fabro_twin::Reply::Turn(Turn::text("done")));
     let (key, base, base_url) = match provider {
         "anthropic" => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", twin.base_url()),
@@ -42,8 +48,13 @@ async fn first_body(provider: &str, shape: &str, attributes: &str) -> Value {
     run.services.llm =
         LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("llm setup");
     let outcome = execute(&run.input(&workflow, "n")).await;
+    (outcome, twin.requests(), run)
+}
+
+/// The body of the first request of a node that succeeds.
+async fn first_body(provider: &str, shape: &str, attributes: &str) -> Value {
+    let (outcome, requests, _run) = run_node(provider, shape, attributes, Vec::new()).await;
     assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
-    let requests = twin.requests();
     assert!(!requests.is_empty(), "no request reached the twin");
     requests[0].body.clone()
 }
@@ -165,4 +176,40 @@ async fn an_explicit_max_tokens_wins_and_stays_above_the_thinking_budget() {
     let body = first_body("openai", "box", "model=\"gpt-5.4\", max_tokens=4000").await;
     assert_eq!(body["max_output_tokens"], 4_000, "{body}");
     assert_eq!(body["reasoning"]["effort"], "high", "{body}");
+}
+
+#[tokio::test]
+async fn anthropic_thinking_blocks_go_back_with_the_tool_results() {
+    // The real API rejects a tool-use continuation whose assistant turn lost its
+    // thinking block; the twin does the same (SPEC 10.1 item 1).
+    let first = Turn::text("Writing it.")
+        .with_thinking("The user wants a file.", "sig-0001")
+        .with_tool_call(
+            "toolu_1",
+            "write_file",
+            r#"{"file_path": "a.txt", "content": "hi"}"#,
+        );
+    let (outcome, requests, run) = run_node(
+        "anthropic",
+        "box",
+        r#"model="claude-sonnet-4-6""#,
+        vec![fabro_twin::Reply::Turn(first)],
+    )
+    .await;
+    assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+    assert_eq!(outcome.files_touched, ["a.txt"]);
+    assert_eq!(
+        fs_err::read_to_string(run.work_dir.join("a.txt")).unwrap(),
+        "hi"
+    );
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let assistant = &messages[1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["content"][0],
+        serde_json::json!({"type": "thinking", "thinking": "The user wants a file.", "signature": "sig-0001"})
+    );
+    assert_eq!(assistant["content"][1]["type"], "text");
+    assert_eq!(assistant["content"][2]["type"], "tool_use");
 }
