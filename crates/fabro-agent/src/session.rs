@@ -293,6 +293,7 @@ impl AgentSession {
             run.turns += 1;
             let mut assistant = Message::assistant(response.text.clone());
             assistant.tool_calls = response.tool_calls.clone();
+            assistant.thinking = response.thinking.clone();
             self.history.push(Entry::Message(assistant));
             self.sink.emit(AgentEvent::AssistantMessage {
                 text: response.text.clone(),

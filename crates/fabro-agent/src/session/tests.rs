@@ -73,6 +73,7 @@ fn text(answer: &str) -> Result<Response, LlmError> {
         tool_calls: Vec::new(),
         usage: usage(10, 2),
         model: "fake".to_owned(),
+        thinking: Vec::new(),
     })
 }
 
@@ -89,6 +90,7 @@ fn calls(calls: &[(&str, &str, Value)]) -> Result<Response, LlmError> {
             .collect(),
         usage: usage(10, 2),
         model: "fake".to_owned(),
+        thinking: Vec::new(),
     })
 }
 
@@ -343,6 +345,7 @@ async fn compaction_at_the_threshold_replaces_older_entries() {
         tool_calls: Vec::new(),
         usage: usage(100, 20),
         model: "fake".to_owned(),
+        thinking: Vec::new(),
     }));
     let mut config = fixture.config();
     config.context_window = Some(1_000);
