@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::*;
 use crate::llm_target::ProviderSettings;
 
-/// Runs node `n` (`shape` `tab` is a prompt node, `box` an agent) with `attributes`
+/// Runs node `n` (`shape` `tab` is a prompt node, `box` an agent, `tripleoctagon` a
+/// fan-in over branches `a` and `b`) with `attributes`
 /// against a twin standing in for `provider` that answers `replies`, then `done`.
 async fn run_node(
     provider: &str,
@@ -47,7 +48,16 @@ async fn run_node(
     let mut run = TestRun::new();
     run.services.llm =
         LlmSetup::resolve(&workflow, &defaults, Arc::default(), false).expect("llm setup");
-    let outcome = execute(&run.input(&workflow, "n")).await;
+    run.context.set(
+        "parallel.results",
+        serde_json::json!([{"id": "a", "status": "success"}, {"id": "b", "status": "success"}]),
+    );
+    let input = run.input(&workflow, "n");
+    let outcome = if shape == "tripleoctagon" {
+        crate::handler::fan_in::execute(&input).await
+    } else {
+        execute(&input).await
+    };
     (outcome, twin.requests(), run)
 }
 
@@ -212,4 +222,19 @@ async fn anthropic_thinking_blocks_go_back_with_the_tool_results() {
     );
     assert_eq!(assistant["content"][1]["type"], "text");
     assert_eq!(assistant["content"][2]["type"], "tool_use");
+}
+
+#[tokio::test]
+async fn fan_in_evaluation_carries_the_effort_too() {
+    let (outcome, requests, _run) = run_node(
+        "openai",
+        "tripleoctagon",
+        r#"model="gpt-5.4", reasoning_effort=low"#,
+        vec![fabro_twin::Reply::text(r#"{"best_id": "b"}"#)],
+    )
+    .await;
+    assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+    assert_eq!(outcome.context_updates["parallel.fan_in.best_id"], "b");
+    assert_eq!(requests[0].body["reasoning"]["effort"], "low");
+    assert_eq!(requests[0].body["max_output_tokens"], 128_000);
 }
