@@ -165,7 +165,7 @@ pub(crate) fn body(request: &Request) -> Value {
 struct Decoder<'t> {
     transport: &'t Transport,
     /// The thinking block being streamed: its index and the block so far.
-    thinking: Option<(String, Value)>,
+    thinking: Option<(Value, Value)>,
 }
 
 impl WireDecoder for Decoder<'_> {
@@ -188,7 +188,7 @@ impl WireDecoder for Decoder<'_> {
                 let block = &data["content_block"];
                 if block["type"] == "thinking" {
                     self.thinking = Some((
-                        data["index"].to_string(),
+                        data["index"].clone(),
                         json!({"type": "thinking",
                                "thinking": block["thinking"].as_str().unwrap_or_default(),
                                "signature": block["signature"].as_str().unwrap_or_default()}),
@@ -249,15 +249,14 @@ impl WireDecoder for Decoder<'_> {
                     ));
                 }
             }
-            "content_block_stop" => {
+            "content_block_stop"
                 if self
                     .thinking
                     .as_ref()
-                    .is_some_and(|(index, _)| *index == data["index"].to_string())
-                {
-                    if let Some((_, block)) = self.thinking.take() {
-                        out.thinking_block(block);
-                    }
+                    .is_some_and(|(index, _)| *index == data["index"]) =>
+            {
+                if let Some((_, block)) = self.thinking.take() {
+                    out.thinking_block(block);
                 }
             }
             "message_stop" => out.finish(),
