@@ -12,7 +12,9 @@
 //! connection dropped mid-stream, malformed JSON and malformed SSE. Like the real
 //! Anthropic API, the twin answers 400 to a Messages request with extended thinking
 //! whose budget is out of range (below 1,024 or not below `max_tokens`) or whose last
-//! assistant turn made tool calls without starting with its thinking block.
+//! assistant turn made tool calls without starting with its thinking block; when
+//! thinking is enabled, its Anthropic turns start with a thinking block (a default one
+//! unless the [`Turn`] gives its own).
 //!
 //! The twin never reads the environment and never touches the network beyond loopback.
 
@@ -333,6 +335,7 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         Format::Gemini => false,
         _ => body["stream"] == true,
     };
+    let mut reply = reply.unwrap_or(Reply::server_error());
     if format == Format::Anthropic {
         if let Some(message) = wire::anthropic_thinking_error(&body) {
             return json_response(
@@ -340,8 +343,14 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
                 &wire::error_body(format, 400, "invalid_request_error", &message),
             );
         }
+        // With thinking enabled the API's turns always start with a thinking block.
+        if let Reply::Turn(turn) = &mut reply {
+            if body["thinking"]["type"] == "enabled" && turn.thinking.is_none() {
+                turn.thinking = Some(("Thinking.".to_owned(), "twin-signature".to_owned()));
+            }
+        }
     }
-    match reply.unwrap_or(Reply::server_error()) {
+    match reply {
         Reply::Turn(turn) if streaming => sse(
             wire::stream_events(format, &body, &path_model, &turn),
             turn.chunk_delay,
