@@ -134,6 +134,7 @@ impl LlmClient for SimulatedSummary {
                     ..Usage::default()
                 },
                 model: request.model.clone(),
+                thinking: Vec::new(),
             })
         })
     }

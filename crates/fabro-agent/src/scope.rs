@@ -2,7 +2,6 @@
 //! or symlink can escape, and the optional `write_scope` globs.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
@@ -28,14 +27,12 @@ pub(crate) struct ScopeGlobError {
 }
 
 /// The working directory of an agent and the part of it the agent may modify.
-/// Cloning shares the record of attempted violations.
 #[derive(Debug, Clone)]
 pub struct WorkTree {
     root: PathBuf,
     /// The root as the caller spelled it (may go through a symlink).
     alias: PathBuf,
     scope: Option<GlobSet>,
-    violations: Arc<Mutex<Vec<String>>>,
 }
 
 /// A path inside the working tree, resolved.
@@ -81,12 +78,7 @@ impl WorkTree {
                     })?,
             )
         };
-        Ok(WorkTree {
-            root,
-            alias,
-            scope,
-            violations: Arc::new(Mutex::new(Vec::new())),
-        })
+        Ok(WorkTree { root, alias, scope })
     }
 
     /// The canonical working directory.
@@ -102,15 +94,12 @@ impl WorkTree {
     }
 
     /// Resolves a path for writing. A path outside the working directory or the
-    /// `write_scope` is recorded as a violation and rejected with the SPEC 13.4 text.
-    /// `status.json` in the root is always allowed.
+    /// `write_scope` is rejected with the SPEC 13.4 text, which the model receives as
+    /// a tool error. `status.json` in the root is always allowed.
     pub fn resolve_write(&self, path: &str) -> Result<ResolvedPath, String> {
         match self.resolve(path) {
             Some(resolved) if self.in_scope(&resolved.relative) => Ok(resolved),
-            _ => {
-                self.record_violation(path);
-                Err(scope_violation_message(path))
-            }
+            _ => Err(scope_violation_message(path)),
         }
     }
 
@@ -131,32 +120,6 @@ impl WorkTree {
             .filter(|path| !self.in_scope(path))
             .cloned()
             .collect()
-    }
-
-    /// Every rejected write so far, deduplicated, in order.
-    pub fn violations(&self) -> Vec<String> {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Forgets recorded violations (at the start of an attempt).
-    pub fn clear_violations(&self) {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-
-    fn record_violation(&self, path: &str) {
-        let mut violations = self
-            .violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !violations.iter().any(|known| known == path) {
-            violations.push(path.to_owned());
-        }
     }
 
     /// Lexically normalises `path` against the root, then resolves symlinks of the
@@ -237,19 +200,20 @@ mod tests {
         let absolute = tree.root().join("b.txt");
         let resolved = tree.resolve_write(absolute.to_str().unwrap()).unwrap();
         assert_eq!(resolved.relative, "b.txt");
-        assert!(tree.violations().is_empty());
     }
 
     #[test]
-    fn dot_dot_escape_is_a_recorded_violation() {
+    fn dot_dot_escape_is_a_violation() {
         let (_dir, tree) = tree(&[]);
         let error = tree.resolve_write("../outside.txt").unwrap_err();
         assert_eq!(
             error,
             "write scope violation: ../outside.txt is outside the allowed scope"
         );
-        assert!(tree.resolve_write("/etc/passwd").is_err());
-        assert_eq!(tree.violations(), ["../outside.txt", "/etc/passwd"]);
+        assert_eq!(
+            tree.resolve_write("/etc/passwd").unwrap_err(),
+            "write scope violation: /etc/passwd is outside the allowed scope"
+        );
     }
 
     #[test]
@@ -263,7 +227,6 @@ mod tests {
         assert!(tree.resolve_write("link/new.txt").is_err());
         assert!(tree.resolve_write("flink").is_err());
         assert!(tree.resolve_read("link/new.txt").is_err());
-        assert_eq!(tree.violations(), ["link/new.txt", "flink"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_llm::{LlmClient, Message, Provider, Request, ToolCall, Usage};
+use fabro_llm::{LlmClient, Message, Provider, ReasoningEffort, Request, ToolCall, Usage};
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
@@ -37,8 +37,12 @@ pub struct AgentConfig {
     pub max_turns: u32,
     /// Context window in tokens; the catalog's value (else 200,000) when `None`.
     pub context_window: Option<u64>,
-    /// Output cap per call.
+    /// Output cap per call; the provider adapter's default (the catalog's max output)
+    /// when `None`.
     pub max_tokens: Option<u32>,
+    /// Reasoning effort of every call, summaries included; sent only to models with
+    /// reasoning (SPEC 10.1 item 2).
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// Load project instruction files (SPEC 10.6).
     pub project_memory: bool,
     /// `write_scope` globs; empty means the whole working directory.
@@ -68,6 +72,7 @@ impl AgentConfig {
             max_turns: 0,
             context_window: None,
             max_tokens: None,
+            reasoning_effort: None,
             project_memory: true,
             write_scope: Vec::new(),
             env: ProcessEnv::inherit(),
@@ -207,7 +212,8 @@ impl AgentSession {
 
     /// Sends `prompt` as a user message and runs the loop until the model answers
     /// without tool calls, the turn limit is reached, the LLM call fails or `cancel`
-    /// fires. Failures (LLM errors, turn limit, write-scope violations, cancellation)
+    /// fires. Failures (LLM errors, turn limit, changes outside the write scope,
+    /// cancellation)
     /// are reported in [`AgentOutcome::failure`] with their class, so usage and files
     /// stay known; the api backend currently always returns `Ok`, the `Result` keeps
     /// one shape with the cli and acp backends. Dropping the future stops the run and
@@ -217,7 +223,6 @@ impl AgentSession {
         prompt: &str,
         cancel: &CancellationToken,
     ) -> Result<AgentOutcome, AgentError> {
-        self.tree.clear_violations();
         // With write_scope globs, changes made any way (shell included) are checked
         // against the scope from git snapshots (SPEC 7.6, 13.4).
         let before = if self.config.write_scope.is_empty() {
@@ -228,16 +233,18 @@ impl AgentSession {
         let mut run = RunState::default();
         self.history.push(Entry::Message(Message::user(prompt)));
         let failure = self.turns(&mut run, cancel).await;
-        let mut violations = self.tree.violations();
-        if let Some(before) = before {
-            if let Some(after) = GitSnapshot::take(self.tree.root(), &self.config.env).await {
-                for path in self.tree.out_of_scope(&after.touched_since(&before)) {
-                    if !violations.contains(&path) {
-                        violations.push(path);
-                    }
-                }
-            }
-        }
+        // Write tools refuse paths outside the scope with a tool error the model sees;
+        // only paths that really changed outside it fail the attempt (SPEC 13.4): the
+        // git snapshot difference, or outside git the tracked-tool list.
+        let after = match &before {
+            Some(_) => GitSnapshot::take(self.tree.root(), &self.config.env).await,
+            None => None,
+        };
+        let changed = match (&before, &after) {
+            (Some(before), Some(after)) => after.touched_since(before),
+            _ => run.tracker.files().to_vec(),
+        };
+        let violations = self.tree.out_of_scope(&changed);
         let failure = match failure {
             Some(failure) if failure.class == FailureClass::Canceled => Some(failure),
             _ if !violations.is_empty() => Some(AgentFailure::new(
@@ -270,6 +277,7 @@ impl AgentSession {
                 max_tokens: self.config.max_tokens,
                 tools: self.tools.definitions(),
                 node_id: self.config.node_id.clone(),
+                reasoning_effort: self.config.reasoning_effort,
                 ..Request::default()
             };
             let response = tokio::select! {
@@ -285,6 +293,7 @@ impl AgentSession {
             run.turns += 1;
             let mut assistant = Message::assistant(response.text.clone());
             assistant.tool_calls = response.tool_calls.clone();
+            assistant.thinking = response.thinking.clone();
             self.history.push(Entry::Message(assistant));
             self.sink.emit(AgentEvent::AssistantMessage {
                 text: response.text.clone(),
@@ -430,11 +439,13 @@ impl AgentSession {
             estimated_tokens: estimated,
             context_window_size: self.context_window,
         });
-        let request = compaction::summary_request(
+        let mut request = compaction::summary_request(
             &self.config.model,
             &self.config.node_id,
             &compaction::render(&self.history[..split]),
         );
+        request.max_tokens = self.config.max_tokens;
+        request.reasoning_effort = self.config.reasoning_effort;
         // Simulated summaries never consume the node's scripted entries (SPEC 10.1.5).
         let client: &dyn LlmClient = if self.config.provider == Provider::Simulated {
             &compaction::SimulatedSummary

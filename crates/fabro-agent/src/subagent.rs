@@ -383,6 +383,7 @@ mod tests {
                 .collect(),
             usage: Usage::default(),
             model: "fake".to_owned(),
+            thinking: Vec::new(),
         })
     }
 

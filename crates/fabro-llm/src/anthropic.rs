@@ -3,7 +3,6 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::catalog;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
 use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
@@ -43,6 +42,7 @@ impl AnthropicClient {
         let mut decoder = Decoder {
             transport: &self.transport,
             usage: RawUsage::default(),
+            thinking: None,
         };
         self.transport
             .stream(
@@ -77,6 +77,8 @@ impl LlmClient for AnthropicClient {
 /// The request body: system slot, merged same-role turns, `tool_result` blocks in user
 /// turns, native tool shapes and extended thinking for reasoning models.
 pub(crate) fn body(request: &Request) -> Value {
+    let effort = request.effective_reasoning_effort();
+    let thinking = effort.is_some();
     let mut system = request.system.clone().unwrap_or_default();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
     for message in &request.messages {
@@ -90,7 +92,13 @@ pub(crate) fn body(request: &Request) -> Value {
             }
             Role::User => ("user", vec![json!({"type": "text", "text": message.text})]),
             Role::Assistant => {
-                let mut blocks = Vec::new();
+                // Thinking blocks lead the turn, unchanged; the API requires them in a
+                // tool-use continuation while thinking is enabled.
+                let mut blocks = if thinking {
+                    message.thinking.clone()
+                } else {
+                    Vec::new()
+                };
                 if !message.text.is_empty() {
                     blocks.push(json!({"type": "text", "text": message.text}));
                 }
@@ -112,11 +120,7 @@ pub(crate) fn body(request: &Request) -> Value {
             _ => messages.push((role.to_owned(), blocks)),
         }
     }
-    let info = catalog::find(&request.model);
-    let mut max_tokens = request
-        .max_tokens
-        .or_else(|| info.map(|model| model.max_output.min(16_384)))
-        .unwrap_or(4_096);
+    let mut max_tokens = request.effective_max_tokens();
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("stream".into(), json!(true));
@@ -140,8 +144,7 @@ pub(crate) fn body(request: &Request) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    let reasoning = info.is_none_or(|model| model.reasoning);
-    if let (Some(effort), true) = (request.reasoning_effort, reasoning) {
+    if let Some(effort) = effort {
         let budget: u32 = match effort {
             ReasoningEffort::Low => 2_048,
             ReasoningEffort::Medium => 8_192,
@@ -163,6 +166,8 @@ pub(crate) fn body(request: &Request) -> Value {
 struct Decoder<'t> {
     transport: &'t Transport,
     usage: RawUsage,
+    /// The thinking block being streamed: its index and the block so far.
+    thinking: Option<(Value, Value)>,
 }
 
 /// Anthropic's usage counts as sent: `input_tokens` excludes the cache reads and
@@ -213,7 +218,16 @@ impl WireDecoder for Decoder<'_> {
             }
             "content_block_start" => {
                 let block = &data["content_block"];
-                if block["type"] == "tool_use" {
+                if block["type"] == "thinking" {
+                    self.thinking = Some((
+                        data["index"].clone(),
+                        json!({"type": "thinking",
+                               "thinking": block["thinking"].as_str().unwrap_or_default(),
+                               "signature": block["signature"].as_str().unwrap_or_default()}),
+                    ));
+                } else if block["type"] == "redacted_thinking" {
+                    out.thinking_block(block.clone());
+                } else if block["type"] == "tool_use" {
                     let slot = data["index"].to_string();
                     out.tool_start(
                         &slot,
@@ -233,7 +247,25 @@ impl WireDecoder for Decoder<'_> {
                         delta["partial_json"].as_str().unwrap_or_default(),
                     ),
                     "thinking_delta" => {
-                        out.reasoning(delta["thinking"].as_str().unwrap_or_default())
+                        let piece = delta["thinking"].as_str().unwrap_or_default();
+                        if let Some((_, block)) = &mut self.thinking {
+                            let text = format!(
+                                "{}{piece}",
+                                block["thinking"].as_str().unwrap_or_default()
+                            );
+                            block["thinking"] = json!(text);
+                        }
+                        out.reasoning(piece);
+                    }
+                    "signature_delta" => {
+                        if let Some((_, block)) = &mut self.thinking {
+                            let signature = format!(
+                                "{}{}",
+                                block["signature"].as_str().unwrap_or_default(),
+                                delta["signature"].as_str().unwrap_or_default()
+                            );
+                            block["signature"] = json!(signature);
+                        }
                     }
                     _ => {}
                 }
@@ -246,6 +278,16 @@ impl WireDecoder for Decoder<'_> {
                         LlmErrorKind::ContentFilter,
                         "the model refused (stop_reason refusal)",
                     ));
+                }
+            }
+            "content_block_stop"
+                if self
+                    .thinking
+                    .as_ref()
+                    .is_some_and(|(index, _)| *index == data["index"]) =>
+            {
+                if let Some((_, block)) = self.thinking.take() {
+                    out.thinking_block(block);
                 }
             }
             "message_stop" => out.finish(),
@@ -337,6 +379,44 @@ mod tests {
         assert_eq!(body["max_tokens"], 17_384);
         let haiku = body_for("haiku");
         assert!(haiku.get("thinking").is_none());
+    }
+
+    #[test]
+    fn thinking_blocks_lead_assistant_turns_only_while_thinking_is_on() {
+        let signed = json!({"type": "thinking", "thinking": "plan", "signature": "sig"});
+        let redacted = json!({"type": "redacted_thinking", "data": "opaque"});
+        let mut assistant = Message::assistant("Reading.");
+        assistant.thinking = vec![signed.clone(), redacted.clone()];
+        assistant.tool_calls.push(ToolCall {
+            id: "toolu_1".to_owned(),
+            name: "read".to_owned(),
+            arguments: json!({}),
+        });
+        let mut request = Request {
+            model: "claude-sonnet-4-6".to_owned(),
+            messages: vec![
+                Message::user("go"),
+                assistant,
+                Message::tool_result("toolu_1", "data", false),
+            ],
+            reasoning_effort: Some(ReasoningEffort::Medium),
+            ..Request::default()
+        };
+        let content = &body(&request)["messages"][1]["content"];
+        assert_eq!(content[0], signed);
+        assert_eq!(content[1], redacted);
+        assert_eq!(content[2]["type"], "text");
+        assert_eq!(content[3]["type"], "tool_use");
+        request.reasoning_effort = None;
+        let content = &body(&request)["messages"][1]["content"];
+        assert_eq!(content[0]["type"], "text");
+        assert_eq!(content.as_array().map(Vec::len), Some(2));
+        // The other adapters never send Anthropic's blocks.
+        request.reasoning_effort = Some(ReasoningEffort::Medium);
+        request.model = "gpt-5.4".to_owned();
+        assert!(!crate::openai::body(&request).to_string().contains("sig"));
+        request.model = "gemini-3.1-pro-preview".to_owned();
+        assert!(!crate::gemini::body(&request).to_string().contains("sig"));
     }
 
     fn body_for(model: &str) -> Value {

@@ -78,6 +78,20 @@ pub fn find(name: &str) -> Option<&'static ModelInfo> {
         .find(|model| model.id == name || model.aliases.contains(&name))
 }
 
+/// The output cap of a model outside the catalog (SPEC 2.10).
+pub const DEFAULT_MAX_OUTPUT: u32 = 8_192;
+
+/// The catalog's max output for `name`, else [`DEFAULT_MAX_OUTPUT`].
+pub fn max_output(name: &str) -> u32 {
+    find(name).map_or(DEFAULT_MAX_OUTPUT, |model| model.max_output)
+}
+
+/// Whether `name` is a catalog model with reasoning; reasoning effort is sent only to
+/// those (SPEC 10.1 item 2).
+pub fn supports_reasoning(name: &str) -> bool {
+    find(name).is_some_and(|model| model.reasoning)
+}
+
 /// Whether `name` is a catalog id or alias.
 pub fn is_known(name: &str) -> bool {
     find(name).is_some()

@@ -114,7 +114,7 @@ pub(crate) fn body(request: &Request) -> Value {
     if let Some(max) = request.max_tokens {
         body.insert("max_tokens".into(), json!(max));
     }
-    if let Some(effort) = request.reasoning_effort {
+    if let Some(effort) = request.effective_reasoning_effort() {
         body.insert("reasoning_effort".into(), json!(effort.as_str()));
     }
     if let Some(schema) = &request.output_schema {

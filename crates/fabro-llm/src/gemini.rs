@@ -150,10 +150,11 @@ pub(crate) fn body(request: &Request) -> Value {
         );
     }
     let mut generation = Map::new();
-    if let Some(max) = request.max_tokens {
-        generation.insert("maxOutputTokens".into(), json!(max));
-    }
-    if let Some(effort) = request.reasoning_effort {
+    generation.insert(
+        "maxOutputTokens".into(),
+        json!(request.effective_max_tokens()),
+    );
+    if let Some(effort) = request.effective_reasoning_effort() {
         let budget = match effort {
             ReasoningEffort::Low => 1_024,
             ReasoningEffort::Medium => 8_192,

@@ -32,6 +32,11 @@ pub struct Message {
     /// For tool messages: the tool failed and `text` is its error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// For assistant messages: the provider's thinking blocks (Anthropic `thinking`
+    /// with its signature, `redacted_thinking`), sent back unchanged to the provider
+    /// that made them and left out by the others (SPEC 10.1 item 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<serde_json::Value>,
 }
 
 impl Message {
@@ -43,6 +48,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            thinking: Vec::new(),
         }
     }
 
@@ -54,6 +60,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            thinking: Vec::new(),
         }
     }
 }
@@ -72,6 +79,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.into()),
             is_error,
+            thinking: Vec::new(),
         }
     }
 }
@@ -153,6 +161,20 @@ pub struct Request {
 }
 
 impl Request {
+    /// The reasoning effort to send: [`Request::reasoning_effort`] when the catalog
+    /// entry of the model supports reasoning, else none (SPEC 10.1 item 2).
+    pub fn effective_reasoning_effort(&self) -> Option<ReasoningEffort> {
+        self.reasoning_effort
+            .filter(|_| crate::catalog::supports_reasoning(&self.model))
+    }
+
+    /// The output cap to send: [`Request::max_tokens`], else the catalog's max output
+    /// for the model, else 8,192 (SPEC 2.10).
+    pub fn effective_max_tokens(&self) -> u32 {
+        self.max_tokens
+            .unwrap_or_else(|| crate::catalog::max_output(&self.model))
+    }
+
     /// Characters of system prompt and messages, for size estimates.
     pub fn characters(&self) -> usize {
         self.system
@@ -213,4 +235,6 @@ pub struct Response {
     pub usage: Usage,
     /// Model that answered.
     pub model: String,
+    /// Thinking blocks to send back with this turn ([`Message::thinking`]).
+    pub thinking: Vec<serde_json::Value>,
 }

@@ -112,10 +112,11 @@ pub(crate) fn body(request: &Request) -> Value {
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), json!("auto"));
     }
-    if let Some(max) = request.max_tokens {
-        body.insert("max_output_tokens".into(), json!(max));
-    }
-    if let Some(effort) = request.reasoning_effort {
+    body.insert(
+        "max_output_tokens".into(),
+        json!(request.effective_max_tokens()),
+    );
+    if let Some(effort) = request.effective_reasoning_effort() {
         body.insert("reasoning".into(), json!({"effort": effort.as_str()}));
     }
     if let Some(schema) = &request.output_schema {

@@ -221,6 +221,7 @@ impl LlmClient for SimulatedClient {
                 tool_calls,
                 usage,
                 model: request.model.clone(),
+                thinking: Vec::new(),
             })
         })
     }

@@ -46,6 +46,7 @@ pub(crate) struct Assembler<'s, 'a> {
     calls: Vec<PartialCall>,
     pub(crate) usage: Usage,
     finished: bool,
+    thinking: Vec<Value>,
 }
 
 struct PartialCall {
@@ -65,6 +66,7 @@ impl<'s, 'a> Assembler<'s, 'a> {
             calls: Vec::new(),
             usage: Usage::default(),
             finished: false,
+            thinking: Vec::new(),
         }
     }
 
@@ -86,6 +88,11 @@ impl<'s, 'a> Assembler<'s, 'a> {
         if !delta.is_empty() {
             (self.sink)(&StreamEvent::ReasoningDelta(delta.to_owned()));
         }
+    }
+
+    /// A complete thinking block to send back with the turn ([`Response::thinking`]).
+    pub(crate) fn thinking_block(&mut self, block: Value) {
+        self.thinking.push(block);
     }
 
     /// A tool call begins in `slot` (the provider's index or item id).
@@ -166,6 +173,7 @@ impl<'s, 'a> Assembler<'s, 'a> {
             tool_calls,
             usage,
             model: self.model,
+            thinking: self.thinking,
         })
     }
 }

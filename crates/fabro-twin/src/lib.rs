@@ -10,7 +10,12 @@
 //! received the request, streamed in chunks with a per-chunk delay. Faults: any HTTP
 //! status with a provider-shaped error body and optional `Retry-After`, a hang, a
 //! connection dropped mid-stream, malformed JSON and malformed SSE, an error event after
-//! some streamed text, a whole JSON answer to a streaming request and any raw body.
+//! some streamed text, a whole JSON answer to a streaming request and any raw body. Like the real
+//! Anthropic API, the twin answers 400 to a Messages request with extended thinking
+//! whose budget is out of range (below 1,024 or not below `max_tokens`) or whose last
+//! assistant turn made tool calls without starting with its thinking block; when
+//! thinking is enabled, its Anthropic turns start with a thinking block (a default one
+//! unless the [`Turn`] gives its own).
 //!
 //! The twin never reads the environment and never touches the network beyond loopback.
 
@@ -211,6 +216,9 @@ pub struct Turn {
     /// Anthropic streams: report the input and cache counts in `message_delta` (whose
     /// counts are cumulative, as gateways send them) and zero input in `message_start`.
     pub usage_in_message_delta: bool,
+    /// An Anthropic extended-thinking block (thinking text, signature) streamed before
+    /// the text; the other formats leave it out.
+    pub thinking: Option<(String, String)>,
 }
 
 impl Turn {
@@ -227,7 +235,14 @@ impl Turn {
             chunk_delay: Duration::ZERO,
             content_filter: false,
             usage_in_message_delta: false,
+            thinking: None,
         }
+    }
+
+    /// Adds an Anthropic thinking block with its signature.
+    pub fn with_thinking(mut self, thinking: &str, signature: &str) -> Turn {
+        self.thinking = Some((thinking.to_owned(), signature.to_owned()));
+        self
     }
 
     /// Adds a tool call.
@@ -374,7 +389,22 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         Format::Gemini => false,
         _ => body["stream"] == true,
     };
-    match reply.unwrap_or(Reply::server_error()) {
+    let mut reply = reply.unwrap_or(Reply::server_error());
+    if format == Format::Anthropic {
+        if let Some(message) = wire::anthropic_thinking_error(&body) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_body(format, 400, "invalid_request_error", &message),
+            );
+        }
+        // With thinking enabled the API's turns always start with a thinking block.
+        if let Reply::Turn(turn) = &mut reply {
+            if body["thinking"]["type"] == "enabled" && turn.thinking.is_none() {
+                turn.thinking = Some(("Thinking.".to_owned(), "twin-signature".to_owned()));
+            }
+        }
+    }
+    match reply {
         Reply::Turn(turn) if streaming => sse(
             wire::stream_events(format, &body, &path_model, &turn),
             turn.chunk_delay,

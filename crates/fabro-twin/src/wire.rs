@@ -126,6 +126,30 @@ pub(crate) fn stream_events(
                 "usage": start_usage}})));
             events.push(Event::json(name("ping"), &json!({"type": "ping"})));
             let mut index = 0;
+            if let Some((thinking, signature)) = &turn.thinking {
+                events.push(Event::json(
+                    name("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": ""}}),
+                ));
+                for piece in chunks(thinking, turn.chunk_size) {
+                    events.push(Event::json(
+                        name("content_block_delta"),
+                        &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece}}),
+                    ));
+                }
+                events.push(Event::json(
+                    name("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "signature_delta", "signature": signature}}),
+                ));
+                events.push(Event::json(
+                    name("content_block_stop"),
+                    &json!({"type": "content_block_stop", "index": index}),
+                ));
+                index += 1;
+            }
             if !turn.text.is_empty() {
                 events.push(Event::json(
                     name("content_block_start"),
@@ -404,6 +428,11 @@ pub(crate) fn whole(format: Format, request: &Value, path_model: &str, turn: &Tu
     match format {
         Format::Anthropic => {
             let mut content = Vec::new();
+            if let Some((thinking, signature)) = &turn.thinking {
+                content.push(
+                    json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+                );
+            }
             if !turn.text.is_empty() {
                 content.push(json!({"type": "text", "text": turn.text}));
             }
@@ -465,6 +494,42 @@ pub(crate) fn whole(format: Format, request: &Value, path_model: &str, turn: &Tu
                    "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": chat_usage(turn)})
         }
     }
+}
+
+/// Why the Anthropic API would reject `request` for its extended-thinking use, if it
+/// would: a budget below 1,024 or not below `max_tokens`, or a last assistant turn with
+/// tool calls that does not start with a signed thinking (or redacted thinking) block.
+pub(crate) fn anthropic_thinking_error(request: &Value) -> Option<String> {
+    let thinking = &request["thinking"];
+    if thinking["type"] != "enabled" {
+        return None;
+    }
+    let budget = thinking["budget_tokens"].as_u64().unwrap_or(0);
+    let max_tokens = request["max_tokens"].as_u64().unwrap_or(0);
+    if budget < 1_024 {
+        return Some(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+                .to_owned(),
+        );
+    }
+    if max_tokens <= budget {
+        return Some("`max_tokens` must be greater than `thinking.budget_tokens`".to_owned());
+    }
+    let messages = request["messages"].as_array()?;
+    let last = messages
+        .iter()
+        .rev()
+        .find(|message| message["role"] == "assistant")?;
+    let content = last["content"].as_array()?;
+    let calls_tools = content.iter().any(|block| block["type"] == "tool_use");
+    let first = content.first();
+    let starts_with_thinking = first.is_some_and(|block| {
+        (block["type"] == "thinking" && block["signature"].is_string())
+            || block["type"] == "redacted_thinking"
+    });
+    (calls_tools && !starts_with_thinking).then(|| {
+        "Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block.".to_owned()
+    })
 }
 
 /// An error body shaped like the provider's.
@@ -548,5 +613,35 @@ mod tests {
         // role chunk, two text chunks, finish, usage, [DONE].
         assert_eq!(events.len(), 6);
         assert_eq!(events[5].encode(), "data: [DONE]\n\n");
+    }
+
+    #[test]
+    fn anthropic_thinking_rules_are_checked_like_the_api() {
+        let tool_turn = |first: Value| {
+            json!({"max_tokens": 64_000, "thinking": {"type": "enabled", "budget_tokens": 16_384},
+                   "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]},
+                                {"role": "assistant", "content": [first,
+                                    {"type": "tool_use", "id": "t", "name": "x", "input": {}}]},
+                                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]})
+        };
+        let signed = json!({"type": "thinking", "thinking": "hm", "signature": "s"});
+        assert_eq!(anthropic_thinking_error(&tool_turn(signed)), None);
+        let unsigned = json!({"type": "thinking", "thinking": "hm"});
+        assert!(anthropic_thinking_error(&tool_turn(unsigned))
+            .is_some_and(|message| message.contains("must start with a thinking block")));
+        let text = json!({"type": "text", "text": "hi"});
+        assert!(anthropic_thinking_error(&tool_turn(text.clone())).is_some());
+        let mut without_thinking = tool_turn(text);
+        without_thinking
+            .as_object_mut()
+            .map(|body| body.remove("thinking"));
+        assert_eq!(anthropic_thinking_error(&without_thinking), None);
+        let budget = |max_tokens: u64, budget: u64| {
+            anthropic_thinking_error(&json!({"max_tokens": max_tokens, "messages": [],
+                "thinking": {"type": "enabled", "budget_tokens": budget}}))
+        };
+        assert_eq!(budget(4_097, 4_096), None);
+        assert!(budget(4_096, 4_096).is_some_and(|message| message.contains("max_tokens")));
+        assert!(budget(8_000, 512).is_some_and(|message| message.contains("1024")));
     }
 }

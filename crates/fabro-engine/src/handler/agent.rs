@@ -2,7 +2,7 @@
 //! the nodes of a thread under `full` fidelity), the `cli` backend (an external agent
 //! CLI, a new process per turn) and the `acp` backend (an Agent Client Protocol agent).
 //! Agent events become `Agent.*` run events of the current node; agent failure classes
-//! become the engine's (a write outside the working tree is `structural`).
+//! become the engine's (a change outside the write scope is `structural`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -124,6 +124,7 @@ impl AgentConversation {
                 );
                 config.max_turns = node.llm.max_turns;
                 config.max_tokens = node.llm.max_tokens();
+                config.reasoning_effort = Some(super::llm::reasoning_effort(node));
                 config.project_memory = node.llm.project_memory;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.env = env;

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use fabro_language::model::OutputSchema;
+use fabro_language::model::{OutputSchema, ReasoningEffort};
 use fabro_language::{HandlerKind, StageStatus};
 use fabro_llm::{LlmErrorKind, Usage};
 
@@ -398,6 +398,16 @@ fn apply_directive(
         outcome.notes.clone_from(&directive.notes);
     }
     outcome
+}
+
+/// The node's `reasoning_effort` (default `high`) for [`fabro_llm::Request`]; the
+/// provider adapters send it only to models with reasoning (SPEC 2.10, 10.1 item 2).
+pub(crate) fn reasoning_effort(node: &fabro_language::Node) -> fabro_llm::ReasoningEffort {
+    match node.llm.reasoning_effort {
+        ReasoningEffort::Low => fabro_llm::ReasoningEffort::Low,
+        ReasoningEffort::Medium => fabro_llm::ReasoningEffort::Medium,
+        ReasoningEffort::High => fabro_llm::ReasoningEffort::High,
+    }
 }
 
 /// The failure class of an LLM error kind (SPEC 10.3).

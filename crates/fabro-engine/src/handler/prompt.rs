@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fabro_llm::{LlmClient, Message, Request};
 
-use super::llm::{failure_class, Reply};
+use super::llm::{failure_class, reasoning_effort, Reply};
 use super::StageInput;
 use crate::failure::FailureClass;
 use crate::llm_target::LlmTarget;
@@ -48,6 +48,7 @@ impl PromptConversation {
             max_tokens: input.node.llm.max_tokens(),
             tools: Vec::new(),
             node_id: input.node.id.clone(),
+            reasoning_effort: Some(reasoning_effort(input.node)),
             ..Request::default()
         };
         // Retries and failover (SPEC 9.2, 9.4), with their events.

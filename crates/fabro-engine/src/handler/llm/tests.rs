@@ -402,18 +402,100 @@ async fn loop_detection_injects_the_steering_text() {
 }
 
 #[tokio::test]
-async fn a_write_outside_the_working_tree_fails_as_structural() {
+async fn refused_writes_go_back_to_the_model_and_the_stage_continues() {
     let mut run = TestRun::new();
-    let workflow = workflow(r#"digraph { rogue [shape=box] }"#);
+    let workflow = workflow(r#"digraph { rogue [shape=box, write_scope="src/**"] }"#);
     script(
         &mut run,
         &workflow,
-        json!({"nodes": {"rogue": [write_call("../outside.txt", "escape"), {"text": "done"}]}}),
+        json!({"nodes": {"rogue": [
+            write_call("../x.txt", "escape"),
+            write_call("docs/a.md", "out of scope"),
+            write_call("src/ok.rs", "fine"),
+            {"text": "done"}
+        ]}}),
+    );
+    let outcome = execute(&run.input(&workflow, "rogue")).await;
+    assert_eq!(outcome.status, StageStatus::Success, "{outcome:?}");
+    assert_eq!(outcome.context_updates["response.rogue"], "done");
+    assert_eq!(outcome.files_touched, ["src/ok.rs"]);
+    assert!(!run.path().join("x.txt").exists());
+    assert!(!run.work_dir.join("docs/a.md").exists());
+    // The refusals are tool errors the model received (SPEC 13.4).
+    let refusals: Vec<(bool, String)> = run
+        .events()
+        .into_iter()
+        .filter(|event| event.event == "Agent.ToolCallCompleted")
+        .map(|event| {
+            (
+                event.properties["is_error"] == true,
+                event.properties["output"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(refusals.len(), 3);
+    for ((is_error, output), path) in refusals.iter().zip(["../x.txt", "docs/a.md"]) {
+        assert!(is_error, "{output}");
+        assert!(
+            output.contains(&format!(
+                "write scope violation: {path} is outside the allowed scope"
+            )),
+            "{output}"
+        );
+    }
+    assert!(!refusals[2].0);
+}
+
+/// Makes `dir` a git repository with one commit, isolated from user configuration.
+fn git_repository(dir: &std::path::Path) {
+    fs_err::write(dir.join("README.md"), "hello\n").unwrap();
+    for arguments in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "initial"],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(arguments)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .unwrap()
+            .status;
+        assert!(status.success(), "git {arguments:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_change_outside_write_scope_made_through_the_shell_fails_as_structural() {
+    let mut run = TestRun::new();
+    git_repository(&run.work_dir);
+    let workflow = workflow(r#"digraph { rogue [shape=box, write_scope="src/**"] }"#);
+    script(
+        &mut run,
+        &workflow,
+        json!({"nodes": {"rogue": [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "echo x > outside.txt; mkdir -p src; echo y > src/in.rs"}}]},
+            {"text": "done"}
+        ]}}),
     );
     let outcome = execute(&run.input(&workflow, "rogue")).await;
     assert_eq!(outcome.status, StageStatus::Fail);
     assert_eq!(outcome.failure_class(), Some(FailureClass::Structural));
-    assert!(!run.path().join("outside.txt").exists());
+    assert_eq!(
+        outcome.failure_reason(),
+        "write scope violation: outside.txt"
+    );
 }
 
 /// Makes `program` (a shell script) available on the sandbox PATH.
@@ -675,3 +757,5 @@ fn failure_classes_agree_with_the_llm_layer() {
         );
     }
 }
+
+mod effort;
