@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 
 pub use condition::{Condition, ConditionContext};
 pub use diagnostic::{Diagnostic, Rule, Severity};
-pub use model::{Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
+pub use model::{Cluster, Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
 pub use span::{LineColumn, LineIndex, Span};
 pub use status::StageStatus;
 pub use stylesheet::Stylesheet;
