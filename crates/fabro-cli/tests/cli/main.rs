@@ -12,6 +12,7 @@ mod parallel_git;
 mod records;
 mod resume;
 mod run;
+mod special_files;
 mod stages;
 mod validate;
 
