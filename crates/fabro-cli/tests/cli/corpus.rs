@@ -178,7 +178,7 @@ fn every_corpus_svg_holds_its_edges_labels_and_clusters_and_dot_keeps_clusters()
     let mut clusters_seen = 0;
     for (index, path) in files.iter().enumerate() {
         let argument = path.to_str().expect("corpus paths are UTF-8");
-        let source = std::fs::read_to_string(path).expect("the workflow is readable");
+        let source = fs_err::read_to_string(path).expect("the workflow is readable");
         let output = fabro(&env, &["graph", argument]);
         assert_eq!(code(&output), 0, "{argument}: {}", stderr(&output));
         let svg = stdout(&output);
@@ -232,7 +232,7 @@ fn every_corpus_svg_holds_its_edges_labels_and_clusters_and_dot_keeps_clusters()
             &["graph", "--format", "dot", "-o", &dot_file, argument],
         );
         assert_eq!(code(&output), 0, "{argument}: {}", stderr(&output));
-        let dot = std::fs::read_to_string(env.work_dir().join(&dot_file)).expect("DOT written");
+        let dot = fs_err::read_to_string(env.work_dir().join(&dot_file)).expect("DOT written");
         for name in &names {
             clusters_seen += 1;
             let opening = format!("subgraph {name} {{");
