@@ -138,4 +138,52 @@ mod tests {
         assert_eq!(index.line_text(text, 3), "three");
         assert_eq!(index.line_text(text, 4), "");
     }
+
+    #[test]
+    fn many_positions_on_one_long_line_take_linear_time() {
+        // One 4 MB line mixing one-, two- and three-byte characters, and 50,000 positions
+        // spread along it, as many diagnostics on one long line give (issue 14 item 8).
+        // Counting each column from the line start reads 10^11 bytes (many seconds even
+        // optimised); the index answers each in a few hundred bytes.
+        let text: String = "a\u{e9}b\u{221a}".repeat(4 * 1024 * 1024 / 7);
+        let positions = 50_000;
+        let step = text.len() / positions;
+        let started = std::time::Instant::now();
+        let index = LineIndex::new(&text);
+        let mut last = 0;
+        for at in (0..positions).map(|position| position * step) {
+            let at = (at..text.len())
+                .find(|&at| text.is_char_boundary(at))
+                .unwrap();
+            let (line, column) = index.position(&text, u32::try_from(at).unwrap());
+            assert_eq!(line, 1);
+            assert!(column > last || at == 0, "columns grow along the line");
+            last = column;
+        }
+        let elapsed = started.elapsed();
+        // The exact columns of a few positions, against a plain count.
+        for at in [0, 1, 3, 4, 7, 1000 * 7 + 3, text.len()] {
+            let expected = text[..at].chars().count() + 1;
+            assert_eq!(
+                index.position(&text, at as u32),
+                (1, expected as u32),
+                "at {at}"
+            );
+        }
+        // Linear takes well under a second in a debug build; quadratic takes many.
+        assert!(elapsed.as_secs_f64() < 3.0, "took {elapsed:?}");
+    }
+
+    #[test]
+    fn positions_inside_a_character_and_across_lines() {
+        let text = "\u{e9}\u{e9}\n\u{221a}x\r\ny";
+        let index = LineIndex::new(text);
+        assert_eq!(index.position(text, 2), (1, 2));
+        assert_eq!(index.position(text, 4), (1, 3));
+        assert_eq!(index.position(text, 5), (2, 1));
+        assert_eq!(index.position(text, 8), (2, 2));
+        assert_eq!(index.position(text, 11), (3, 1));
+        // Inside a character: column 1, as before the index counted characters.
+        assert_eq!(index.position(text, 1), (1, 1));
+    }
 }
