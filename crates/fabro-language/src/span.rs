@@ -50,10 +50,25 @@ pub struct LineColumn {
     pub end_column: u32,
 }
 
+/// Bytes between two checkpoints of [`LineIndex`]'s character counts.
+const CHECKPOINT_STRIDE: usize = 256;
+
 /// Maps byte offsets of one source text to lines and columns.
+///
+/// Built once per text, it answers each lookup by a binary search over line starts and
+/// a count of at most [`CHECKPOINT_STRIDE`] bytes, so rendering many diagnostics on one
+/// long line stays linear (issue 14 item 8).
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     line_starts: Vec<u32>,
+    /// Characters (Unicode scalar values) before each multiple of
+    /// [`CHECKPOINT_STRIDE`] bytes; empty for ASCII text, where bytes are characters.
+    checkpoints: Vec<u32>,
+}
+
+/// Whether `byte` starts a character (is not a UTF-8 continuation byte).
+fn starts_char(byte: u8) -> bool {
+    (byte as i8) >= -0x40
 }
 
 impl LineIndex {
@@ -66,7 +81,41 @@ impl LineIndex {
                 .filter(|&(_, byte)| byte == b'\n')
                 .map(|(index, _)| u32::try_from(index + 1).unwrap_or(u32::MAX)),
         );
-        LineIndex { line_starts }
+        let checkpoints = if text.is_ascii() {
+            Vec::new()
+        } else {
+            let mut total = 0u32;
+            let mut checkpoints = Vec::with_capacity(text.len() / CHECKPOINT_STRIDE + 1);
+            for chunk in text.as_bytes().chunks(CHECKPOINT_STRIDE) {
+                checkpoints.push(total);
+                let chars = chunk.iter().filter(|&&byte| starts_char(byte)).count();
+                total = total.saturating_add(u32::try_from(chars).unwrap_or(u32::MAX));
+            }
+            checkpoints
+        };
+        LineIndex {
+            line_starts,
+            checkpoints,
+        }
+    }
+
+    /// Characters of `text` before byte `offset` (at most the text's length).
+    fn chars_before(&self, text: &str, offset: usize) -> usize {
+        if self.checkpoints.is_empty() {
+            return offset;
+        }
+        let checkpoint = offset / CHECKPOINT_STRIDE;
+        let counted = self
+            .checkpoints
+            .get(checkpoint)
+            .map_or(0, |&count| count as usize);
+        let rest = text
+            .as_bytes()
+            .get(checkpoint * CHECKPOINT_STRIDE..offset)
+            .map_or(0, |bytes| {
+                bytes.iter().filter(|&&byte| starts_char(byte)).count()
+            });
+        counted + rest
     }
 
     /// 1-based line and column of `offset`, clamped to the text.
@@ -74,9 +123,13 @@ impl LineIndex {
         let offset = offset.min(u32::try_from(text.len()).unwrap_or(u32::MAX));
         let line = self.line_starts.partition_point(|&start| start <= offset);
         let line_start = self.line_starts[line.saturating_sub(1)] as usize;
-        let prefix = text
-            .get(line_start..offset as usize)
-            .map_or(0, |slice| slice.chars().count());
+        let offset = offset as usize;
+        // An offset inside a character counts as the line start, as slicing there fails.
+        let prefix = if line_start <= offset && text.is_char_boundary(offset) {
+            self.chars_before(text, offset) - self.chars_before(text, line_start)
+        } else {
+            0
+        };
         (
             u32::try_from(line).unwrap_or(u32::MAX),
             u32::try_from(prefix + 1).unwrap_or(u32::MAX),
