@@ -3,23 +3,45 @@
 
 use super::Lint;
 use crate::diagnostic::{Diagnostic, Rule};
+use crate::model::HandlerKind;
 
 pub(super) fn check(lint: &mut Lint<'_>) {
     for node in lint.workflow.nodes() {
         if node.declared {
             continue;
         }
+        // An undeclared node's attributes are the `node [...]` defaults in effect where
+        // it was first mentioned; they may make it something other than an agent.
+        let runs_as = if node.attributes.is_empty() && node.handler == HandlerKind::Agent {
+            "a default agent node".to_owned()
+        } else {
+            let handler = node.handler.as_str();
+            let article = if handler.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            let origin = if node.attributes.is_empty() {
+                ""
+            } else {
+                " (from the node [...] defaults)"
+            };
+            format!("{article} {handler} node{origin}")
+        };
         lint.report(
             Diagnostic::new(
                 Rule::EdgeTargetExists,
                 format!(
-                    "node '{}' is used by an edge but never declared; it runs as a default agent node",
+                    "node '{}' is used by an edge but never declared; it runs as {runs_as}",
                     node.id
                 ),
             )
             .at(node.span)
             .node(&node.id)
-            .fix(format!("declare it, e.g. {} [label=\"...\"], or fix the typo", node.id)),
+            .fix(format!(
+                "declare it, e.g. {} [label=\"...\"], or fix the typo",
+                node.id
+            )),
         );
     }
 }
