@@ -3,9 +3,10 @@
 //!
 //! The output is plain DOT that Graphviz accepts and that this crate parses back to the
 //! same workflow: defaults applied, chains expanded, subgraphs flattened (their derived
-//! classes written into `class`) except that `subgraph cluster…` blocks are kept, with
-//! their label and member nodes, so Graphviz still draws them, the resolved handler written as `type`, `@path` prompts
-//! and schemas inlined, unknown attributes reproduced. Every value is quoted.
+//! classes written into `class`) except that `subgraph cluster…` blocks are kept with
+//! their label and member nodes (so Graphviz still draws them), the resolved handler
+//! written as `type`, `@path` prompts and schemas inlined, unknown attributes reproduced.
+//! Every value is quoted.
 
 use std::fmt::Write;
 
