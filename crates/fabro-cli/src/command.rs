@@ -14,11 +14,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use fabro_engine::run_index::{RunIndex, RunIndexError, RunRecord};
-use fabro_language::{check, decode_source, CheckOptions, Checked, Diagnostic, Variables};
+use fabro_language::{
+    check, decode_source, oversized_source, CheckOptions, Checked, Diagnostic, Variables,
+};
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, read_file, resolve_workflow, Catalog, FsLoader};
+use crate::loader::{fabro_home, read_workflow_file, resolve_workflow, Catalog, FsLoader};
 use crate::output::Output;
 
 /// Runs the command `cli` names.
@@ -50,8 +52,16 @@ pub(crate) struct LoadedWorkflow {
 /// (exit 2); everything else wrong with the content is a diagnostic.
 pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError> {
     let (path, _) = resolve_workflow(argument)?;
-    let bytes = read_file("cannot read workflow", &path)?;
+    let read = read_workflow_file(&path)?;
     let display_name = path.display().to_string();
+    if let Some(size) = read.oversized {
+        return Ok(LoadedWorkflow {
+            display_name,
+            text: String::new(),
+            checked: decoding_failure(oversized_source(size)),
+        });
+    }
+    let bytes = read.bytes;
     let text = match decode_source(&bytes) {
         Ok(text) => {
             // Reuse the buffer instead of copying a file of up to 10 MB: the decoded text

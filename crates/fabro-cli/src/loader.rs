@@ -6,7 +6,9 @@ use fabro_engine::config::{workflow_graph, ConfigError, FsConfigReader};
 
 use crate::error::CliError;
 
+use fabro_engine::source::{read_regular_file, BoundedRead};
 pub(crate) use fabro_engine::source::{CatalogModels as Catalog, FsLoader};
+use fabro_language::syntax::MAX_SOURCE_BYTES;
 
 /// Resolves a WORKFLOW argument: an existing path, or a bare name resolved to
 /// `.fabro/workflows/{name}/workflow.fabro` under the nearest ancestor that holds
@@ -80,6 +82,13 @@ pub(crate) fn read_file(action: &'static str, path: &Path) -> Result<Vec<u8>, Cl
         reason = "the error is wrapped with the path right here"
     )]
     std::fs::read(path).map_err(|error| CliError::io(action, path, error))
+}
+
+/// Reads a workflow file: a regular file only (a FIFO or device is refused rather than
+/// waited on or read forever), and no more than one byte past the 10 MB limit.
+pub(crate) fn read_workflow_file(path: &Path) -> Result<BoundedRead, CliError> {
+    read_regular_file(path, MAX_SOURCE_BYTES)
+        .map_err(|error| CliError::io("cannot read workflow", path, error))
 }
 
 /// Writes a whole file; the error names the path.

@@ -358,11 +358,25 @@ fn load_workflow(
     models: &dyn ModelCatalog,
 ) -> Result<LoadedWorkflow, RunError> {
     let path = options.workflow_path.clone();
-    let bytes = fs_err::read(&path).map_err(|source| RunError::Io {
-        action: "cannot read workflow",
-        path: path.clone(),
-        source,
-    })?;
+    // A regular file only, read no further than one byte past the limit (issue 14.7).
+    let read = crate::source::read_regular_file(&path, fabro_language::syntax::MAX_SOURCE_BYTES)
+        .map_err(|source| RunError::Io {
+            action: "cannot read workflow",
+            path: path.clone(),
+            source,
+        })?;
+    if let Some(size) = read.oversized {
+        return Err(RunError::InvalidWorkflow {
+            path,
+            text: String::new(),
+            checked: Box::new(Checked {
+                workflow: None,
+                diagnostics: vec![fabro_language::oversized_source(size)],
+                children: Vec::new(),
+            }),
+        });
+    }
+    let bytes = read.bytes;
     let text = match decode_source(&bytes) {
         Ok(text) => text.to_owned(),
         Err(diagnostic) => {

@@ -2,21 +2,97 @@
 //! files ([`FsLoader`]) and knowing models ([`CatalogModels`], over the LLM catalog).
 //! The CLI and child workflow runs use the same ones.
 
+use std::io::{self, Read as _};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
+use fabro_language::syntax::MAX_SOURCE_BYTES;
 use fabro_language::{ModelCatalog, SourceLoader};
 
-/// Reads referenced files from the file system.
+/// A file's bytes, read up to a limit by [`read_regular_file`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundedRead {
+    /// The whole file, or the first `limit + 1` bytes of a larger one.
+    pub bytes: Vec<u8>,
+    /// The size of a file over the limit; `None` when `bytes` is the whole file.
+    pub oversized: Option<u64>,
+}
+
+/// Reads the regular file at `path` (symbolic links followed), at most `limit + 1`
+/// bytes of it, so that an oversized file is recognised without being read whole.
+///
+/// Anything else (a FIFO, a device such as `/dev/zero`, a directory, a socket) is
+/// refused with an error saying it is not a regular file, before it is opened: opening a
+/// FIFO would wait for a writer, and a device may never end. The error does not name the
+/// path; callers add it.
+pub fn read_regular_file(path: &Path, limit: usize) -> io::Result<BoundedRead> {
+    let metadata = std::fs::metadata(path)?;
+    require_regular(&metadata)?;
+    // Non-blocking, so that a file swapped for a FIFO after the check cannot block the
+    // open; the type is checked again on what was opened.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    let metadata = file.metadata()?;
+    require_regular(&metadata)?;
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    let expected = usize::try_from(metadata.len().min(cap)).unwrap_or(limit);
+    let mut bytes = Vec::with_capacity(expected);
+    file.by_ref().take(cap).read_to_end(&mut bytes)?;
+    let oversized = (bytes.len() > limit).then(|| {
+        metadata
+            .len()
+            .max(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
+    });
+    Ok(BoundedRead { bytes, oversized })
+}
+
+fn require_regular(metadata: &std::fs::Metadata) -> io::Result<()> {
+    let kind = metadata.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a named pipe"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what})"),
+    ))
+}
+
+/// Reads referenced files from the file system: regular files of at most
+/// [`MAX_SOURCE_BYTES`] (a referenced file is inlined into the stored workflow, which
+/// has that limit too).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FsLoader;
 
 impl SourceLoader for FsLoader {
-    fn read(&self, path: &Path) -> std::io::Result<String> {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the diagnostic built from this error already names the path"
-        )]
-        std::fs::read_to_string(path)
+    fn read(&self, path: &Path) -> io::Result<String> {
+        let read = read_regular_file(path, MAX_SOURCE_BYTES)?;
+        if let Some(size) = read.oversized {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("file is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes (10 MB)"),
+            ));
+        }
+        String::from_utf8(read.bytes).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            )
+        })
     }
 
     fn home_dir(&self) -> Option<PathBuf> {
@@ -33,5 +109,51 @@ pub struct CatalogModels;
 impl ModelCatalog for CatalogModels {
     fn is_known(&self, model: &str) -> bool {
         fabro_llm::catalog::is_known(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_small_regular_file_whole() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("prompt.md");
+        fs_err::write(&path, "hello").expect("written");
+        let read = read_regular_file(&path, 5).expect("read");
+        assert_eq!(
+            (read.bytes.as_slice(), read.oversized),
+            (&b"hello"[..], None)
+        );
+    }
+
+    #[test]
+    fn reads_one_byte_past_the_limit_of_a_larger_file() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("big");
+        fs_err::write(&path, "0123456789").expect("written");
+        let read = read_regular_file(&path, 4).expect("read");
+        assert_eq!(read.bytes, b"01234");
+        assert_eq!(read.oversized, Some(10));
+    }
+
+    #[test]
+    fn refuses_devices_fifos_and_directories() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let fifo = directory.path().join("pipe");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("FIFO made");
+        for (path, what) in [
+            (Path::new("/dev/zero"), "a character device"),
+            (fifo.as_path(), "a named pipe"),
+            (directory.path(), "a directory"),
+        ] {
+            let error = read_regular_file(path, 10).expect_err("refused");
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+            assert_eq!(error.to_string(), format!("not a regular file ({what})"));
+            let error = FsLoader.read(path).expect_err("refused");
+            assert!(error.to_string().starts_with("not a regular file"));
+        }
     }
 }

@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 
 pub use condition::{Condition, ConditionContext};
 pub use diagnostic::{Diagnostic, Rule, Severity};
-pub use model::{Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
+pub use model::{Cluster, Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
 pub use span::{LineColumn, LineIndex, Span};
 pub use status::StageStatus;
 pub use stylesheet::Stylesheet;
@@ -129,18 +129,23 @@ impl Checked {
     }
 }
 
+/// The `parse_error` of a workflow file of `size` bytes, over the 10 MB limit (SPEC 2.1);
+/// for readers that stop after the limit rather than read a large file whole.
+pub fn oversized_source(size: u64) -> Diagnostic {
+    Diagnostic::new(
+        Rule::ParseError,
+        format!(
+            "workflow file is {size} bytes; the limit is {} bytes (10 MB)",
+            syntax::MAX_SOURCE_BYTES
+        ),
+    )
+}
+
 /// Decodes a workflow file's bytes (SPEC 2.1): invalid UTF-8, an empty file and files over
 /// 10 MB are `parse_error` diagnostics; a byte-order mark is dropped.
 pub fn decode_source(bytes: &[u8]) -> Result<&str, Diagnostic> {
     if bytes.len() > syntax::MAX_SOURCE_BYTES {
-        return Err(Diagnostic::new(
-            Rule::ParseError,
-            format!(
-                "workflow file is {} bytes; the limit is {} bytes (10 MB)",
-                bytes.len(),
-                syntax::MAX_SOURCE_BYTES
-            ),
-        ));
+        return Err(oversized_source(bytes.len() as u64));
     }
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|error| {

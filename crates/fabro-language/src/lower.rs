@@ -15,9 +15,9 @@ use crate::condition::Condition;
 use crate::diagnostic::{Diagnostic, Rule};
 use crate::id_hash::{IdHashMap, IdTable};
 use crate::model::{
-    Backend, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings, ManagerAction,
-    Node, NodeIndex, OutputSchema, RankDir, RareLlmSettings, RareNodeSettings, ReasoningEffort,
-    RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, Workflow,
+    Backend, Cluster, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings,
+    ManagerAction, Node, NodeIndex, OutputSchema, RankDir, RareLlmSettings, RareNodeSettings,
+    ReasoningEffort, RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, Workflow,
 };
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
@@ -52,6 +52,20 @@ pub(crate) fn lower_indexed(
         };
         reader.graph_settings(&syntax.attributes)
     };
+    let clusters = syntax
+        .clusters
+        .into_iter()
+        .map(|cluster| Cluster {
+            name: cluster.name,
+            label: cluster.label.unwrap_or_default(),
+            nodes: cluster
+                .members
+                .into_iter()
+                .filter_map(|member| u32::try_from(member).ok().map(NodeIndex))
+                .collect(),
+            parent: cluster.parent,
+        })
+        .collect();
     let mut nodes = Vec::with_capacity(syntax.nodes.len());
     // Ascending by node: each node's derived classes are the next run of entries.
     let mut derived = syntax.derived_classes.into_iter().peekable();
@@ -136,7 +150,7 @@ pub(crate) fn lower_indexed(
             }
         })
         .collect();
-    let workflow = Workflow::new(
+    let mut workflow = Workflow::new(
         syntax.id,
         settings,
         syntax.attributes,
@@ -145,6 +159,7 @@ pub(crate) fn lower_indexed(
         index,
         keys,
     );
+    workflow.clusters = clusters;
     (workflow, diagnostics)
 }
 

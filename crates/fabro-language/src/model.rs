@@ -458,6 +458,19 @@ impl Edge {
     }
 }
 
+/// A subgraph named `cluster…` (Graphviz draws these as labelled boxes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The subgraph name, `cluster` included.
+    pub name: String,
+    /// The subgraph's `label`; empty when unset.
+    pub label: String,
+    /// The nodes declared or first created in it or in clusters nested in it, ascending.
+    pub nodes: Vec<NodeIndex>,
+    /// Position in [`Workflow::clusters`] of the innermost cluster enclosing it.
+    pub parent: Option<usize>,
+}
+
 /// A lowered workflow: typed nodes and edges plus adjacency.
 #[derive(Debug, Clone)]
 pub struct Workflow {
@@ -467,6 +480,9 @@ pub struct Workflow {
     pub settings: GraphSettings,
     /// Graph attributes as written.
     pub attributes: Attributes,
+    /// Subgraphs named `cluster…`, each before the clusters nested in it; drawn as
+    /// labelled boxes and kept in normalised DOT.
+    pub clusters: Vec<Cluster>,
     nodes: Vec<Node>,
     edges: Vec<Edge>,
     /// Per edge: the spans of its source and target endpoints. Kept beside the edges so
@@ -549,6 +565,7 @@ impl Workflow {
             id,
             settings,
             attributes,
+            clusters: Vec::new(),
             nodes,
             edges,
             edge_spans,

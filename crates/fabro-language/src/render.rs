@@ -5,11 +5,12 @@ pub mod dot;
 pub mod svg;
 
 use crate::model::{RankDir, Workflow};
-use svg::{NodeShape, SvgEdge, SvgNode};
+use svg::{NodeShape, SvgCluster, SvgEdge, SvgNode};
 
 /// Renders `workflow` as a standalone SVG document (SPEC 12.1): one
 /// `<g class="node" id="node-{id}">` per node and one `<g class="edge">` per edge, laid
-/// out in layers along `rankdir`. `fallback_name` titles graphs without an id.
+/// out in layers along `rankdir`, and one `<g class="cluster" id="cluster-{name}">` box per
+/// `subgraph cluster…`. `fallback_name` titles graphs without an id.
 pub fn render_svg(workflow: &Workflow, fallback_name: &str) -> String {
     let nodes: Vec<SvgNode<'_>> = workflow
         .nodes()
@@ -40,7 +41,17 @@ pub fn render_svg(workflow: &Workflow, fallback_name: &str) -> String {
     } else {
         &workflow.settings.label
     };
-    svg::render_svg(title, rankdir, &nodes, &edges)
+    let clusters: Vec<SvgCluster<'_>> = workflow
+        .clusters
+        .iter()
+        .map(|cluster| SvgCluster {
+            name: &cluster.name,
+            label: &cluster.label,
+            nodes: cluster.nodes.iter().map(|node| node.get()).collect(),
+            parent: cluster.parent,
+        })
+        .collect();
+    svg::render_clustered_svg(title, rankdir, &nodes, &edges, &clusters)
 }
 
 fn shape(shape: &str) -> NodeShape {

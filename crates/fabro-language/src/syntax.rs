@@ -194,6 +194,23 @@ pub struct SyntaxGraph {
     /// deduplicated. Only nodes inside labelled subgraphs have entries, so a large flat
     /// workflow carries nothing for them (see [`SyntaxGraph::derived_classes_of`]).
     pub derived_classes: Vec<(usize, String)>,
+    /// Subgraphs whose name starts with `cluster`, in order of first opening (so a
+    /// cluster comes before the clusters nested in it).
+    pub clusters: Vec<SyntaxCluster>,
+}
+
+/// A subgraph named `cluster…`, which Graphviz draws as a labelled box around its nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyntaxCluster {
+    /// The subgraph name, `cluster` included.
+    pub name: String,
+    /// The subgraph's `label`, if set.
+    pub label: Option<String>,
+    /// Indices into [`SyntaxGraph::nodes`] of the nodes declared or first created in it
+    /// or in subgraphs nested in it, ascending.
+    pub members: Vec<usize>,
+    /// Position in [`SyntaxGraph::clusters`] of the innermost cluster enclosing it.
+    pub parent: Option<usize>,
 }
 
 /// Every attribute key a file assigns anywhere (graph, nodes, edges, defaults,

@@ -102,3 +102,204 @@ fn every_corpus_workflow_renders_svg() {
         assert!(svg.contains("<g class=\"node\""), "{argument}");
     }
 }
+
+/// The names of the `cluster*` subgraphs written in a workflow's source, in order.
+fn cluster_names(source: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = source;
+    while let Some(at) = rest.find("subgraph") {
+        rest = &rest[at + "subgraph".len()..];
+        let name: String = rest
+            .trim_start()
+            .trim_start_matches('"')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.starts_with("cluster") && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The value of attribute `key` in the raw attribute text of one SVG element.
+fn svg_attribute<'a>(element: &'a str, key: &str) -> Option<&'a str> {
+    let start = element.find(&format!(" {key}=\""))? + key.len() + 3;
+    let end = element[start..].find('"')? + start;
+    Some(&element[start..end])
+}
+
+fn svg_number(element: &str, key: &str) -> f64 {
+    svg_attribute(element, key)
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("{key} is a number in {element}"))
+}
+
+/// The raw text of every element named `name` in `svg`, from its `<` to its `>`.
+fn svg_elements<'a>(svg: &'a str, name: &str) -> Vec<&'a str> {
+    let open = format!("<{name} ");
+    let mut elements = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find(&open) {
+        let end = rest[at..].find('>').expect("element is closed") + at;
+        elements.push(&rest[at..=end]);
+        rest = &rest[end..];
+    }
+    elements
+}
+
+/// Every coordinate pair of an SVG path (`M`, `L` and `C` commands with `x,y` pairs).
+fn path_points(path: &str) -> Vec<(f64, f64)> {
+    path.split_whitespace()
+        .map(|token| token.trim_start_matches(|c: char| c.is_ascii_alphabetic()))
+        .map(|pair| {
+            let (x, y) = pair.split_once(',').expect("coordinates come in x,y pairs");
+            (
+                x.parse().expect("x is a number"),
+                y.parse().expect("y is a number"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_corpus_svg_holds_its_edges_labels_and_clusters_and_dot_keeps_clusters() {
+    let test = "every_corpus_svg_holds_its_edges_labels_and_clusters_and_dot_keeps_clusters";
+    let graphviz = Command::new("dot").arg("-V").output().is_ok();
+    if !graphviz {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install graphviz (dot)"
+        );
+    }
+    let env = TestEnv::new("corpus_svg_bounds");
+    let mut files = corpus_or_skip(test);
+    files.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.fabro"));
+    let mut clusters_seen = 0;
+    for (index, path) in files.iter().enumerate() {
+        let argument = path.to_str().expect("corpus paths are UTF-8");
+        let source = fs_err::read_to_string(path).expect("the workflow is readable");
+        let output = fabro(&env, &["graph", argument]);
+        assert_eq!(code(&output), 0, "{argument}: {}", stderr(&output));
+        let svg = stdout(&output);
+
+        let view_box: Vec<f64> = svg_attribute(&svg, "viewBox")
+            .expect("the SVG has a view box")
+            .split_whitespace()
+            .map(|number| number.parse().expect("view box numbers"))
+            .collect();
+        let (left, top) = (view_box[0], view_box[1]);
+        let (right, bottom) = (left + view_box[2], top + view_box[3]);
+        let inside = |(x, y): (f64, f64), what: &str| {
+            assert!(
+                (left..=right).contains(&x) && (top..=bottom).contains(&y),
+                "{argument}: {what} at ({x}, {y}) is outside the view box {view_box:?}"
+            );
+        };
+        for group in svg.split("<g class=\"edge\">").skip(1) {
+            let group = &group[..group.find("</g>").expect("edge group is closed")];
+            for path in svg_elements(group, "path") {
+                let d = svg_attribute(path, "d").expect("a path has d");
+                for point in path_points(d) {
+                    inside(point, "an edge path point");
+                }
+            }
+            for polygon in svg_elements(group, "polygon") {
+                for point in path_points(svg_attribute(polygon, "points").expect("points")) {
+                    inside(point, "an arrowhead point");
+                }
+            }
+            for text in svg_elements(group, "text")
+                .into_iter()
+                .chain(svg_elements(group, "tspan"))
+            {
+                if svg_attribute(text, "x").is_some() {
+                    inside(
+                        (svg_number(text, "x"), svg_number(text, "y")),
+                        "an edge label",
+                    );
+                }
+            }
+        }
+
+        let names = cluster_names(&source);
+        if names.is_empty() {
+            continue;
+        }
+        let dot_file = format!("clusters{index}.dot");
+        let output = fabro(
+            &env,
+            &["graph", "--format", "dot", "-o", &dot_file, argument],
+        );
+        assert_eq!(code(&output), 0, "{argument}: {}", stderr(&output));
+        let dot = fs_err::read_to_string(env.work_dir().join(&dot_file)).expect("DOT written");
+        for name in &names {
+            clusters_seen += 1;
+            let opening = format!("subgraph {name} {{");
+            let block = dot
+                .split(&opening)
+                .nth(1)
+                .unwrap_or_else(|| panic!("{argument}: DOT keeps {opening}\n{dot}"));
+            let block = &block[..block.find('}').expect("the subgraph block is closed")];
+            let group = svg
+                .split(&format!("<g class=\"cluster\" id=\"cluster-{name}\">"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{argument}: the SVG draws {name}\n{svg}"));
+            let rect = svg_elements(group, "rect")
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("{argument}: {name} is drawn as a box"));
+            let (x, y) = (svg_number(rect, "x"), svg_number(rect, "y"));
+            let (width, height) = (svg_number(rect, "width"), svg_number(rect, "height"));
+            inside((x, y), "a cluster box corner");
+            inside((x + width, y + height), "a cluster box corner");
+            // Every node written directly in the DOT block sits inside the box.
+            for member in block
+                .split(['\n', ';'])
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.contains('=') && !line.contains('{'))
+            {
+                let member = member.trim_matches('"');
+                let node = svg
+                    .split(&format!("<g class=\"node\" id=\"node-{member}\">"))
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{argument}: node {member} is drawn"));
+                let text = svg_elements(node, "text")[0];
+                let (node_x, node_y) = match svg_attribute(text, "x") {
+                    Some(_) => (svg_number(text, "x"), svg_number(text, "y")),
+                    None => {
+                        let span = svg_elements(node, "tspan")[0];
+                        (svg_number(span, "x"), svg_number(span, "y"))
+                    }
+                };
+                assert!(
+                    (x..=x + width).contains(&node_x) && (y..=y + height).contains(&node_y),
+                    "{argument}: {member} at ({node_x}, {node_y}) is outside the box of {name}"
+                );
+            }
+        }
+        if graphviz {
+            let rendered = Command::new("dot")
+                .args(["-Tsvg", &dot_file])
+                .current_dir(env.work_dir())
+                .output()
+                .expect("dot runs");
+            assert!(
+                rendered.status.success(),
+                "dot rejected the clusters of {argument}: {}",
+                String::from_utf8_lossy(&rendered.stderr)
+            );
+            let drawn = String::from_utf8_lossy(&rendered.stdout);
+            for name in &names {
+                assert!(
+                    drawn.contains(&format!("<title>{name}</title>")),
+                    "Graphviz draws {name} of {argument} as a cluster"
+                );
+            }
+        }
+    }
+    assert!(
+        clusters_seen > 0,
+        "the quickstart alone has a cluster to check"
+    );
+}

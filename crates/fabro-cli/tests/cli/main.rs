@@ -16,6 +16,7 @@ mod records;
 mod resume;
 mod run;
 mod secrets;
+mod special_files;
 mod stages;
 mod storage;
 mod validate;

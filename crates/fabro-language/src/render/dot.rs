@@ -3,8 +3,10 @@
 //!
 //! The output is plain DOT that Graphviz accepts and that this crate parses back to the
 //! same workflow: defaults applied, chains expanded, subgraphs flattened (their derived
-//! classes written into `class`), the resolved handler written as `type`, `@path` prompts
-//! and schemas inlined, unknown attributes reproduced. Every value is quoted.
+//! classes written into `class`) except that `subgraph cluster…` blocks are kept with
+//! their label and member nodes (so Graphviz still draws them), the resolved handler
+//! written as `type`, `@path` prompts and schemas inlined, unknown attributes reproduced.
+//! Every value is quoted.
 
 use std::fmt::Write;
 
@@ -38,6 +40,18 @@ pub fn render_dot(workflow: &Workflow) -> String {
         write_attributes(&mut out, node_attributes(node));
         out.push_str("]\n");
     }
+    if !workflow.clusters.is_empty() {
+        let mut children = vec![Vec::new(); workflow.clusters.len()];
+        let mut top = Vec::new();
+        for (position, cluster) in workflow.clusters.iter().enumerate() {
+            match cluster.parent.and_then(|parent| children.get_mut(parent)) {
+                // A parent always comes first; anything else is written at the top.
+                Some(list) if cluster.parent < Some(position) => list.push(position),
+                _ => top.push(position),
+            }
+        }
+        write_clusters(&mut out, workflow, &children, &top, 1);
+    }
     for edge in workflow.edges() {
         out.push_str("    ");
         write_id(&mut out, &workflow.node(edge.from).id);
@@ -58,6 +72,61 @@ pub fn render_dot(workflow: &Workflow) -> String {
     out.push_str("}\n");
     out
 }
+
+/// Writes `clusters` (positions in [`Workflow::clusters`], all with the same parent) as
+/// `subgraph cluster… { label=…; members; nested clusters }` blocks at `depth`;
+/// `children` lists each cluster's nested clusters.
+///
+/// Each node is listed in the innermost cluster that holds it; its attributes are
+/// already on its own statement above, so the blocks only carry membership.
+fn write_clusters(
+    out: &mut String,
+    workflow: &Workflow,
+    children: &[Vec<usize>],
+    clusters: &[usize],
+    depth: usize,
+) {
+    if depth > MAX_CLUSTER_DEPTH {
+        return;
+    }
+    let indent = "    ".repeat(depth);
+    for &position in clusters {
+        let Some(cluster) = workflow.clusters.get(position) else {
+            continue;
+        };
+        out.push_str(&indent);
+        out.push_str("subgraph ");
+        write_id(out, &cluster.name);
+        out.push_str(" {\n");
+        if !cluster.label.is_empty() {
+            out.push_str(&indent);
+            out.push_str("    label=");
+            write_quoted(out, &cluster.label);
+            out.push('\n');
+        }
+        let nested = children.get(position).map_or(&[][..], Vec::as_slice);
+        for &node in &cluster.nodes {
+            // Member lists are ascending, so membership is a binary search.
+            let in_nested = nested
+                .iter()
+                .any(|&other| workflow.clusters[other].nodes.binary_search(&node).is_ok());
+            if in_nested || node.get() >= workflow.nodes().len() {
+                continue;
+            }
+            out.push_str(&indent);
+            out.push_str("    ");
+            write_id(out, &workflow.node(node).id);
+            out.push('\n');
+        }
+        write_clusters(out, workflow, children, nested, depth + 1);
+        out.push_str(&indent);
+        out.push_str("}\n");
+    }
+}
+
+/// Clusters nest at most as deep as the parser accepts subgraphs; the bound keeps
+/// the recursion finite whatever the input.
+const MAX_CLUSTER_DEPTH: usize = 64;
 
 /// A node's attributes as written, with the resolved handler as `type`, merged classes,
 /// and file references replaced by their content.
@@ -204,5 +273,49 @@ mod tests {
         assert!(dot.contains("\"node\" ["));
         let node = workflow.node(workflow.find("node").expect("node"));
         assert_eq!(node.script(), "echo \\d \\x");
+    }
+
+    #[test]
+    fn keeps_cluster_subgraphs_nested_with_their_labels() {
+        let (dot, workflow) = round_trip(
+            r#"digraph {
+                a
+                subgraph cluster_outer {
+                    label="Outer"
+                    b
+                    subgraph "cluster_inner" { c; d -> e }
+                    subgraph plain { f }
+                }
+                subgraph cluster_outer { g }
+                a -> b -> c
+            }"#,
+        );
+        assert!(
+            dot.contains(
+                "    subgraph cluster_outer {\n        label=\"Outer\"\n        b\n        f\n        g\n        subgraph cluster_inner {\n            c\n            d\n            e\n        }\n    }\n"
+            ),
+            "{dot}"
+        );
+        let names: Vec<(&str, &str, Option<usize>)> = workflow
+            .clusters
+            .iter()
+            .map(|cluster| (&*cluster.name, &*cluster.label, cluster.parent))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("cluster_outer", "Outer", None),
+                ("cluster_inner", "", Some(0))
+            ]
+        );
+        let ids = |cluster: &crate::model::Cluster| -> Vec<String> {
+            cluster
+                .nodes
+                .iter()
+                .map(|&node| workflow.node(node).id.clone())
+                .collect()
+        };
+        assert_eq!(ids(&workflow.clusters[0]), ["b", "c", "d", "e", "f", "g"]);
+        assert_eq!(ids(&workflow.clusters[1]), ["c", "d", "e"]);
     }
 }

@@ -21,10 +21,10 @@ mod shape;
 
 use std::fmt::Write as _;
 
-use self::geometry::{Point, Size};
+use self::geometry::{Bounds, Point, Size};
 use self::label::{escape, Label, Names, EDGE_FONT_SIZE, NODE_FONT_SIZE};
 use self::layout::{EdgeRoute, LayoutEdge, LayoutNode};
-use self::route::LoopPlan;
+use self::route::{LoopPlan, Stroke};
 
 /// Layout direction (graph attribute rankdir).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -91,9 +91,25 @@ pub struct SvgEdge<'a> {
     pub label: &'a str,
 }
 
+/// One cluster to draw: a labelled box around its nodes (a Graphviz `subgraph cluster…`).
+#[derive(Debug, Clone)]
+pub struct SvgCluster<'a> {
+    /// Subgraph name; it becomes the group id `cluster-{name}` (escaped).
+    pub name: &'a str,
+    /// Label text, drawn at the top of the box; empty for none.
+    pub label: &'a str,
+    /// Indices into the node slice of the nodes inside, those of nested clusters included.
+    pub nodes: Vec<usize>,
+    /// Index of the innermost enclosing cluster; it must come earlier in the cluster slice.
+    pub parent: Option<usize>,
+}
+
 /// Margin around the drawing.
 const MARGIN: f64 = 12.0;
 const EDGE_COLOR: &str = "#555555";
+const CLUSTER_COLOR: &str = "#888888";
+/// Room between a cluster's box and what it holds.
+const CLUSTER_PADDING: f64 = 8.0;
 
 /// Renders a complete standalone SVG document.
 ///
@@ -108,27 +124,62 @@ pub fn render_svg(
     nodes: &[SvgNode<'_>],
     edges: &[SvgEdge<'_>],
 ) -> String {
-    let scene = Scene::new(title, rankdir, nodes, edges);
+    render_clustered_svg(title, rankdir, nodes, edges, &[])
+}
+
+/// [`render_svg`] with clusters: each cluster with nodes in range becomes one
+/// `<g class="cluster" id="cluster-{name}">` holding a `<rect>` around its nodes and nested clusters and, when
+/// labelled, a `<text>` at its top; clusters are written before edges and nodes, outer ones first.
+///
+/// The view box holds every node, cluster, edge (control points included) and label; it starts at the origin
+/// unless something reaches above or left of it, so the coordinates of a drawing do not move when a part of it
+/// grows the box.
+pub fn render_clustered_svg(
+    title: &str,
+    rankdir: RankDir,
+    nodes: &[SvgNode<'_>],
+    edges: &[SvgEdge<'_>],
+    clusters: &[SvgCluster<'_>],
+) -> String {
+    let scene = Scene::new(title, rankdir, nodes, edges, clusters);
     let mut out = String::new();
+    let (origin, size) = (scene.view.min, scene.view.max - scene.view.min);
     let _ = write!(
         out,
         concat!(
             r#"<?xml version="1.0" encoding="UTF-8" standalone="no"?>"#,
             "\n",
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" "#,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="{x} {y} {w} {h}" "#,
             r#"font-family="Helvetica,Arial,sans-serif" font-size="{size}">"#,
             "\n<title>{title}</title>\n",
-            r##"<rect width="100%" height="100%" fill="#ffffff"/>"##,
-            "\n"
         ),
-        w = number(scene.size.width),
-        h = number(scene.size.height),
+        x = number(origin.x),
+        y = number(origin.y),
+        w = number(size.x),
+        h = number(size.y),
         size = number(NODE_FONT_SIZE),
         title = escape(title)
     );
-    let mut loops_drawn = vec![0usize; nodes.len()];
-    for (index, edge) in edges.iter().enumerate() {
-        scene.write_edge(&mut out, index, edge, &mut loops_drawn);
+    if origin == Point::default() {
+        out.push_str(r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
+    } else {
+        let _ = write!(
+            out,
+            r##"<rect x="{}" y="{}" width="100%" height="100%" fill="#ffffff"/>"##,
+            number(origin.x),
+            number(origin.y)
+        );
+    }
+    out.push('\n');
+    for (cluster, drawn) in clusters.iter().zip(&scene.clusters) {
+        if let Some((bounds, label)) = drawn {
+            write_cluster(&mut out, cluster.name, bounds, label);
+        }
+    }
+    for (index, drawing) in scene.edges.iter().enumerate() {
+        if let Some(drawing) = drawing {
+            scene.write_edge(&mut out, index, drawing);
+        }
     }
     for (index, node) in nodes.iter().enumerate() {
         scene.write_node(&mut out, index, node);
@@ -137,25 +188,54 @@ pub fn render_svg(
     out
 }
 
+/// Writes a cluster as a `<g class="cluster">` holding its box and label.
+fn write_cluster(out: &mut String, name: &str, bounds: &Bounds, label: &Label) {
+    let _ = write!(
+        out,
+        r#"<g class="cluster" id="cluster-{}"><rect x="{}" y="{}" width="{}" height="{}" rx="4" fill="none" stroke="{CLUSTER_COLOR}"/>"#,
+        escape(name),
+        number(bounds.min.x),
+        number(bounds.min.y),
+        number(bounds.max.x - bounds.min.x),
+        number(bounds.max.y - bounds.min.y)
+    );
+    let center = Point::new(
+        (bounds.min.x + bounds.max.x) / 2.0,
+        bounds.min.y + CLUSTER_PADDING / 2.0 + label.size().height / 2.0,
+    );
+    label.write(out, center);
+    out.push_str("</g>\n");
+}
+
+/// What one drawable edge becomes.
+struct EdgeDrawing {
+    stroke: Option<Stroke>,
+    label: Option<Point>,
+}
+
 /// Everything measured and placed, in document coordinates, ready to be written.
 struct Scene {
-    rankdir: RankDir,
     node_labels: Vec<Label>,
     node_sizes: Vec<Size>,
     /// Node centres.
     centers: Vec<Point>,
-    /// Node outlines that edges end on.
-    outlines: Vec<Vec<Point>>,
     edge_labels: Vec<Label>,
-    /// Edge routes, shifted into document coordinates.
-    routes: Vec<EdgeRoute>,
-    loop_plans: Vec<LoopPlan>,
-    /// Document size, margins included.
-    size: Size,
+    /// Per edge, its drawing; `None` for an edge whose ends are out of range.
+    edges: Vec<Option<EdgeDrawing>>,
+    /// Per cluster, its box and label; `None` for a cluster with nothing to surround.
+    clusters: Vec<Option<(Bounds, Label)>>,
+    /// The view box, margins included.
+    view: Bounds,
 }
 
 impl Scene {
-    fn new(title: &str, rankdir: RankDir, nodes: &[SvgNode<'_>], edges: &[SvgEdge<'_>]) -> Scene {
+    fn new(
+        title: &str,
+        rankdir: RankDir,
+        nodes: &[SvgNode<'_>],
+        edges: &[SvgEdge<'_>],
+        clusters: &[SvgCluster<'_>],
+    ) -> Scene {
         let node_labels: Vec<Label> = nodes
             .iter()
             .map(|node| {
@@ -230,13 +310,13 @@ impl Scene {
             placed.bounds.max.y - placed.bounds.min.y + 2.0 * MARGIN,
         );
         let centers: Vec<Point> = placed.nodes.iter().map(|&center| center + offset).collect();
-        let outlines = nodes
+        let outlines: Vec<Vec<Point>> = nodes
             .iter()
             .zip(&centers)
             .zip(&node_sizes)
             .map(|((node, &center), &size)| shape::outline(node.shape, center, size))
             .collect();
-        let routes = placed
+        let routes: Vec<EdgeRoute> = placed
             .edges
             .into_iter()
             .map(|route| EdgeRoute {
@@ -244,66 +324,98 @@ impl Scene {
                 label: route.label.map(|center| center + offset),
             })
             .collect();
+
+        // Edges are drawn in input order; `loops_drawn` counts the self-loops already drawn per node, which
+        // picks the next loop's place.
+        let count = centers.len().min(node_sizes.len()).min(outlines.len());
+        let mut loops_drawn = vec![0usize; nodes.len()];
+        let drawings: Vec<Option<EdgeDrawing>> = edges
+            .iter()
+            .enumerate()
+            .map(|(index, edge)| {
+                if edge.from >= count || edge.to >= count {
+                    return None;
+                }
+                if edge.from == edge.to {
+                    let drawn = loops_drawn.get_mut(edge.from)?;
+                    let placed = loop_plans.get(edge.from).and_then(|plan| {
+                        plan.stroke(
+                            rankdir,
+                            *drawn,
+                            centers[edge.from],
+                            node_sizes[edge.from],
+                            &outlines[edge.from],
+                        )
+                    });
+                    *drawn += 1;
+                    return Some(match placed {
+                        Some((stroke, label)) => EdgeDrawing {
+                            stroke: Some(stroke),
+                            label,
+                        },
+                        None => EdgeDrawing {
+                            stroke: None,
+                            label: None,
+                        },
+                    });
+                }
+                let route = routes.get(index);
+                let stroke = route::edge_stroke(
+                    route.map_or(&[][..], |route| route.points.as_slice()),
+                    &outlines[edge.from],
+                    &outlines[edge.to],
+                );
+                Some(EdgeDrawing {
+                    stroke,
+                    label: route.and_then(|route| route.label),
+                })
+            })
+            .collect();
+
+        let cluster_boxes =
+            cluster_boxes(clusters, &centers, &node_sizes, &loop_plans, rankdir, title);
+
+        // The view box: the layout's bounds with their margins, grown to hold whatever reaches further
+        // (curves bending past their bends, clusters' boxes) with a margin of its own.
+        let mut reach = Bounds::EMPTY;
+        for (drawing, label) in drawings.iter().zip(&edge_labels) {
+            let Some(drawing) = drawing else { continue };
+            if let Some(stroke) = &drawing.stroke {
+                reach.include(stroke.extent.min);
+                reach.include(stroke.extent.max);
+            }
+            if let Some(center) = drawing.label.filter(|_| !label.is_empty()) {
+                reach.include_box(center, label.size());
+            }
+        }
+        for (bounds, _) in cluster_boxes.iter().flatten() {
+            reach.include(bounds.min);
+            reach.include(bounds.max);
+        }
+        let mut view = Bounds {
+            min: Point::default(),
+            max: Point::new(size.width, size.height),
+        };
+        if !reach.is_empty() {
+            let margin = Point::new(MARGIN, MARGIN);
+            view.include(reach.min - margin);
+            view.include(reach.max + margin);
+        }
         Scene {
-            rankdir,
             node_labels,
             node_sizes,
             centers,
-            outlines,
             edge_labels,
-            routes,
-            loop_plans,
-            size,
+            edges: drawings,
+            clusters: cluster_boxes,
+            view,
         }
     }
 
-    /// Writes edge `index` as a `<g class="edge">`, or nothing if an end is out of range.
-    ///
-    /// `loops_drawn` counts the self-loops already drawn per node, which picks the next loop's place.
-    fn write_edge(
-        &self,
-        out: &mut String,
-        index: usize,
-        edge: &SvgEdge<'_>,
-        loops_drawn: &mut [usize],
-    ) {
-        let count = self
-            .centers
-            .len()
-            .min(self.node_sizes.len())
-            .min(self.outlines.len());
-        if edge.from >= count || edge.to >= count {
-            return;
-        }
-        let (stroke, label_center) = if edge.from == edge.to {
-            let Some(drawn) = loops_drawn.get_mut(edge.from) else {
-                return;
-            };
-            let placed = self.loop_plans.get(edge.from).and_then(|plan| {
-                plan.stroke(
-                    self.rankdir,
-                    *drawn,
-                    self.centers[edge.from],
-                    self.node_sizes[edge.from],
-                    &self.outlines[edge.from],
-                )
-            });
-            *drawn += 1;
-            match placed {
-                Some((stroke, label)) => (Some(stroke), label),
-                None => (None, None),
-            }
-        } else {
-            let route = self.routes.get(index);
-            let stroke = route::edge_stroke(
-                route.map_or(&[][..], |route| route.points.as_slice()),
-                &self.outlines[edge.from],
-                &self.outlines[edge.to],
-            );
-            (stroke, route.and_then(|route| route.label))
-        };
+    /// Writes edge `index` as a `<g class="edge">`.
+    fn write_edge(&self, out: &mut String, index: usize, drawing: &EdgeDrawing) {
         out.push_str(r#"<g class="edge">"#);
-        if let Some(stroke) = stroke {
+        if let Some(stroke) = &drawing.stroke {
             let _ = write!(
                 out,
                 r#"<path d="{}" fill="none" stroke="{EDGE_COLOR}" stroke-width="1.2"/><polygon points="{}" fill="{EDGE_COLOR}" stroke="{EDGE_COLOR}"/>"#,
@@ -311,7 +423,7 @@ impl Scene {
                 shape::points(&stroke.arrow)
             );
         }
-        if let (Some(label), Some(center)) = (self.edge_labels.get(index), label_center) {
+        if let (Some(label), Some(center)) = (self.edge_labels.get(index), drawing.label) {
             label.write(out, center);
         }
         out.push_str("</g>\n");
@@ -331,6 +443,72 @@ impl Scene {
         label.write(out, shape::label_center(node.shape, center, size));
         out.push_str("</g>\n");
     }
+}
+
+/// The box and label of every cluster, in document coordinates: its nodes (with their self-loops' room) and
+/// nested clusters, padded, with room for the label on top; `None` for a cluster holding no node in range.
+fn cluster_boxes(
+    clusters: &[SvgCluster<'_>],
+    centers: &[Point],
+    node_sizes: &[Size],
+    loop_plans: &[LoopPlan],
+    rankdir: RankDir,
+    title: &str,
+) -> Vec<Option<(Bounds, Label)>> {
+    let mut boxes: Vec<Bounds> = clusters
+        .iter()
+        .map(|cluster| {
+            let mut bounds = Bounds::EMPTY;
+            for &node in &cluster.nodes {
+                let (Some(&center), Some(&size)) = (centers.get(node), node_sizes.get(node)) else {
+                    continue;
+                };
+                let reserve = loop_plans.get(node).map_or(0.0, LoopPlan::reserve);
+                let room = match rankdir {
+                    RankDir::TopToBottom | RankDir::BottomToTop => {
+                        Size::new(size.width + 2.0 * reserve, size.height)
+                    }
+                    RankDir::LeftToRight | RankDir::RightToLeft => {
+                        Size::new(size.width, size.height + 2.0 * reserve)
+                    }
+                };
+                bounds.include_box(center, room);
+            }
+            bounds
+        })
+        .collect();
+    let mut drawn = vec![None; clusters.len()];
+    // Nested clusters come after their parents, so going backwards finishes every cluster before its parent.
+    for index in (0..clusters.len()).rev() {
+        let mut bounds = boxes[index];
+        if bounds.is_empty() {
+            continue;
+        }
+        let names = Names {
+            node: None,
+            graph: title,
+        };
+        let label = Label::parse(clusters[index].label, names, NODE_FONT_SIZE);
+        let label_size = if label.is_empty() {
+            Size::default()
+        } else {
+            label.size()
+        };
+        let top = CLUSTER_PADDING + label_size.height;
+        bounds.min = bounds.min - Point::new(CLUSTER_PADDING, top);
+        bounds.max = bounds.max + Point::new(CLUSTER_PADDING, CLUSTER_PADDING);
+        let short = label_size.width + 2.0 * CLUSTER_PADDING - (bounds.max.x - bounds.min.x);
+        if short > 0.0 {
+            bounds.min.x -= short / 2.0;
+            bounds.max.x += short / 2.0;
+        }
+        if let Some(parent) = clusters[index].parent.filter(|&parent| parent < index) {
+            boxes[parent].include(bounds.min);
+            boxes[parent].include(bounds.max);
+        }
+        drawn[index] = Some((bounds, label));
+    }
+    drawn
 }
 
 /// Formats a coordinate with at most two decimals and no trailing zeros; non-finite values become 0.
@@ -790,6 +968,126 @@ mod tests {
         assert_eq!(svg.matches(r#"<g class="edge">"#).count(), edges.len());
         // Generous for debug builds on slow machines; release takes a fraction of this.
         assert!(elapsed.as_secs() < 60, "took {elapsed:?}");
+    }
+
+    #[test]
+    fn clusters_are_boxes_around_their_nodes_and_nested_clusters() {
+        let (nodes, edges) = small_workflow();
+        let clusters = [
+            SvgCluster {
+                name: "cluster_outer",
+                label: "Outer & co",
+                nodes: vec![1, 2],
+                parent: None,
+            },
+            SvgCluster {
+                name: "cluster_inner",
+                label: "",
+                nodes: vec![2],
+                parent: Some(0),
+            },
+            SvgCluster {
+                name: "cluster_empty",
+                label: "Nothing",
+                nodes: vec![99],
+                parent: None,
+            },
+        ];
+        let svg = render_clustered_svg("t", RankDir::TopToBottom, &nodes, &edges, &clusters);
+        parse(&svg);
+        let boxes: Vec<geometry::Bounds> = ["cluster_outer", "cluster_inner"]
+            .iter()
+            .map(|name| {
+                let group = svg
+                    .split(&format!(r#"<g class="cluster" id="cluster-{name}"><rect"#))
+                    .nth(1)
+                    .expect("cluster drawn");
+                let get = |key: &str| -> f64 {
+                    let start =
+                        group.find(&format!(" {key}=\"")).expect("attribute") + key.len() + 3;
+                    let end = group[start..].find('"').expect("closed") + start;
+                    group[start..end].parse().expect("number")
+                };
+                let mut bounds = geometry::Bounds::EMPTY;
+                bounds.include(Point::new(get("x"), get("y")));
+                bounds.include(Point::new(
+                    get("x") + get("width"),
+                    get("y") + get("height"),
+                ));
+                bounds
+            })
+            .collect();
+        assert!(svg.contains(">Outer &amp; co</text>"));
+        assert!(
+            !svg.contains("cluster_empty"),
+            "a cluster without nodes is not drawn"
+        );
+        let node_bounds = node_boxes(&svg);
+        let within = |inner: &geometry::Bounds, outer: &geometry::Bounds| {
+            outer.min.x < inner.min.x
+                && outer.min.y < inner.min.y
+                && inner.max.x < outer.max.x
+                && inner.max.y < outer.max.y
+        };
+        assert!(within(&node_bounds[1], &boxes[0]) && within(&node_bounds[2], &boxes[0]));
+        assert!(within(&node_bounds[2], &boxes[1]) && within(&boxes[1], &boxes[0]));
+        assert!(!within(&node_bounds[0], &boxes[0]) && !within(&node_bounds[3], &boxes[0]));
+        // Clusters come first, so nodes and edges are drawn over them.
+        assert!(svg.find("class=\"cluster\"") < svg.find("class=\"edge\""));
+    }
+
+    #[test]
+    fn view_box_holds_every_curve_and_label() {
+        // A back edge over several ranks bends out past its bends; its control points must stay visible.
+        let nodes = [
+            node("start", "Start", NodeShape::Mdiamond),
+            node("a", "A", NodeShape::Box),
+            node("b", "B", NodeShape::Box),
+            node("c", "C", NodeShape::Box),
+            node("exit", "Exit", NodeShape::Msquare),
+        ];
+        let edges = [
+            edge(0, 1, ""),
+            edge(1, 2, ""),
+            edge(2, 3, ""),
+            edge(3, 4, "done"),
+            edge(3, 1, "a long label on the way back"),
+            edge(4, 0, "again"),
+        ];
+        for rankdir in [
+            RankDir::TopToBottom,
+            RankDir::LeftToRight,
+            RankDir::RightToLeft,
+        ] {
+            let svg = render_svg("t", rankdir, &nodes, &edges);
+            parse(&svg);
+            let view: Vec<f64> = svg
+                .split("viewBox=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .expect("view box")
+                .split(' ')
+                .map(|number| number.parse().expect("number"))
+                .collect();
+            for group in svg.split(r#"<g class="edge">"#).skip(1) {
+                let start = group.find("d=\"").expect("path") + 3;
+                let path = &group[start..start + group[start..].find('"').expect("closed")];
+                for pair in path.split(' ') {
+                    let (x, y) = pair
+                        .trim_start_matches(char::is_alphabetic)
+                        .split_once(',')
+                        .expect("pair");
+                    let (x, y): (f64, f64) = (x.parse().expect("x"), y.parse().expect("y"));
+                    assert!(
+                        view[0] <= x
+                            && x <= view[0] + view[2]
+                            && view[1] <= y
+                            && y <= view[1] + view[3],
+                        "{rankdir:?}: ({x}, {y}) outside {view:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

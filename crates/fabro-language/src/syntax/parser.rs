@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::cursor::{error, Cursor, Literal, Scan, SyntaxError};
-use super::{Attribute, Attributes, KeySet, SyntaxEdge, SyntaxGraph, SyntaxNode};
+use super::{Attribute, Attributes, KeySet, SyntaxCluster, SyntaxEdge, SyntaxGraph, SyntaxNode};
 use crate::diagnostic::{Diagnostic, Rule};
 use crate::id_hash::{packed_id, same_text, IdHashMap, IdTable};
 use crate::span::{LineIndex, Span};
@@ -59,6 +59,8 @@ struct Scope {
     label: Option<String>,
     /// Nodes declared or first created inside this subgraph (not tracked at the top).
     members: Vec<usize>,
+    /// Position in [`SyntaxGraph::clusters`] when this subgraph is a cluster.
+    cluster: Option<usize>,
 }
 
 /// A node mention; ids are always slices of the source (quoted ids must be identifiers,
@@ -121,6 +123,7 @@ impl<'s> Parser<'s> {
                 edge_defaults: Attributes::default(),
                 label: None,
                 members: Vec::new(),
+                cluster: None,
             }],
         }
     }
@@ -149,6 +152,10 @@ impl<'s> Parser<'s> {
             if !derived[start..].iter().any(|(_, seen)| *seen == class) {
                 derived.push((index, class));
             }
+        }
+        for cluster in &mut self.graph.clusters {
+            cluster.members.sort_unstable();
+            cluster.members.dedup();
         }
         let keys = KeySet::new(self.interned.into_iter().map(|(key, _)| key));
         (self.graph, self.node_index, keys)
@@ -227,7 +234,7 @@ impl<'s> Parser<'s> {
                 Some(b'{') => {
                     let here = self.cursor.here();
                     self.cursor.bump();
-                    self.subgraph(here)?;
+                    self.subgraph(here, None)?;
                 }
                 Some(b'"') => {
                     let literal = self.cursor.quoted()?;
@@ -306,21 +313,19 @@ impl<'s> Parser<'s> {
             }
             "subgraph" => {
                 self.cursor.skip_trivia()?;
-                match self.cursor.peek() {
-                    Some(b'"') => {
-                        self.cursor.quoted()?;
-                    }
+                let name = match self.cursor.peek() {
+                    Some(b'"') => Some(self.cursor.quoted()?.value.into_owned()),
                     Some(byte) if byte.is_ascii_alphabetic() || byte == b'_' => {
-                        self.cursor.ident();
+                        self.cursor.ident().map(|(name, _)| name.to_owned())
                     }
-                    _ => {}
-                }
+                    _ => None,
+                };
                 self.cursor.skip_trivia()?;
                 let open = self.cursor.here();
                 if !self.cursor.eat(b'{') {
                     return error("expected '{' to open the subgraph", open);
                 }
-                self.subgraph(open)
+                self.subgraph(open, name)
             }
             "digraph" => error("a workflow file must contain exactly one graph", span),
             "strict" => error("strict graphs are not supported: remove 'strict'", span),
@@ -372,19 +377,23 @@ impl<'s> Parser<'s> {
         Ok(self.cursor.pos())
     }
 
-    fn subgraph(&mut self, open: Span) -> Scan<()> {
+    fn subgraph(&mut self, open: Span, name: Option<String>) -> Scan<()> {
         if self.scopes.len() > MAX_NESTING {
             return error(
                 format!("subgraphs are nested more than {MAX_NESTING} levels deep"),
                 open,
             );
         }
+        let cluster = name
+            .filter(|name| name.starts_with("cluster"))
+            .map(|name| self.open_cluster(name));
         let parent = self.scope_mut();
         let scope = Scope {
             node_defaults: parent.node_defaults.clone(),
             edge_defaults: parent.edge_defaults.clone(),
             label: None,
             members: Vec::new(),
+            cluster,
         };
         self.scopes.push(scope);
         self.statements(open)?;
@@ -392,6 +401,13 @@ impl<'s> Parser<'s> {
         let Some(scope) = self.scopes.pop() else {
             return Ok(());
         };
+        if let Some(cluster) = scope.cluster.and_then(|at| self.graph.clusters.get_mut(at)) {
+            if scope.label.is_some() {
+                cluster.label.clone_from(&scope.label);
+            }
+            // Sorted and deduplicated in `finish`.
+            cluster.members.extend_from_slice(&scope.members);
+        }
         if let Some(class) = scope.label.as_deref().and_then(derive_class) {
             for &member in &scope.members {
                 self.derived.push((member, depth, class.clone()));
@@ -408,6 +424,27 @@ impl<'s> Parser<'s> {
             );
         }
         Ok(())
+    }
+
+    /// The position in [`SyntaxGraph::clusters`] of the cluster subgraph `name` inside the
+    /// innermost enclosing cluster, added on its first opening (a name opened again
+    /// adds to the same cluster, as in Graphviz).
+    fn open_cluster(&mut self, name: String) -> usize {
+        let parent = self.scopes.iter().rev().find_map(|scope| scope.cluster);
+        let clusters = &mut self.graph.clusters;
+        if let Some(at) = clusters
+            .iter()
+            .position(|cluster| cluster.name == name && cluster.parent == parent)
+        {
+            return at;
+        }
+        clusters.push(SyntaxCluster {
+            name,
+            label: None,
+            members: Vec::new(),
+            parent,
+        });
+        clusters.len() - 1
     }
 
     fn node_or_edge(&mut self, first: Endpoint<'s>) -> Scan<()> {

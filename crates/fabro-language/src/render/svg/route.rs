@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::geometry::{ray_exit, Point, Size};
+use super::geometry::{ray_exit, Bounds, Point, Size};
 use super::{number, RankDir};
 
 /// Length and half width of an arrowhead.
@@ -22,6 +22,23 @@ const LOOP_LABEL_GAP: f64 = 4.0;
 pub(super) struct Stroke {
     pub(super) path: String,
     pub(super) arrow: [Point; 3],
+    /// Every point the path and arrowhead are written with, control points included; the
+    /// curves lie inside the convex hull of these, so inside this box.
+    pub(super) extent: Bounds,
+}
+
+impl Stroke {
+    fn new(path: String, points: &[Point], arrow: [Point; 3]) -> Stroke {
+        let mut extent = Bounds::EMPTY;
+        for &point in points.iter().chain(&arrow) {
+            extent.include(point);
+        }
+        Stroke {
+            path,
+            arrow,
+            extent,
+        }
+    }
 }
 
 /// The stroke of an edge whose route runs from the tail centre (`points[0]`) to the head centre (last point).
@@ -40,10 +57,9 @@ pub(super) fn edge_stroke(points: &[Point], tail: &[Point], head: &[Point]) -> O
     curve.push(start);
     curve.extend_from_slice(inner);
     curve.push(base);
-    Some(Stroke {
-        path: spline(&curve, end),
-        arrow: arrowhead(end, direction),
-    })
+    let mut written = Vec::with_capacity(3 * curve.len());
+    let path = spline(&curve, end, &mut written);
+    Some(Stroke::new(path, &written, arrowhead(end, direction)))
 }
 
 /// Self-loops of one node, planned before layout so the node can be given room for them.
@@ -118,10 +134,11 @@ impl LoopPlan {
             center + axes.u * (half_u + reach + LOOP_LABEL_GAP + axes.along_u(label) / 2.0)
         });
         Some((
-            Stroke {
+            Stroke::new(
                 path,
-                arrow: arrowhead(to, direction),
-            },
+                &[from, control_from, control_to, base],
+                arrowhead(to, direction),
+            ),
             label_center,
         ))
     }
@@ -158,13 +175,17 @@ impl Axes {
 }
 
 /// A smooth path through `points` (a Catmull-Rom spline as cubic Béziers); `after` steers the final tangent.
-fn spline(points: &[Point], after: Point) -> String {
+///
+/// Every point the path is written with, control points included, is added to `written`.
+fn spline(points: &[Point], after: Point, written: &mut Vec<Point>) -> String {
     let mut path = String::new();
     let Some(&first) = points.first() else {
         return path;
     };
+    written.push(first);
     let _ = write!(path, "M{},{}", number(first.x), number(first.y));
     if points.len() == 2 {
+        written.push(points[1]);
         let _ = write!(path, " L{},{}", number(points[1].x), number(points[1].y));
         return path;
     }
@@ -175,6 +196,7 @@ fn spline(points: &[Point], after: Point) -> String {
         let next = points.get(index + 2).copied().unwrap_or(after);
         let control_from = from + (to - previous) * (1.0 / 6.0);
         let control_to = to - (next - from) * (1.0 / 6.0);
+        written.extend([control_from, control_to, to]);
         let _ = write!(
             path,
             " C{},{} {},{} {},{}",
