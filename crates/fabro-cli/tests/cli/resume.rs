@@ -409,8 +409,10 @@ fn kill_at_twenty_moments(name: &str, with_git: bool) {
         let run_dir = env.fabro_home().join("scratch").join(&run_id);
         let mut resumes = 0;
         loop {
-            let Ok(text) = fs_err::read_to_string(run_dir.join("checkpoint.json")) else {
-                // Killed before the initial checkpoint: nothing ran, start again.
+            // A run exists once its manifest does (written after the initial checkpoint).
+            let text = fs_err::read_to_string(run_dir.join("checkpoint.json"));
+            let Some(text) = text.ok().filter(|_| run_dir.join("manifest.json").exists()) else {
+                // Killed before the run existed: nothing ran, start again.
                 let _ = fs_err::remove_dir_all(&run_dir);
                 if with_git {
                     git(&["worktree", "prune"]);
