@@ -6,12 +6,13 @@ use fabro_test_support::TestEnv;
 use crate::git::{git, git_available};
 use crate::{code, fabro, stderr, stdout};
 
-/// Stage `a` adds a file and deletes a tracked one, `b` edits, adds in a subdirectory and
-/// writes a file without a final newline, `c` changes nothing.
+/// Stage `a` adds a file, deletes a tracked one and renames another with a small edit
+/// (git reports the rename with its similarity index), `b` edits, adds in a subdirectory
+/// and writes a file without a final newline, `c` changes nothing.
 const WORKFLOW: &str = r#"digraph w {
   start [shape=Mdiamond]
   exit [shape=Msquare]
-  a [shape=parallelogram, script="printf 'one\ntwo\nthree\n' > a.txt; rm old.txt"]
+  a [shape=parallelogram, script="printf 'one\ntwo\nthree\n' > a.txt; rm old.txt; mv long.txt moved.txt; sed -i 's/^15$/fifteen/' moved.txt"]
   b [shape=parallelogram, script="printf 'one\n2\nthree\nfour\n' > a.txt; mkdir -p sub; printf 'no newline' > sub/y.txt; echo more >> README.md"]
   c [shape=parallelogram, script="true"]
   start -> a -> b -> c -> exit
@@ -23,7 +24,9 @@ fn init_repo(env: &TestEnv) {
     env.write("w.fabro", WORKFLOW);
     env.write("README.md", "user file\nsecond line\n");
     env.write("old.txt", "to be removed\n");
-    git(env, &["add", "w.fabro", "README.md", "old.txt"]);
+    let long: String = (1..=30).map(|line| format!("{line}\n")).collect();
+    env.write("long.txt", &long);
+    git(env, &["add", "w.fabro", "README.md", "old.txt", "long.txt"]);
     git(env, &["commit", "-q", "-m", "init"]);
 }
 
@@ -73,6 +76,7 @@ fn diffs_of_a_stage_and_of_a_run_equal_git_diff() {
     assert_eq!(code(&diff), 0, "{}", stderr(&diff));
     assert_eq!(stdout(&diff), expected);
     assert!(expected.contains("deleted file mode"), "{expected}");
+    assert!(expected.contains("rename to moved.txt"), "{expected}");
     assert!(
         expected.contains("\\ No newline at end of file"),
         "{expected}"
@@ -93,6 +97,7 @@ fn runs_without_git_checkpoints_have_no_diff() {
     env.write("w.fabro", WORKFLOW);
     env.write("old.txt", "x\n");
     env.write("README.md", "x\n");
+    env.write("long.txt", "15\n");
     let output = fabro(&env, &["run", "w.fabro", "--run-id", "r1"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let diff = fabro(&env, &["diff", "r1"]);
