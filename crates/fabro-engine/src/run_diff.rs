@@ -1,7 +1,9 @@
 //! The changes of a stage or of a whole run, as `fabro diff` shows them (SPEC 17.4): a
 //! stage's run-branch commit against its parent, or the base SHA against the run branch,
-//! as a unified diff in git's patch format (renames detected as `git diff` does by
-//! default).
+//! as a unified diff in git's patch format. Renames are detected as `git diff` does by
+//! default: libgit2 pairs the files (50% threshold of its own metric, which can disagree
+//! with git's near the threshold) and the printed `similarity index` is git's estimate
+//! ([`git_similarity`]).
 //!
 //! A node's latest stage is found by its commit subject, `fabro({run_id}): {node_id}
 //! ({status})` (SPEC 8.3): first on the run branch, walking back from its tip (the chosen
@@ -222,7 +224,17 @@ fn patch(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<DiffLine>, DiffErr
     diff.find_similar(Some(DiffFindOptions::new().renames(true)))
         .map_err(git_error("detect renames"))?;
     let mut lines: Vec<DiffLine> = Vec::new();
-    diff.print(DiffFormat::Patch, |_, _, line| {
+    diff.print(DiffFormat::Patch, |delta, _, line| {
+        if line.origin() == 'F'
+            && matches!(delta.status(), git2::Delta::Renamed | git2::Delta::Copied)
+        {
+            let text = with_git_similarity(repo, &delta, line.content());
+            lines.push(DiffLine {
+                kind: DiffLineKind::FileHeader,
+                text,
+            });
+            return true;
+        }
         let (kind, prefix) = match line.origin() {
             '+' => (DiffLineKind::Addition, Some(b'+')),
             '-' => (DiffLineKind::Deletion, Some(b'-')),
@@ -241,8 +253,94 @@ fn patch(repo: &Repository, old: Oid, new: Oid) -> Result<Vec<DiffLine>, DiffErr
     Ok(lines)
 }
 
+/// The file header of a rename or copy with `similarity index N%` as git computes it:
+/// libgit2 pairs the files, but scores similarity with its own metric.
+fn with_git_similarity(repo: &Repository, delta: &git2::DiffDelta<'_>, header: &[u8]) -> Vec<u8> {
+    let content = |oid: Oid| repo.find_blob(oid).map(|blob| blob.content().to_vec());
+    let (Ok(old), Ok(new)) = (
+        content(delta.old_file().id()),
+        content(delta.new_file().id()),
+    ) else {
+        return header.to_vec();
+    };
+    let prefix = b"similarity index ";
+    let mut text = Vec::with_capacity(header.len());
+    for line in header.split_inclusive(|&byte| byte == b'\n') {
+        if line.starts_with(prefix) {
+            text.extend_from_slice(prefix);
+            text.extend_from_slice(format!("{}%\n", git_similarity(&old, &new)).as_bytes());
+        } else {
+            text.extend_from_slice(line);
+        }
+    }
+    text
+}
+
+/// Git's similarity estimate of two file contents in percent (`diffcore-delta.c` and
+/// `estimate_similarity`): both are cut into spans ending at a newline or after 64
+/// bytes, spans are hashed, and the bytes of spans the new content shares with the old
+/// are set against the larger size. Carriage returns before a newline do not count in
+/// text (no NUL byte among the first 8000).
+pub fn git_similarity(old: &[u8], new: &[u8]) -> u64 {
+    const MAX_SCORE: u64 = 60_000;
+    if old == new {
+        return 100;
+    }
+    let max_size = old.len().max(new.len()) as u64;
+    if new.is_empty() || max_size == 0 {
+        return 0;
+    }
+    let old_spans = spans(old);
+    let new_spans = spans(new);
+    let copied: u64 = old_spans
+        .iter()
+        .map(|(hash, count)| (*count).min(new_spans.get(hash).copied().unwrap_or(0)))
+        .sum();
+    let score = copied * MAX_SCORE / max_size;
+    score * 100 / MAX_SCORE
+}
+
+/// Span hash → bytes in spans with that hash (git's `hash_chars`).
+fn spans(bytes: &[u8]) -> std::collections::HashMap<u32, u64> {
+    const HASHBASE: u32 = 107_927;
+    let is_text = !bytes.iter().take(8000).any(|&byte| byte == 0);
+    let mut spans = std::collections::HashMap::new();
+    let (mut accum1, mut accum2, mut length) = (0u32, 0u32, 0u64);
+    let hash = |accum1: u32, accum2: u32| accum1.wrapping_add(accum2.wrapping_mul(0x61)) % HASHBASE;
+    for (index, &byte) in bytes.iter().enumerate() {
+        if is_text && byte == b'\r' && bytes.get(index + 1) == Some(&b'\n') {
+            continue;
+        }
+        let old_1 = accum1;
+        accum1 = (accum1 << 7) ^ (accum2 >> 25);
+        accum2 = (accum2 << 7) ^ (old_1 >> 25);
+        accum1 = accum1.wrapping_add(u32::from(byte));
+        length += 1;
+        if length < 64 && byte != b'\n' {
+            continue;
+        }
+        *spans.entry(hash(accum1, accum2)).or_insert(0) += length;
+        (accum1, accum2, length) = (0, 0, 0);
+    }
+    if length > 0 {
+        *spans.entry(hash(accum1, accum2)).or_insert(0) += length;
+    }
+    spans
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn similarity_is_estimated_as_git_does() {
+        let long: String = (1..=30).map(|line| format!("{line}\n")).collect();
+        let edited = long.replace("\n15\n", "\nfifteen\n");
+        // `git diff` prints 90% for this rename.
+        assert_eq!(git_similarity(long.as_bytes(), edited.as_bytes()), 90);
+        assert_eq!(git_similarity(b"same", b"same"), 100);
+        assert_eq!(git_similarity(b"a\n", b""), 0);
+        assert_eq!(git_similarity(b"a\r\nb\r\n", b"a\nb\n"), 66);
+    }
+
     use super::*;
 
     fn commit(
