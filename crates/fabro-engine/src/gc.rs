@@ -653,10 +653,11 @@ mod tests {
         fs_err::write(shard.join(".tmp-leftover.1.2.tmp"), "x").expect("write");
         let old = UNIX_EPOCH + Duration::from_secs(1_000_000);
         for name in [&referenced, &garbage, &".tmp-leftover.1.2.tmp".to_owned()] {
-            std::fs::File::options()
+            fs_err::OpenOptions::new()
                 .write(true)
                 .open(shard.join(name))
                 .expect("open")
+                .file()
                 .set_modified(old)
                 .expect("set mtime");
         }

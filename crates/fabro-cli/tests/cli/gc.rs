@@ -152,8 +152,9 @@ fn worktrees(env: &TestEnv) -> String {
 /// Sets the modification time of `path` (a directory) to 2020.
 fn age(path: &Path) {
     let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_578_000_000);
-    std::fs::File::open(path)
+    fs_err::File::open(path)
         .expect("open")
+        .file()
         .set_times(
             std::fs::FileTimes::new()
                 .set_modified(old)
