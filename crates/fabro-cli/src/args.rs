@@ -30,6 +30,12 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Export a run's stages, records and referenced blobs into a directory.
     Dump(DumpArgs),
+    /// Print the output of a stage: command logs, an LLM response or a gate's answer.
+    Logs(LogsArgs),
+    /// Show the changes of a stage, or of a whole run, as a unified diff.
+    Diff(DiffArgs),
+    /// Remove old finished runs with their branches, refs, worktrees and unused blobs.
+    Gc(GcArgs),
     /// The model catalog.
     Model(ModelArgs),
 }
@@ -73,6 +79,59 @@ pub(crate) struct DumpArgs {
     /// Directory to write; it must not exist or be empty.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub(crate) output: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro logs 01JX4Q test            output of the latest stage of node `test`
+  fabro logs 01JX4Q                 output of the running (or last) stage
+  fabro logs 01JX4Q build --follow  print a running command's output as it is written
+
+Exit codes: 0 printed, 2 unknown run or node, or a node that has not run")]
+pub(crate) struct LogsArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// Node whose latest stage to show; default: the running or last stage.
+    pub(crate) node: Option<String>,
+    /// Keep printing a running stage's output until the stage ends.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro diff 01JX4Q                 everything the run changed (base SHA to run branch)
+  fabro diff 01JX4Q implement       what the latest stage of node `implement` changed
+  fabro diff 01JX4Q | git apply     apply the run's changes to your checkout
+
+Exit codes: 0 printed, 2 unknown run or node, or a run without git checkpoints")]
+pub(crate) struct DiffArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// Node whose latest stage's commit to show; default: the whole run.
+    pub(crate) node: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro gc --dry-run                list finished runs older than 30 days
+  fabro gc                          remove them, their git refs and unused blobs
+  fabro gc --older-than 7d          remove finished runs older than a week
+
+Running, cancelled and interrupted runs are never removed.
+Exit codes: 0 done, 2 bad arguments or storage errors")]
+pub(crate) struct GcArgs {
+    /// Remove finished runs that ended longer ago than this (`30d`, `12h`, `0s`).
+    #[arg(long, value_name = "D", default_value = "30d", value_parser = parse_age)]
+    pub(crate) older_than: std::time::Duration,
+    /// Print what would be removed, remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    fabro_language::value::parse_duration(text)
+        .ok_or_else(|| format!("'{text}' is not a duration (examples: 30d, 12h, 90m, 0s)"))
 }
 
 #[derive(Debug, clap::Args)]

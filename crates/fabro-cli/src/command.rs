@@ -1,9 +1,12 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
+mod diff;
 mod dump;
 mod events;
+mod gc;
 mod graph;
 mod inspect;
+mod logs;
 mod model;
 mod resume;
 mod run;
@@ -34,6 +37,9 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Inspect(args) => inspect::run(&args, output),
         Command::Events(args) => events::run(&args, output),
         Command::Dump(args) => dump::run(&args, output),
+        Command::Logs(args) => logs::run(&args, output),
+        Command::Diff(args) => diff::run(&args, output),
+        Command::Gc(args) => gc::run(&args, output),
         Command::Model(args) => model::run(&args, output),
     }
 }

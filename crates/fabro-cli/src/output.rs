@@ -55,12 +55,17 @@ impl Output {
 
     /// Writes result text to stdout.
     pub(crate) fn out(&mut self, text: &str) {
-        if self.stdout_closed {
+        self.out_bytes(text.as_bytes());
+    }
+
+    /// Writes result bytes (a stage's output, a patch) to stdout unchanged.
+    pub(crate) fn out_bytes(&mut self, bytes: &[u8]) {
+        if self.stdout_closed || bytes.is_empty() {
             return;
         }
         let mut handle = self.stdout.lock();
         if handle
-            .write_all(text.as_bytes())
+            .write_all(bytes)
             .and_then(|()| handle.flush())
             .is_err()
         {

@@ -165,7 +165,7 @@ fn copy_tree(
 }
 
 /// Every `blob://sha256/{64 hex}` in `bytes`.
-fn collect_references(bytes: &[u8], references: &mut BTreeSet<String>) {
+pub(crate) fn collect_references(bytes: &[u8], references: &mut BTreeSet<String>) {
     let prefix = BLOB_PREFIX.as_bytes();
     let mut offset = 0;
     while let Some(position) = bytes[offset..]
