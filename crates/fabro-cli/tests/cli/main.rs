@@ -10,6 +10,7 @@ mod graph;
 mod inspect;
 mod lifecycle;
 mod llm;
+mod offline;
 mod parallel_git;
 mod parallel_resume;
 mod records;
