@@ -173,6 +173,9 @@ pub struct LlmTarget {
     pub client: Arc<dyn LlmClient>,
     /// Failover routes in `[llm.fallbacks]` order (SPEC 9.4).
     pub fallbacks: Vec<Route>,
+    /// `simulated` was chosen for every node by flag, environment or configuration
+    /// (SPEC 17.3): external agents (`cli`, `acp`) run fabro's own loop on it too.
+    pub simulated_everywhere: bool,
     timing: Timing,
 }
 
@@ -305,6 +308,16 @@ impl LlmSetup {
     ) -> Result<LlmSetup, LlmSetupError> {
         let mut targets = BTreeMap::new();
         let mut simulated_by_default = false;
+        // SPEC 17.3: `simulated` chosen by flag, environment or configuration applies to
+        // every LLM node, even those that name a provider or model of their own; each keeps
+        // the model it would have used.
+        let simulate_all = defaults
+            .cli_provider
+            .as_deref()
+            .or(defaults.env_provider.as_deref())
+            .or(defaults.config_provider.as_deref())
+            .and_then(Provider::parse)
+            == Some(Provider::Simulated);
         let simulated_client: Arc<dyn LlmClient> = simulated.clone();
         let mut clients: BTreeMap<Provider, Arc<dyn LlmClient>> = BTreeMap::new();
         clients.insert(Provider::Simulated, simulated_client.clone());
@@ -338,19 +351,26 @@ impl LlmSetup {
                 .or_else(|| defaults.env_model.clone())
                 .or_else(|| defaults.config_model.clone())
                 .or_else(|| workflow.settings.default_model.clone());
+            let run_provider = || {
+                defaults
+                    .cli_provider
+                    .clone()
+                    .or_else(|| defaults.env_provider.clone())
+                    .or_else(|| defaults.config_provider.clone())
+            };
             let provider_choice = node
                 .llm
                 .provider()
                 .map(str::to_owned)
                 .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
-                .or_else(|| defaults.cli_provider.clone())
-                .or_else(|| defaults.env_provider.clone())
-                .or_else(|| defaults.config_provider.clone())
+                .or_else(|| (!simulate_all).then(run_provider).flatten())
                 .or_else(|| workflow.settings.default_provider.clone());
             let provider = match provider_choice {
-                // A dry run calls no provider, so a provider this build does not know is
-                // no obstacle there.
-                Some(name) if dry_run => Provider::parse(&name).unwrap_or(Provider::Simulated),
+                // A dry run and a simulated run call no provider, so a provider this build
+                // does not know is no obstacle there.
+                Some(name) if dry_run || simulate_all => {
+                    Provider::parse(&name).unwrap_or(Provider::Simulated)
+                }
                 Some(name) => {
                     Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
                         node_id: node.id.clone(),
@@ -364,6 +384,7 @@ impl LlmSetup {
                         .find(|provider| defaults.credentials.contains(provider))
                     {
                         Some(provider) => provider,
+                        None if simulate_all => Provider::Simulated,
                         None => {
                             // An acp agent does not use the provider it resolves to, so
                             // it does not make the run a simulated one.
@@ -379,6 +400,11 @@ impl LlmSetup {
                 Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
                 None => catalog::default_model(provider)
                     .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
+            };
+            let provider = if simulate_all {
+                Provider::Simulated
+            } else {
+                provider
             };
             let (client, fallbacks) = if dry_run || provider == Provider::Simulated {
                 (simulated_client.clone(), Vec::new())
@@ -429,6 +455,7 @@ impl LlmSetup {
                     model,
                     client,
                     fallbacks,
+                    simulated_everywhere: simulate_all,
                     timing: Timing::default(),
                 },
             );
@@ -440,6 +467,7 @@ impl LlmSetup {
                 model: "simulated".to_owned(),
                 client: simulated_client,
                 fallbacks: Vec::new(),
+                simulated_everywhere: simulate_all,
                 timing: Timing::default(),
             },
             simulated,

@@ -13,6 +13,7 @@ mod inspect;
 mod lifecycle;
 mod llm;
 mod logs;
+mod offline;
 mod parallel_git;
 mod parallel_resume;
 mod records;

@@ -73,7 +73,8 @@ impl AgentConversation {
                     original: String::new(),
                 })
             }
-            Backend::Acp => {
+            // SPEC 17.3: a run simulated everywhere runs acp agents on fabro's own loop.
+            Backend::Acp if !target.simulated_everywhere => {
                 let command = node
                     .llm
                     .acp_command()
@@ -96,7 +97,7 @@ impl AgentConversation {
                     original: String::new(),
                 })
             }
-            Backend::Api | Backend::Cli => {
+            Backend::Api | Backend::Cli | Backend::Acp => {
                 if let Some(live) = thread.and_then(|key| services.threads.session(key)) {
                     {
                         let mut guard = live.lock().await;
