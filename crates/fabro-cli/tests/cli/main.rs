@@ -9,6 +9,7 @@ mod diff;
 mod gc;
 mod git;
 mod graph;
+mod in_place;
 mod inspect;
 mod lifecycle;
 mod llm;
