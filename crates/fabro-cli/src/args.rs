@@ -167,6 +167,10 @@ pub(crate) struct RunArgs {
     /// Use this run id instead of a new ULID.
     #[arg(long)]
     pub(crate) run_id: Option<String>,
+    /// Refuse to run in a working tree with uncommitted changes (`[run] dirty_worktree =
+    /// "refuse"`) instead of running in place.
+    #[arg(long)]
+    pub(crate) no_in_place: bool,
     /// Start the run in a background process (output in worker.log) and exit.
     #[arg(long)]
     pub(crate) detach: bool,

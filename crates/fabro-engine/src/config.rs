@@ -57,6 +57,21 @@ pub struct RunSection {
     pub goal: Option<String>,
     /// `[run.vars]` (`[vars]`).
     pub vars: BTreeMap<String, String>,
+    /// `dirty_worktree`: what a run does in a working tree with uncommitted changes
+    /// (SPEC 17.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dirty_worktree: Option<DirtyWorktree>,
+}
+
+/// `[run] dirty_worktree` (SPEC 17.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DirtyWorktree {
+    /// Run in place after saving the working tree under `refs/fabro-before/{run_id}`
+    /// (the default).
+    InPlace,
+    /// Refuse to start: a configuration error.
+    Refuse,
 }
 
 /// `[llm]`.
@@ -222,6 +237,16 @@ pub enum ConfigError {
         /// 1-based line.
         line: usize,
     },
+    /// A `[run] dirty_worktree` other than `in_place` or `refuse`.
+    #[error("unknown dirty_worktree '{value}' in {}:{line}; expected 'in_place' or 'refuse'", .file.display())]
+    DirtyWorktree {
+        /// The value found.
+        value: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+    },
     /// A `[sandbox] provider` other than `local` or `docker`.
     #[error("unknown sandbox provider '{value}' in {}:{line}; expected 'local'", .file.display())]
     SandboxProvider {
@@ -356,9 +381,10 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
     }
     config.run.goal = root.string("goal")?;
     config.run.vars = root.string_table("vars")?;
-    if let Some(run) = root.section("run", &["goal", "vars"])? {
+    if let Some(run) = root.section("run", &["goal", "vars", "dirty_worktree"])? {
         config.run.goal = run.string("goal")?.or(config.run.goal);
         config.run.vars.extend(run.string_table("vars")?);
+        config.run.dirty_worktree = dirty_worktree(&run)?;
     }
     if let Some(llm) = root.section("llm", LLM_KEYS)? {
         config.llm.model = llm.string("model")?;
@@ -425,6 +451,7 @@ impl RunConfig {
             run: RunSection {
                 goal: self.run.goal.or(lower.run.goal),
                 vars: table(self.run.vars, lower.run.vars),
+                dirty_worktree: self.run.dirty_worktree.or(lower.run.dirty_worktree),
             },
             llm: LlmConfig {
                 model: self.llm.model.or(lower.llm.model),
@@ -546,6 +573,23 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
         .map_or(0, |last| last.chars().count())
         + 1;
     (line, column)
+}
+
+fn dirty_worktree(run: &Section<'_, '_>) -> Result<Option<DirtyWorktree>, ConfigError> {
+    let Some(value) = run.get("dirty_worktree") else {
+        return Ok(None);
+    };
+    let line = run.context.line(value.span().start);
+    match run.string("dirty_worktree")?.as_deref() {
+        Some("in_place") => Ok(Some(DirtyWorktree::InPlace)),
+        Some("refuse") => Ok(Some(DirtyWorktree::Refuse)),
+        None => Ok(None),
+        Some(other) => Err(ConfigError::DirtyWorktree {
+            value: other.to_owned(),
+            file: run.context.file.to_path_buf(),
+            line,
+        }),
+    }
 }
 
 fn sandbox_provider(sandbox: &Section<'_, '_>) -> Result<Option<SandboxProvider>, ConfigError> {

@@ -569,6 +569,7 @@ mod tests {
             finished_at: Some(ended.to_owned()),
             run_dir: PathBuf::from(format!("/nonexistent/{run_id}")),
             parent_run_id: parent.map(str::to_owned),
+            reason: None,
         }
     }
 

@@ -21,6 +21,7 @@
 //! own worktrees.
 //! Everything is blocking; async callers run it in `spawn_blocking`.
 
+mod before;
 mod exclude;
 mod history;
 mod inspect;
@@ -36,6 +37,7 @@ mod test_repo;
 
 use std::path::PathBuf;
 
+pub use before::{before_ref_name, save_before};
 pub use history::{MetadataEntry, RunHistory};
 pub use inspect::{inspect, RepoState};
 pub use message::{run_commit_message, MetadataMessage};

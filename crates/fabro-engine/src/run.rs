@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blob::BlobStore;
 use crate::checkpoint::Checkpointer;
+use crate::config::DirtyWorktree;
 use crate::config::RunConfig;
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
@@ -94,6 +95,19 @@ pub enum RunError {
     /// Bad options or configuration (exit 2).
     #[error("{0}")]
     Configuration(String),
+    /// The working tree has uncommitted changes and `dirty_worktree = "refuse"` (exit 2,
+    /// SPEC 17.2).
+    #[error("working tree has uncommitted changes; commit or stash them, or allow in-place runs")]
+    DirtyWorktree,
+    /// The working tree of an in-place run could not be saved (exit 2, SPEC 17.2).
+    #[error("cannot save the working tree of run {run_id} before running in place")]
+    SaveBefore {
+        /// The run.
+        run_id: String,
+        /// The git failure.
+        #[source]
+        source: crate::git::GitError,
+    },
     /// A file could not be read or written (exit 2).
     #[error("{action} {}", .path.display())]
     Io {
@@ -150,8 +164,14 @@ pub struct PreparedRun {
 enum GitPlan {
     /// No repository, a dry run, a child workflow or a resumed run.
     Off,
-    /// Tracked files are modified: run in place, warn.
-    Dirty,
+    /// Tracked files are modified: run in place, warn; the tree was saved under
+    /// `before_ref` (SPEC 17.2).
+    Dirty {
+        /// Root of the repository's working tree (in the manifest, for `fabro gc`).
+        repo_root: PathBuf,
+        /// `refs/fabro-before/{run_id}`.
+        before_ref: String,
+    },
     /// A clean repository: a run branch and a worktree.
     Clean {
         repo_root: PathBuf,
@@ -210,10 +230,17 @@ pub fn prepare(
         path: paths.run_dir().to_path_buf(),
         source,
     })?;
-    let (loaded, stored) = store_children(loaded, &paths, models)?;
-    let mut prepared = finish_prepare(options, loaded, run_id, paths, None)?;
-    prepared.stored = Some(stored);
-    Ok(prepared)
+    let run_dir = paths.run_dir().to_path_buf();
+    let prepared = store_children(loaded, &paths, models).and_then(|(loaded, stored)| {
+        let mut prepared = finish_prepare(options, loaded, run_id, paths, None)?;
+        prepared.stored = Some(stored);
+        Ok(prepared)
+    });
+    if prepared.is_err() && !allocated_by_parent {
+        // Nothing started: a run refused while preparing leaves no directory behind.
+        let _ = fs_err::remove_dir_all(&run_dir);
+    }
+    prepared
 }
 
 /// The stored texts of a new run's workflow and child workflows (SPEC 4.1). With child
@@ -481,7 +508,7 @@ fn finish_prepare(
     let git_plan = if resume.is_some() || options.dry_run || options.parent_run_id.is_some() {
         GitPlan::Off
     } else {
-        plan_git(&options, &mut warnings)
+        plan_git(&options, &run_id, &mut warnings)?
     };
     Ok(PreparedRun {
         options,
@@ -522,15 +549,20 @@ fn git_settings(config: &RunConfig, work_dir_relative: PathBuf) -> crate::git::R
 }
 
 /// SPEC 8.1: inspect the working directory's repository; warnings go to `warnings`.
-fn plan_git(options: &RunOptions, warnings: &mut Vec<String>) -> GitPlan {
+/// A dirty tree is saved under `refs/fabro-before/{run_id}` first (SPEC 17.2), or refused.
+fn plan_git(
+    options: &RunOptions,
+    run_id: &str,
+    warnings: &mut Vec<String>,
+) -> Result<GitPlan, RunError> {
     let work_dir = match &options.work_dir {
         Some(work_dir) => work_dir.clone(),
         None => match std::env::current_dir() {
             Ok(directory) => directory,
-            Err(_) => return GitPlan::Off,
+            Err(_) => return Ok(GitPlan::Off),
         },
     };
-    match crate::git::inspect(&work_dir) {
+    Ok(match crate::git::inspect(&work_dir) {
         Ok(crate::git::RepoState::Clean {
             repo_root,
             head_sha,
@@ -550,9 +582,22 @@ fn plan_git(options: &RunOptions, warnings: &mut Vec<String>) -> GitPlan {
                 untracked,
             }
         }
-        Ok(crate::git::RepoState::Dirty { .. }) => {
-            warnings.push(DIRTY_WARNING.to_owned());
-            GitPlan::Dirty
+        Ok(crate::git::RepoState::Dirty { repo_root, .. }) => {
+            if options.config.run.dirty_worktree == Some(DirtyWorktree::Refuse) {
+                return Err(RunError::DirtyWorktree);
+            }
+            // SPEC 17.2: the user's work is saved before anything runs in it.
+            let author = git_settings(&options.config, PathBuf::new()).author;
+            crate::git::save_before(&repo_root, run_id, &author).map_err(|source| {
+                RunError::SaveBefore {
+                    run_id: run_id.to_owned(),
+                    source,
+                }
+            })?;
+            GitPlan::Dirty {
+                before_ref: crate::git::before_ref_name(run_id),
+                repo_root,
+            }
         }
         Ok(_) => GitPlan::Off,
         Err(error) => {
@@ -562,11 +607,16 @@ fn plan_git(options: &RunOptions, warnings: &mut Vec<String>) -> GitPlan {
             ));
             GitPlan::Off
         }
-    }
+    })
 }
 
-const DIRTY_WARNING: &str =
-    "warning: working tree has uncommitted changes; running in place without git checkpoints";
+/// The `dirty_worktree` warning of SPEC 17.2, without its `warning: ` prefix.
+fn dirty_warning(before_ref: &str) -> String {
+    format!(
+        "working tree has uncommitted changes; running in place without git checkpoints \
+         (saved as {before_ref}; restore with: git restore --source={before_ref} --worktree -- .)"
+    )
+}
 
 /// The first 20 paths, comma-separated, then `and {n} more` (SPEC 8.1).
 fn list_paths(paths: &[String]) -> String {
@@ -611,7 +661,10 @@ impl PreparedRun {
                 Some(repo_root.display().to_string()),
                 Some(work_dir_relative.display().to_string()),
             ),
-            GitPlan::Off | GitPlan::Dirty => (None, None, None, None),
+            GitPlan::Dirty { repo_root, .. } => {
+                (None, None, Some(repo_root.display().to_string()), None)
+            }
+            GitPlan::Off => (None, None, None, None),
         };
         Manifest {
             run_id: self.run_id.clone(),
@@ -963,11 +1016,11 @@ impl PreparedRun {
             &start_id,
         ));
         match &self.git_plan {
-            GitPlan::Dirty => {
+            GitPlan::Dirty { before_ref, .. } => {
                 emitter.emit(Event::warning(
                     None,
                     "dirty_worktree",
-                    &DIRTY_WARNING["warning: ".len()..],
+                    &dirty_warning(before_ref),
                 ));
             }
             GitPlan::Clean { untracked, .. } if !untracked.is_empty() => {

@@ -220,6 +220,9 @@ fn cli_error(error: RunError) -> CliError {
         RunError::InvalidWorkflow { path, .. } => {
             CliError::Usage(format!("workflow {} has errors", path.display()))
         }
+        error @ (RunError::DirtyWorktree | RunError::SaveBefore { .. }) => {
+            CliError::Usage(fabro_engine::error_chain(&error))
+        }
     }
 }
 
@@ -266,7 +269,10 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         workflow: std::path::absolute(&workflow_path).unwrap_or_else(|_| workflow_path.clone()),
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
-    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    let mut config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    if args.no_in_place {
+        config.run.dirty_worktree = Some(config::DirtyWorktree::Refuse);
+    }
     let answers = parse_answers(&args.stages.answers)?;
     let mut vars = config.run.vars.clone();
     for var in &args.vars {

@@ -98,6 +98,14 @@ fn an_in_place_run_saves_the_users_changes_and_restores_them_exactly() {
         stderr(&output)
     );
     assert_eq!(
+        stderr(&output)
+            .matches("working tree has uncommitted changes")
+            .count(),
+        1,
+        "the warning is printed once: {}",
+        stderr(&output)
+    );
+    assert_eq!(
         git(&env, &["ls-files", "--stage"]),
         index_before,
         "the index changed"

@@ -269,5 +269,10 @@ fn child_error(error: &RunError) -> String {
             path,
             source,
         } => format!("child workflow: {action} {}: {source}", path.display()),
+        // Child workflows never plan git (SPEC 5.10), so these do not occur; they are
+        // still reported with their cause.
+        RunError::DirtyWorktree | RunError::SaveBefore { .. } => {
+            format!("child workflow: {}", crate::error_chain(error))
+        }
     }
 }
