@@ -4,8 +4,9 @@
 //! or `scrpit=` silently does nothing; the message suggests the nearest known attribute
 //! within edit distance 2.
 //!
-//! Cost: the distinct keys of the file are classified once; elements are walked only for
-//! the keys that some element kind does not know, compared as strings.
+//! Cost: the distinct keys of the file are classified once; elements are walked only
+//! when some key is unknown to their kind, and each attribute is then compared by
+//! address with those few interned keys.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -178,7 +179,9 @@ impl<'w> Found<'w> {
         node: Option<&'w str>,
     ) {
         for attribute in attributes {
-            if suspects.iter().any(|key| ***key == *attribute.key)
+            // Keys are interned per file (one shared string per distinct key, the same
+            // ones the key set holds), so a pointer comparison identifies the key.
+            if suspects.iter().any(|key| Arc::ptr_eq(key, &attribute.key))
                 && self.seen.insert(attribute.key_span)
             {
                 self.attributes.push((element, attribute, node));
