@@ -72,6 +72,7 @@ rules! {
     FreeformEdgeCount => "freeform_edge_count", Error;
     RandomSelectionNoConditions => "random_selection_no_conditions", Error;
     ChildWorkflow => "child_workflow", Error;
+    ProviderKnown => "provider_known", Error;
     Reachability => "reachability", Warning;
     EdgeTargetExists => "edge_target_exists", Warning;
     AllConditionalEdges => "all_conditional_edges", Warning;
@@ -94,6 +95,7 @@ rules! {
     RetryPolicyValid => "retry_policy_valid", Warning;
     BackendValid => "backend_valid", Warning;
     UndefinedVariable => "undefined_variable", Warning;
+    UnknownAttribute => "unknown_attribute", Warning;
 }
 
 /// The edge a diagnostic concerns, by node ids.
@@ -203,7 +205,7 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), Rule::ALL.len());
-        assert_eq!(Rule::ALL.len(), 36);
+        assert_eq!(Rule::ALL.len(), 38);
     }
 
     #[test]

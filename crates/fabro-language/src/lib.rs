@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 
 pub use condition::{Condition, ConditionContext};
 pub use diagnostic::{Diagnostic, Rule, Severity};
+pub use lint::provider_known::PROVIDERS;
 pub use model::{Cluster, Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
 pub use span::{LineColumn, LineIndex, Span};
 pub use status::StageStatus;
@@ -58,18 +59,31 @@ pub use transform::{resolve_path, ChildWorkflow, SourceLoader};
 pub use variable::Variables;
 
 /// Tells lint rules which model ids and aliases exist (the catalog lives in the LLM
-/// layer, which this crate does not depend on).
+/// layer, which this crate does not depend on), and which provider names a workflow may
+/// use.
 pub trait ModelCatalog {
     /// Whether `model` is a catalog id or alias.
     fn is_known(&self, model: &str) -> bool;
+
+    /// Whether a workflow may name `provider` (for `provider_known`): by default exactly
+    /// the providers of SPEC 10.1 ([`PROVIDERS`]). Callers whose runs never call the
+    /// providers a workflow names (dry runs, the simulated override of SPEC 17.3) may
+    /// accept every name.
+    fn is_provider_known(&self, provider: &str) -> bool {
+        PROVIDERS.contains(&provider)
+    }
 }
 
-/// A catalog that knows every model, for callers that do not check models.
+/// A catalog that knows every model and provider, for callers that do not check them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AnyModel;
 
 impl ModelCatalog for AnyModel {
     fn is_known(&self, _model: &str) -> bool {
+        true
+    }
+
+    fn is_provider_known(&self, _provider: &str) -> bool {
         true
     }
 }

@@ -21,6 +21,7 @@ mod model_known;
 mod orphan_custom_outcome;
 mod output_schema;
 mod prompt_on_llm_nodes;
+pub(crate) mod provider_known;
 mod random_selection_no_conditions;
 mod reachability;
 mod reserved_keyword_node_id;
@@ -32,6 +33,7 @@ mod terminal_node;
 mod thread_id_requires_fidelity_full;
 mod type_known;
 mod undefined_variable;
+mod unknown_attribute;
 
 use crate::diagnostic::Diagnostic;
 use crate::model::Workflow;
@@ -76,9 +78,11 @@ const RULES: &[RuleCheck] = &[
     reserved_keyword_node_id::check,
     script_absolute_cd::check,
     model_known::check,
+    provider_known::check,
     thread_id_requires_fidelity_full::check,
     enum_value::check,
     undefined_variable::check,
+    unknown_attribute::check,
 ];
 
 /// Runs every rule, appending to `diagnostics`.

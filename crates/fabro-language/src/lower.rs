@@ -8,6 +8,8 @@
 
 mod node_key;
 
+pub(crate) use node_key::NODE_KEYS;
+
 use std::sync::Arc;
 use std::time::Duration;
 

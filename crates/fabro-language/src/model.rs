@@ -601,6 +601,13 @@ impl Workflow {
         self.keys.contains_any(keys)
     }
 
+    /// Every attribute key the file assigns anywhere (graph, nodes, edges, defaults,
+    /// subgraphs), sorted and without duplicates: a superset of the keys the elements
+    /// hold.
+    pub(crate) fn attribute_keys(&self) -> &[Arc<str>] {
+        self.keys.keys()
+    }
+
     /// All nodes in order of first mention.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes

@@ -256,6 +256,11 @@ impl KeySet {
     pub(crate) fn contains_any(&self, keys: &[&str]) -> bool {
         keys.iter().any(|key| self.contains(key))
     }
+
+    /// Every key, sorted and without duplicates.
+    pub(crate) fn keys(&self) -> &[Arc<str>] {
+        &self.keys
+    }
 }
 
 impl SyntaxGraph {

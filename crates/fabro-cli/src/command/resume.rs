@@ -14,12 +14,15 @@ use fabro_engine::run_index::{read_manifest, RunIndexError, RunLock};
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
-use crate::command::run::{detach, environment_options, execute, parse_answers};
+use crate::command::run::{
+    catalog_for, check_model_flags, detach, environment_options, execute, parse_answers,
+};
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, read_file, write_file, Catalog, FsLoader};
+use crate::loader::{fabro_home, read_file, write_file, FsLoader};
 use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
+    check_model_flags(&args.stages)?;
     let home = fabro_home();
     let run_id = identify(&args.target)?;
     let paths = RunPaths::new(&home, &run_id);
@@ -111,7 +114,8 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         work_dir,
         ..base
     };
-    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, &Catalog);
+    let catalog = catalog_for(&options);
+    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, catalog);
     if !args.detach {
         return execute(prepared, args.json, output);
     }

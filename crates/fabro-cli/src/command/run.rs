@@ -10,9 +10,11 @@ use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
 use fabro_engine::traversal::{RunEnd, StopCause};
+use fabro_language::ModelCatalog;
+use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::RunArgs;
+use crate::args::{RunArgs, StageArgs};
 use crate::error::{CliError, Status};
 use crate::loader::{config_error, fabro_home, resolve_workflow, Catalog, FsLoader};
 use crate::output::Output;
@@ -20,17 +22,19 @@ use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
+    check_model_flags(&args.stages)?;
     let mut options = options(args)?;
     options.detached_worker = args.detached_worker;
+    let catalog = catalog_for(&options);
     if !args.detach {
-        return execute(prepare(options, &FsLoader, &Catalog), args.json, output);
+        return execute(prepare(options, &FsLoader, catalog), args.json, output);
     }
     // Allocate the id and the directory here, so that they can be printed at once.
     let run_id = options
         .run_id
         .get_or_insert_with(fabro_engine::run::new_run_id)
         .clone();
-    let prepared = match prepare(options, &FsLoader, &Catalog) {
+    let prepared = match prepare(options, &FsLoader, catalog) {
         Ok(prepared) => prepared,
         Err(error) => return report_prepare_error(error, output),
     };
@@ -43,6 +47,73 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         worker_args.extend(["--run-id".into(), run_id.into()]);
     }
     detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
+}
+
+/// Refuses `--provider` values that name no provider of SPEC 10.1, and a `--model`
+/// catalog alias of another provider than `--provider` (SPEC 17.6), before anything is
+/// created. `--provider simulated` takes any model: it simulates the model named (17.3).
+pub(crate) fn check_model_flags(stages: &StageArgs) -> Result<(), CliError> {
+    let Some(name) = stages.provider.as_deref() else {
+        return Ok(());
+    };
+    let Some(provider) = Provider::parse(name) else {
+        let names: Vec<&str> = Provider::ALL
+            .iter()
+            .map(|provider| provider.as_str())
+            .collect();
+        return Err(CliError::Usage(format!(
+            "unknown provider '{}' for --provider; expected one of: {}",
+            name.escape_debug(),
+            names.join(", ")
+        )));
+    };
+    let Some(model) = stages.model.as_deref() else {
+        return Ok(());
+    };
+    match fabro_llm::catalog::find(model) {
+        Some(info)
+            if info.id != model
+                && info.provider != provider
+                && provider != Provider::Simulated =>
+        {
+            Err(CliError::Usage(format!(
+                "--model {model} is the catalog alias of {}, a model of provider {}, but --provider is {provider}; use a model of {provider} or drop one of the flags",
+                info.id, info.provider
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The catalog validation uses for a run: the LLM catalog, and every provider name
+/// accepted when the run never calls the providers a workflow names, that is a dry run
+/// (SPEC 4.9) or a run whose provider setting (flag, environment or configuration, the
+/// first one set) is `simulated` (17.3).
+pub(crate) fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
+    let llm = &options.llm;
+    let provider = llm
+        .cli_provider
+        .as_deref()
+        .or(llm.env_provider.as_deref())
+        .or(llm.config_provider.as_deref());
+    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
+        &AnyProvider
+    } else {
+        &Catalog
+    }
+}
+
+/// The LLM catalog for models; any provider name is accepted (see [`catalog_for`]).
+struct AnyProvider;
+
+impl ModelCatalog for AnyProvider {
+    fn is_known(&self, model: &str) -> bool {
+        Catalog.is_known(model)
+    }
+
+    fn is_provider_known(&self, _provider: &str) -> bool {
+        true
+    }
 }
 
 /// Starts `fabro {worker_args}` in the background, in a process group of its own (so a

@@ -526,3 +526,64 @@ fn detached_runs_print_their_id_and_finish_in_the_background() {
     assert_eq!(code(&output), 1, "{}", stderr(&output));
     assert!(!env.fabro_home().join("scratch/d2").exists());
 }
+
+/// SPEC 17.6: `resume` refuses an unknown `--provider` and a `--model` alias of another
+/// provider with exit 2, leaving the run as it was.
+#[test]
+fn resume_refuses_bad_provider_and_model_flags_without_touching_the_run() {
+    let env = TestEnv::new("resume_model_flags");
+    // After the marker `resumed` exists the slow stage ends at once, so a resume that
+    // wrongly goes ahead finishes quickly.
+    env.write(
+        "w.fabro",
+        "digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  slow [shape=parallelogram, script=\"touch started; [ -f resumed ] || sleep 30\"]
+  start -> slow -> exit
+}
+",
+    );
+    env.write("responses.json", "{}");
+    let child = start_run(&env, "r1");
+    let started = env.work_dir().join("started");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow stage never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid fits"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal sent");
+    let output = child.wait_with_output().expect("exits");
+    assert_eq!(code(&output), 130);
+    env.write("resumed", "");
+    let run_dir = env.fabro_home().join("scratch/r1");
+    let before = (
+        fs_err::read(run_dir.join("checkpoint.json")).expect("checkpoint"),
+        fs_err::read(run_dir.join("events.jsonl")).expect("events"),
+    );
+    for (args, message) in [
+        (
+            ["--provider", "foo", "", ""],
+            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n",
+        ),
+        (
+            ["--provider", "gemini", "--model", "opus"],
+            "error: --model opus is the catalog alias of claude-opus-4-6, a model of provider anthropic, but --provider is gemini; use a model of gemini or drop one of the flags\n",
+        ),
+    ] {
+        let mut all = vec!["resume", "r1"];
+        all.extend(args.iter().filter(|arg| !arg.is_empty()));
+        let output = fabro(&env, &all);
+        assert_eq!(code(&output), 2, "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), message, "{args:?}");
+        let after = (
+            fs_err::read(run_dir.join("checkpoint.json")).expect("checkpoint"),
+            fs_err::read(run_dir.join("events.jsonl")).expect("events"),
+        );
+        assert!(after == before, "{args:?} changed the run");
+    }
+    // The run itself is still resumable.
+    let output = fabro(&env, &["resume", "r1"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+}

@@ -786,3 +786,75 @@ fn human_gates_ask_on_a_terminal() {
         .expect("HumanAnswer event");
     assert_eq!(answer["properties"]["source"], "console", "{answer}");
 }
+
+/// SPEC 17.6: an unknown `--provider`, or a `--model` alias of another provider, is a usage
+/// error (exit 2) before a run is created: nothing is written under FABRO_HOME.
+#[test]
+fn bad_provider_and_model_flags_are_usage_errors_before_a_run_exists() {
+    let env = TestEnv::new("run_model_flags");
+    let workflow = format!(
+        "{FRAME_START}  c [shape=parallelogram, script=\"echo hi\"]\n  start -> c -> exit\n}}\n"
+    );
+    let refused: [(&[&str], &str); 3] = [
+        (
+            &["--provider", "foo"],
+            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n",
+        ),
+        (
+            &["--provider", "openai", "--model", "sonnet"],
+            "error: --model sonnet is the catalog alias of claude-sonnet-4-6, a model of provider anthropic, but --provider is openai; use a model of openai or drop one of the flags\n",
+        ),
+        (
+            &["--model", "gemini-pro", "--provider", "anthropic", "--dry-run"],
+            "error: --model gemini-pro is the catalog alias of gemini-3.1-pro-preview, a model of provider gemini, but --provider is anthropic; use a model of anthropic or drop one of the flags\n",
+        ),
+    ];
+    for (args, message) in refused {
+        let (output, _) = run(&env, &workflow, args);
+        assert_eq!(code(&output), 2, "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), message, "{args:?}");
+        assert_eq!(stdout(&output), "", "{args:?}");
+        let written: Vec<_> = fs_err::read_dir(env.fabro_home())
+            .expect("FABRO_HOME exists")
+            .collect();
+        assert!(written.is_empty(), "{args:?} wrote {written:?}");
+    }
+    // A provider's own alias, an id, and any model under the simulated provider pass.
+    for (index, args) in [
+        ["--provider", "openai", "--model", "gpt5"],
+        ["--provider", "openai_compatible", "--model", "local-llama"],
+        ["--provider", "simulated", "--model", "opus"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        env.write("w.fabro", &workflow);
+        let run_id = format!("ok{index}");
+        let mut all = vec!["run", "w.fabro", "--run-id", &run_id];
+        all.extend_from_slice(args);
+        let output = fabro(&env, &all);
+        assert_eq!(code(&output), 0, "{args:?}: {}", stderr(&output));
+    }
+}
+
+/// A workflow naming a provider outside SPEC 10.1 does not run (`provider_known`), except
+/// where its providers are never called: dry runs and the simulated provider (17.3).
+#[test]
+fn unknown_workflow_providers_stop_real_runs_but_not_simulated_ones() {
+    let env = TestEnv::new("run_unknown_provider");
+    let workflow = format!(
+        "{FRAME_START}  ask [label=\"Ask\", prompt=\"Hi\", provider=google]\n  start -> ask -> exit\n}}\n"
+    );
+    let (output, run_dir) = run(&env, &workflow, &[]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "w.fabro:4:34: error[provider_known]: unknown provider 'google' on node 'ask'"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!run_dir.exists());
+    let output = fabro(&env, &["run", "w.fabro", "--dry-run", "--run-id", "dry"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+}

@@ -300,3 +300,77 @@ fn model_list_prints_the_catalog() {
         .expect("haiku");
     assert_eq!(haiku["reasoning"], false);
 }
+
+/// SPEC 17.6: misspelt attributes are `unknown_attribute` warnings with the nearest known
+/// attribute; Graphviz presentation attributes are not.
+#[test]
+fn typos_are_unknown_attributes_with_a_suggestion() {
+    let env = TestEnv::new("validate_typos");
+    env.write(
+        "t.fabro",
+        "digraph t {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  plan [label=\"Plan\", promt=\"Plan it\", color=blue, style=filled]\n  build [shape=parallelogram, scrpit=\"make\"]\n  start -> plan -> build -> exit [wieght=2, frobnicate=1]\n}\n",
+    );
+    let output = fabro(&env, &["validate", "t.fabro"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "t.fabro:4:23: warning[unknown_attribute]: unknown attribute 'promt'; did you mean 'prompt'?\n\
+         t.fabro:5:31: warning[unknown_attribute]: unknown attribute 'scrpit'; did you mean 'script'?\n\
+         t.fabro:6:35: warning[unknown_attribute]: unknown attribute 'wieght'; did you mean 'weight'?\n\
+         t.fabro:6:45: warning[unknown_attribute]: unknown attribute 'frobnicate'\n\
+         0 error(s), 4 warning(s)\n"
+    );
+    let output = fabro(&env, &["validate", "--json", "t.fabro"]);
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(json["valid"], true);
+    let first = &json["diagnostics"][0];
+    assert_eq!(first["rule"], "unknown_attribute");
+    assert_eq!(first["node_id"], "plan");
+    assert_eq!(first["fix"], "rename it to 'prompt'");
+}
+
+/// SPEC 17.6: a provider outside SPEC 10.1, on a node or in the stylesheet, is a
+/// `provider_known` error with its line and column.
+#[test]
+fn unknown_providers_are_errors_with_line_and_column() {
+    let env = TestEnv::new("validate_provider");
+    env.write(
+        "p.fabro",
+        "digraph p {\n  model_stylesheet=\"* { provider: openai; } .x { provider: azure; }\"\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  ask [label=\"Ask\", provider=google]\n  start -> ask -> exit\n}\n",
+    );
+    let output = fabro(&env, &["validate", "p.fabro"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "p.fabro:2:60: error[provider_known]: model_stylesheet sets unknown provider 'azure'; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n\
+         p.fabro:5:21: error[provider_known]: unknown provider 'google' on node 'ask'; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n\
+         2 error(s), 0 warning(s)\n"
+    );
+}
+
+/// SPEC 17.6: an unterminated string is reported at its opening quote, wherever it is.
+#[test]
+fn unterminated_strings_point_at_the_opening_quote() {
+    let cases: &[(&str, &str)] = &[
+        ("digraph \"name {\n}\n", "1:9"),
+        ("digraph {\n  \"node [shape=box]\n}\n", "2:3"),
+        ("digraph {\n  a -> \"b\n}\n", "2:8"),
+        (
+            "digraph {\n  a [tooltip=\"é\", label=\"x\\\"y, prompt=z]\n}\n",
+            "2:25",
+        ),
+        ("digraph {\n  a [\"label=x]\n}\n", "2:6"),
+    ];
+    let env = TestEnv::new("validate_unterminated");
+    for (index, (text, position)) in cases.iter().enumerate() {
+        let name = format!("u{index}.fabro");
+        env.write(&name, text);
+        let output = fabro(&env, &["validate", &name]);
+        assert_eq!(code(&output), 1, "{text}");
+        assert_eq!(
+            stdout(&output),
+            format!("{name}:{position}: error[parse_error]: unterminated string\n1 error(s), 0 warning(s)\n"),
+            "{text}"
+        );
+    }
+}

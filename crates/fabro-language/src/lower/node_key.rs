@@ -18,6 +18,9 @@ macro_rules! node_keys {
 
         const KEY_COUNT: usize = [$($text,)*].len();
 
+        /// Every node attribute key lowering reads (SPEC 2.8, 2.10, aliases included).
+        pub(crate) const NODE_KEYS: [&str; KEY_COUNT] = [$($text,)*];
+
         impl Key {
             /// The key spelled `text`, if lowering reads it.
             fn of(text: &str) -> Option<Key> {
