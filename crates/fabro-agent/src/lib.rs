@@ -63,7 +63,7 @@ pub use backend::cli::{run_cli_agent, CliAgentConfig, CliOutputFormat};
 pub use compaction::{DEFAULT_CONTEXT_WINDOW, PRESERVED_ENTRIES, SUMMARY_PREFIX};
 pub use environment::{is_secret_name, ProcessEnv};
 pub use event::{AgentEvent, AgentEventSink, NullSink};
-pub use failure::{AgentError, AgentFailure, FailureClass};
+pub use failure::{AgentError, AgentFailure};
 pub use instructions::{project_instructions, PROJECT_INSTRUCTIONS_TRUNCATED};
 pub use loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 pub use process::ProcessGroup;

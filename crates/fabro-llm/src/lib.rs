@@ -23,6 +23,7 @@ pub mod catalog;
 mod chat;
 mod client;
 mod error;
+mod failure;
 mod gemini;
 mod http;
 mod message;
@@ -40,6 +41,7 @@ pub use catalog::{ModelInfo, CATALOG};
 pub use chat::ChatCompletionsClient;
 pub use client::{BoxFuture, LlmClient};
 pub use error::{parse_retry_after, LlmError, LlmErrorKind};
+pub use failure::FailureClass;
 pub use gemini::GeminiClient;
 pub use http::HttpSettings;
 pub use message::{

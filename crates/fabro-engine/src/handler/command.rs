@@ -10,8 +10,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_language::model::ScriptLanguage;
 use fabro_agent::ProcessGroup;
+use fabro_language::model::ScriptLanguage;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
