@@ -54,6 +54,7 @@ mod scope;
 mod session;
 mod snapshot;
 mod subagent;
+pub mod timestamp;
 pub mod tool;
 mod tracker;
 mod truncate;
