@@ -498,9 +498,10 @@ struct NoApiClient {
 }
 
 impl LlmClient for NoApiClient {
-    fn complete<'a>(
+    fn complete_streaming<'a>(
         &'a self,
         _request: &'a fabro_llm::Request,
+        _sink: &'a mut fabro_llm::StreamSink<'_>,
     ) -> fabro_llm::BoxFuture<'a, Result<fabro_llm::Response, fabro_llm::LlmError>> {
         Box::pin(async move {
             Err(fabro_llm::LlmError::new(

@@ -55,7 +55,7 @@ pub use resilient::{
     Resilient, RetryNotice, RetryPolicy, Route, Sleeper, TokioSleeper,
 };
 pub use secret::{redact_url, scrub, ApiKey, REDACTED};
-pub use stream::{StreamEvent, StreamSink};
+pub use stream::{replay_response, StreamEvent, StreamSink};
 
 /// A client for `provider` with `settings`; `None` for the simulated provider, which
 /// needs no HTTP.
