@@ -5,6 +5,7 @@ mod blobs;
 mod config;
 mod corpus;
 mod crash;
+mod errors;
 mod git;
 mod graph;
 mod inspect;
