@@ -211,15 +211,12 @@ pub(crate) fn execute(
 /// A run that could not start or finish: configuration and I/O problems exit 2.
 fn cli_error(error: RunError) -> CliError {
     match error {
-        RunError::Configuration(message) => CliError::Usage(message),
         RunError::Io {
             action,
             path,
             source,
         } => CliError::io(action, path, source),
-        RunError::InvalidWorkflow { path, .. } => {
-            CliError::Usage(format!("workflow {} has errors", path.display()))
-        }
+        error => CliError::Run(error),
     }
 }
 

@@ -263,7 +263,22 @@ fn child_error(error: &RunError) -> String {
                 });
             format!("child workflow {} is invalid{first}", path.display())
         }
-        RunError::Configuration(message) => format!("child workflow: {message}"),
+        RunError::Unparsed { .. }
+        | RunError::InvalidRunId { .. }
+        | RunError::RunExists { .. }
+        | RunError::UnknownAnswerNodes { .. }
+        | RunError::StoredWorkflowInvalid { .. }
+        | RunError::SimulatedResponses { .. }
+        | RunError::LlmSetup(_)
+        | RunError::ArtifactsInclude(_)
+        | RunError::Events(_)
+        | RunError::ExecutedTwice { .. }
+        | RunError::NoStartNode { .. }
+        | RunError::MissingRunDir { .. }
+        | RunError::AlreadyFinished { .. }
+        | RunError::Resume { .. } => {
+            format!("child workflow: {}", crate::error_chain(error))
+        }
         RunError::Io {
             action,
             path,
