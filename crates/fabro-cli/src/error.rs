@@ -55,6 +55,12 @@ pub(crate) enum CliError {
     /// A configuration file is invalid.
     #[error(transparent)]
     Config(ConfigError),
+    /// The async runtime a run executes on could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The task executing a run was aborted before it finished.
+    #[error("the run was aborted")]
+    Aborted(#[source] tokio::task::JoinError),
     /// A `--json` document could not be encoded.
     #[error("cannot encode JSON")]
     EncodeJson(#[source] serde_json::Error),
@@ -108,6 +114,8 @@ impl CliError {
             | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
+            | CliError::Runtime(_)
+            | CliError::Aborted(_)
             | CliError::EncodeJson(_)
             | CliError::InvalidRunConfig { .. }
             | CliError::NotACheckpoint { .. }

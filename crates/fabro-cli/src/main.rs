@@ -63,6 +63,8 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
             | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
+            | CliError::Runtime(_)
+            | CliError::Aborted(_)
             | CliError::EncodeJson(_)
             | CliError::InvalidRunConfig { .. }
             | CliError::NotACheckpoint { .. }

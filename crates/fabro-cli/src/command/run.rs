@@ -169,7 +169,7 @@ pub(crate) fn execute(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|error| CliError::Usage(format!("cannot start the async runtime: {error}")))?;
+        .map_err(CliError::Runtime)?;
     // The run is a task of the runtime, not the future `block_on` drives: a worker
     // thread that polls it also polls the I/O and signal drivers, so a child's exit or a
     // pipe's end wakes it without a hand-off to this thread (docs/benchmarks.md).
@@ -185,7 +185,7 @@ pub(crate) fn execute(
         // A panic inside the run is a bug: it ends the process as it would have
         // without the task around it.
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(error) => return Err(CliError::Usage(format!("the run was aborted: {error}"))),
+        Err(error) => return Err(CliError::Aborted(error)),
     };
     if !json {
         let mut text = format!("status: {}\n", report.status);
