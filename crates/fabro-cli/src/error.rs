@@ -145,7 +145,7 @@ mod tests {
         let error = CliError::io(
             "cannot read",
             "f.txt",
-            std::io::Error::new(std::io::ErrorKind::Other, Wrapped(inner)),
+            std::io::Error::other(Wrapped(inner)),
         );
         let (message, cause) = error.report();
         assert_eq!(message, "cannot read f.txt: wrapped");

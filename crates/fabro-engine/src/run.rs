@@ -261,7 +261,7 @@ pub fn prepare_resume(
     ) {
         return Err(RunError::AlreadyFinished {
             run_id,
-            status: checkpoint.run_status.to_string(),
+            status: checkpoint.run_status,
         });
     }
     let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
