@@ -329,52 +329,20 @@ impl LlmSetup {
             if !is_llm {
                 continue;
             }
-            let model_choice = node
-                .llm
-                .model()
-                .map(str::to_owned)
-                .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
-                .or_else(|| defaults.cli_model.clone())
-                .or_else(|| defaults.env_model.clone())
-                .or_else(|| defaults.config_model.clone())
-                .or_else(|| workflow.settings.default_model.clone());
-            let provider_choice = node
-                .llm
-                .provider()
-                .map(str::to_owned)
-                .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
-                .or_else(|| defaults.cli_provider.clone())
-                .or_else(|| defaults.env_provider.clone())
-                .or_else(|| defaults.config_provider.clone())
-                .or_else(|| workflow.settings.default_provider.clone());
-            let provider = match provider_choice {
-                // A dry run calls no provider, so a provider this build does not know is
-                // no obstacle there.
-                Some(name) if dry_run => Provider::parse(&name).unwrap_or(Provider::Simulated),
-                Some(name) => {
-                    Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
-                        node_id: node.id.clone(),
-                        provider: name.clone(),
-                    })?
-                }
-                None => match model_choice.as_deref().and_then(infer_provider) {
+            let model_choice = model_choice(node, workflow, defaults);
+            let named = provider_choice(node, workflow, defaults);
+            let provider =
+                match node_provider(node, named, model_choice.as_deref(), defaults, dry_run)? {
                     Some(provider) => provider,
-                    None => match [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
-                        .into_iter()
-                        .find(|provider| defaults.credentials.contains(provider))
-                    {
-                        Some(provider) => provider,
-                        None => {
-                            // An acp agent does not use the provider it resolves to, so
-                            // it does not make the run a simulated one.
-                            if external_backend(node) != Some(Backend::Acp) {
-                                simulated_by_default = true;
-                            }
-                            Provider::Simulated
+                    None => {
+                        // An acp agent does not use the provider it resolves to, so it does
+                        // not make the run a simulated one.
+                        if external_backend(node) != Some(Backend::Acp) {
+                            simulated_by_default = true;
                         }
-                    },
-                },
-            };
+                        Provider::Simulated
+                    }
+                };
             let model = match model_choice {
                 Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
                 None => catalog::default_model(provider)
@@ -487,6 +455,68 @@ fn external_backend(node: &fabro_language::Node) -> Option<Backend> {
         Backend::Cli | Backend::Acp => Some(node.llm.backend),
         Backend::Api => None,
     }
+}
+
+/// The model a node asks for: its own, the stylesheet's, then the CLI, environment,
+/// configuration and workflow defaults (SPEC 10.2).
+fn model_choice(
+    node: &fabro_language::Node,
+    workflow: &Workflow,
+    defaults: &LlmDefaults,
+) -> Option<String> {
+    node.llm
+        .model()
+        .map(str::to_owned)
+        .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
+        .or_else(|| defaults.cli_model.clone())
+        .or_else(|| defaults.env_model.clone())
+        .or_else(|| defaults.config_model.clone())
+        .or_else(|| workflow.settings.default_model.clone())
+}
+
+/// The provider a node names, in the same order of layers as [`model_choice`].
+fn provider_choice(
+    node: &fabro_language::Node,
+    workflow: &Workflow,
+    defaults: &LlmDefaults,
+) -> Option<String> {
+    node.llm
+        .provider()
+        .map(str::to_owned)
+        .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
+        .or_else(|| defaults.cli_provider.clone())
+        .or_else(|| defaults.env_provider.clone())
+        .or_else(|| defaults.config_provider.clone())
+        .or_else(|| workflow.settings.default_provider.clone())
+}
+
+/// The provider of a node: the one it names, else the one its model implies, else the
+/// first with credentials; `None` when nothing decides, and the node runs simulated.
+fn node_provider(
+    node: &fabro_language::Node,
+    named: Option<String>,
+    model: Option<&str>,
+    defaults: &LlmDefaults,
+    dry_run: bool,
+) -> Result<Option<Provider>, LlmSetupError> {
+    Ok(match named {
+        // A dry run calls no provider, so a provider this build does not know is no
+        // obstacle there.
+        Some(name) if dry_run => Some(Provider::parse(&name).unwrap_or(Provider::Simulated)),
+        Some(name) => {
+            Some(
+                Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
+                    node_id: node.id.clone(),
+                    provider: name.clone(),
+                })?,
+            )
+        }
+        None => model.and_then(infer_provider).or_else(|| {
+            [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
+                .into_iter()
+                .find(|provider| defaults.credentials.contains(provider))
+        }),
+    })
 }
 
 /// The client of a node whose external agent talks to its provider itself. Nothing
