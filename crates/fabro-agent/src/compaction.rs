@@ -2,7 +2,8 @@
 //! entries are summarised by one call and replaced by a `[Context Summary]` message.
 
 use fabro_llm::{
-    BoxFuture, LlmClient, LlmError, Message, Provider, Request, Response, Role, Usage,
+    replay_response, BoxFuture, LlmClient, LlmError, Message, Provider, Request, Response, Role,
+    StreamSink, Usage,
 };
 
 use crate::history::Entry;
@@ -120,11 +121,15 @@ pub(crate) struct SimulatedSummary;
 pub(crate) const SIMULATED_SUMMARY: &str = "[Simulated] summary";
 
 impl LlmClient for SimulatedSummary {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a Request,
+        sink: &'a mut StreamSink<'_>,
+    ) -> BoxFuture<'a, Result<Response, LlmError>> {
         Box::pin(async move {
             let characters = u64::try_from(request.characters()).unwrap_or(u64::MAX);
             let output = u64::try_from(SIMULATED_SUMMARY.chars().count()).unwrap_or(0);
-            Ok(Response {
+            let response = Response {
                 text: SIMULATED_SUMMARY.to_owned(),
                 tool_calls: Vec::new(),
                 usage: Usage {
@@ -135,7 +140,9 @@ impl LlmClient for SimulatedSummary {
                 },
                 model: request.model.clone(),
                 thinking: Vec::new(),
-            })
+            };
+            replay_response(&response, sink);
+            Ok(response)
         })
     }
 }

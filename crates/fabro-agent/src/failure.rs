@@ -1,61 +1,7 @@
-//! Failure classes (SPEC 9.1) and the errors of this crate.
+//! Failed agent runs, classed with [`FailureClass`] (SPEC 9.1), and the errors of this
+//! crate.
 
-use fabro_llm::{LlmError, LlmErrorKind};
-
-/// The failure class of a failed agent attempt, as SPEC 9.1 names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureClass {
-    /// Likely to pass on retry.
-    TransientInfra,
-    /// Retrying will not help.
-    Deterministic,
-    /// A limit was reached (turns, tokens, context, quota).
-    BudgetExhausted,
-    /// A loop was detected.
-    CompilationLoop,
-    /// Cancellation.
-    Canceled,
-    /// A write-scope violation (SPEC 13.4).
-    Structural,
-}
-
-impl FailureClass {
-    /// The class name as written in events and `status.json`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::TransientInfra => "transient_infra",
-            FailureClass::Deterministic => "deterministic",
-            FailureClass::BudgetExhausted => "budget_exhausted",
-            FailureClass::CompilationLoop => "compilation_loop",
-            FailureClass::Canceled => "canceled",
-            FailureClass::Structural => "structural",
-        }
-    }
-
-    /// The class of an LLM error kind (SPEC 10.3).
-    pub fn of_llm_error(kind: LlmErrorKind) -> FailureClass {
-        match kind {
-            LlmErrorKind::RateLimit
-            | LlmErrorKind::Server
-            | LlmErrorKind::Timeout
-            | LlmErrorKind::Network
-            | LlmErrorKind::Stream => FailureClass::TransientInfra,
-            LlmErrorKind::Quota | LlmErrorKind::ContextLength => FailureClass::BudgetExhausted,
-            LlmErrorKind::Aborted => FailureClass::Canceled,
-            LlmErrorKind::Auth
-            | LlmErrorKind::InvalidRequest
-            | LlmErrorKind::NotFound
-            | LlmErrorKind::ContentFilter
-            | LlmErrorKind::Configuration => FailureClass::Deterministic,
-        }
-    }
-}
-
-impl std::fmt::Display for FailureClass {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(self.as_str())
-    }
-}
+use fabro_llm::{FailureClass, LlmError};
 
 /// Why an agent run did not succeed. The run's other results (text so far, usage,
 /// files touched) stay valid in the [`crate::AgentOutcome`] carrying it.
@@ -82,7 +28,7 @@ impl AgentFailure {
     /// The failure an LLM error causes.
     pub fn from_llm(error: LlmError) -> AgentFailure {
         AgentFailure {
-            class: FailureClass::of_llm_error(error.kind),
+            class: error.kind.failure_class(),
             reason: error.to_string(),
             llm_error: Some(error),
         }
@@ -165,27 +111,6 @@ impl AgentError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn llm_error_kinds_map_to_spec_classes() {
-        assert_eq!(
-            FailureClass::of_llm_error(LlmErrorKind::RateLimit),
-            FailureClass::TransientInfra
-        );
-        assert_eq!(
-            FailureClass::of_llm_error(LlmErrorKind::ContextLength),
-            FailureClass::BudgetExhausted
-        );
-        assert_eq!(
-            FailureClass::of_llm_error(LlmErrorKind::Aborted),
-            FailureClass::Canceled
-        );
-        assert_eq!(
-            FailureClass::of_llm_error(LlmErrorKind::Auth),
-            FailureClass::Deterministic
-        );
-        assert_eq!(FailureClass::Structural.as_str(), "structural");
-    }
 
     #[test]
     fn missing_program_message_is_spec_text() {

@@ -2,9 +2,11 @@
 //! (SPEC 10.6).
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use fabro_llm::Provider;
+
+use crate::timestamp::utc_date;
 
 /// Cap of the combined project instructions, in bytes.
 const PROJECT_INSTRUCTIONS_CAP: usize = 32 * 1024;
@@ -31,7 +33,9 @@ pub(crate) struct SystemPromptInput<'a> {
 pub(crate) fn system_prompt(input: &SystemPromptInput<'_>) -> String {
     let git_root = git_root(input.working_dir);
     let branch = git_root.as_deref().and_then(current_branch);
-    let date = input.date.map_or_else(today, str::to_owned);
+    let date = input
+        .date
+        .map_or_else(|| utc_date(SystemTime::now()), str::to_owned);
     let mut prompt = format!(
         "{}\n\n<environment>\nWorking directory: {}\nGit repository: {}\nGit branch: {}\nPlatform: {}\nToday's date: {date}\nModel: {}\n</environment>",
         base_instructions(input.provider),
@@ -130,43 +134,9 @@ fn current_branch(root: &Path) -> Option<String> {
     })
 }
 
-/// Today's UTC date as `YYYY-MM-DD`.
-fn today() -> String {
-    let days = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs() / 86_400);
-    civil_date(i64::try_from(days).unwrap_or(0))
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(19_723), "2024-01-01");
-        assert_eq!(civil_date(20_513), "2026-03-01");
-    }
 
     #[test]
     fn instructions_root_first_with_provider_file() {

@@ -1,5 +1,6 @@
 //! Child processes in their own process group, killed as a group on timeout,
-//! cancellation or drop (shell tool, cli and acp backends).
+//! cancellation or drop (shell tool, cli and acp backends here, the engine's command
+//! handler through the re-exported [`ProcessGroup`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,16 +19,18 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_secs(2);
 const DRAIN: Duration = Duration::from_millis(500);
 
 /// The process group led by a child spawned with `process_group(0)`. While armed,
-/// dropping it kills the whole group, so a dropped session leaves no processes behind.
+/// dropping it kills the whole group, so a dropped session or stage future (a stage
+/// timeout, a panic elsewhere) leaves no processes behind.
 #[derive(Debug)]
-pub(crate) struct ProcessGroup {
+pub struct ProcessGroup {
     id: Option<Pid>,
     armed: bool,
 }
 
 impl ProcessGroup {
-    /// The group of `child`.
-    pub(crate) fn of(child: &Child) -> ProcessGroup {
+    /// The group led by `child` (spawned with `process_group(0)`, so its pid is the
+    /// group id).
+    pub fn of(child: &Child) -> ProcessGroup {
         ProcessGroup {
             id: child
                 .id()
@@ -38,7 +41,7 @@ impl ProcessGroup {
     }
 
     /// Sends `signal` to every process of the group.
-    pub(crate) fn signal(&self, signal: Signal) {
+    pub fn signal(&self, signal: Signal) {
         if let Some(id) = self.id {
             // ESRCH means the group is already gone, which is what we want.
             if let Err(error) = killpg(id, signal) {
@@ -61,7 +64,7 @@ impl ProcessGroup {
     }
 
     /// Leaves the group alone from now on.
-    pub(crate) fn disarm(mut self) {
+    pub fn disarm(mut self) {
         self.armed = false;
     }
 }

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::compaction;
 use crate::environment::ProcessEnv;
 use crate::event::{AgentEvent, AgentEventSink};
-use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::failure::{AgentError, AgentFailure};
 use crate::history::{flatten, Entry};
 use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
@@ -21,6 +21,7 @@ use crate::scope::{scope_failure_reason, WorkTree};
 use crate::snapshot::GitSnapshot;
 use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
 use crate::tracker::FileTracker;
+use fabro_llm::FailureClass;
 
 /// Settings of one api-backend session.
 #[derive(Debug, Clone)]

@@ -359,7 +359,9 @@ impl Tool for CloseAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabro_llm::{LlmError, Message, Provider, Request, Response, Role, ToolCall, Usage};
+    use fabro_llm::{
+        replay_response, LlmError, Message, Provider, Request, Response, Role, ToolCall, Usage,
+    };
     use std::sync::Mutex as StdMutex;
 
     /// Answers the parent ("parent task") and the child ("child task") from the
@@ -388,51 +390,58 @@ mod tests {
     }
 
     impl LlmClient for Router {
-        fn complete<'a>(
+        fn complete_streaming<'a>(
             &'a self,
             request: &'a Request,
+            sink: &'a mut fabro_llm::StreamSink<'_>,
         ) -> BoxFuture<'a, Result<Response, LlmError>> {
             Box::pin(async move {
-                let last: &Message = request.messages.last().expect("requests carry messages");
-                let waits = request
-                    .messages
-                    .iter()
-                    .filter(|message| message.text.contains("turns_used"))
-                    .count();
-                match request.messages[0].text.as_str() {
-                    "parent task" => match last.role {
-                        Role::User => {
-                            reply("", vec![("spawn_agent", json!({"task": "child task"}))])
-                        }
-                        _ if last.text.contains("\"status\":\"running\"") => {
-                            reply("", vec![("wait", json!({"agent_id": "agent_1"}))])
-                        }
-                        _ if waits == 1 => reply(
-                            "",
-                            vec![(
-                                "send_input",
-                                json!({"agent_id": "agent_1", "message": "more"}),
-                            )],
-                        ),
-                        _ => reply(&format!("parent done: {}", last.text), vec![]),
-                    },
-                    "child task" => {
-                        *self.child_tools.lock().unwrap() =
-                            request.tools.iter().map(|tool| tool.name.clone()).collect();
-                        match (last.role, last.text.as_str()) {
-                            (Role::User, "child task") => reply(
+                let response: Result<Response, LlmError> = {
+                    let last: &Message = request.messages.last().expect("requests carry messages");
+                    let waits = request
+                        .messages
+                        .iter()
+                        .filter(|message| message.text.contains("turns_used"))
+                        .count();
+                    match request.messages[0].text.as_str() {
+                        "parent task" => match last.role {
+                            Role::User => {
+                                reply("", vec![("spawn_agent", json!({"task": "child task"}))])
+                            }
+                            _ if last.text.contains("\"status\":\"running\"") => {
+                                reply("", vec![("wait", json!({"agent_id": "agent_1"}))])
+                            }
+                            _ if waits == 1 => reply(
                                 "",
                                 vec![(
-                                    "write_file",
-                                    json!({"file_path": "child.txt", "content": "c"}),
+                                    "send_input",
+                                    json!({"agent_id": "agent_1", "message": "more"}),
                                 )],
                             ),
-                            (Role::User, "more") => reply("more done", vec![]),
-                            _ => reply("child done", vec![]),
+                            _ => reply(&format!("parent done: {}", last.text), vec![]),
+                        },
+                        "child task" => {
+                            *self.child_tools.lock().unwrap() =
+                                request.tools.iter().map(|tool| tool.name.clone()).collect();
+                            match (last.role, last.text.as_str()) {
+                                (Role::User, "child task") => reply(
+                                    "",
+                                    vec![(
+                                        "write_file",
+                                        json!({"file_path": "child.txt", "content": "c"}),
+                                    )],
+                                ),
+                                (Role::User, "more") => reply("more done", vec![]),
+                                _ => reply("child done", vec![]),
+                            }
                         }
+                        other => panic!("unexpected conversation {other}"),
                     }
-                    other => panic!("unexpected conversation {other}"),
+                };
+                if let Ok(response) = &response {
+                    replay_response(response, sink);
                 }
+                response
             })
         }
     }

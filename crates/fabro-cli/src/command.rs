@@ -122,13 +122,12 @@ pub(crate) fn resolve_run(run: &str) -> Result<RunRecord, CliError> {
 
 /// Every index failure exits 2 (SPEC 12.2); the message carries the whole cause chain.
 pub(crate) fn index_error(error: RunIndexError) -> CliError {
-    CliError::Usage(fabro_engine::error_chain(&error))
+    CliError::Index(error)
 }
 
 /// Encodes a `--json` document, pretty-printed, with a final newline.
 pub(crate) fn json_document(value: &impl serde::Serialize) -> Result<String, CliError> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|error| CliError::Usage(format!("cannot encode JSON: {error}")))?;
+    let mut text = serde_json::to_string_pretty(value).map_err(CliError::EncodeJson)?;
     text.push('\n');
     Ok(text)
 }

@@ -1,6 +1,14 @@
 //! Errors and statuses of commands; `main` turns them into exit codes.
 
+use std::error::Error;
 use std::path::PathBuf;
+
+use fabro_engine::checkpoint::LoadError;
+use fabro_engine::config::ConfigError;
+use fabro_engine::dump::DumpError;
+use fabro_engine::git::GitError;
+use fabro_engine::run::RunError;
+use fabro_engine::run_index::RunIndexError;
 
 /// How a command that ran to completion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,19 +23,67 @@ pub(crate) enum Status {
     Canceled,
 }
 
-/// A command that could not do its job.
+/// A command that could not do its job; every kind exits 2.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CliError {
-    /// Bad arguments (exit 2).
+    /// Bad arguments.
     #[error("{0}")]
     Usage(String),
-    /// A file could not be read or written (exit 2).
+    /// A file could not be read or written.
     #[error("{action} {}: {source}", .path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    /// A run could not be prepared, started or resumed.
+    #[error(transparent)]
+    Run(RunError),
+    /// The run index or a run lock failed.
+    #[error(transparent)]
+    Index(RunIndexError),
+    /// A run's checkpoints could not be read.
+    #[error(transparent)]
+    Checkpoint(LoadError),
+    /// Reading a run's git history failed.
+    #[error(transparent)]
+    Git(GitError),
+    /// `fabro dump` failed (other than a missing blob, which is a failure status).
+    #[error(transparent)]
+    Dump(DumpError),
+    /// A configuration file is invalid.
+    #[error(transparent)]
+    Config(ConfigError),
+    /// The async runtime a run executes on could not be started.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The task executing a run was aborted before it finished.
+    #[error("the run was aborted")]
+    Aborted(#[source] tokio::task::JoinError),
+    /// A `--json` document could not be encoded.
+    #[error("cannot encode JSON")]
+    EncodeJson(#[source] serde_json::Error),
+    /// A run's `config.json` is not valid.
+    #[error("{} is not valid", .path.display())]
+    InvalidRunConfig {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The checkpoint file `fabro resume` was given is not valid.
+    #[error("{target} is not a checkpoint file")]
+    NotACheckpoint {
+        target: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The `manifest.json` of a run's metadata commit is not valid.
+    #[error("manifest.json of metadata commit {sha} is not valid")]
+    InvalidMetadataManifest {
+        sha: String,
+        #[source]
+        source: serde_json::Error,
     },
 }
 
@@ -42,6 +98,72 @@ impl CliError {
             action,
             path: path.into(),
             source,
+        }
+    }
+
+    /// What the `error:` line says, and the first cause printed below it as a
+    /// `caused by:` line. An I/O error names its direct cause in the message and prints
+    /// deeper ones below; every other error puts its whole chain on the one line.
+    pub(crate) fn report(&self) -> (String, Option<&(dyn Error + 'static)>) {
+        match self {
+            CliError::Io { source, .. } => (self.to_string(), source.source()),
+            CliError::Usage(message) => (message.clone(), None),
+            CliError::Run(_)
+            | CliError::Index(_)
+            | CliError::Checkpoint(_)
+            | CliError::Git(_)
+            | CliError::Dump(_)
+            | CliError::Config(_)
+            | CliError::Runtime(_)
+            | CliError::Aborted(_)
+            | CliError::EncodeJson(_)
+            | CliError::InvalidRunConfig { .. }
+            | CliError::NotACheckpoint { .. }
+            | CliError::InvalidMetadataManifest { .. } => (fabro_engine::error_chain(self), None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chained_errors_report_on_one_line() {
+        let source = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let error = CliError::NotACheckpoint {
+            target: "cp.json".to_owned(),
+            source,
+        };
+        let (message, cause) = error.report();
+        assert_eq!(
+            message,
+            "cp.json is not a checkpoint file: EOF while parsing an object at line 1 column 1"
+        );
+        assert!(cause.is_none());
+        let inner = std::io::Error::other("disk gone");
+        let error = CliError::io(
+            "cannot read",
+            "f.txt",
+            std::io::Error::other(Wrapped(inner)),
+        );
+        let (message, cause) = error.report();
+        assert_eq!(message, "cannot read f.txt: wrapped");
+        assert_eq!(cause.map(ToString::to_string).as_deref(), Some("disk gone"));
+    }
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("wrapped")
+        }
+    }
+
+    impl Error for Wrapped {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
         }
     }
 }

@@ -59,7 +59,7 @@ pub(crate) fn config_error(error: ConfigError) -> CliError {
         ConfigError::Read { path, source } => {
             CliError::io("cannot read configuration", path, source)
         }
-        other => CliError::Usage(other.to_string()),
+        other => CliError::Config(other),
     }
 }
 

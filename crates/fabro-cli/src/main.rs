@@ -54,6 +54,21 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
         Ok(Status::Failure) => ExitCode::from(1),
         Ok(Status::PartialSuccess) => ExitCode::from(3),
         Ok(Status::Canceled) => ExitCode::from(130),
-        Err(CliError::Usage(_) | CliError::Io { .. }) => ExitCode::from(2),
+        Err(
+            CliError::Usage(_)
+            | CliError::Io { .. }
+            | CliError::Run(_)
+            | CliError::Index(_)
+            | CliError::Checkpoint(_)
+            | CliError::Git(_)
+            | CliError::Dump(_)
+            | CliError::Config(_)
+            | CliError::Runtime(_)
+            | CliError::Aborted(_)
+            | CliError::EncodeJson(_)
+            | CliError::InvalidRunConfig { .. }
+            | CliError::NotACheckpoint { .. }
+            | CliError::InvalidMetadataManifest { .. },
+        ) => ExitCode::from(2),
     }
 }

@@ -83,12 +83,8 @@ impl Output {
 
     /// Prints an error as `error: {message}` with one indented line per cause.
     pub(crate) fn error(&mut self, error: &CliError) {
-        let mut text = format!("{}: {error}\n", self.paint_stderr("error", RED));
-        let mut source = std::error::Error::source(error);
-        // The I/O cause is already part of the message; print deeper causes only.
-        if matches!(error, CliError::Io { .. }) {
-            source = source.and_then(std::error::Error::source);
-        }
+        let (message, mut source) = error.report();
+        let mut text = format!("{}: {message}\n", self.paint_stderr("error", RED));
         while let Some(cause) = source {
             text.push_str(&format!("  caused by: {cause}\n"));
             source = cause.source();

@@ -1,63 +1,7 @@
-//! Failure classes, message classification and failure signatures (SPEC 9.1, 9.8).
+//! Message classification and failure signatures (SPEC 9.1, 9.8); the failure class
+//! itself is [`fabro_llm::FailureClass`], re-exported here.
 
-use serde::{Deserialize, Serialize};
-
-/// Why a stage failed, deciding retries and the circuit breaker (SPEC 9.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureClass {
-    /// Likely to pass on retry.
-    TransientInfra,
-    /// Retrying will not help.
-    Deterministic,
-    /// A limit was reached.
-    BudgetExhausted,
-    /// A loop was detected.
-    CompilationLoop,
-    /// Cancellation.
-    Canceled,
-    /// Write-scope violation.
-    Structural,
-}
-
-impl FailureClass {
-    /// The class as written in files and events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::TransientInfra => "transient_infra",
-            FailureClass::Deterministic => "deterministic",
-            FailureClass::BudgetExhausted => "budget_exhausted",
-            FailureClass::CompilationLoop => "compilation_loop",
-            FailureClass::Canceled => "canceled",
-            FailureClass::Structural => "structural",
-        }
-    }
-
-    /// Parses a class name.
-    pub fn parse(text: &str) -> Option<FailureClass> {
-        [
-            FailureClass::TransientInfra,
-            FailureClass::Deterministic,
-            FailureClass::BudgetExhausted,
-            FailureClass::CompilationLoop,
-            FailureClass::Canceled,
-            FailureClass::Structural,
-        ]
-        .into_iter()
-        .find(|class| class.as_str() == text)
-    }
-
-    /// Counted by the loop circuit breaker (SPEC 9.8).
-    pub fn counts_for_breaker(self) -> bool {
-        matches!(self, FailureClass::Deterministic | FailureClass::Structural)
-    }
-}
-
-impl std::fmt::Display for FailureClass {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(self.as_str())
-    }
-}
+pub use fabro_llm::FailureClass;
 
 /// Classifies the message of an untyped LLM or engine error (SPEC 9.1): lowercased, the
 /// first matching row in the order canceled, transient_infra, budget_exhausted,

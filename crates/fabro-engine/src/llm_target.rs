@@ -342,60 +342,21 @@ impl LlmSetup {
             if !is_llm {
                 continue;
             }
-            let model_choice = node
-                .llm
-                .model()
-                .map(str::to_owned)
-                .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
-                .or_else(|| defaults.cli_model.clone())
-                .or_else(|| defaults.env_model.clone())
-                .or_else(|| defaults.config_model.clone())
-                .or_else(|| workflow.settings.default_model.clone());
-            let run_provider = || {
-                defaults
-                    .cli_provider
-                    .clone()
-                    .or_else(|| defaults.env_provider.clone())
-                    .or_else(|| defaults.config_provider.clone())
-            };
-            let provider_choice = node
-                .llm
-                .provider()
-                .map(str::to_owned)
-                .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
-                .or_else(|| (!simulate_all).then(run_provider).flatten())
-                .or_else(|| workflow.settings.default_provider.clone());
-            let provider = match provider_choice {
-                // A dry run and a simulated run call no provider, so a provider this build
-                // does not know is no obstacle there.
-                Some(name) if dry_run || simulate_all => {
-                    Provider::parse(&name).unwrap_or(Provider::Simulated)
-                }
-                Some(name) => {
-                    Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
-                        node_id: node.id.clone(),
-                        provider: name.clone(),
-                    })?
-                }
-                None => match model_choice.as_deref().and_then(infer_provider) {
+            let model_choice = model_choice(node, workflow, defaults);
+            let named = provider_choice(node, workflow, defaults, simulate_all);
+            let no_calls = dry_run || simulate_all;
+            let provider =
+                match node_provider(node, named, model_choice.as_deref(), defaults, no_calls)? {
                     Some(provider) => provider,
-                    None => match [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
-                        .into_iter()
-                        .find(|provider| defaults.credentials.contains(provider))
-                    {
-                        Some(provider) => provider,
-                        None if simulate_all => Provider::Simulated,
-                        None => {
-                            // An acp agent does not use the provider it resolves to, so
-                            // it does not make the run a simulated one.
-                            if external_backend(node) != Some(Backend::Acp) {
-                                simulated_by_default = true;
-                            }
-                            Provider::Simulated
+                    None => {
+                        // An acp agent does not use the provider it resolves to, so it does
+                        // not make the run a simulated one; nor does simulating everything.
+                        if external_backend(node) != Some(Backend::Acp) && !simulate_all {
+                            simulated_by_default = true;
                         }
-                    },
-                },
-            };
+                        Provider::Simulated
+                    }
+                };
             let model = match model_choice {
                 Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
                 None => catalog::default_model(provider)
@@ -517,6 +478,75 @@ fn external_backend(node: &fabro_language::Node) -> Option<Backend> {
     }
 }
 
+/// The model a node asks for: its own, the stylesheet's, then the CLI, environment,
+/// configuration and workflow defaults (SPEC 10.2).
+fn model_choice(
+    node: &fabro_language::Node,
+    workflow: &Workflow,
+    defaults: &LlmDefaults,
+) -> Option<String> {
+    node.llm
+        .model()
+        .map(str::to_owned)
+        .or_else(|| node.llm.stylesheet_model.as_deref().map(str::to_owned))
+        .or_else(|| defaults.cli_model.clone())
+        .or_else(|| defaults.env_model.clone())
+        .or_else(|| defaults.config_model.clone())
+        .or_else(|| workflow.settings.default_model.clone())
+}
+
+/// The provider a node names, in the same order of layers as [`model_choice`]; when the
+/// run simulates everything (SPEC 17.3), the provider the node would have used without it.
+fn provider_choice(
+    node: &fabro_language::Node,
+    workflow: &Workflow,
+    defaults: &LlmDefaults,
+    simulate_all: bool,
+) -> Option<String> {
+    let run_provider = || {
+        defaults
+            .cli_provider
+            .clone()
+            .or_else(|| defaults.env_provider.clone())
+            .or_else(|| defaults.config_provider.clone())
+    };
+    node.llm
+        .provider()
+        .map(str::to_owned)
+        .or_else(|| node.llm.stylesheet_provider.as_deref().map(str::to_owned))
+        .or_else(|| (!simulate_all).then(run_provider).flatten())
+        .or_else(|| workflow.settings.default_provider.clone())
+}
+
+/// The provider of a node: the one it names, else the one its model implies, else the
+/// first with credentials; `None` when nothing decides, and the node runs simulated.
+fn node_provider(
+    node: &fabro_language::Node,
+    named: Option<String>,
+    model: Option<&str>,
+    defaults: &LlmDefaults,
+    no_calls: bool,
+) -> Result<Option<Provider>, LlmSetupError> {
+    Ok(match named {
+        // A dry run or a run simulated everywhere calls no provider, so a provider this
+        // build does not know is no obstacle there.
+        Some(name) if no_calls => Some(Provider::parse(&name).unwrap_or(Provider::Simulated)),
+        Some(name) => {
+            Some(
+                Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
+                    node_id: node.id.clone(),
+                    provider: name.clone(),
+                })?,
+            )
+        }
+        None => model.and_then(infer_provider).or_else(|| {
+            [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
+                .into_iter()
+                .find(|provider| defaults.credentials.contains(provider))
+        }),
+    })
+}
+
 /// The client of a node whose external agent talks to its provider itself. Nothing
 /// calls it; if something did, it would fail as a configuration error instead of
 /// reaching a provider without credentials.
@@ -526,9 +556,10 @@ struct NoApiClient {
 }
 
 impl LlmClient for NoApiClient {
-    fn complete<'a>(
+    fn complete_streaming<'a>(
         &'a self,
         _request: &'a fabro_llm::Request,
+        _sink: &'a mut fabro_llm::StreamSink<'_>,
     ) -> fabro_llm::BoxFuture<'a, Result<fabro_llm::Response, fabro_llm::LlmError>> {
         Box::pin(async move {
             Err(fabro_llm::LlmError::new(

@@ -34,8 +34,10 @@ use crate::timestamp::now_rfc3339;
 use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
 
 mod children;
+mod error;
 
 use children::{StoredGraphs, CHILDREN_DIR};
+pub use error::{ResumeError, RunError};
 
 /// What `fabro run` asks for.
 #[derive(Clone)]
@@ -77,48 +79,6 @@ pub struct RunOptions {
     /// This process is the background worker of `--detach`: the run directory exists
     /// already, created by the parent that printed the run id.
     pub detached_worker: bool,
-}
-
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The workflow has errors (exit 1); the diagnostics are in the check result.
-    #[error("workflow {} has errors", .path.display())]
-    InvalidWorkflow {
-        /// The workflow file.
-        path: PathBuf,
-        /// Its text.
-        text: String,
-        /// The diagnostics.
-        checked: Box<Checked>,
-    },
-    /// Bad options or configuration (exit 2).
-    #[error("{0}")]
-    Configuration(String),
-    /// The working tree has uncommitted changes and `dirty_worktree = "refuse"` (exit 2,
-    /// SPEC 17.2).
-    #[error("working tree has uncommitted changes; commit or stash them, or allow in-place runs")]
-    DirtyWorktree,
-    /// The working tree of an in-place run could not be saved (exit 2, SPEC 17.2).
-    #[error("cannot save the working tree of run {run_id} before running in place")]
-    SaveBefore {
-        /// The run.
-        run_id: String,
-        /// The git failure.
-        #[source]
-        source: crate::git::GitError,
-    },
-    /// A file could not be read or written (exit 2).
-    #[error("{action} {}", .path.display())]
-    Io {
-        /// What was attempted.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// The final state of a run, as `fabro run` reports it.
@@ -196,6 +156,14 @@ impl PreparedRun {
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
+
+    /// This run could not be resumed because of `source`.
+    fn resume_error(&self, source: ResumeError) -> RunError {
+        RunError::Resume {
+            run_id: self.run_id.clone(),
+            source,
+        }
+    }
 }
 
 /// PARSE, TRANSFORM, VALIDATE and the first part of INITIALIZE: the run id and directory.
@@ -209,9 +177,9 @@ pub fn prepare(
     let run_id = match &options.run_id {
         Some(run_id) => {
             if !valid_run_id(run_id) {
-                return Err(RunError::Configuration(format!(
-                    "invalid run id '{run_id}': use 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit"
-                )));
+                return Err(RunError::InvalidRunId {
+                    run_id: run_id.clone(),
+                });
             }
             run_id.clone()
         }
@@ -221,9 +189,7 @@ pub fn prepare(
     // A detached worker continues in the directory its parent allocated (SPEC 12.1).
     let allocated_by_parent = options.detached_worker && !paths.manifest().exists();
     if paths.run_dir().exists() && !allocated_by_parent {
-        return Err(RunError::Configuration(format!(
-            "run {run_id} already exists"
-        )));
+        return Err(RunError::RunExists { run_id });
     }
     fs_err::create_dir_all(paths.run_dir()).map_err(|source| RunError::Io {
         action: "cannot create run directory",
@@ -276,10 +242,10 @@ fn store_children(
             },
             stored,
         )),
-        (_, error) => Err(RunError::Configuration(format!(
-            "engine error: the stored workflow does not check: {}",
-            error.unwrap_or_else(|| "it does not parse".to_owned())
-        ))),
+        (_, first_error) => Err(RunError::StoredWorkflowInvalid {
+            path: paths.graph(),
+            first_error,
+        }),
     }
 }
 
@@ -299,19 +265,18 @@ pub fn prepare_resume(
     let run_id = checkpoint.run_id.clone();
     let paths = RunPaths::new(&options.fabro_home, &run_id);
     if !paths.run_dir().is_dir() {
-        return Err(RunError::Configuration(format!(
-            "run directory {} does not exist",
-            paths.run_dir().display()
-        )));
+        return Err(RunError::MissingRunDir {
+            path: paths.run_dir().to_path_buf(),
+        });
     }
     if matches!(
         checkpoint.run_status.as_str(),
         "success" | "partial_success" | "fail"
     ) {
-        return Err(RunError::Configuration(format!(
-            "run {run_id} already finished with status {}",
-            checkpoint.run_status
-        )));
+        return Err(RunError::AlreadyFinished {
+            run_id,
+            status: checkpoint.run_status,
+        });
     }
     let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
     prepared.lock = Some(lock);
@@ -351,22 +316,10 @@ fn check_answers(options: &RunOptions, loaded: &LoadedWorkflow) -> Result<(), Ru
     if unknown.is_empty() {
         return Ok(());
     }
-    let named = unknown
-        .iter()
-        .map(|node| format!("'{node}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let known = if gates.is_empty() {
-        "the workflow has no human gates".to_owned()
-    } else {
-        format!(
-            "human gates: {}",
-            gates.into_iter().collect::<Vec<_>>().join(", ")
-        )
-    };
-    Err(RunError::Configuration(format!(
-        "--answer names no human gate of the workflow: {named} ({known})"
-    )))
+    Err(RunError::UnknownAnswerNodes {
+        unknown: unknown.into_iter().map(str::to_owned).collect(),
+        gates: gates.into_iter().collect(),
+    })
 }
 
 /// A checked workflow with its goal and variables.
@@ -451,7 +404,7 @@ fn load_workflow(
         });
     }
     let Some(workflow) = checked.workflow else {
-        return Err(RunError::Configuration("workflow did not parse".to_owned()));
+        return Err(RunError::Unparsed { path });
     };
     Ok(LoadedWorkflow {
         workflow,
@@ -490,8 +443,9 @@ fn finish_prepare(
                 path: script_path.clone(),
                 source,
             })?;
-            Script::parse(&text).map_err(|error| {
-                RunError::Configuration(format!("{}: {error}", script_path.display()))
+            Script::parse(&text).map_err(|source| RunError::SimulatedResponses {
+                path: script_path.clone(),
+                source,
             })?
         }
         None => Script::default(),
@@ -751,7 +705,7 @@ impl PreparedRun {
             None => Emitter::open(&self.run_id, &self.paths.events(), 1, sinks),
             Some(_) => Emitter::reopen(&self.run_id, &self.paths.events(), sinks),
         }
-        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?;
+        .map_err(RunError::Events)?;
         let emitter = Arc::new(emitter);
         let (llm, mut setup_failure) = match self.llm.take() {
             Some(Ok(llm)) => (llm, None),
@@ -762,33 +716,30 @@ impl PreparedRun {
                     Arc::default(),
                     true,
                 )
-                .map_err(|error| RunError::Configuration(error.to_string()))?,
+                .map_err(RunError::LlmSetup)?,
                 Some(message),
             ),
-            None => return Err(RunError::Configuration("run executed twice".to_owned())),
+            None => {
+                return Err(RunError::ExecutedTwice {
+                    run_id: self.run_id.clone(),
+                })
+            }
         };
         let simulated_llm = self.simulated_llm;
         let manifest = match &resume {
             None => self.manifest(simulated_llm),
-            Some(_) => crate::run_index::read_manifest(self.paths.run_dir()).map_err(|error| {
-                RunError::Configuration(format!(
-                    "cannot resume run {}: {}",
-                    self.run_id,
-                    crate::error_chain(&error)
-                ))
-            })?,
+            Some(_) => crate::run_index::read_manifest(self.paths.run_dir())
+                .map_err(|error| self.resume_error(ResumeError::Manifest(error)))?,
         };
         // SPEC 8.7 step 4: a resumed run with git checkpointing gets a fresh worktree on
         // its run branch, reset to the checkpoint's commit. A run resumed from its initial
         // checkpoint may have been killed before its set-up made the branch.
         let run_git = match (&resume, &manifest.repo_root) {
             (Some(checkpoint), Some(repo_root)) if manifest.run_branch.is_some() => {
-                let sha = checkpoint.git_commit_sha.as_deref().ok_or_else(|| {
-                    RunError::Configuration(format!(
-                        "cannot resume run {}: its checkpoint names no run-branch commit",
-                        self.run_id
-                    ))
-                })?;
+                let sha = checkpoint
+                    .git_commit_sha
+                    .as_deref()
+                    .ok_or_else(|| self.resume_error(ResumeError::NoRunBranchCommit))?;
                 let relative =
                     PathBuf::from(manifest.work_dir_relative.clone().unwrap_or_default());
                 let attach = if checkpoint.completed_nodes.is_empty() {
@@ -804,13 +755,7 @@ impl PreparedRun {
                         sha,
                         git_settings(&self.options.config, relative),
                     )
-                    .map_err(|error| {
-                        RunError::Configuration(format!(
-                            "cannot resume run {}: {}",
-                            self.run_id,
-                            crate::error_chain(&error)
-                        ))
-                    })?,
+                    .map_err(|error| self.resume_error(ResumeError::Worktree(error)))?,
                 )
             }
             _ => None,
@@ -843,7 +788,7 @@ impl PreparedRun {
                 .unwrap_or_default(),
             crate::asset_capture::CaptureLimits::default(),
         )
-        .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?
+        .map_err(RunError::ArtifactsInclude)?
         .skipping(&self.options.fabro_home);
         let services = Arc::new(RunServices {
             run_id: self.run_id.clone(),
@@ -885,14 +830,8 @@ impl PreparedRun {
                     .llm
                     .simulated()
                     .restore_cursors(checkpoint.simulated_cursors.clone());
-                let mut checkpointer =
-                    Checkpointer::resume(self.paths.run_dir()).map_err(|error| {
-                        RunError::Configuration(format!(
-                            "cannot resume run {}: {}",
-                            self.run_id,
-                            crate::error_chain(&error)
-                        ))
-                    })?;
+                let mut checkpointer = Checkpointer::resume(self.paths.run_dir())
+                    .map_err(|error| self.resume_error(ResumeError::Checkpoints(error)))?;
                 if let Some(git) = run_git {
                     checkpointer.attach_git(git);
                 }
@@ -948,14 +887,13 @@ impl PreparedRun {
                 .as_deref()
                 .and_then(|next| self.workflow.find(next)),
         }
-        .ok_or_else(|| {
-            RunError::Configuration(match &resume {
-                None => "workflow has no start node".to_owned(),
-                Some(_) => format!(
-                    "cannot resume run {}: its checkpoint names no next node of the workflow",
-                    self.run_id
-                ),
-            })
+        .ok_or_else(|| match &resume {
+            None => RunError::NoStartNode {
+                run_id: self.run_id.clone(),
+            },
+            Some(checkpoint) => self.resume_error(ResumeError::NoNextNode {
+                next_node_id: checkpoint.next_node_id.clone(),
+            }),
         })?;
         let start_id = self.workflow.node(start).id.clone();
         match &resume {

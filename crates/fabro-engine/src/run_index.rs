@@ -12,7 +12,6 @@
 //! reported as [`RunStatus::Interrupted`].
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -22,6 +21,12 @@ use serde::Deserialize;
 use crate::record::Manifest;
 use crate::run_dir::RunPaths;
 use crate::timestamp::parse_rfc3339;
+
+mod database;
+mod lock;
+
+use database::{connect, is_corruption, remove_database, ConnectError};
+pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
 
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
 pub const MIN_PREFIX_LEN: usize = 4;
@@ -149,14 +154,6 @@ pub enum RunIndexErrorKind {
     Locked,
 }
 
-/// The advisory lock of a run being executed; released when dropped (or when the
-/// process dies, which is what makes interrupted runs detectable).
-#[derive(Debug)]
-pub struct RunLock {
-    // Held for its lock; closing the descriptor releases it.
-    _file: std::fs::File,
-}
-
 impl RunStatus {
     /// The word stored in the index and printed by the CLI.
     pub fn as_str(self) -> &'static str {
@@ -236,27 +233,6 @@ impl RunIndexError {
 
 const COLUMNS: &str =
     "run_id, workflow_name, workflow_path, goal, status, started_at, finished_at, run_dir, parent_run_id";
-
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS runs(
-    run_id TEXT PRIMARY KEY NOT NULL,
-    workflow_name TEXT NOT NULL,
-    workflow_path TEXT NOT NULL,
-    goal TEXT NOT NULL,
-    status TEXT NOT NULL,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    run_dir TEXT NOT NULL,
-    parent_run_id TEXT
-)";
-
-/// Created after the columns are checked, so a foreign `runs` table reads as corrupt.
-const SCHEMA_INDEX: &str = "CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at)";
-
-/// Per-connection settings: see [`connect`].
-const DURABILITY: &str = "PRAGMA journal_mode=PERSIST; PRAGMA synchronous=OFF;";
-
-/// How long a writer waits for another process's transaction on `runs.db`.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl RunIndex {
     /// Opens `{root}/runs.db`, creating it (and `root`) when missing. A file that is not
@@ -579,88 +555,6 @@ impl RunIndex {
     }
 }
 
-impl RunLock {
-    /// Takes the lock of the run in `run_dir` and writes this process's pid into
-    /// `run.lock`, without waiting for another holder: [`RunIndexError::Locked`] at once
-    /// when a live process holds it. Two kinds of holder are waited out (for at most
-    /// [`LOCK_PATIENCE`]): readers testing the lock for an instant ([`RunLock::is_held`]),
-    /// and a holder whose recorded pid is dead (a child forked by a killed run keeps the
-    /// descriptor until it execs).
-    pub fn acquire(run_dir: &Path) -> Result<RunLock, RunIndexError> {
-        let path = lock_path(run_dir);
-        let io = |action: &'static str| {
-            let path = path.clone();
-            move |source| RunIndexError::Io {
-                action,
-                path,
-                source,
-            }
-        };
-        let mut file = fs_err::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io("cannot open"))?;
-        let started = std::time::Instant::now();
-        loop {
-            match file.file().try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    // An exclusive holder makes the shared test fail too; readers do not.
-                    let pid = lock_pid(run_dir);
-                    let live_holder =
-                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_alive);
-                    if live_holder || started.elapsed() >= LOCK_PATIENCE {
-                        return Err(RunIndexError::Locked { path, pid });
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(std::fs::TryLockError::Error(source)) => {
-                    return Err(io("cannot lock")(source));
-                }
-            }
-        }
-        file.set_len(0).map_err(io("cannot write"))?;
-        writeln!(file, "{}", std::process::id()).map_err(io("cannot write"))?;
-        file.flush().map_err(io("cannot write"))?;
-        Ok(RunLock {
-            _file: file.into_parts().0,
-        })
-    }
-
-    /// Whether some process holds the lock of the run in `run_dir`. Where the file
-    /// system cannot lock, the pid written in `run.lock` is checked instead.
-    pub fn is_held(run_dir: &Path) -> bool {
-        let path = lock_path(run_dir);
-        let Ok(file) = fs_err::File::open(&path) else {
-            return false;
-        };
-        match file.file().try_lock_shared() {
-            // Dropping `file` releases the shared lock at once.
-            Ok(()) => false,
-            Err(std::fs::TryLockError::WouldBlock) => true,
-            Err(std::fs::TryLockError::Error(error)) => {
-                tracing::debug!(path = %path.display(), %error, "cannot test run lock; checking its pid");
-                lock_pid(run_dir).is_some_and(process_is_alive)
-            }
-        }
-    }
-}
-
-/// How long [`RunLock::acquire`] waits out readers and the children of dead holders.
-pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
-
-/// The pid written in `{run_dir}/run.lock` by the last process that executed the run.
-pub fn lock_pid(run_dir: &Path) -> Option<u32> {
-    fs_err::read_to_string(lock_path(run_dir))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// Reads `{run_dir}/manifest.json`.
 pub fn read_manifest(run_dir: &Path) -> Result<Manifest, RunIndexError> {
     let path = run_dir.join("manifest.json");
@@ -703,20 +597,6 @@ pub(crate) fn register_end(paths: &RunPaths, run_id: &str, status: &str, lock: O
         tracing::warn!(error = %crate::error_chain(&error), "cannot record the run status in the run index");
     }
     drop(lock);
-}
-
-fn lock_path(run_dir: &Path) -> PathBuf {
-    run_dir.join("run.lock")
-}
-
-fn process_is_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => true,
-        Err(errno) => errno == nix::errno::Errno::EPERM,
-    }
 }
 
 fn list_candidates(candidates: &[String]) -> String {
@@ -847,99 +727,6 @@ fn record_from_run_dir(manifest: &Manifest, run_dir: &Path) -> RunRecord {
         parent_run_id: manifest.parent_run_id.clone(),
         reason: None,
     }
-}
-
-enum ConnectError {
-    Corrupt(String),
-    Sqlite(rusqlite::Error),
-}
-
-impl ConnectError {
-    fn into_index_error(self, path: &Path) -> RunIndexError {
-        match self {
-            ConnectError::Corrupt(reason) => RunIndexError::Corrupt {
-                path: path.to_path_buf(),
-                reason,
-            },
-            ConnectError::Sqlite(source) => RunIndexError::Database {
-                path: path.to_path_buf(),
-                source,
-            },
-        }
-    }
-}
-
-fn connect(path: &Path) -> Result<Connection, ConnectError> {
-    let classify = |error: rusqlite::Error| {
-        if is_corruption(&error) {
-            ConnectError::Corrupt(error.to_string())
-        } else {
-            ConnectError::Sqlite(error)
-        }
-    };
-    let connection = Connection::open(path).map_err(classify)?;
-    connection.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
-    // The index is a cache that the next read rebuilds from the run directories, so it
-    // needs no syncs (three fsyncs and a directory sync per write cost about 5 ms on a
-    // run's start and end), and a kept rollback journal spares creating and deleting one
-    // file per transaction.
-    connection.execute_batch(DURABILITY).map_err(classify)?;
-    connection.execute_batch(SCHEMA).map_err(classify)?;
-    let columns = {
-        let mut statement = connection
-            .prepare("SELECT name FROM pragma_table_info('runs') ORDER BY cid")
-            .map_err(classify)?;
-        let names = statement
-            .query_map([], |row| row.get::<_, String>(0))
-            .map_err(classify)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(classify)?;
-        names.join(", ")
-    };
-    if columns != COLUMNS {
-        return Err(ConnectError::Corrupt(format!(
-            "table runs has columns ({columns})"
-        )));
-    }
-    connection.execute_batch(SCHEMA_INDEX).map_err(classify)?;
-    // No integrity check here: it reads the whole file on every open. Damage deeper in
-    // the file surfaces as `DatabaseCorrupt` on a read, which `RunIndex::read` repairs.
-    Ok(connection)
-}
-
-/// Whether SQLite says the file is not (or no longer) a sound database.
-fn is_corruption(error: &rusqlite::Error) -> bool {
-    matches!(
-        error,
-        rusqlite::Error::SqliteFailure(failure, _)
-            if matches!(
-                failure.code,
-                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
-            )
-    )
-}
-
-fn remove_database(path: &Path) -> Result<(), RunIndexError> {
-    let mut files = vec![path.to_path_buf()];
-    for suffix in ["-journal", "-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        files.push(PathBuf::from(name));
-    }
-    for file in files {
-        match fs_err::remove_file(&file) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(RunIndexError::Io {
-                    action: "cannot remove corrupt run index",
-                    path: file,
-                    source,
-                })
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::error::{LlmError, LlmErrorKind};
 use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{ReasoningEffort, Request, Response, Role};
 use crate::sse::SseEvent;
-use crate::stream::{Assembler, StreamEvent, StreamSink};
+use crate::stream::{Assembler, StreamSink};
 
 /// A client for the Anthropic Messages API.
 pub struct AnthropicClient {
@@ -58,13 +58,6 @@ impl AnthropicClient {
 }
 
 impl LlmClient for AnthropicClient {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
-        Box::pin(async move {
-            let mut ignore = |_: &StreamEvent| {};
-            self.run(request, &mut ignore).await
-        })
-    }
-
     fn complete_streaming<'a>(
         &'a self,
         request: &'a Request,

@@ -10,7 +10,7 @@ use crate::error::{LlmError, LlmErrorKind};
 use crate::http::{answer_error, json as parse_json, HttpSettings, Transport, WireDecoder};
 use crate::message::{Request, Response, Role};
 use crate::sse::SseEvent;
-use crate::stream::{Assembler, StreamEvent, StreamSink};
+use crate::stream::{Assembler, StreamSink};
 
 /// A client for an OpenAI-compatible Chat Completions server.
 pub struct ChatCompletionsClient {
@@ -55,13 +55,6 @@ impl ChatCompletionsClient {
 }
 
 impl LlmClient for ChatCompletionsClient {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
-        Box::pin(async move {
-            let mut ignore = |_: &StreamEvent| {};
-            self.run(request, &mut ignore).await
-        })
-    }
-
     fn complete_streaming<'a>(
         &'a self,
         request: &'a Request,

@@ -13,34 +13,24 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// One provider endpoint. Implementations assemble streamed responses into a
 /// [`Response`]; callers handle retries and failover ([`crate::Resilient`]) and
 /// cancellation (dropping the future cancels the call).
+///
+/// An implementation writes [`LlmClient::complete_streaming`] only; one that does not
+/// stream reports the finished turn with [`crate::replay_response`].
 pub trait LlmClient: Send + Sync {
-    /// Sends one request and returns the complete assistant turn.
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>>;
-
-    /// Like [`LlmClient::complete`], passing text deltas and tool-call pieces to `sink` as
-    /// they arrive. The default, for clients that do not stream, reports the whole turn
-    /// once it is complete.
+    /// Sends one request and returns the complete assistant turn, passing text deltas and
+    /// tool-call pieces to `sink` as they arrive.
     fn complete_streaming<'a>(
         &'a self,
         request: &'a Request,
         sink: &'a mut StreamSink<'_>,
-    ) -> BoxFuture<'a, Result<Response, LlmError>> {
+    ) -> BoxFuture<'a, Result<Response, LlmError>>;
+
+    /// Like [`LlmClient::complete_streaming`], for callers that only want the complete
+    /// turn.
+    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
         Box::pin(async move {
-            let response = self.complete(request).await?;
-            if !response.text.is_empty() {
-                sink(&StreamEvent::TextDelta(response.text.clone()));
-            }
-            for call in &response.tool_calls {
-                sink(&StreamEvent::ToolCallStarted {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                });
-                sink(&StreamEvent::ToolCallDelta {
-                    id: call.id.clone(),
-                    arguments: call.arguments.to_string(),
-                });
-            }
-            Ok(response)
+            let mut ignore = |_: &StreamEvent| {};
+            self.complete_streaming(request, &mut ignore).await
         })
     }
 }

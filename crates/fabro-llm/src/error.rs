@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::failure::FailureClass;
+
 /// What went wrong with an LLM call; decides retries and the failure class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlmErrorKind {
@@ -99,21 +101,22 @@ impl LlmErrorKind {
         self.is_retryable() || self == LlmErrorKind::Quota
     }
 
-    /// The failure class of SPEC 9.1 / 10.3 this kind maps to.
-    pub fn failure_class(self) -> &'static str {
+    /// The failure class of SPEC 9.1 / 10.3 this kind maps to: the one mapping the
+    /// agent and the engine use.
+    pub fn failure_class(self) -> FailureClass {
         match self {
             LlmErrorKind::RateLimit
             | LlmErrorKind::Server
             | LlmErrorKind::Timeout
             | LlmErrorKind::Network
-            | LlmErrorKind::Stream => "transient_infra",
-            LlmErrorKind::Quota | LlmErrorKind::ContextLength => "budget_exhausted",
+            | LlmErrorKind::Stream => FailureClass::TransientInfra,
+            LlmErrorKind::Quota | LlmErrorKind::ContextLength => FailureClass::BudgetExhausted,
             LlmErrorKind::Auth
             | LlmErrorKind::InvalidRequest
             | LlmErrorKind::NotFound
             | LlmErrorKind::ContentFilter
-            | LlmErrorKind::Configuration => "deterministic",
-            LlmErrorKind::Aborted => "canceled",
+            | LlmErrorKind::Configuration => FailureClass::Deterministic,
+            LlmErrorKind::Aborted => FailureClass::Canceled,
         }
     }
 
@@ -283,11 +286,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kinds_map_to_spec_classes() {
+        assert_eq!(
+            LlmErrorKind::RateLimit.failure_class(),
+            FailureClass::TransientInfra
+        );
+        assert_eq!(
+            LlmErrorKind::ContextLength.failure_class(),
+            FailureClass::BudgetExhausted
+        );
+        assert_eq!(
+            LlmErrorKind::Aborted.failure_class(),
+            FailureClass::Canceled
+        );
+        assert_eq!(
+            LlmErrorKind::Auth.failure_class(),
+            FailureClass::Deterministic
+        );
+    }
+
+    #[test]
     fn statuses_map_to_kinds_and_classes() {
         let check = |status, body: &str, kind: LlmErrorKind, class: &str| {
             let found = LlmErrorKind::from_status(status, body);
             assert_eq!(found, kind, "{status} {body}");
-            assert_eq!(found.failure_class(), class, "{status}");
+            assert_eq!(found.failure_class().as_str(), class, "{status}");
         };
         check(429, "slow down", LlmErrorKind::RateLimit, "transient_infra");
         check(

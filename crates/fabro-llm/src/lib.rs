@@ -23,6 +23,7 @@ pub mod catalog;
 mod chat;
 mod client;
 mod error;
+mod failure;
 mod gemini;
 mod http;
 mod message;
@@ -40,6 +41,7 @@ pub use catalog::{ModelInfo, CATALOG};
 pub use chat::ChatCompletionsClient;
 pub use client::{BoxFuture, LlmClient};
 pub use error::{parse_retry_after, LlmError, LlmErrorKind};
+pub use failure::FailureClass;
 pub use gemini::GeminiClient;
 pub use http::HttpSettings;
 pub use message::{
@@ -53,7 +55,7 @@ pub use resilient::{
     Resilient, RetryNotice, RetryPolicy, Route, Sleeper, TokioSleeper,
 };
 pub use secret::{redact_url, scrub, ApiKey, REDACTED};
-pub use stream::{StreamEvent, StreamSink};
+pub use stream::{replay_response, StreamEvent, StreamSink};
 
 /// A client for `provider` with `settings`; `None` for the simulated provider, which
 /// needs no HTTP.

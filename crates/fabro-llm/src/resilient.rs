@@ -16,7 +16,7 @@ use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
 use crate::message::{Request, Response};
 use crate::provider::Provider;
-use crate::stream::{StreamEvent, StreamSink};
+use crate::stream::StreamSink;
 
 /// The retry schedule of SPEC 9.2.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -322,13 +322,6 @@ impl Resilient {
 }
 
 impl LlmClient for Resilient {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
-        Box::pin(async move {
-            let mut ignore = |_: &StreamEvent| {};
-            self.run(request, &mut ignore).await
-        })
-    }
-
     fn complete_streaming<'a>(
         &'a self,
         request: &'a Request,

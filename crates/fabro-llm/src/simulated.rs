@@ -14,6 +14,7 @@ use serde::Deserialize;
 use crate::client::{BoxFuture, LlmClient};
 use crate::error::{LlmError, LlmErrorKind};
 use crate::message::{Request, Response, ToolCall, Usage};
+use crate::stream::{replay_response, StreamSink};
 
 /// The text returned when nothing is scripted for a node.
 pub fn unscripted_text(node_id: &str) -> String {
@@ -176,7 +177,12 @@ impl SimulatedClient {
 }
 
 impl LlmClient for SimulatedClient {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
+    /// The scripted turn, reported to `sink` once complete ([`replay_response`]).
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a Request,
+        sink: &'a mut StreamSink<'_>,
+    ) -> BoxFuture<'a, Result<Response, LlmError>> {
         Box::pin(async move {
             let entry = self.next_entry(&request.node_id).unwrap_or_default();
             if let Some(delay) = entry.delay_ms {
@@ -216,13 +222,15 @@ impl LlmClient for SimulatedClient {
                 cost_usd: Some(0.0),
                 ..Usage::default()
             };
-            Ok(Response {
+            let response = Response {
                 text,
                 tool_calls,
                 usage,
                 model: request.model.clone(),
                 thinking: Vec::new(),
-            })
+            };
+            replay_response(&response, sink);
+            Ok(response)
         })
     }
 }

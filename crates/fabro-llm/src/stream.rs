@@ -37,6 +37,25 @@ pub enum StreamEvent {
 /// Receives stream events; `&mut dyn StreamSink` keeps [`crate::LlmClient`] object-safe.
 pub type StreamSink<'a> = dyn FnMut(&StreamEvent) + Send + 'a;
 
+/// Reports a turn that is already complete to `sink` as if it had streamed: the text as
+/// one delta (when there is any), then each tool call's start and its whole arguments.
+/// For clients that do not stream.
+pub fn replay_response(response: &Response, sink: &mut StreamSink<'_>) {
+    if !response.text.is_empty() {
+        sink(&StreamEvent::TextDelta(response.text.clone()));
+    }
+    for call in &response.tool_calls {
+        sink(&StreamEvent::ToolCallStarted {
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        sink(&StreamEvent::ToolCallDelta {
+            id: call.id.clone(),
+            arguments: call.arguments.to_string(),
+        });
+    }
+}
+
 /// Collects a streamed reply.
 pub(crate) struct Assembler<'s, 'a> {
     provider: &'static str,
@@ -190,6 +209,44 @@ fn parse_arguments(text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_complete_turn_replays_as_text_then_tool_calls() {
+        let mut seen = Vec::new();
+        let mut sink = |event: &StreamEvent| seen.push(event.clone());
+        let response = Response {
+            text: "on it".to_owned(),
+            tool_calls: vec![ToolCall {
+                id: "call_0".to_owned(),
+                name: "shell".to_owned(),
+                arguments: serde_json::json!({"command": "ls"}),
+            }],
+            usage: Usage::default(),
+            model: "m".to_owned(),
+            thinking: Vec::new(),
+        };
+        replay_response(&response, &mut sink);
+        let silent = Response {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            ..response.clone()
+        };
+        replay_response(&silent, &mut sink);
+        assert_eq!(
+            seen,
+            [
+                StreamEvent::TextDelta("on it".to_owned()),
+                StreamEvent::ToolCallStarted {
+                    id: "call_0".to_owned(),
+                    name: "shell".to_owned()
+                },
+                StreamEvent::ToolCallDelta {
+                    id: "call_0".to_owned(),
+                    arguments: r#"{"command":"ls"}"#.to_owned()
+                },
+            ]
+        );
+    }
 
     #[test]
     fn arguments_are_joined_and_events_forwarded() {

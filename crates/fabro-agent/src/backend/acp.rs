@@ -13,11 +13,12 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::environment::ProcessEnv;
-use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::failure::{AgentError, AgentFailure};
 use crate::process::{ProcessGroup, KILL_GRACE};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::session::AgentOutcome;
 use crate::snapshot::{touched, GitSnapshot};
+use fabro_llm::FailureClass;
 
 /// ACP protocol version fabro speaks.
 const PROTOCOL_VERSION: u64 = 1;

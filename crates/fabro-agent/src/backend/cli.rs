@@ -12,11 +12,12 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::environment::ProcessEnv;
-use crate::failure::{AgentError, AgentFailure, FailureClass};
+use crate::failure::{AgentError, AgentFailure};
 use crate::process::{Capture, ProcessGroup};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::session::AgentOutcome;
 use crate::snapshot::{touched, GitSnapshot};
+use fabro_llm::FailureClass;
 
 /// Lines of stderr quoted when the CLI exits non-zero.
 const STDERR_TAIL_LINES: usize = 20;

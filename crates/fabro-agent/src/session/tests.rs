@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use fabro_llm::{BoxFuture, LlmError, LlmErrorKind, Response, Role};
+use fabro_llm::{replay_response, BoxFuture, LlmError, LlmErrorKind, Response, Role};
 use serde_json::{json, Value};
 
 use super::*;
@@ -31,20 +31,30 @@ impl FakeClient {
 }
 
 impl LlmClient for FakeClient {
-    fn complete<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Response, LlmError>> {
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a Request,
+        sink: &'a mut fabro_llm::StreamSink<'_>,
+    ) -> BoxFuture<'a, Result<Response, LlmError>> {
         Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let queue = if request.tools.is_empty() {
-                &self.summaries
-            } else {
-                &self.turns
+            let response: Result<Response, LlmError> = {
+                self.requests.lock().unwrap().push(request.clone());
+                let queue = if request.tools.is_empty() {
+                    &self.summaries
+                } else {
+                    &self.turns
+                };
+                queue.lock().unwrap().pop_front().unwrap_or_else(|| {
+                    Err(error(
+                        LlmErrorKind::Configuration,
+                        "fake client script exhausted",
+                    ))
+                })
             };
-            queue.lock().unwrap().pop_front().unwrap_or_else(|| {
-                Err(error(
-                    LlmErrorKind::Configuration,
-                    "fake client script exhausted",
-                ))
-            })
+            if let Ok(response) = &response {
+                replay_response(response, sink);
+            }
+            response
         })
     }
 }

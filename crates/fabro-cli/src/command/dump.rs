@@ -28,6 +28,6 @@ pub(crate) fn run(args: &DumpArgs, output: &mut Output) -> Result<Status, CliErr
             output.err(&format!("error: {error}\n"));
             Ok(Status::Failure)
         }
-        Err(error) => Err(CliError::Usage(fabro_engine::error_chain(&error))),
+        Err(error) => Err(CliError::Dump(error)),
     }
 }

@@ -46,8 +46,7 @@ pub(crate) fn run(args: &ModelArgs, output: &mut Output) -> Result<Status, CliEr
     let ModelCommand::List { json } = &args.command;
     if *json {
         let views: Vec<ModelView<'_>> = CATALOG.iter().map(ModelView::from).collect();
-        let text = serde_json::to_string_pretty(&views)
-            .map_err(|error| CliError::Usage(format!("cannot encode JSON: {error}")))?;
+        let text = serde_json::to_string_pretty(&views).map_err(CliError::EncodeJson)?;
         output.out(&format!("{text}\n"));
     } else {
         output.out(&table());

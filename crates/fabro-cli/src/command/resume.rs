@@ -47,7 +47,7 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
             "run {run_id} is being resumed by another process{}",
             pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
         )),
-        error => CliError::Usage(fabro_engine::error_chain(&error)),
+        error => CliError::Index(error),
     })?;
     if !paths.manifest().exists() {
         let recreated = recreate_run_dir(&run_id, &paths);
@@ -59,12 +59,9 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         }
         recreated?;
     }
-    let manifest = read_manifest(paths.run_dir())
-        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    let manifest = read_manifest(paths.run_dir()).map_err(CliError::Index)?;
     // SPEC 8.7 step 2: with git checkpointing the state comes from the metadata history.
-    let load_error = |error: fabro_engine::checkpoint::LoadError| {
-        CliError::Usage(fabro_engine::error_chain(&error))
-    };
+    let load_error = CliError::Checkpoint;
     let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
         (Some(_), Some(repo_root)) => {
             match load_newest_from_git(Path::new(repo_root), paths.run_dir(), &run_id)
@@ -86,12 +83,11 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     }
     .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
     let config_bytes = read_file("cannot read run configuration", &paths.config())?;
-    let config: RunConfig = serde_json::from_slice(&config_bytes).map_err(|error| {
-        CliError::Usage(format!(
-            "{} is not valid: {error}",
-            paths.config().display()
-        ))
-    })?;
+    let config: RunConfig =
+        serde_json::from_slice(&config_bytes).map_err(|source| CliError::InvalidRunConfig {
+            path: paths.config(),
+            source,
+        })?;
     let work_dir = checkpoint
         .context_values
         .get("internal.work_dir")
@@ -145,7 +141,7 @@ fn has_metadata(run_id: &str) -> Result<bool, CliError> {
     history
         .metadata_tip(run_id)
         .map(|tip| tip.is_some())
-        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))
+        .map_err(CliError::Git)
 }
 
 /// The run an argument names (SPEC 8.7 step 1): a checkpoint file, a run-branch or
@@ -154,9 +150,11 @@ fn identify(target: &str) -> Result<String, CliError> {
     let path = Path::new(target);
     if path.is_file() {
         let bytes = read_file("cannot read checkpoint", path)?;
-        let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
-            CliError::Usage(format!("{target} is not a checkpoint file: {error}"))
-        })?;
+        let checkpoint: Checkpoint =
+            serde_json::from_slice(&bytes).map_err(|source| CliError::NotACheckpoint {
+                target: target.to_owned(),
+                source,
+            })?;
         return Ok(checkpoint.run_id);
     }
     if let Some(run_id) = run_id_of_ref(target) {
@@ -189,8 +187,7 @@ fn recreate_run_dir(run_id: &str, paths: &RunPaths) -> Result<bool, CliError> {
     let Some(history) = current_history() else {
         return Ok(false);
     };
-    let git_error =
-        |error: fabro_engine::git::GitError| CliError::Usage(fabro_engine::error_chain(&error));
+    let git_error = CliError::Git;
     if history.metadata_tip(run_id).map_err(git_error)?.is_none() {
         return Ok(false);
     }
@@ -213,10 +210,11 @@ fn recreate_run_dir(run_id: &str, paths: &RunPaths) -> Result<bool, CliError> {
             })
     };
     let mut manifest: Manifest =
-        serde_json::from_slice(&read("manifest.json")?).map_err(|error| {
-            CliError::Usage(format!(
-                "manifest.json of metadata commit {sha} is not valid: {error}"
-            ))
+        serde_json::from_slice(&read("manifest.json")?).map_err(|source| {
+            CliError::InvalidMetadataManifest {
+                sha: sha.clone(),
+                source,
+            }
         })?;
     // The run continues in this repository, wherever the original run was.
     if let Some(work_dir) = history.work_dir() {

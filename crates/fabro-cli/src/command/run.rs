@@ -240,7 +240,7 @@ pub(crate) fn execute(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|error| CliError::Usage(format!("cannot start the async runtime: {error}")))?;
+        .map_err(CliError::Runtime)?;
     // The run is a task of the runtime, not the future `block_on` drives: a worker
     // thread that polls it also polls the I/O and signal drivers, so a child's exit or a
     // pipe's end wakes it without a hand-off to this thread (docs/benchmarks.md).
@@ -256,7 +256,7 @@ pub(crate) fn execute(
         // A panic inside the run is a bug: it ends the process as it would have
         // without the task around it.
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(error) => return Err(CliError::Usage(format!("the run was aborted: {error}"))),
+        Err(error) => return Err(CliError::Aborted(error)),
     };
     if !json {
         let mut text = format!("status: {}\n", report.status);
@@ -282,18 +282,12 @@ pub(crate) fn execute(
 /// A run that could not start or finish: configuration and I/O problems exit 2.
 fn cli_error(error: RunError) -> CliError {
     match error {
-        RunError::Configuration(message) => CliError::Usage(message),
         RunError::Io {
             action,
             path,
             source,
         } => CliError::io(action, path, source),
-        RunError::InvalidWorkflow { path, .. } => {
-            CliError::Usage(format!("workflow {} has errors", path.display()))
-        }
-        error @ (RunError::DirtyWorktree | RunError::SaveBefore { .. }) => {
-            CliError::Usage(fabro_engine::error_chain(&error))
-        }
+        error => CliError::Run(error),
     }
 }
 

@@ -18,8 +18,7 @@ pub(crate) fn run(args: &ValidateArgs, output: &mut Output) -> Result<Status, Cl
             &checked.diagnostics,
             checked.workflow.as_ref(),
         );
-        let json = serde_json::to_string_pretty(&view)
-            .map_err(|error| CliError::Usage(format!("cannot encode JSON: {error}")))?;
+        let json = serde_json::to_string_pretty(&view).map_err(CliError::EncodeJson)?;
         output.out(&json);
         output.out("\n");
     } else {

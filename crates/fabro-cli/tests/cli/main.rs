@@ -6,6 +6,7 @@ mod config;
 mod corpus;
 mod crash;
 mod diff;
+mod errors;
 mod gc;
 mod git;
 mod graph;

@@ -858,3 +858,48 @@ fn unknown_workflow_providers_stop_real_runs_but_not_simulated_ones() {
     let output = fabro(&env, &["run", "w.fabro", "--dry-run", "--run-id", "dry"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
 }
+
+/// SPEC 5.10: the manager loop cancels a child that outlives `manager.max_cycles`
+/// (the stage fails) or that meets `manager.stop_condition` (the stage succeeds).
+#[test]
+fn sub_workflow_manager_stops_slow_children() {
+    let env = TestEnv::new("run_sub_workflow_manager");
+    env.write(
+        "flows/slow.fabro",
+        "digraph child {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  wait [shape=parallelogram, script=\"sleep 30\"]\n  start -> wait -> exit\n}\n",
+    );
+    let parent = |manager: &str| {
+        format!("digraph parent {{\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  manage [shape=house, stack.child_workflow=\"slow.fabro\", manager.poll_interval=\"20ms\", {manager}]\n  start -> manage -> exit\n}}\n")
+    };
+    let child_status = |run_id: &str| {
+        let checkpoint: Value = serde_json::from_str(
+            &fs_err::read_to_string(
+                env.fabro_home()
+                    .join("scratch")
+                    .join(run_id)
+                    .join("checkpoint.json"),
+            )
+            .expect("checkpoint"),
+        )
+        .expect("json");
+        checkpoint["context_values"]["stack.child.status"].clone()
+    };
+
+    env.write("flows/capped.fabro", &parent("manager.max_cycles=3"));
+    let output = fabro(&env, &["run", "flows/capped.fabro", "--run-id", "capped"]);
+    // The failed stage routes to exit without a condition: partial_success.
+    assert_eq!(code(&output), 3, "{}\n{}", stdout(&output), stderr(&output));
+    assert!(
+        stderr(&output).contains("Max cycles exceeded"),
+        "{}",
+        stderr(&output)
+    );
+
+    env.write(
+        "flows/stopped.fabro",
+        &parent("manager.stop_condition=\"context.stack.child.status=running\""),
+    );
+    let output = fabro(&env, &["run", "flows/stopped.fabro", "--run-id", "stopped"]);
+    assert_eq!(code(&output), 0, "{}\n{}", stdout(&output), stderr(&output));
+    assert_eq!(child_status("stopped"), "canceled");
+}

@@ -252,7 +252,7 @@ fn reply_of(result: Result<AgentOutcome, AgentError>) -> Reply {
             last_touched: outcome.last_touched,
             failure: outcome.failure.map(|failure| Failure {
                 reason: failure.reason,
-                class: engine_class(failure.class),
+                class: failure.class,
             }),
         },
         Err(error) => {
@@ -270,18 +270,6 @@ fn agent_error(error: &AgentError) -> Failure {
     };
     Failure {
         reason,
-        class: engine_class(error.class()),
-    }
-}
-
-/// The engine's failure class of an agent failure class (the same SPEC 9.1 names).
-fn engine_class(class: fabro_agent::FailureClass) -> FailureClass {
-    match class {
-        fabro_agent::FailureClass::TransientInfra => FailureClass::TransientInfra,
-        fabro_agent::FailureClass::Deterministic => FailureClass::Deterministic,
-        fabro_agent::FailureClass::BudgetExhausted => FailureClass::BudgetExhausted,
-        fabro_agent::FailureClass::CompilationLoop => FailureClass::CompilationLoop,
-        fabro_agent::FailureClass::Canceled => FailureClass::Canceled,
-        fabro_agent::FailureClass::Structural => FailureClass::Structural,
+        class: error.class(),
     }
 }

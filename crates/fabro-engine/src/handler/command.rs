@@ -10,9 +10,9 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fabro_agent::ProcessGroup;
 use fabro_language::model::ScriptLanguage;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -473,51 +473,6 @@ async fn reap(child: &mut Child) -> Option<ExitStatus> {
         .await
         .ok()
         .and_then(Result::ok)
-}
-
-/// The script's process group. While armed, dropping it kills the whole group, so a
-/// stage future dropped mid-run (a stage timeout, a panic elsewhere) leaves no
-/// processes behind.
-struct ProcessGroup {
-    id: Option<Pid>,
-    armed: bool,
-}
-
-impl ProcessGroup {
-    /// The group led by `child` (spawned with `process_group(0)`, so its pid is the
-    /// group id).
-    fn of(child: &Child) -> ProcessGroup {
-        ProcessGroup {
-            id: child
-                .id()
-                .and_then(|id| i32::try_from(id).ok())
-                .map(Pid::from_raw),
-            armed: true,
-        }
-    }
-
-    /// Sends `signal` to every process of the group.
-    fn signal(&self, signal: Signal) {
-        if let Some(id) = self.id {
-            // ESRCH means the group is already gone, which is what we want.
-            if let Err(error) = killpg(id, signal) {
-                tracing::debug!(group = %id, %signal, %error, "cannot signal process group");
-            }
-        }
-    }
-
-    /// Leaves the group alone from now on.
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        if self.armed {
-            self.signal(Signal::SIGKILL);
-        }
-    }
 }
 
 /// One captured stream: its log file, the tail kept for the failure reason, and the

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use fabro_language::model::{OutputSchema, ReasoningEffort};
 use fabro_language::{HandlerKind, StageStatus};
-use fabro_llm::{LlmErrorKind, Usage};
+use fabro_llm::Usage;
 
 use super::{agent, prompt, StageInput};
 use crate::context::is_reserved_key;
@@ -407,24 +407,6 @@ pub(crate) fn reasoning_effort(node: &fabro_language::Node) -> fabro_llm::Reason
         ReasoningEffort::Low => fabro_llm::ReasoningEffort::Low,
         ReasoningEffort::Medium => fabro_llm::ReasoningEffort::Medium,
         ReasoningEffort::High => fabro_llm::ReasoningEffort::High,
-    }
-}
-
-/// The failure class of an LLM error kind (SPEC 10.3).
-pub(crate) fn failure_class(kind: LlmErrorKind) -> FailureClass {
-    match kind {
-        LlmErrorKind::RateLimit
-        | LlmErrorKind::Server
-        | LlmErrorKind::Timeout
-        | LlmErrorKind::Network
-        | LlmErrorKind::Stream => FailureClass::TransientInfra,
-        LlmErrorKind::Quota | LlmErrorKind::ContextLength => FailureClass::BudgetExhausted,
-        LlmErrorKind::Auth
-        | LlmErrorKind::InvalidRequest
-        | LlmErrorKind::NotFound
-        | LlmErrorKind::ContentFilter
-        | LlmErrorKind::Configuration => FailureClass::Deterministic,
-        LlmErrorKind::Aborted => FailureClass::Canceled,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fabro_llm::{LlmClient, Message, Request};
 
-use super::llm::{failure_class, reasoning_effort, Reply};
+use super::llm::{reasoning_effort, Reply};
 use super::StageInput;
 use crate::failure::FailureClass;
 use crate::llm_target::LlmTarget;
@@ -75,7 +75,7 @@ impl PromptConversation {
             }
             Err(error) => {
                 self.messages.pop();
-                Reply::failed(error.to_string(), failure_class(error.kind))
+                Reply::failed(error.to_string(), error.kind.failure_class())
             }
         }
     }

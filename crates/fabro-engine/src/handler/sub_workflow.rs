@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fabro_language::model::ManagerAction;
+use fabro_language::model::{ManagerAction, SubWorkflowSettings};
 use fabro_language::{resolve_path, StageStatus};
 use serde_json::{json, Value};
 
@@ -85,43 +85,19 @@ async fn run(input: &StageInput<'_>) -> Outcome {
         )
         .await;
     };
-    let observe = settings.actions.contains(&ManagerAction::Observe);
-    let mut cycles = 0u32;
-    let result = loop {
-        tokio::select! {
-            joined = &mut handle => break Some(joined),
-            () = tokio::time::sleep(settings.poll_interval) => {}
-            () = input.services.cancel.cancelled() => {
-                cancel.cancel();
-                let _ = (&mut handle).await;
-                return Outcome::fail("canceled", FailureClass::Canceled);
-            }
-        }
-        cycles += 1;
-        if observe {
-            observe_child(&child_dir, &mut observed);
-            input.services.emitter.touch();
-        }
-        if let Some(condition) = &settings.stop_condition {
-            let mut view_context = input.context.clone();
-            for (key, value) in observed.iter() {
-                view_context.set(key.clone(), value.clone());
-            }
-            let view = ConditionView {
-                outcome: "",
-                preferred_label: "",
-                context: &view_context,
-                blobs: &input.services.blobs,
-            };
-            if condition.evaluate(&view) {
-                cancel.cancel();
-                let _ = (&mut handle).await;
-                break None;
-            }
-        }
-        if cycles >= settings.max_cycles {
-            cancel.cancel();
-            let _ = (&mut handle).await;
+    let result = match supervise_child(
+        input,
+        settings,
+        &mut handle,
+        &cancel,
+        &child_dir,
+        &mut observed,
+    )
+    .await
+    {
+        Supervised::Ended(joined) => Some(joined),
+        Supervised::Stopped => None,
+        Supervised::CycleCap => {
             return finish(
                 input,
                 &child_run_id,
@@ -130,6 +106,7 @@ async fn run(input: &StageInput<'_>) -> Outcome {
                 Outcome::fail("Max cycles exceeded", FailureClass::Deterministic),
             );
         }
+        Supervised::Canceled => return Outcome::fail("canceled", FailureClass::Canceled),
     };
     observe_child(&child_dir, &mut observed);
     let (status, outcome) = match result {
@@ -167,6 +144,71 @@ async fn run(input: &StageInput<'_>) -> Outcome {
     };
     observed.set("stack.child.status", status.clone());
     finish(input, &child_run_id, &status, observed, outcome)
+}
+
+/// How the manager loop over a running child ended.
+enum Supervised {
+    /// The child's task ended: its report, its error, or a panic.
+    Ended(Result<Result<RunReport, RunError>, tokio::task::JoinError>),
+    /// The stop condition held; the child was canceled.
+    Stopped,
+    /// `manager.max_cycles` was reached; the child was canceled.
+    CycleCap,
+    /// The parent run was cancelled, and the child with it.
+    Canceled,
+}
+
+/// The manager loop (SPEC 5.10): each poll interval observes the child (with the
+/// `observe` action) and evaluates the stop condition, until the child ends, the stop
+/// condition holds, the cycle cap is reached or the run is cancelled.
+async fn supervise_child(
+    input: &StageInput<'_>,
+    settings: &SubWorkflowSettings,
+    handle: &mut tokio::task::JoinHandle<Result<RunReport, RunError>>,
+    cancel: &tokio_util::sync::CancellationToken,
+    child_dir: &std::path::Path,
+    observed: &mut Context,
+) -> Supervised {
+    let observe = settings.actions.contains(&ManagerAction::Observe);
+    let mut cycles = 0u32;
+    loop {
+        tokio::select! {
+            joined = &mut *handle => return Supervised::Ended(joined),
+            () = tokio::time::sleep(settings.poll_interval) => {}
+            () = input.services.cancel.cancelled() => {
+                cancel.cancel();
+                let _ = (&mut *handle).await;
+                return Supervised::Canceled;
+            }
+        }
+        cycles += 1;
+        if observe {
+            observe_child(child_dir, observed);
+            input.services.emitter.touch();
+        }
+        if let Some(condition) = &settings.stop_condition {
+            let mut view_context = input.context.clone();
+            for (key, value) in observed.iter() {
+                view_context.set(key.clone(), value.clone());
+            }
+            let view = ConditionView {
+                outcome: "",
+                preferred_label: "",
+                context: &view_context,
+                blobs: &input.services.blobs,
+            };
+            if condition.evaluate(&view) {
+                cancel.cancel();
+                let _ = (&mut *handle).await;
+                return Supervised::Stopped;
+            }
+        }
+        if cycles >= settings.max_cycles {
+            cancel.cancel();
+            let _ = (&mut *handle).await;
+            return Supervised::CycleCap;
+        }
+    }
 }
 
 /// Emits `SubWorkflowCompleted` and returns `outcome` with the observed keys.
@@ -263,7 +305,22 @@ fn child_error(error: &RunError) -> String {
                 });
             format!("child workflow {} is invalid{first}", path.display())
         }
-        RunError::Configuration(message) => format!("child workflow: {message}"),
+        RunError::Unparsed { .. }
+        | RunError::InvalidRunId { .. }
+        | RunError::RunExists { .. }
+        | RunError::UnknownAnswerNodes { .. }
+        | RunError::StoredWorkflowInvalid { .. }
+        | RunError::SimulatedResponses { .. }
+        | RunError::LlmSetup(_)
+        | RunError::ArtifactsInclude(_)
+        | RunError::Events(_)
+        | RunError::ExecutedTwice { .. }
+        | RunError::NoStartNode { .. }
+        | RunError::MissingRunDir { .. }
+        | RunError::AlreadyFinished { .. }
+        | RunError::Resume { .. } => {
+            format!("child workflow: {}", crate::error_chain(error))
+        }
         RunError::Io {
             action,
             path,

@@ -120,7 +120,7 @@ pub(crate) async fn error_event_mid_stream_is_classified(provider: Provider, mod
     let (result, requests, delays) = through_retries(provider, model, vec![fault; 4]).await;
     let error = result.expect_err("fails");
     assert_eq!(error.kind, LlmErrorKind::Server, "{error}");
-    assert_eq!(error.kind.failure_class(), "transient_infra");
+    assert_eq!(error.kind.failure_class().as_str(), "transient_infra");
     assert_eq!((requests, delays.len()), (4, 3));
 }
 
@@ -191,7 +191,11 @@ pub(crate) async fn unusable_json_answer_fails_naming_the_content_type(
             "{body}: {error}"
         );
         assert!(!error.kind.is_retryable(), "{body}: {error}");
-        assert_eq!(error.kind.failure_class(), "deterministic", "{body}");
+        assert_eq!(
+            error.kind.failure_class().as_str(),
+            "deterministic",
+            "{body}"
+        );
         assert_eq!((requests, delays.len()), (1, 0), "{body}: not retried");
     }
     let overloaded = r#"{"error": {"type": "overloaded_error", "code": "503", "message": "busy"}}"#;

@@ -90,7 +90,7 @@ async fn missing_keys_and_unreachable_servers_are_classified() {
     };
     let error = client.complete(&request).await.expect_err("refused");
     assert_eq!(error.kind, fabro_llm::LlmErrorKind::Network);
-    assert_eq!(error.kind.failure_class(), "transient_infra");
+    assert_eq!(error.kind.failure_class().as_str(), "transient_infra");
     let keyless = http_client(Provider::Gemini, HttpSettings::new("http://127.0.0.1:9"))
         .expect("an HTTP provider")
         .expect("builds");

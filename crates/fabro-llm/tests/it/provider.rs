@@ -272,7 +272,7 @@ fn failed(
 ) {
     let error = result.as_ref().expect_err("fails");
     assert_eq!(error.kind, kind, "{error}");
-    assert_eq!(error.kind.failure_class(), class);
+    assert_eq!(error.kind.failure_class().as_str(), class);
 }
 
 pub(crate) async fn rate_limit_honours_retry_after(provider: Provider, model: &str) {

@@ -732,30 +732,4 @@ fn external_agents_degrade_full_fidelity_with_a_warning_per_backend() {
     assert!(!handles_own_timeout(node("api")));
 }
 
-#[test]
-fn failure_classes_agree_with_the_llm_layer() {
-    use fabro_llm::LlmErrorKind;
-    for kind in [
-        LlmErrorKind::RateLimit,
-        LlmErrorKind::Server,
-        LlmErrorKind::Timeout,
-        LlmErrorKind::Network,
-        LlmErrorKind::Stream,
-        LlmErrorKind::Quota,
-        LlmErrorKind::Auth,
-        LlmErrorKind::InvalidRequest,
-        LlmErrorKind::NotFound,
-        LlmErrorKind::ContextLength,
-        LlmErrorKind::ContentFilter,
-        LlmErrorKind::Configuration,
-        LlmErrorKind::Aborted,
-    ] {
-        assert_eq!(
-            super::failure_class(kind).as_str(),
-            kind.failure_class(),
-            "{kind:?}"
-        );
-    }
-}
-
 mod effort;

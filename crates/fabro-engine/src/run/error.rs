@@ -1,0 +1,242 @@
+//! Why a run could not be prepared, started or resumed.
+//!
+//! Each variant says what happened and carries the run id, path or node that names it;
+//! an underlying error is its `#[source]`. One-line renderings (the CLI's `error:` line,
+//! a sub_workflow's failure reason) join the chain with `: ` ([`crate::error_chain`]).
+
+use std::path::PathBuf;
+
+use fabro_language::Checked;
+use fabro_llm::simulated::ScriptError;
+
+use crate::asset_capture::IncludeGlobError;
+use crate::checkpoint::CheckpointError;
+use crate::event::EmitterError;
+use crate::git::GitError;
+use crate::llm_target::LlmSetupError;
+use crate::run_index::RunIndexError;
+
+/// Why a run could not start. [`RunError::InvalidWorkflow`] exits 1 in the CLI; every
+/// other variant exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The workflow has errors; the diagnostics are in the check result.
+    #[error("workflow {} has errors", .path.display())]
+    InvalidWorkflow {
+        /// The workflow file.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+        /// The diagnostics.
+        checked: Box<Checked>,
+    },
+    /// The workflow checked without errors but produced no workflow.
+    #[error("workflow did not parse")]
+    Unparsed {
+        /// The workflow file.
+        path: PathBuf,
+    },
+    /// `--run-id` is not a valid run id (SPEC 11.1).
+    #[error(
+        "invalid run id '{run_id}': use 1–64 characters from [A-Za-z0-9._-], starting with a letter or digit"
+    )]
+    InvalidRunId {
+        /// The id given.
+        run_id: String,
+    },
+    /// The working tree has uncommitted changes and `dirty_worktree = "refuse"`
+    /// (SPEC 17.2).
+    #[error("working tree has uncommitted changes; commit or stash them, or allow in-place runs")]
+    DirtyWorktree,
+    /// The working tree of an in-place run could not be saved (SPEC 17.2).
+    #[error("cannot save the working tree of run {run_id} before running in place")]
+    SaveBefore {
+        /// The run.
+        run_id: String,
+        /// The git failure.
+        #[source]
+        source: crate::git::GitError,
+    },
+    /// A new run's directory exists already.
+    #[error("run {run_id} already exists")]
+    RunExists {
+        /// The run id.
+        run_id: String,
+    },
+    /// `--answer` names nodes that are no human gate of the workflow or its children.
+    #[error(
+        "--answer names no human gate of the workflow: {} ({})",
+        quoted_list(.unknown),
+        gates_note(.gates)
+    )]
+    UnknownAnswerNodes {
+        /// The node ids named by `--answer` that are no human gate, sorted.
+        unknown: Vec<String>,
+        /// The human gates there are, sorted.
+        gates: Vec<String>,
+    },
+    /// The stored copy of a workflow with child workflows does not check again (an
+    /// engine bug: it checked before it was stored).
+    #[error(
+        "engine error: the stored workflow does not check: {}",
+        .first_error.as_deref().unwrap_or("it does not parse")
+    )]
+    StoredWorkflowInvalid {
+        /// The stored `graph.fabro`.
+        path: PathBuf,
+        /// The first error diagnostic, if it parsed.
+        first_error: Option<String>,
+    },
+    /// The simulated provider's responses file is invalid; the path is the message, the
+    /// cause says what is wrong with it.
+    #[error("{}", .path.display())]
+    SimulatedResponses {
+        /// The responses file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: ScriptError,
+    },
+    /// The LLM clients could not be set up, even for the dry run of a failing setup.
+    #[error(transparent)]
+    LlmSetup(LlmSetupError),
+    /// `[artifacts] include` holds an invalid glob.
+    #[error(transparent)]
+    ArtifactsInclude(IncludeGlobError),
+    /// `events.jsonl` cannot be opened for appending.
+    #[error(transparent)]
+    Events(EmitterError),
+    /// [`crate::run::PreparedRun::execute`] was called a second time.
+    #[error("run executed twice")]
+    ExecutedTwice {
+        /// The run id.
+        run_id: String,
+    },
+    /// The workflow has no start node (validation rejects this first).
+    #[error("workflow has no start node")]
+    NoStartNode {
+        /// The run id.
+        run_id: String,
+    },
+    /// The run directory of a resumed run is missing.
+    #[error("run directory {} does not exist", .path.display())]
+    MissingRunDir {
+        /// The run directory.
+        path: PathBuf,
+    },
+    /// The run to resume has finished already.
+    #[error("run {run_id} already finished with status {status}")]
+    AlreadyFinished {
+        /// The run id.
+        run_id: String,
+        /// Its final status.
+        status: String,
+    },
+    /// The run's state could not be restored for resuming (SPEC 8.7).
+    #[error("cannot resume run {run_id}")]
+    Resume {
+        /// The run id.
+        run_id: String,
+        /// What is missing or failed.
+        #[source]
+        source: ResumeError,
+    },
+    /// A file could not be read or written.
+    #[error("{action} {}", .path.display())]
+    Io {
+        /// What was attempted.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a run's state could not be restored for resuming (SPEC 8.7), the cause of
+/// [`RunError::Resume`].
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// `manifest.json` cannot be read.
+    #[error(transparent)]
+    Manifest(RunIndexError),
+    /// A run with git checkpointing has a checkpoint without a run-branch commit.
+    #[error("its checkpoint names no run-branch commit")]
+    NoRunBranchCommit,
+    /// The worktree on the run branch cannot be made again.
+    #[error(transparent)]
+    Worktree(GitError),
+    /// The run directory's checkpoint state cannot be taken over.
+    #[error(transparent)]
+    Checkpoints(CheckpointError),
+    /// The checkpoint's next node is missing or not a node of the workflow.
+    #[error("its checkpoint names no next node of the workflow")]
+    NoNextNode {
+        /// The node id the checkpoint names, if any.
+        next_node_id: Option<String>,
+    },
+}
+
+/// `'a', 'b'`.
+fn quoted_list(nodes: &[String]) -> String {
+    nodes
+        .iter()
+        .map(|node| format!("'{node}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What the human gates of the workflow are, for [`RunError::UnknownAnswerNodes`].
+fn gates_note(gates: &[String]) -> String {
+    if gates.is_empty() {
+        "the workflow has no human gates".to_owned()
+    } else {
+        format!("human gates: {}", gates.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error_chain;
+
+    #[test]
+    fn one_line_renderings_name_the_run_and_the_cause() {
+        let error = RunError::Resume {
+            run_id: "r1".to_owned(),
+            source: ResumeError::NoNextNode {
+                next_node_id: Some("gone".to_owned()),
+            },
+        };
+        assert_eq!(error.to_string(), "cannot resume run r1");
+        assert_eq!(
+            error_chain(&error),
+            "cannot resume run r1: its checkpoint names no next node of the workflow"
+        );
+        let error = RunError::SimulatedResponses {
+            path: PathBuf::from("responses.json"),
+            source: ScriptError::UnknownErrorKind("boom".to_owned()),
+        };
+        assert_eq!(
+            error_chain(&error),
+            "responses.json: invalid simulated responses file: unknown error kind 'boom'"
+        );
+        let error = RunError::StoredWorkflowInvalid {
+            path: PathBuf::from("graph.fabro"),
+            first_error: None,
+        };
+        assert_eq!(
+            error.to_string(),
+            "engine error: the stored workflow does not check: it does not parse"
+        );
+        let error = RunError::UnknownAnswerNodes {
+            unknown: vec!["a".to_owned(), "b".to_owned()],
+            gates: vec!["review".to_owned()],
+        };
+        assert_eq!(
+            error.to_string(),
+            "--answer names no human gate of the workflow: 'a', 'b' (human gates: review)"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! [`RunLock`]: `{run_dir}/run.lock`, held by the process executing a run (SPEC 11.4).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::RunIndexError;
+
+/// The advisory lock of a run being executed; released when dropped (or when the
+/// process dies, which is what makes interrupted runs detectable).
+#[derive(Debug)]
+pub struct RunLock {
+    // Held for its lock; closing the descriptor releases it.
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    /// Takes the lock of the run in `run_dir` and writes this process's pid into
+    /// `run.lock`, without waiting for another holder: [`RunIndexError::Locked`] at once
+    /// when a live process holds it. Two kinds of holder are waited out (for at most
+    /// [`LOCK_PATIENCE`]): readers testing the lock for an instant ([`RunLock::is_held`]),
+    /// and a holder whose recorded pid is dead (a child forked by a killed run keeps the
+    /// descriptor until it execs).
+    pub fn acquire(run_dir: &Path) -> Result<RunLock, RunIndexError> {
+        let path = lock_path(run_dir);
+        let io = |action: &'static str| {
+            let path = path.clone();
+            move |source| RunIndexError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let mut file = fs_err::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io("cannot open"))?;
+        let started = std::time::Instant::now();
+        loop {
+            match file.file().try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    // An exclusive holder makes the shared test fail too; readers do not.
+                    let pid = lock_pid(run_dir);
+                    let live_holder =
+                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_alive);
+                    if live_holder || started.elapsed() >= LOCK_PATIENCE {
+                        return Err(RunIndexError::Locked { path, pid });
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(io("cannot lock")(source));
+                }
+            }
+        }
+        file.set_len(0).map_err(io("cannot write"))?;
+        writeln!(file, "{}", std::process::id()).map_err(io("cannot write"))?;
+        file.flush().map_err(io("cannot write"))?;
+        Ok(RunLock {
+            _file: file.into_parts().0,
+        })
+    }
+
+    /// Whether some process holds the lock of the run in `run_dir`. Where the file
+    /// system cannot lock, the pid written in `run.lock` is checked instead.
+    pub fn is_held(run_dir: &Path) -> bool {
+        let path = lock_path(run_dir);
+        let Ok(file) = fs_err::File::open(&path) else {
+            return false;
+        };
+        match file.file().try_lock_shared() {
+            // Dropping `file` releases the shared lock at once.
+            Ok(()) => false,
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            Err(std::fs::TryLockError::Error(error)) => {
+                tracing::debug!(path = %path.display(), %error, "cannot test run lock; checking its pid");
+                lock_pid(run_dir).is_some_and(process_is_alive)
+            }
+        }
+    }
+}
+
+/// How long [`RunLock::acquire`] waits out readers and the children of dead holders.
+pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// The pid written in `{run_dir}/run.lock` by the last process that executed the run.
+pub fn lock_pid(run_dir: &Path) -> Option<u32> {
+    fs_err::read_to_string(lock_path(run_dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn lock_path(run_dir: &Path) -> PathBuf {
+    run_dir.join("run.lock")
+}
+
+fn process_is_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(errno) => errno == nix::errno::Errno::EPERM,
+    }
+}
