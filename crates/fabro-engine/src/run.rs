@@ -273,6 +273,10 @@ pub fn prepare_resume(
         checkpoint.run_status.as_str(),
         "success" | "partial_success" | "fail"
     ) {
+        // A process killed between the journal's final record and the replacement of
+        // `checkpoint.json` leaves the file behind the journal: readers of the file (runs,
+        // inspect, scripts) must see the run finished too.
+        repair_checkpoint_file(&paths, &checkpoint);
         return Err(RunError::AlreadyFinished {
             run_id,
             status: checkpoint.run_status,
@@ -281,6 +285,22 @@ pub fn prepare_resume(
     let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
     prepared.lock = Some(lock);
     Ok(prepared)
+}
+
+/// Replaces `checkpoint.json` with `checkpoint` when it says something else; failures are
+/// logged, since the caller refuses the resume either way.
+fn repair_checkpoint_file(paths: &RunPaths, checkpoint: &Checkpoint) {
+    let path = paths.run_dir().join("checkpoint.json");
+    let Ok(mut bytes) = serde_json::to_vec(checkpoint) else {
+        return;
+    };
+    bytes.push(b'\n');
+    if fs_err::read(&path).ok().as_deref() == Some(bytes.as_slice()) {
+        return;
+    }
+    if let Err(error) = crate::run_dir::write_atomic(&path, &bytes) {
+        tracing::warn!(%error, "cannot repair checkpoint.json");
+    }
 }
 
 /// `--answer NODE=LABEL` must name a human gate of the workflow or of one of its child

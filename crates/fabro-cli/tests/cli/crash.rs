@@ -245,6 +245,11 @@ fn runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result() {
             }
             assert!(resumes < 3, "{context}: resume does not finish");
             let output = crash.fabro(&["resume", &run_id]);
+            // Killed after the journal's final record but before `checkpoint.json` was
+            // replaced: the run had finished; the refusal repairs the file.
+            if code(&output) == 2 && stderr(&output).contains("already finished") {
+                continue;
+            }
             assert_eq!(code(&output), 0, "{context}: {}", stderr(&output));
         }
 
