@@ -166,4 +166,5 @@ for entry in "${WORKFLOWS[@]}"; do
         changed=1
     fi
 done
+echo "events covered:" $(cat "$WORK"/new/*/events.jsonl | grep -o '"event":"[^"]*"' | cut -d'"' -f4 | sort -u)
 exit "$changed"

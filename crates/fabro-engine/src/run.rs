@@ -16,12 +16,14 @@ use fabro_language::{
 };
 use fabro_llm::simulated::{Script, SimulatedClient};
 use rand::SeedableRng;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::blob::BlobStore;
 use crate::checkpoint::Checkpointer;
 use crate::config::RunConfig;
+use crate::event::kind::{
+    EventUsage, WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed, WorkflowRunStarted,
+};
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
 use crate::handler::{Interviewer, RunServices};
@@ -952,16 +954,16 @@ impl PreparedRun {
             }
             Some(_) => crate::run_index::register_start(&self.paths, &manifest),
         }
-        emitter.emit(Event::workflow_run_started(
-            &self.workflow_name,
-            &self.goal,
-            &self.paths.run_dir().display().to_string(),
-            manifest.base_sha.as_deref(),
-            manifest.run_branch.as_deref(),
-            self.options.dry_run,
-            resume.is_some(),
-            &start_id,
-        ));
+        emitter.emit(Event::run(WorkflowRunStarted {
+            base_sha: manifest.base_sha.clone(),
+            dry_run: self.options.dry_run,
+            goal: self.goal.clone(),
+            next_node_id: start_id.clone(),
+            resumed: resume.is_some(),
+            run_branch: manifest.run_branch.clone(),
+            run_dir: self.paths.run_dir().display().to_string(),
+            workflow_name: self.workflow_name.clone(),
+        }));
         match &self.git_plan {
             GitPlan::Dirty => {
                 emitter.emit(Event::warning(
@@ -1045,16 +1047,15 @@ impl PreparedRun {
                         usage.add(stage_usage);
                     }
                 }
-                emitter.emit(Event::workflow_run_completed(
-                    status_name,
+                emitter.emit(Event::run(WorkflowRunCompleted {
+                    artifact_count: services.blobs.produced_count(),
+                    asset_count: services.assets.captured.load(Ordering::SeqCst),
+                    completed_count: traversal.state.completed_nodes.len(),
+                    cost_usd: usage.cost_usd,
                     duration_ms,
-                    traversal.state.completed_nodes.len(),
-                    services.blobs.produced_count(),
-                    services.assets.captured.load(Ordering::SeqCst),
-                    &serde_json::to_value(crate::record::UsageRecord::from(usage))
-                        .unwrap_or_default(),
-                    usage.cost_usd,
-                ));
+                    status: status_name.to_owned(),
+                    usage: EventUsage::from(usage),
+                }));
                 (status_name.to_owned(), None)
             }
             RunEnd::Failed {
@@ -1063,12 +1064,12 @@ impl PreparedRun {
                 node_id,
             } => {
                 traversal.final_checkpoint(None, "fail");
-                emitter.emit(Event::workflow_run_failed(
-                    reason,
-                    class.as_str(),
-                    node_id.as_deref(),
+                emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
-                ));
+                    failure_class: class.as_str().to_owned(),
+                    node_id: node_id.clone(),
+                    reason: reason.clone(),
+                }));
                 ("fail".to_owned(), Some(reason.clone()))
             }
             RunEnd::Canceled {
@@ -1078,17 +1079,17 @@ impl PreparedRun {
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
                 if *cause == crate::traversal::StopCause::Stall {
-                    emitter.emit(Event::run(
-                        "Watchdog.Timeout",
-                        json!({"stall_timeout_s": self.workflow.settings.stall_timeout.as_secs(), "last_event_id": emitter.last_event_id()}),
-                    ));
+                    emitter.emit(Event::run(WatchdogTimeout {
+                        last_event_id: emitter.last_event_id(),
+                        stall_timeout_s: self.workflow.settings.stall_timeout.as_secs(),
+                    }));
                 }
-                emitter.emit(Event::workflow_run_failed(
-                    reason,
-                    "canceled",
-                    node_id.as_deref(),
+                emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
-                ));
+                    failure_class: FailureClass::Canceled.as_str().to_owned(),
+                    node_id: node_id.clone(),
+                    reason: reason.clone(),
+                }));
                 ("canceled".to_owned(), Some(reason.clone()))
             }
         };

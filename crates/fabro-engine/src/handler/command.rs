@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use fabro_language::model::ScriptLanguage;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use super::StageInput;
 use crate::blob::{BlobError, BlobStore};
+use crate::event::kind::{CommandCompleted, CommandStarted};
 use crate::event::{Emitter, Event};
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
@@ -235,9 +236,12 @@ async fn run_script(
     let emitter = &*input.services.emitter;
     let timeout = input.node.timeout().unwrap_or(DEFAULT_TIMEOUT);
     emitter.emit(Event::node(
-        "CommandStarted",
         node_id,
-        json!({"script": script, "language": interpreter.language, "timeout_ms": millis(timeout)}),
+        CommandStarted {
+            language: interpreter.language.to_owned(),
+            script: script.to_owned(),
+            timeout_ms: millis(timeout),
+        },
     ));
     // SPEC 7.8: fingerprint the candidate files before the attempt, or reuse the
     // rescan after the previous attempt when no other stage ran since. The log files
@@ -274,15 +278,14 @@ async fn run_script(
     let (stdout_ref, stderr_ref) = (stored.stdout, stored.stderr);
     let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
     emitter.emit(Event::node(
-        "CommandCompleted",
         node_id,
-        json!({
-            "exit_code": ending.as_ref().ok().and_then(Ending::exit_code),
-            "duration_ms": duration_ms,
-            "timed_out": matches!(ending, Ok(Ending::TimedOut(_))),
-            "stdout_ref": reference(&stdout_ref),
-            "stderr_ref": reference(&stderr_ref),
-        }),
+        CommandCompleted {
+            duration_ms,
+            exit_code: ending.as_ref().ok().and_then(Ending::exit_code),
+            stderr_ref: reference(&stderr_ref),
+            stdout_ref: reference(&stdout_ref),
+            timed_out: matches!(ending, Ok(Ending::TimedOut(_))),
+        },
     ));
 
     if let Some(captured) = stored.assets {
@@ -780,6 +783,8 @@ fn millis(duration: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
@@ -823,14 +828,14 @@ mod tests {
     }
 
     fn named<'a>(events: &'a [EventEnvelope], name: &str) -> Vec<&'a EventEnvelope> {
-        events.iter().filter(|event| event.event == name).collect()
+        events.iter().filter(|event| event.name() == name).collect()
     }
 
     fn completed(run: &TestRun) -> serde_json::Map<String, Value> {
         let events = run.events();
         let completed = named(&events, "CommandCompleted");
         assert_eq!(completed.len(), 1, "{events:?}");
-        completed[0].properties.clone()
+        completed[0].properties()
     }
 
     #[tokio::test]
@@ -854,7 +859,7 @@ mod tests {
         assert_eq!(started.len(), 1);
         assert_eq!(started[0].node_id.as_deref(), Some("run"));
         assert_eq!(
-            Value::Object(started[0].properties.clone()),
+            Value::Object(started[0].properties()),
             json!({"script": "echo hello; echo oops >&2", "language": "shell", "timeout_ms": 600_000})
         );
         let completed = completed(&run);
@@ -964,7 +969,7 @@ mod tests {
         assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
         let events = run.events();
         assert_eq!(
-            named(&events, "CommandStarted")[0].properties["timeout_ms"],
+            named(&events, "CommandStarted")[0].properties()["timeout_ms"],
             json!(200)
         );
         let completed = completed(&run);
@@ -1048,7 +1053,7 @@ mod tests {
         assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "1\n");
         let events = run.events();
         assert_eq!(
-            named(&events, "CommandStarted")[0].properties["language"],
+            named(&events, "CommandStarted")[0].properties()["language"],
             json!("python")
         );
     }

@@ -8,6 +8,7 @@ use fabro_llm::{LlmClient, Message, Request};
 use serde_json::{json, Value};
 
 use super::StageInput;
+use crate::event::kind::FanInSelected;
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
@@ -54,9 +55,13 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     }
     let chosen = &candidates[best];
     input.services.emitter.emit(Event::node(
-        "FanInSelected",
         &input.node.id,
-        json!({"best_id": chosen.id, "best_outcome": chosen.status, "best_head_sha": chosen.head_sha, "method": method}),
+        FanInSelected {
+            best_head_sha: chosen.head_sha.clone(),
+            best_id: chosen.id.clone(),
+            best_outcome: chosen.status.clone(),
+            method: method.to_owned(),
+        },
     ));
     let all_failed = candidates
         .iter()

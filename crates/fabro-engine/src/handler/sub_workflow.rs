@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use fabro_language::model::ManagerAction;
 use fabro_language::{resolve_path, StageStatus};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::StageInput;
 use crate::context::Context;
+use crate::event::kind::{SubWorkflowCompleted, SubWorkflowStarted};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
@@ -63,9 +64,10 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             let child_run_id = prepared.run_id().to_owned();
             let child_dir = prepared.run_dir().to_path_buf();
             input.services.emitter.emit(Event::node(
-                "SubWorkflowStarted",
                 &node.id,
-                json!({"child_run_id": child_run_id}),
+                SubWorkflowStarted {
+                    child_run_id: child_run_id.clone(),
+                },
             ));
             let cancel = input.services.cancel.child_token();
             let run: BoxFuture<'static, Result<RunReport, RunError>> =
@@ -178,9 +180,11 @@ fn finish(
     mut outcome: Outcome,
 ) -> Outcome {
     input.services.emitter.emit(Event::node(
-        "SubWorkflowCompleted",
         &input.node.id,
-        json!({"child_run_id": child_run_id, "status": status}),
+        SubWorkflowCompleted {
+            child_run_id: child_run_id.to_owned(),
+            status: status.to_owned(),
+        },
     ));
     for (key, value) in observed.iter() {
         outcome.context_updates.insert(key.clone(), value.clone());
