@@ -993,6 +993,30 @@ mod tests {
     use crate::run_dir::write_json_atomic;
     use crate::timestamp::format_rfc3339;
 
+    /// SPEC "Open questions decided" 1: statuses are read in any case, with the
+    /// aliases of the canonical names.
+    #[test]
+    fn run_statuses_are_read_in_any_case_and_with_aliases() {
+        for (text, status) in [
+            ("success", RunStatus::Success),
+            ("SUCCESS", RunStatus::Success),
+            ("Succeeded", RunStatus::Success),
+            ("partially_succeeded", RunStatus::PartialSuccess),
+            ("Partial_Success", RunStatus::PartialSuccess),
+            ("fail", RunStatus::Fail),
+            ("FAILED", RunStatus::Fail),
+            ("failure", RunStatus::Fail),
+            ("error", RunStatus::Fail),
+            ("Cancelled", RunStatus::Canceled),
+            ("RUNNING", RunStatus::Running),
+        ] {
+            assert_eq!(RunStatus::parse(text), Some(status), "{text}");
+        }
+        assert_eq!(RunStatus::parse("skipped"), None);
+        assert_eq!(RunStatus::parse("retry"), None);
+        assert_eq!(RunStatus::parse("nonsense"), None);
+    }
+
     fn manifest(run_id: &str, started_at: &str) -> Manifest {
         Manifest {
             run_id: run_id.to_owned(),
