@@ -495,7 +495,7 @@ impl Traversal {
                         duration_ms: u64::try_from(started.elapsed().as_millis())
                             .unwrap_or(u64::MAX),
                         head_sha: record.head_sha.clone(),
-                        status: record.outcome.status.as_str().to_owned(),
+                        status: record.outcome.status,
                     },
                 ));
                 BranchResult { index, record }

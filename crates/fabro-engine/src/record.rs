@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use fabro_language::StageStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::outcome::Outcome;
+use crate::run_index::RunStatus;
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,7 +93,7 @@ pub struct StageStatusFile {
     /// Handler type.
     pub handler: String,
     /// Canonical status.
-    pub status: String,
+    pub status: StageStatus,
     /// Condition-visible outcome.
     pub outcome: String,
     /// Failure reason.
@@ -165,7 +167,7 @@ pub struct Checkpoint {
     /// Simulated provider cursors.
     pub simulated_cursors: BTreeMap<String, u64>,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
-    pub run_status: String,
+    pub run_status: RunStatus,
 }
 
 /// A [`Checkpoint`] borrowed from the live run state: serialises to the same JSON
@@ -209,7 +211,7 @@ pub struct CheckpointView<'a> {
     /// Simulated provider cursors.
     pub simulated_cursors: &'a BTreeMap<String, u64>,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
-    pub run_status: &'a str,
+    pub run_status: RunStatus,
 }
 
 impl Checkpoint {
@@ -234,7 +236,7 @@ impl Checkpoint {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: &self.simulated_cursors,
-            run_status: &self.run_status,
+            run_status: self.run_status,
         }
     }
 }
@@ -261,7 +263,7 @@ impl CheckpointView<'_> {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: self.simulated_cursors.clone(),
-            run_status: self.run_status.to_owned(),
+            run_status: self.run_status,
         }
     }
 }
@@ -291,7 +293,7 @@ mod tests {
             restart_count: 0,
             stage_rank: 2,
             simulated_cursors: BTreeMap::new(),
-            run_status: "success".to_owned(),
+            run_status: RunStatus::Success,
         };
         let json = serde_json::to_string(&checkpoint).expect("serialises");
         let back: Checkpoint = serde_json::from_str(&json).expect("parses");

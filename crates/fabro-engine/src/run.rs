@@ -30,6 +30,7 @@ use crate::handler::{Interviewer, RunServices};
 use crate::llm_target::{LlmDefaults, LlmSetup};
 use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::run_index::RunStatus;
 use crate::sandbox::SandboxEnv;
 use crate::timestamp::now_rfc3339;
 use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
@@ -117,7 +118,7 @@ pub struct RunReport {
     /// Run directory.
     pub run_dir: PathBuf,
     /// `success`, `partial_success`, `fail` or `canceled`.
-    pub status: String,
+    pub status: RunStatus,
     /// Why, for `fail` and `canceled`.
     pub reason: Option<String>,
     /// How the traversal ended.
@@ -280,8 +281,8 @@ pub fn prepare_resume(
         )));
     }
     if matches!(
-        checkpoint.run_status.as_str(),
-        "success" | "partial_success" | "fail"
+        checkpoint.run_status,
+        RunStatus::Success | RunStatus::PartialSuccess | RunStatus::Fail
     ) {
         return Err(RunError::Configuration(format!(
             "run {run_id} already finished with status {}",
@@ -994,7 +995,7 @@ impl PreparedRun {
             .map(|git| git.metadata_sha().is_some());
         match (&resume, git_metadata) {
             (_, Some(false)) => traversal.initial_checkpoint(Some(&start_id)),
-            (Some(_), _) => traversal.final_checkpoint(Some(&start_id), "running"),
+            (Some(_), _) => traversal.final_checkpoint(Some(&start_id), RunStatus::Running),
             (None, _) => {}
         }
         let (previous, entered_by) = match &resume {
@@ -1039,8 +1040,8 @@ impl PreparedRun {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let report = match &end {
             RunEnd::Completed { status } => {
-                let status_name = status.as_str();
-                traversal.final_checkpoint(None, status_name);
+                let run_status = RunStatus::completed(*status);
+                traversal.final_checkpoint(None, run_status);
                 let mut usage = fabro_llm::Usage::default();
                 for outcome in traversal.state.node_outcomes.values() {
                     if let Some(stage_usage) = &outcome.usage {
@@ -1053,24 +1054,24 @@ impl PreparedRun {
                     completed_count: traversal.state.completed_nodes.len(),
                     cost_usd: usage.cost_usd,
                     duration_ms,
-                    status: status_name.to_owned(),
+                    status: run_status,
                     usage: EventUsage::from(usage),
                 }));
-                (status_name.to_owned(), None)
+                (run_status, None)
             }
             RunEnd::Failed {
                 reason,
                 class,
                 node_id,
             } => {
-                traversal.final_checkpoint(None, "fail");
+                traversal.final_checkpoint(None, RunStatus::Fail);
                 emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
                     failure_class: class.as_str().to_owned(),
                     node_id: node_id.clone(),
                     reason: reason.clone(),
                 }));
-                ("fail".to_owned(), Some(reason.clone()))
+                (RunStatus::Fail, Some(reason.clone()))
             }
             RunEnd::Canceled {
                 reason,
@@ -1090,7 +1091,7 @@ impl PreparedRun {
                     node_id: node_id.clone(),
                     reason: reason.clone(),
                 }));
-                ("canceled".to_owned(), Some(reason.clone()))
+                (RunStatus::Canceled, Some(reason.clone()))
             }
         };
         // SPEC 8.4: a finished run's worktree is removed (the branch stays); after a
@@ -1107,7 +1108,7 @@ impl PreparedRun {
             }
         }
         // SPEC 11.4: the final status goes to the index before the lock is released.
-        crate::run_index::register_end(&self.paths, &self.run_id, &report.0, run_lock);
+        crate::run_index::register_end(&self.paths, &self.run_id, report.0, run_lock);
         Ok(RunReport {
             run_id: self.run_id.clone(),
             run_dir: self.paths.run_dir().to_path_buf(),
@@ -1207,7 +1208,7 @@ fn spawn_watchdog(
 
 /// Whether the final status of a run counts as success for exit codes.
 pub fn exit_status(report: &RunReport) -> StageStatus {
-    StageStatus::parse(&report.status).unwrap_or(StageStatus::Fail)
+    StageStatus::parse(report.status.as_str()).unwrap_or(StageStatus::Fail)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView, StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
 use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::run_index::RunStatus;
 use crate::timestamp::now_rfc3339;
 use crate::transition::{select_edge, ConditionView, SelectionReason};
 
@@ -335,7 +336,7 @@ impl Traversal {
         &mut self,
         current: Option<&str>,
         next: Option<&str>,
-        run_status: &str,
+        run_status: RunStatus,
         cycle: Cycle<'_>,
     ) -> Result<CycleShas, CheckpointError> {
         let Some(checkpointer) = self.checkpointer.as_mut() else {
@@ -397,8 +398,12 @@ impl Traversal {
             status: outcome.status.as_str(),
             stage_dir: &stage_dir,
         };
-        let shas = match self.write_checkpoint(Some(&current), next_id.as_deref(), "running", cycle)
-        {
+        let shas = match self.write_checkpoint(
+            Some(&current),
+            next_id.as_deref(),
+            RunStatus::Running,
+            cycle,
+        ) {
             Ok(shas) => shas,
             Err(error) => {
                 return Err(RunEnd::Canceled {
@@ -422,19 +427,19 @@ impl Traversal {
     /// Writes the final checkpoint of a run (or the initial one): steps 1 and 2 of the
     /// cycle. Failures are logged; the run's outcome is already decided.
     /// `current_node` is the last completed stage (none in the initial checkpoint).
-    pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: &str) {
+    pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: RunStatus) {
         self.checkpoint_between_stages(next, run_status, Cycle::Final);
     }
 
     /// The initial checkpoint of a new run (SPEC 4.1), before its first stage.
     pub(crate) fn initial_checkpoint(&mut self, next: Option<&str>) {
-        self.checkpoint_between_stages(next, "running", Cycle::Initial);
+        self.checkpoint_between_stages(next, RunStatus::Running, Cycle::Initial);
     }
 
     fn checkpoint_between_stages(
         &mut self,
         next: Option<&str>,
-        run_status: &str,
+        run_status: RunStatus,
         cycle: Cycle<'_>,
     ) {
         let current = self.state.completed_nodes.last().cloned();
@@ -448,12 +453,12 @@ impl Traversal {
     /// visit with the same rank (SPEC 8.7).
     pub(crate) fn canceled_checkpoint(&mut self, next: Option<&str>) {
         let written = match &mut self.checkpointer {
-            Some(checkpointer) => checkpointer.write_last_with_status("canceled"),
+            Some(checkpointer) => checkpointer.write_last_with_status(RunStatus::Canceled),
             None => Ok(false),
         };
         match written {
             Ok(true) => {}
-            Ok(false) => self.final_checkpoint(next, "canceled"),
+            Ok(false) => self.final_checkpoint(next, RunStatus::Canceled),
             Err(error) => {
                 tracing::error!(error = %crate::error_chain(&error), "cannot write checkpoint");
             }
@@ -790,7 +795,7 @@ impl Traversal {
                 outcome: outcome.condition_value().to_owned(),
                 provider: outcome.provider.clone(),
                 rank,
-                status: outcome.status.as_str().to_owned(),
+                status: outcome.status,
                 usage: outcome.usage.map(EventUsage::from),
                 visit,
             },
@@ -923,7 +928,7 @@ impl Traversal {
             rank,
             attempt,
             handler: spec.handler.as_str().to_owned(),
-            status: outcome.status.as_str().to_owned(),
+            status: outcome.status,
             outcome: outcome.condition_value().to_owned(),
             failure_reason: outcome
                 .failure

@@ -247,7 +247,7 @@ mod tests {
             restart_count: step / 4,
             stage_rank: step,
             simulated_cursors: BTreeMap::from([("n".to_owned(), u64::from(step))]),
-            run_status: "running".to_owned(),
+            run_status: crate::run_index::RunStatus::Running,
         }
     }
 

@@ -10,8 +10,11 @@
 //! exactly (written by another fabro version) is kept as a [`RawEvent`], so reading and
 //! writing it again loses nothing.
 
+use fabro_language::StageStatus;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
+
+use crate::run_index::RunStatus;
 
 /// Declares [`EventKind`] with one variant per event struct, named as in the file.
 macro_rules! event_kinds {
@@ -231,7 +234,7 @@ pub struct WorkflowRunCompleted {
     /// Wall time of the run (or this resume).
     pub duration_ms: u64,
     /// Final status.
-    pub status: String,
+    pub status: RunStatus,
     /// Usage of every stage.
     pub usage: EventUsage,
 }
@@ -291,7 +294,7 @@ pub struct StageCompleted {
     /// Stage rank in the run.
     pub rank: u32,
     /// Canonical status.
-    pub status: String,
+    pub status: StageStatus,
     /// LLM usage.
     pub usage: Option<EventUsage>,
     /// Run-wide visit number.
@@ -464,7 +467,7 @@ pub struct ParallelBranchCompleted {
     /// Head of the branch's git branch, with git.
     pub head_sha: Option<String>,
     /// The branch's status.
-    pub status: String,
+    pub status: StageStatus,
 }
 
 /// `ParallelCompleted {success_count, failure_count}`.
@@ -506,7 +509,7 @@ pub struct SubWorkflowCompleted {
     /// The child run.
     pub child_run_id: String,
     /// Its final status.
-    pub status: String,
+    pub status: RunStatus,
 }
 
 /// `Agent.SessionStarted {thread_id, provider, model, backend}`.

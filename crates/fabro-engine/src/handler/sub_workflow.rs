@@ -18,6 +18,7 @@ use crate::outcome::Outcome;
 use crate::parallel::BoxFuture;
 use crate::record::Checkpoint;
 use crate::run::{prepare, RunError, RunReport};
+use crate::run_index::RunStatus;
 use crate::source::{CatalogModels, FsLoader};
 use crate::transition::ConditionView;
 
@@ -127,7 +128,7 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             return finish(
                 input,
                 &child_run_id,
-                "canceled",
+                RunStatus::Canceled,
                 observed,
                 Outcome::fail("Max cycles exceeded", FailureClass::Deterministic),
             );
@@ -136,13 +137,13 @@ async fn run(input: &StageInput<'_>) -> Outcome {
     observe_child(&child_dir, &mut observed);
     let (status, outcome) = match result {
         None => (
-            "canceled".to_owned(),
+            RunStatus::Canceled,
             Outcome::success().with_notes("manager.stop_condition met; child canceled"),
         ),
         Some(Ok(Ok(report))) => {
-            let outcome = match StageStatus::parse(&report.status) {
-                Some(StageStatus::Success) => Outcome::success(),
-                Some(StageStatus::PartialSuccess) => Outcome::new(StageStatus::PartialSuccess),
+            let outcome = match report.status {
+                RunStatus::Success => Outcome::success(),
+                RunStatus::PartialSuccess => Outcome::new(StageStatus::PartialSuccess),
                 _ => Outcome::fail(
                     report.reason.clone().unwrap_or_else(|| {
                         format!(
@@ -156,26 +157,26 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             (report.status, outcome)
         }
         Some(Ok(Err(error))) => (
-            "fail".to_owned(),
+            RunStatus::Fail,
             Outcome::fail(child_error(&error), FailureClass::Deterministic),
         ),
         Some(Err(error)) => (
-            "fail".to_owned(),
+            RunStatus::Fail,
             Outcome::fail(
                 format!("handler panicked: {error}"),
                 FailureClass::Deterministic,
             ),
         ),
     };
-    observed.set("stack.child.status", status.clone());
-    finish(input, &child_run_id, &status, observed, outcome)
+    observed.set("stack.child.status", status.as_str());
+    finish(input, &child_run_id, status, observed, outcome)
 }
 
 /// Emits `SubWorkflowCompleted` and returns `outcome` with the observed keys.
 fn finish(
     input: &StageInput<'_>,
     child_run_id: &str,
-    status: &str,
+    status: RunStatus,
     observed: Context,
     mut outcome: Outcome,
 ) -> Outcome {
@@ -183,7 +184,7 @@ fn finish(
         &input.node.id,
         SubWorkflowCompleted {
             child_run_id: child_run_id.to_owned(),
-            status: status.to_owned(),
+            status,
         },
     ));
     for (key, value) in observed.iter() {
@@ -200,7 +201,7 @@ fn observe_child(child_dir: &std::path::Path, observed: &mut Context) {
     let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&text) else {
         return;
     };
-    observed.set("stack.child.status", checkpoint.run_status.clone());
+    observed.set("stack.child.status", checkpoint.run_status.as_str());
     observed.set(
         "stack.child.current_node",
         checkpoint

@@ -47,7 +47,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 completed_count: 7,
                 cost_usd: Some(0.5),
                 duration_ms: 1234,
-                status: text("success"),
+                status: RunStatus::Success,
                 usage: usage(),
             }
             .into(),
@@ -96,7 +96,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 outcome: text("fail"),
                 provider: Some(text("anthropic")),
                 rank: 2,
-                status: text("fail"),
+                status: StageStatus::Fail,
                 usage: Some(usage()),
                 visit: 1,
             }
@@ -213,7 +213,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             ParallelBranchCompleted {
                 duration_ms: 80,
                 head_sha: Some(text("3333333333333333333333333333333333333333")),
-                status: text("success"),
+                status: StageStatus::Success,
             }
             .into(),
         ),
@@ -246,7 +246,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             Some("child"),
             SubWorkflowCompleted {
                 child_run_id: text("r2"),
-                status: text("success"),
+                status: RunStatus::Success,
             }
             .into(),
         ),
