@@ -236,6 +236,24 @@ mod tests {
         );
     }
 
+    /// SPEC "Open questions decided" 1: statuses match case-insensitively, aliases
+    /// included, wherever they are read.
+    #[test]
+    fn heuristic_reads_statuses_in_any_case() {
+        let candidates = [
+            candidate("a", "partial_success", None),
+            candidate("b", "Success", None),
+            candidate("c", "FAILED", Some(9.0)),
+            candidate("d", "skipped", Some(1.0)),
+        ];
+        assert_eq!(candidates[best_by_heuristic(&candidates)].id, "b");
+        let candidates = [
+            candidate("a", "FAILED", Some(9.0)),
+            candidate("b", "Skipped", None),
+        ];
+        assert_eq!(candidates[best_by_heuristic(&candidates)].id, "b");
+    }
+
     #[test]
     fn candidates_are_read_from_parallel_results() {
         let results = json!([{"id": "a", "status": "success", "failure_reason": null, "head_sha": null, "score": 3}, {"bad": 1}]);
