@@ -592,8 +592,10 @@ impl Traversal {
             fan_in::candidates(outcome.context_updates.get("parallel.results"))
                 .into_iter()
                 .filter(|candidate| {
-                    matches!(candidate.status.as_str(), "success" | "partial_success")
-                        && candidate.head_sha.is_some()
+                    matches!(
+                        candidate.stage_status(),
+                        Some(StageStatus::Success | StageStatus::PartialSuccess)
+                    ) && candidate.head_sha.is_some()
                 })
                 .collect();
         if candidates.is_empty() {
