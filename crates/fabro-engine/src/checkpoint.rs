@@ -457,7 +457,7 @@ mod tests {
     fn checkpoint(completed: usize) -> Checkpoint {
         Checkpoint {
             version: 1,
-            run_id: "R".to_owned(),
+            run_id: crate::id::RunId::from("R"),
             timestamp: "t".to_owned(),
             current_node: None,
             next_node_id: Some("a".to_owned()),

@@ -19,13 +19,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 pub use self::kind::EventKind;
+use crate::id::{NodeId, RunId};
 use crate::timestamp::now_rfc3339;
 
 /// One event before numbering.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// The node concerned; `None` for run-level events.
-    pub node_id: Option<String>,
+    pub node_id: Option<NodeId>,
     /// What happened.
     pub kind: EventKind,
 }
@@ -40,9 +41,9 @@ pub struct EventEnvelope {
     /// RFC 3339 UTC with milliseconds.
     pub ts: String,
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Node, omitted for run-level events.
-    pub node_id: Option<String>,
+    pub node_id: Option<NodeId>,
     /// The event: its name is the `event` field, its struct the `properties`.
     pub kind: EventKind,
 }
@@ -93,10 +94,10 @@ impl Serialize for EventEnvelope {
 struct StoredEnvelope {
     id: u64,
     ts: String,
-    run_id: String,
+    run_id: RunId,
     event: String,
     #[serde(default)]
-    node_id: Option<String>,
+    node_id: Option<NodeId>,
     properties: Map<String, Value>,
 }
 
@@ -121,7 +122,7 @@ pub trait EventSink: Send + Sync {
 
 /// Numbers, persists and distributes events for one run.
 pub struct Emitter {
-    run_id: String,
+    run_id: RunId,
     next_id: AtomicU64,
     file: Mutex<Option<std::fs::File>>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -155,7 +156,7 @@ impl Emitter {
                 source,
             })?;
         Ok(Emitter {
-            run_id: run_id.to_owned(),
+            run_id: RunId::from(run_id),
             next_id: AtomicU64::new(first_id),
             file: Mutex::new(Some(file.into_parts().0)),
             sinks,
@@ -302,7 +303,7 @@ impl Event {
     /// An event about `node_id`.
     pub fn node(node_id: &str, kind: impl Into<EventKind>) -> Event {
         Event {
-            node_id: Some(node_id.to_owned()),
+            node_id: Some(NodeId::from(node_id)),
             kind: kind.into(),
         }
     }
@@ -310,7 +311,7 @@ impl Event {
     /// `Warning {code, message}`, about a node or the run.
     pub fn warning(node_id: Option<&str>, code: &str, message: &str) -> Event {
         Event {
-            node_id: node_id.map(str::to_owned),
+            node_id: node_id.map(NodeId::from),
             kind: kind::Warning::new(code, message).into(),
         }
     }

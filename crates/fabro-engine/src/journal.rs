@@ -556,7 +556,7 @@ mod tests {
     fn checkpoint(completed: &[&str]) -> Checkpoint {
         Checkpoint {
             version: 1,
-            run_id: "R".to_owned(),
+            run_id: crate::id::RunId::from("R"),
             timestamp: format!("t{}", completed.len()),
             current_node: completed.last().map(|node| (*node).to_owned()),
             next_node_id: Some("next".to_owned()),

@@ -7,6 +7,7 @@ use fabro_language::StageStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::RunId;
 use crate::outcome::Outcome;
 use crate::run_index::RunStatus;
 
@@ -132,7 +133,7 @@ pub struct Checkpoint {
     /// Format version, 1.
     pub version: u32,
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Time of writing.
     pub timestamp: String,
     /// Node that just completed.
@@ -246,7 +247,7 @@ impl CheckpointView<'_> {
     pub fn to_owned(&self) -> Checkpoint {
         Checkpoint {
             version: self.version,
-            run_id: self.run_id.to_owned(),
+            run_id: RunId::from(self.run_id),
             timestamp: self.timestamp.to_owned(),
             current_node: self.current_node.map(str::to_owned),
             next_node_id: self.next_node_id.map(str::to_owned),
@@ -276,7 +277,7 @@ mod tests {
     fn checkpoints_round_trip_and_accept_the_context_alias() {
         let checkpoint = Checkpoint {
             version: 1,
-            run_id: "r".to_owned(),
+            run_id: RunId::from("r"),
             timestamp: "t".to_owned(),
             current_node: Some("a".to_owned()),
             next_node_id: None,

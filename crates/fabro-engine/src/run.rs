@@ -27,6 +27,7 @@ use crate::event::kind::{
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
 use crate::handler::{Interviewer, RunServices};
+use crate::id::RunId;
 use crate::llm_target::{LlmDefaults, LlmSetup};
 use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_json_atomic, RunPaths};
@@ -114,7 +115,7 @@ pub enum RunError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Run directory.
     pub run_dir: PathBuf,
     /// `success`, `partial_success`, `fail` or `canceled`.
@@ -289,7 +290,13 @@ pub fn prepare_resume(
             checkpoint.run_status
         )));
     }
-    let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
+    let mut prepared = finish_prepare(
+        options,
+        loaded,
+        run_id.into_string(),
+        paths,
+        Some(checkpoint),
+    )?;
     prepared.lock = Some(lock);
     Ok(prepared)
 }
@@ -1110,7 +1117,7 @@ impl PreparedRun {
         // SPEC 11.4: the final status goes to the index before the lock is released.
         crate::run_index::register_end(&self.paths, &self.run_id, report.0, run_lock);
         Ok(RunReport {
-            run_id: self.run_id.clone(),
+            run_id: RunId::from(self.run_id.clone()),
             run_dir: self.paths.run_dir().to_path_buf(),
             status: report.0,
             reason: report.1,

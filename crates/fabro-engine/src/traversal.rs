@@ -818,7 +818,7 @@ impl Traversal {
                 continue;
             }
             match self.services.blobs.put(&bytes) {
-                Ok((reference, _)) => *value = Value::String(reference),
+                Ok((reference, _)) => *value = Value::String(reference.into_string()),
                 Err(error) => {
                     tracing::warn!(error = %crate::error_chain(&error), "cannot offload a large context value; keeping it inline");
                 }

@@ -153,7 +153,7 @@ fn identify(target: &str) -> Result<String, CliError> {
         let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
             CliError::Usage(format!("{target} is not a checkpoint file: {error}"))
         })?;
-        return Ok(checkpoint.run_id);
+        return Ok(checkpoint.run_id.into_string());
     }
     if let Some(run_id) = run_id_of_ref(target) {
         return Ok(run_id.to_owned());

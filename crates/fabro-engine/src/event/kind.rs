@@ -14,6 +14,7 @@ use fabro_language::StageStatus;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::id::BlobRef;
 use crate::run_index::RunStatus;
 
 /// Declares [`EventKind`] with one variant per event struct, named as in the file.
@@ -378,9 +379,9 @@ pub struct CommandCompleted {
     /// Exit code, when the process exited.
     pub exit_code: Option<i32>,
     /// Blob ref of stderr, when stored.
-    pub stderr_ref: Option<String>,
+    pub stderr_ref: Option<BlobRef>,
     /// Blob ref of stdout, when stored.
-    pub stdout_ref: Option<String>,
+    pub stdout_ref: Option<BlobRef>,
     /// Whether the time limit ended it.
     pub timed_out: bool,
 }

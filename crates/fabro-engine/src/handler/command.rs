@@ -22,6 +22,7 @@ use crate::blob::{BlobError, BlobStore};
 use crate::event::kind::{CommandCompleted, CommandStarted};
 use crate::event::{Emitter, Event};
 use crate::failure::FailureClass;
+use crate::id::BlobRef;
 use crate::outcome::Outcome;
 
 /// The timeout of a command node without a `timeout` attribute (SPEC 2.10).
@@ -219,8 +220,8 @@ impl Ending {
 fn not_run(input: &StageInput<'_>, outcome: Outcome) -> Outcome {
     match store_text(&input.services.blobs, String::new(), "output") {
         Ok(reference) => outcome
-            .with_update(OUTPUT_KEY, Value::String(reference.clone()))
-            .with_update(STDERR_KEY, Value::String(reference)),
+            .with_update(OUTPUT_KEY, Value::String(reference.to_string()))
+            .with_update(STDERR_KEY, Value::String(reference.into_string())),
         Err(error) => error.into_outcome(),
     }
 }
@@ -276,7 +277,7 @@ async fn run_script(
 
     let stored = finish_attempt(input, &stdout, &stderr, baseline).await;
     let (stdout_ref, stderr_ref) = (stored.stdout, stored.stderr);
-    let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
+    let reference = |stored: &Result<BlobRef, CommandError>| stored.as_ref().ok().cloned();
     emitter.emit(Event::node(
         node_id,
         CommandCompleted {
@@ -294,8 +295,8 @@ async fn run_script(
     let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
     match (stdout_ref, stderr_ref) {
         (Ok(stdout_ref), Ok(stderr_ref)) => outcome
-            .with_update(OUTPUT_KEY, Value::String(stdout_ref))
-            .with_update(STDERR_KEY, Value::String(stderr_ref)),
+            .with_update(OUTPUT_KEY, Value::String(stdout_ref.into_string()))
+            .with_update(STDERR_KEY, Value::String(stderr_ref.into_string())),
         (Err(error), _) | (_, Err(error)) => error.into_outcome(),
     }
 }
@@ -690,9 +691,9 @@ fn record_assets(
 /// What [`finish_attempt`] did.
 struct Finished {
     /// The stdout blob ref.
-    stdout: Result<String, CommandError>,
+    stdout: Result<BlobRef, CommandError>,
     /// The stderr blob ref.
-    stderr: Result<String, CommandError>,
+    stderr: Result<BlobRef, CommandError>,
     /// The assets copied (SPEC 7.8) and the rescan, when there was a baseline.
     assets: Option<(
         crate::asset_capture::CaptureReport,
@@ -738,7 +739,11 @@ async fn finish_attempt(
 }
 
 /// Stores the log at `path` (see [`store_logs`]).
-fn store_log(blobs: &BlobStore, path: &Path, stream: &'static str) -> Result<String, CommandError> {
+fn store_log(
+    blobs: &BlobStore,
+    path: &Path,
+    stream: &'static str,
+) -> Result<BlobRef, CommandError> {
     // Small logs (the usual case) are hashed first, so output seen before costs no
     // write and no sync; large ones are streamed.
     let small = fs_err::metadata(path).map_or(true, |metadata| metadata.len() <= SMALL_LOG_BYTES);
@@ -769,7 +774,7 @@ fn store_text(
     blobs: &BlobStore,
     text: String,
     stream: &'static str,
-) -> Result<String, CommandError> {
+) -> Result<BlobRef, CommandError> {
     blobs
         .put_value(&Value::String(text))
         .map(|(reference, _)| reference)
@@ -815,7 +820,7 @@ mod tests {
         match run
             .services
             .blobs
-            .read_value(reference)
+            .read_value(&BlobRef::parse(reference).expect("a blob ref"))
             .expect("blob stored")
         {
             Value::String(text) => text,

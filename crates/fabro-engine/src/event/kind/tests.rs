@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::event::EventEnvelope;
+use crate::id::{NodeId, RunId};
 
 fn text(value: &str) -> String {
     value.to_owned()
@@ -156,8 +157,8 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             CommandCompleted {
                 duration_ms: 52,
                 exit_code: Some(0),
-                stderr_ref: Some(text("blob://sha256/aa")),
-                stdout_ref: Some(text("blob://sha256/bb")),
+                stderr_ref: BlobRef::parse(&format!("blob://sha256/{}", "a".repeat(64))),
+                stdout_ref: BlobRef::parse(&format!("blob://sha256/{}", "b".repeat(64))),
                 timed_out: false,
             }
             .into(),
@@ -405,8 +406,8 @@ fn envelope(node_id: Option<&str>, kind: EventKind) -> EventEnvelope {
     EventEnvelope {
         id: 17,
         ts: text("2026-05-05T09:54:22.123Z"),
-        run_id: text("01JTESTRUN"),
-        node_id: node_id.map(str::to_owned),
+        run_id: RunId::from("01JTESTRUN"),
+        node_id: node_id.map(NodeId::from),
         kind,
     }
 }

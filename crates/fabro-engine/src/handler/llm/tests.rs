@@ -717,7 +717,12 @@ fn external_agents_degrade_full_fidelity_with_a_warning_per_backend() {
         .events()
         .into_iter()
         .filter(|event| event.name() == "Warning")
-        .map(|event| (event.node_id.clone(), event.properties()["code"].clone()))
+        .map(|event| {
+            (
+                event.node_id.clone().map(String::from),
+                event.properties()["code"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         warnings,
