@@ -4,8 +4,7 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use fabro_engine::event::{EventEnvelope, EventSink};
-use serde_json::Value;
+use fabro_engine::event::{EventEnvelope, EventKind, EventSink};
 
 /// Prints one line per finished stage to stderr.
 pub(crate) struct ProgressSink {
@@ -38,18 +37,10 @@ impl EventSink for ProgressSink {
 
 /// The progress line for an event, if it gets one.
 pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<String> {
-    let properties = &envelope.properties;
     let node = envelope.node_id.as_deref().unwrap_or("");
-    match envelope.event.as_str() {
-        "StageCompleted" => {
-            let status = properties
-                .get("status")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let duration = properties
-                .get("duration_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+    match &envelope.kind {
+        EventKind::StageCompleted(stage) => {
+            let status = stage.status.as_str();
             let (mark, paint) = match status {
                 "success" => ("✓", "\x1b[32m"),
                 "partial_success" | "skipped" => ("~", "\x1b[33m"),
@@ -60,48 +51,28 @@ pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<Str
             } else {
                 mark.to_owned()
             };
-            let mut line = format!("{mark} {node} {status} ({})", format_duration_ms(duration));
-            if let (Some(model), Some(usage)) = (
-                properties.get("model").and_then(Value::as_str),
-                properties.get("usage").filter(|usage| !usage.is_null()),
-            ) {
-                let input = usage
-                    .get("input_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                let output = usage
-                    .get("output_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                line.push_str(&format!(" {model} {input} in / {output} out"));
+            let mut line = format!(
+                "{mark} {node} {status} ({})",
+                format_duration_ms(stage.duration_ms)
+            );
+            if let (Some(model), Some(usage)) = (&stage.model, &stage.usage) {
+                line.push_str(&format!(
+                    " {model} {} in / {} out",
+                    usage.input_tokens, usage.output_tokens
+                ));
             }
-            if let Some(reason) = properties.get("failure_reason").and_then(Value::as_str) {
+            if let Some(reason) = &stage.failure_reason {
                 let first = reason.lines().next().unwrap_or("");
                 line.push_str(&format!(": {first}"));
             }
             Some(line)
         }
-        "StageRetrying" => {
-            let attempt = properties
-                .get("next_attempt")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let delay = properties
-                .get("delay_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            Some(format!(
-                "↻ {node} retrying (attempt {attempt} in {})",
-                format_duration_ms(delay)
-            ))
-        }
-        "Warning" => {
-            let message = properties
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            Some(format!("warning: {message}"))
-        }
+        EventKind::StageRetrying(retry) => Some(format!(
+            "↻ {node} retrying (attempt {} in {})",
+            retry.next_attempt,
+            format_duration_ms(retry.delay_ms)
+        )),
+        EventKind::Warning(warning) => Some(format!("warning: {}", warning.message)),
         _ => None,
     }
 }

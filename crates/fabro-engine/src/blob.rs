@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::id::BlobRef;
+
 /// The blob ref prefix.
 pub const BLOB_PREFIX: &str = "blob://sha256/";
 
@@ -24,9 +26,6 @@ pub enum BlobError {
         #[source]
         source: std::io::Error,
     },
-    /// The ref is not of the form `blob://sha256/{64 hex}`.
-    #[error("malformed blob ref '{0}'")]
-    MalformedRef(String),
     /// The store lacks the blob.
     #[error("missing blob {0}")]
     Missing(String),
@@ -85,12 +84,12 @@ impl BlobStore {
 
     /// Stores `bytes` (once) and returns the ref and whether it was new. Secret values
     /// are redacted first (SPEC 13.1), so the ref names the redacted content.
-    pub fn put(&self, bytes: &[u8]) -> Result<(String, bool), BlobError> {
+    pub fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
         let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
         let hex = hex_digest(bytes);
         let path = self.path_of(&hex);
-        let reference = format!("{BLOB_PREFIX}{hex}");
-        self.note_produced(&reference);
+        let reference = BlobRef::of_hex(&hex);
+        self.note_produced(reference.as_str());
         if path.exists() {
             return Ok((reference, false));
         }
@@ -122,7 +121,7 @@ impl BlobStore {
     }
 
     /// Stores a JSON value as its compact serialisation.
-    pub fn put_value(&self, value: &serde_json::Value) -> Result<(String, bool), BlobError> {
+    pub fn put_value(&self, value: &serde_json::Value) -> Result<(BlobRef, bool), BlobError> {
         let bytes = serde_json::to_vec(value).map_err(|source| BlobError::NotJson {
             reference: String::new(),
             source,
@@ -131,32 +130,29 @@ impl BlobStore {
     }
 
     /// Reads the bytes of `reference`.
-    pub fn read(&self, reference: &str) -> Result<Vec<u8>, BlobError> {
-        let path = self.path_of_ref(reference)?;
+    pub fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError> {
+        let path = self.path_of_ref(reference);
         match fs_err::read(&path) {
             Ok(bytes) => Ok(bytes),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                Err(BlobError::Missing(reference.to_owned()))
+                Err(BlobError::Missing(reference.to_string()))
             }
             Err(source) => Err(BlobError::Io { path, source }),
         }
     }
 
     /// Reads `reference` as the JSON value it stores.
-    pub fn read_value(&self, reference: &str) -> Result<serde_json::Value, BlobError> {
+    pub fn read_value(&self, reference: &BlobRef) -> Result<serde_json::Value, BlobError> {
         let bytes = self.read(reference)?;
         serde_json::from_slice(&bytes).map_err(|source| BlobError::NotJson {
-            reference: reference.to_owned(),
+            reference: reference.to_string(),
             source,
         })
     }
 
     /// The file holding `reference`.
-    pub fn path_of_ref(&self, reference: &str) -> Result<PathBuf, BlobError> {
-        if !BlobStore::is_ref(reference) {
-            return Err(BlobError::MalformedRef(reference.to_owned()));
-        }
-        Ok(self.path_of(&reference[BLOB_PREFIX.len()..].to_ascii_lowercase()))
+    pub fn path_of_ref(&self, reference: &BlobRef) -> PathBuf {
+        self.path_of(&reference.hex())
     }
 
     fn path_of(&self, hex: &str) -> PathBuf {
@@ -172,7 +168,7 @@ impl BlobStore {
     pub fn put_text_stream(
         &self,
         source: &mut dyn std::io::Read,
-    ) -> Result<(String, bool), BlobError> {
+    ) -> Result<(BlobRef, bool), BlobError> {
         fs_err::create_dir_all(&self.root).map_err(|error| BlobError::Io {
             path: self.root.clone(),
             source: error,
@@ -184,7 +180,7 @@ impl BlobStore {
         ));
         let result = self.write_text_stream(source, &temporary);
         match &result {
-            Ok((reference, _)) => self.note_produced(reference),
+            Ok((reference, _)) => self.note_produced(reference.as_str()),
             Err(_) => {
                 let _ = fs_err::remove_file(&temporary);
             }
@@ -194,7 +190,7 @@ impl BlobStore {
 
     /// [`BlobStore::put_text_stream`] for text already in memory: nothing is written
     /// (or synced) when the blob exists.
-    pub fn put_text_bytes(&self, bytes: &[u8]) -> Result<(String, bool), BlobError> {
+    pub fn put_text_bytes(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
         let mut encoded = Vec::with_capacity(bytes.len() + 2);
         encoded.push(b'"');
         let mut encoder = JsonStringEncoder::default();
@@ -209,7 +205,7 @@ impl BlobStore {
         &self,
         source: &mut dyn std::io::Read,
         temporary: &Path,
-    ) -> Result<(String, bool), BlobError> {
+    ) -> Result<(BlobRef, bool), BlobError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| BlobError::Io { path, source }
@@ -254,7 +250,7 @@ impl BlobStore {
         file.sync_data().map_err(io(temporary))?;
         drop(file);
         let path = self.path_of(&hex);
-        let reference = format!("{BLOB_PREFIX}{hex}");
+        let reference = BlobRef::of_hex(&hex);
         if path.exists() {
             let _ = fs_err::remove_file(temporary);
             return Ok((reference, false));
@@ -479,9 +475,9 @@ mod tests {
             .put_value(&serde_json::json!("hello"))
             .expect("stored");
         assert!(new);
-        assert!(BlobStore::is_ref(&reference));
+        assert!(BlobStore::is_ref(reference.as_str()));
         assert_eq!(
-            reference,
+            reference.as_str(),
             format!("{BLOB_PREFIX}{}", hex_digest(b"\"hello\""))
         );
         let (again, new_again) = store
@@ -493,11 +489,7 @@ mod tests {
             store.read_value(&reference).expect("read"),
             serde_json::json!("hello")
         );
-        let missing = format!("{BLOB_PREFIX}{}", "0".repeat(64));
+        let missing = BlobRef::parse(&format!("{BLOB_PREFIX}{}", "0".repeat(64))).expect("a ref");
         assert!(matches!(store.read(&missing), Err(BlobError::Missing(_))));
-        assert!(matches!(
-            store.read("blob://sha256/xyz"),
-            Err(BlobError::MalformedRef(_))
-        ));
     }
 }

@@ -16,6 +16,7 @@ mod image;
 
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_dir::replace_via_spare;
+use crate::run_index::RunStatus;
 use image::CheckpointImage;
 
 /// Why a checkpoint could not be written.
@@ -237,7 +238,7 @@ impl Checkpointer {
                 let message = match cycle {
                     Cycle::Initial => MetadataMessage::Initialize,
                     _ => MetadataMessage::Final {
-                        run_status: view.run_status,
+                        run_status: view.run_status.as_str(),
                     },
                 };
                 let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
@@ -255,12 +256,12 @@ impl Checkpointer {
     /// visit (its rank, visit and simulated replies are used again on resume).
     pub(crate) fn write_last_with_status(
         &mut self,
-        run_status: &str,
+        run_status: RunStatus,
     ) -> Result<bool, CheckpointError> {
         let Some(mut record) = self.journal.as_ref().map(|journal| journal.last().clone()) else {
             return Ok(false);
         };
-        record.run_status = run_status.to_owned();
+        record.run_status = run_status;
         record.timestamp = crate::timestamp::now_rfc3339();
         self.write(&record.view(), &ChangeHint::everything(), Cycle::Final)?;
         Ok(true)
@@ -410,11 +411,11 @@ pub fn newer(a: &Checkpoint, b: &Checkpoint) -> bool {
     (
         a.completed_nodes.len(),
         a.stage_rank,
-        a.run_status != "running",
+        a.run_status != RunStatus::Running,
     ) > (
         b.completed_nodes.len(),
         b.stage_rank,
-        b.run_status != "running",
+        b.run_status != RunStatus::Running,
     )
 }
 
@@ -456,7 +457,7 @@ mod tests {
     fn checkpoint(completed: usize) -> Checkpoint {
         Checkpoint {
             version: 1,
-            run_id: "R".to_owned(),
+            run_id: crate::id::RunId::from("R"),
             timestamp: "t".to_owned(),
             current_node: None,
             next_node_id: Some("a".to_owned()),
@@ -473,7 +474,7 @@ mod tests {
             restart_count: 0,
             stage_rank: u32::try_from(completed).unwrap_or(0),
             simulated_cursors: BTreeMap::new(),
-            run_status: "running".to_owned(),
+            run_status: RunStatus::Running,
         }
     }
 

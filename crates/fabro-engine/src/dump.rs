@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::blob::{BlobError, BlobStore, BLOB_PREFIX};
+use crate::id::BlobRef;
 
 /// Why a dump failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +106,7 @@ pub fn dump_run(
                 }
                 Err(error) => return Err(error.into()),
             };
-            let hex = &reference[BLOB_PREFIX.len()..];
-            let path = directory.join(format!("{hex}.json"));
+            let path = directory.join(format!("{}.json", reference.hex()));
             fs_err::write(&path, bytes).map_err(io("write", &path))?;
             summary.blobs += 1;
         }
@@ -120,7 +120,7 @@ fn copy_tree(
     source: &Path,
     target: &Path,
     summary: &mut DumpSummary,
-    references: &mut BTreeSet<String>,
+    references: &mut BTreeSet<BlobRef>,
 ) -> Result<(), DumpError> {
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -165,7 +165,7 @@ fn copy_tree(
 }
 
 /// Every `blob://sha256/{64 hex}` in `bytes`.
-pub(crate) fn collect_references(bytes: &[u8], references: &mut BTreeSet<String>) {
+pub(crate) fn collect_references(bytes: &[u8], references: &mut BTreeSet<BlobRef>) {
     let prefix = BLOB_PREFIX.as_bytes();
     let mut offset = 0;
     while let Some(position) = bytes[offset..]
@@ -176,9 +176,8 @@ pub(crate) fn collect_references(bytes: &[u8], references: &mut BTreeSet<String>
         let hex_start = start + prefix.len();
         let hex = bytes.get(hex_start..hex_start + 64);
         if let Some(hex) = hex.filter(|hex| hex.iter().all(u8::is_ascii_hexdigit)) {
-            references.insert(format!(
-                "{BLOB_PREFIX}{}",
-                String::from_utf8_lossy(hex).to_ascii_lowercase()
+            references.insert(BlobRef::of_hex(
+                &String::from_utf8_lossy(hex).to_ascii_lowercase(),
             ));
         }
         offset = hex_start;
@@ -199,7 +198,7 @@ mod tests {
         collect_references(text.as_bytes(), &mut references);
         assert_eq!(
             references.into_iter().collect::<Vec<_>>(),
-            vec![format!("blob://sha256/{hex}")]
+            vec![BlobRef::of_hex(&hex)]
         );
     }
 
@@ -222,7 +221,7 @@ mod tests {
         let out = root.path().join("out");
         let summary = dump_run("R", &run_dir, &store, &out).expect("dumps");
         assert_eq!(summary, DumpSummary { files: 3, blobs: 1 });
-        let hex = &reference[BLOB_PREFIX.len()..];
+        let hex = reference.hex();
         assert_eq!(
             fs_err::read_to_string(out.join(format!("blobs/{hex}.json"))).expect("blob"),
             "\"payload\""
@@ -232,7 +231,7 @@ mod tests {
             dump_run("R", &run_dir, &store, &out),
             Err(DumpError::NotEmpty(_))
         ));
-        fs_err::remove_file(store.path_of_ref(&reference).expect("path")).expect("rm");
+        fs_err::remove_file(store.path_of_ref(&reference)).expect("rm");
         assert!(matches!(
             dump_run("R", &run_dir, &store, &root.path().join("out2")),
             Err(DumpError::MissingBlob { .. })

@@ -1,9 +1,12 @@
 //! Run events (SPEC 11.3): the typed, persisted record of everything a run does.
 //!
-//! [`Event`] values are built by the constructors in this module, so every event name and
-//! property set lives in one place. The [`Emitter`] numbers them, stamps them, appends
-//! them to `events.jsonl` (flushed per event) and fans them out to [`EventSink`]s such as
-//! the CLI's progress view.
+//! Each event is a struct in [`kind`], wrapped in [`EventKind`]; an [`Event`] adds the
+//! node it concerns. The [`Emitter`] numbers events, stamps them, appends them to
+//! `events.jsonl` (flushed per event) and fans them out to [`EventSink`]s such as the
+//! CLI's progress view, as [`EventEnvelope`]s: the persisted form,
+//! `{"id","ts","run_id","event","node_id","properties"}`.
+
+pub mod kind;
 
 use std::io::Write;
 use std::path::Path;
@@ -11,38 +14,104 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
+pub use self::kind::EventKind;
+use crate::id::{NodeId, RunId};
 use crate::timestamp::now_rfc3339;
 
 /// One event before numbering.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
-    /// Event name, e.g. `StageCompleted`.
-    pub name: &'static str,
     /// The node concerned; `None` for run-level events.
-    pub node_id: Option<String>,
-    /// Event properties.
-    pub properties: Map<String, Value>,
+    pub node_id: Option<NodeId>,
+    /// What happened.
+    pub kind: EventKind,
 }
 
-/// The persisted form: one line of `events.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The persisted form: one line of `events.jsonl`,
+/// `{"id","ts","run_id","event","node_id","properties"}` with `node_id` omitted for
+/// run-level events.
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventEnvelope {
     /// 1-based, increasing by one per event for the whole run.
     pub id: u64,
     /// RFC 3339 UTC with milliseconds.
     pub ts: String,
     /// The run.
-    pub run_id: String,
-    /// Event name.
-    pub event: String,
+    pub run_id: RunId,
     /// Node, omitted for run-level events.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_id: Option<String>,
-    /// Properties.
-    pub properties: Map<String, Value>,
+    pub node_id: Option<NodeId>,
+    /// The event: its name is the `event` field, its struct the `properties`.
+    pub kind: EventKind,
+}
+
+impl EventEnvelope {
+    /// The event name, e.g. `StageCompleted`.
+    pub fn name(&self) -> &str {
+        self.kind.name()
+    }
+
+    /// The properties as a JSON object, keys sorted as in the file.
+    pub fn properties(&self) -> Map<String, Value> {
+        match serde_json::to_value(Properties(&self.kind)) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// Serialises an event's properties alone.
+struct Properties<'a>(&'a EventKind);
+
+impl Serialize for Properties<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_properties(serializer)
+    }
+}
+
+impl Serialize for EventEnvelope {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = if self.node_id.is_some() { 6 } else { 5 };
+        let mut state = serializer.serialize_struct("EventEnvelope", fields)?;
+        state.serialize_field("id", &self.id)?;
+        state.serialize_field("ts", &self.ts)?;
+        state.serialize_field("run_id", &self.run_id)?;
+        state.serialize_field("event", self.kind.name())?;
+        match &self.node_id {
+            Some(node_id) => state.serialize_field("node_id", node_id)?,
+            None => state.skip_field("node_id")?,
+        }
+        state.serialize_field("properties", &Properties(&self.kind))?;
+        state.end()
+    }
+}
+
+/// The envelope as it is read, before its properties are typed.
+#[derive(Deserialize)]
+struct StoredEnvelope {
+    id: u64,
+    ts: String,
+    run_id: RunId,
+    event: String,
+    #[serde(default)]
+    node_id: Option<NodeId>,
+    properties: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for EventEnvelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EventEnvelope, D::Error> {
+        let stored = StoredEnvelope::deserialize(deserializer)?;
+        Ok(EventEnvelope {
+            id: stored.id,
+            ts: stored.ts,
+            run_id: stored.run_id,
+            node_id: stored.node_id,
+            kind: EventKind::from_parts(stored.event, stored.properties),
+        })
+    }
 }
 
 /// Receives every event as it is emitted.
@@ -53,7 +122,7 @@ pub trait EventSink: Send + Sync {
 
 /// Numbers, persists and distributes events for one run.
 pub struct Emitter {
-    run_id: String,
+    run_id: RunId,
     next_id: AtomicU64,
     file: Mutex<Option<std::fs::File>>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -87,7 +156,7 @@ impl Emitter {
                 source,
             })?;
         Ok(Emitter {
-            run_id: run_id.to_owned(),
+            run_id: RunId::from(run_id),
             next_id: AtomicU64::new(first_id),
             file: Mutex::new(Some(file.into_parts().0)),
             sinks,
@@ -141,10 +210,10 @@ impl Emitter {
     }
 
     /// Emits `event`: numbers it, appends it to the file and passes it to every sink.
-    /// Secret values in its properties are redacted first (SPEC 13.1), for the file and
-    /// the sinks alike.
-    pub fn emit(&self, mut event: Event) -> EventEnvelope {
-        fabro_llm::redact::redactor().redact_json_map(&mut event.properties);
+    /// Secret values are redacted first (SPEC 13.1), for the file and the sinks alike:
+    /// the serialised line is redacted (the redactor also finds JSON-escaped secrets), and
+    /// only when that changed it do the sinks get the event parsed back from the line.
+    pub fn emit(&self, event: Event) -> EventEnvelope {
         // The file lock also orders ids, so lines in the file are in id order even when
         // parallel branches emit at once.
         let mut file = self
@@ -152,17 +221,24 @@ impl Emitter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let envelope = EventEnvelope {
+        let mut envelope = EventEnvelope {
             id,
             ts: now_rfc3339(),
             run_id: self.run_id.clone(),
-            event: event.name.to_owned(),
             node_id: event.node_id,
-            properties: event.properties,
+            kind: event.kind,
         };
-        if let Some(handle) = file.as_mut() {
-            if let Ok(mut line) = serde_json::to_vec(&envelope) {
-                line.push(b'\n');
+        if let Ok(mut line) = serde_json::to_vec(&envelope) {
+            if let std::borrow::Cow::Owned(redacted) =
+                fabro_llm::redact::redactor().redact_bytes(&line)
+            {
+                if let Ok(parsed) = serde_json::from_slice::<EventEnvelope>(&redacted) {
+                    envelope = parsed;
+                }
+                line = redacted;
+            }
+            line.push(b'\n');
+            if let Some(handle) = file.as_mut() {
                 if handle.write_all(&line).is_err() {
                     tracing::error!(run_id = %self.run_id, "cannot append to events.jsonl; further events are not persisted");
                     *file = None;
@@ -214,288 +290,36 @@ pub fn read_events(text: &str) -> Vec<EventEnvelope> {
         .collect()
 }
 
-fn properties(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
-fn run_event(name: &'static str, value: Value) -> Event {
-    Event {
-        name,
-        node_id: None,
-        properties: properties(value),
-    }
-}
-
-fn node_event(name: &'static str, node_id: &str, value: Value) -> Event {
-    Event {
-        name,
-        node_id: Some(node_id.to_owned()),
-        properties: properties(value),
-    }
-}
-
-/// Constructors, one per event of SPEC 11.3.
+/// Constructors.
 impl Event {
-    /// `WorkflowRunStarted`.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one parameter per property of the event"
-    )]
-    pub fn workflow_run_started(
-        workflow_name: &str,
-        goal: &str,
-        run_dir: &str,
-        base_sha: Option<&str>,
-        run_branch: Option<&str>,
-        dry_run: bool,
-        resumed: bool,
-        next_node_id: &str,
-    ) -> Event {
-        run_event(
-            "WorkflowRunStarted",
-            json!({"workflow_name": workflow_name, "goal": goal, "run_dir": run_dir, "base_sha": base_sha,
-                   "run_branch": run_branch, "dry_run": dry_run, "resumed": resumed, "next_node_id": next_node_id}),
-        )
-    }
-
-    /// `WorkflowRunCompleted`.
-    pub fn workflow_run_completed(
-        status: &str,
-        duration_ms: u64,
-        completed_count: usize,
-        artifact_count: usize,
-        asset_count: usize,
-        usage: &Value,
-        cost_usd: Option<f64>,
-    ) -> Event {
-        run_event(
-            "WorkflowRunCompleted",
-            json!({"status": status, "duration_ms": duration_ms, "completed_count": completed_count,
-                   "artifact_count": artifact_count, "asset_count": asset_count, "usage": usage, "cost_usd": cost_usd}),
-        )
-    }
-
-    /// `WorkflowRunFailed`.
-    pub fn workflow_run_failed(
-        reason: &str,
-        failure_class: &str,
-        node_id: Option<&str>,
-        duration_ms: u64,
-    ) -> Event {
-        run_event(
-            "WorkflowRunFailed",
-            json!({"reason": reason, "failure_class": failure_class, "node_id": node_id, "duration_ms": duration_ms}),
-        )
-    }
-
-    /// `StageStarted`.
-    pub fn stage_started(
-        node_id: &str,
-        handler: &str,
-        visit: u32,
-        attempt: u32,
-        rank: u32,
-        branch: Option<&str>,
-    ) -> Event {
-        let mut value =
-            json!({"handler": handler, "visit": visit, "attempt": attempt, "rank": rank});
-        if let (Some(branch), Value::Object(map)) = (branch, &mut value) {
-            map.insert("branch".to_owned(), json!(branch));
+    /// A run-level event.
+    pub fn run(kind: impl Into<EventKind>) -> Event {
+        Event {
+            node_id: None,
+            kind: kind.into(),
         }
-        node_event("StageStarted", node_id, value)
     }
 
-    /// `StageCompleted`.
-    pub fn stage_completed(node_id: &str, properties_value: Value) -> Event {
-        node_event("StageCompleted", node_id, properties_value)
+    /// An event about `node_id`.
+    pub fn node(node_id: &str, kind: impl Into<EventKind>) -> Event {
+        Event {
+            node_id: Some(NodeId::from(node_id)),
+            kind: kind.into(),
+        }
     }
 
-    /// `StageRetrying`.
-    pub fn stage_retrying(
-        node_id: &str,
-        attempt: u32,
-        next_attempt: u32,
-        delay_ms: u64,
-        failure_reason: &str,
-        failure_class: &str,
-    ) -> Event {
-        node_event(
-            "StageRetrying",
-            node_id,
-            json!({"attempt": attempt, "next_attempt": next_attempt, "delay_ms": delay_ms,
-                   "failure_reason": failure_reason, "failure_class": failure_class}),
-        )
-    }
-
-    /// `EdgeSelected`.
-    pub fn edge_selected(
-        from: &str,
-        to: &str,
-        label: &str,
-        reason: &str,
-        loop_restart: bool,
-    ) -> Event {
-        node_event(
-            "EdgeSelected",
-            from,
-            json!({"from": from, "to": to, "label": label, "reason": reason, "loop_restart": loop_restart}),
-        )
-    }
-
-    /// `CheckpointCompleted`.
-    pub fn checkpoint_completed(
-        node_id: &str,
-        next_node_id: Option<&str>,
-        git_commit_sha: Option<&str>,
-        metadata_sha: Option<&str>,
-    ) -> Event {
-        node_event(
-            "CheckpointCompleted",
-            node_id,
-            json!({"next_node_id": next_node_id, "git_commit_sha": git_commit_sha, "metadata_sha": metadata_sha}),
-        )
-    }
-
-    /// `Agent.LlmRetry {attempt, delay_ms, error_kind, status_code}` (SPEC 9.2).
-    pub fn llm_retry(
-        node_id: &str,
-        attempt: u32,
-        delay_ms: u64,
-        error_kind: &str,
-        status_code: Option<u16>,
-    ) -> Event {
-        node_event(
-            "Agent.LlmRetry",
-            node_id,
-            json!({"attempt": attempt, "delay_ms": delay_ms, "error_kind": error_kind, "status_code": status_code}),
-        )
-    }
-
-    /// `Agent.Failover {from_provider, from_model, to_provider, to_model, error_kind}`
-    /// (SPEC 9.4).
-    pub fn failover(
-        node_id: &str,
-        from_provider: &str,
-        from_model: &str,
-        to_provider: &str,
-        to_model: &str,
-        error_kind: &str,
-    ) -> Event {
-        node_event(
-            "Agent.Failover",
-            node_id,
-            json!({"from_provider": from_provider, "from_model": from_model, "to_provider": to_provider,
-                   "to_model": to_model, "error_kind": error_kind}),
-        )
-    }
-
-    /// A handler or control event with free-form properties (`CommandStarted`,
-    /// `HumanQuestion`, `ParallelStarted`, `LoopRestart`, …).
-    pub fn node(name: &'static str, node_id: &str, properties_value: Value) -> Event {
-        node_event(name, node_id, properties_value)
-    }
-
-    /// A run-level control event with free-form properties.
-    pub fn run(name: &'static str, properties_value: Value) -> Event {
-        run_event(name, properties_value)
+    /// `Warning {code, message}`, about a node or the run.
+    pub fn warning(node_id: Option<&str>, code: &str, message: &str) -> Event {
+        Event {
+            node_id: node_id.map(NodeId::from),
+            kind: kind::Warning::new(code, message).into(),
+        }
     }
 
     /// The `Agent.*` event of an agent session event at `node_id` (SPEC 11.3); a
     /// sub-agent's event carries its `agent_id`.
     pub fn agent(node_id: &str, event: &fabro_agent::AgentEvent) -> Event {
-        node_event(event.name(), node_id, agent_properties(event))
-    }
-
-    /// `Agent.SessionStarted {thread_id, provider, model, backend}`.
-    pub fn agent_session_started(
-        node_id: &str,
-        thread_id: Option<&str>,
-        provider: &str,
-        model: &str,
-        backend: &str,
-    ) -> Event {
-        node_event(
-            "Agent.SessionStarted",
-            node_id,
-            json!({"thread_id": thread_id, "provider": provider, "model": model, "backend": backend}),
-        )
-    }
-
-    /// `StageOutputRepair {attempt, max, errors}` (SPEC 7.4).
-    pub fn stage_output_repair(node_id: &str, attempt: u32, max: u32, errors: &[String]) -> Event {
-        node_event(
-            "StageOutputRepair",
-            node_id,
-            json!({"attempt": attempt, "max": max, "errors": errors}),
-        )
-    }
-
-    /// `Warning {code, message}`.
-    pub fn warning(node_id: Option<&str>, code: &str, message: &str) -> Event {
-        Event {
-            name: "Warning",
-            node_id: node_id.map(str::to_owned),
-            properties: properties(json!({"code": code, "message": message})),
-        }
-    }
-}
-
-/// The properties of an agent event, field names as SPEC 10.4 and 6.8 give them.
-fn agent_properties(event: &fabro_agent::AgentEvent) -> Value {
-    use fabro_agent::AgentEvent;
-    match event {
-        AgentEvent::AssistantMessage {
-            text,
-            tool_call_count,
-            usage,
-        } => json!({"text": text, "tool_call_count": tool_call_count, "usage": usage}),
-        AgentEvent::ToolCallStarted {
-            tool,
-            call_id,
-            arguments,
-        } => json!({"tool": tool, "call_id": call_id, "arguments": arguments}),
-        AgentEvent::ToolCallCompleted {
-            tool,
-            call_id,
-            is_error,
-            output,
-            duration_ms,
-        } => {
-            json!({"tool": tool, "call_id": call_id, "is_error": is_error, "output": output, "duration_ms": duration_ms})
-        }
-        AgentEvent::LoopDetected { pattern_length } => json!({"pattern_length": pattern_length}),
-        AgentEvent::ContextWindowWarning {
-            estimated_tokens,
-            context_window_size,
-            usage_percent,
-        } => {
-            json!({"estimated_tokens": estimated_tokens, "context_window_size": context_window_size, "usage_percent": usage_percent})
-        }
-        AgentEvent::CompactionStarted {
-            estimated_tokens,
-            context_window_size,
-        } => {
-            json!({"estimated_tokens": estimated_tokens, "context_window_size": context_window_size})
-        }
-        AgentEvent::CompactionCompleted {
-            original_turn_count,
-            preserved_turn_count,
-            summary_token_estimate,
-            tracked_file_count,
-        } => {
-            json!({"original_turn_count": original_turn_count, "preserved_turn_count": preserved_turn_count, "summary_token_estimate": summary_token_estimate, "tracked_file_count": tracked_file_count})
-        }
-        AgentEvent::Error { message } => json!({"message": message}),
-        AgentEvent::SubAgent { agent_id, event } => {
-            let mut inner = agent_properties(event);
-            if let Value::Object(map) = &mut inner {
-                map.insert("agent_id".to_owned(), json!(agent_id));
-            }
-            inner
-        }
+        Event::node(node_id, EventKind::from(event))
     }
 }
 
@@ -517,10 +341,26 @@ mod tests {
         let path = directory.path().join("events.jsonl");
         let sink = Arc::new(Collect(Mutex::new(Vec::new())));
         let emitter = Emitter::open("run1", &path, 1, vec![sink.clone()]).expect("opens");
-        emitter.emit(Event::workflow_run_started(
-            "w", "g", "/d", None, None, false, false, "start",
+        emitter.emit(Event::run(kind::WorkflowRunStarted {
+            base_sha: None,
+            dry_run: false,
+            goal: "g".to_owned(),
+            next_node_id: "start".to_owned(),
+            resumed: false,
+            run_branch: None,
+            run_dir: "/d".to_owned(),
+            workflow_name: "w".to_owned(),
+        }));
+        emitter.emit(Event::node(
+            "start",
+            kind::StageStarted {
+                attempt: 1,
+                branch: None,
+                handler: "start".to_owned(),
+                rank: 1,
+                visit: 1,
+            },
         ));
-        emitter.emit(Event::stage_started("start", "start", 1, 1, 1, None));
         let text = fs_err::read_to_string(&path).expect("written");
         let events = read_events(&format!("{text}{{\"truncated"));
         assert_eq!(events.len(), 2);

@@ -464,7 +464,9 @@ fn scan_file(path: &Path, references: &mut BTreeSet<String>) -> Result<(), GcErr
             Err(error) => return Err(io_error("read", path)(error)),
         };
         buffer.extend_from_slice(&chunk[..read]);
-        crate::dump::collect_references(&buffer, references);
+        let mut found = BTreeSet::new();
+        crate::dump::collect_references(&buffer, &mut found);
+        references.extend(found.into_iter().map(crate::id::BlobRef::into_string));
         let keep = buffer.len().saturating_sub(OVERLAP);
         buffer.drain(..keep);
     }

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView};
+use crate::run_index::RunStatus;
 
 /// Errors of the journal.
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +228,7 @@ pub struct CheckpointDelta {
     pub(crate) stage_rank: u32,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
     pub(crate) simulated_cursors: MapChange<u64>,
-    pub(crate) run_status: String,
+    pub(crate) run_status: RunStatus,
 }
 
 /// What changed in the run state since the last checkpoint, as the traversal tracked
@@ -310,7 +311,7 @@ impl CheckpointDelta {
             restart_count: new.restart_count,
             stage_rank: new.stage_rank,
             simulated_cursors: MapChange::between(&old.simulated_cursors, new.simulated_cursors),
-            run_status: new.run_status.to_owned(),
+            run_status: new.run_status,
         };
         debug_assert_eq!(
             delta,
@@ -345,7 +346,7 @@ impl CheckpointDelta {
             restart_count: new.restart_count,
             stage_rank: new.stage_rank,
             simulated_cursors: MapChange::between(&old.simulated_cursors, new.simulated_cursors),
-            run_status: new.run_status.to_owned(),
+            run_status: new.run_status,
         }
     }
 
@@ -555,7 +556,7 @@ mod tests {
     fn checkpoint(completed: &[&str]) -> Checkpoint {
         Checkpoint {
             version: 1,
-            run_id: "R".to_owned(),
+            run_id: crate::id::RunId::from("R"),
             timestamp: format!("t{}", completed.len()),
             current_node: completed.last().map(|node| (*node).to_owned()),
             next_node_id: Some("next".to_owned()),
@@ -578,7 +579,7 @@ mod tests {
             restart_count: 0,
             stage_rank: u32::try_from(completed.len()).unwrap_or(0),
             simulated_cursors: BTreeMap::new(),
-            run_status: "running".to_owned(),
+            run_status: RunStatus::Running,
         }
     }
 

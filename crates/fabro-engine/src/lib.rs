@@ -12,6 +12,7 @@ pub mod failure;
 pub mod gc;
 pub mod git;
 mod handler;
+pub mod id;
 pub mod journal;
 pub mod llm_target;
 pub mod outcome;

@@ -20,6 +20,7 @@ use fabro_llm::{
 };
 
 use crate::config::LlmConfig;
+use crate::event::kind::{AgentFailover, AgentLlmRetry};
 use crate::event::{Emitter, Event};
 
 /// Keys, endpoints and failover chains of the providers (SPEC 10.1, 12.3, 12.4).
@@ -222,23 +223,27 @@ struct EventObserver {
 
 impl CallObserver for EventObserver {
     fn retrying(&self, notice: &RetryNotice) {
-        self.emitter.emit(Event::llm_retry(
+        self.emitter.emit(Event::node(
             &self.node_id,
-            notice.attempt,
-            u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
-            notice.error_kind.as_str(),
-            notice.status_code,
+            AgentLlmRetry {
+                attempt: notice.attempt,
+                delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+                error_kind: notice.error_kind.as_str().to_owned(),
+                status_code: notice.status_code,
+            },
         ));
     }
 
     fn failing_over(&self, notice: &FailoverNotice) {
-        self.emitter.emit(Event::failover(
+        self.emitter.emit(Event::node(
             &self.node_id,
-            notice.from_provider.as_str(),
-            &notice.from_model,
-            notice.to_provider.as_str(),
-            &notice.to_model,
-            notice.error_kind.as_str(),
+            AgentFailover {
+                error_kind: notice.error_kind.as_str().to_owned(),
+                from_model: notice.from_model.clone(),
+                from_provider: notice.from_provider.as_str().to_owned(),
+                to_model: notice.to_model.clone(),
+                to_provider: notice.to_provider.as_str().to_owned(),
+            },
         ));
     }
 }
@@ -853,10 +858,10 @@ mod tests {
         let text = fs_err::read_to_string(&events_path).expect("events");
         let events = crate::event::read_events(&text);
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].event, "Agent.Failover");
+        assert_eq!(events[0].name(), "Agent.Failover");
         assert_eq!(events[0].node_id.as_deref(), Some("a"));
         assert_eq!(
-            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::Value::Object(events[0].properties()),
             serde_json::json!({"from_provider": "anthropic", "from_model": "claude-opus-4-6",
                                "to_provider": "gemini", "to_model": "gemini-3.1-pro-preview",
                                "error_kind": "quota"})
@@ -905,9 +910,9 @@ mod tests {
         assert_eq!(sleeper.delays(), [std::time::Duration::from_secs(3)]);
         let text = fs_err::read_to_string(&events_path).expect("events");
         let events = crate::event::read_events(&text);
-        assert_eq!(events[0].event, "Agent.LlmRetry");
+        assert_eq!(events[0].name(), "Agent.LlmRetry");
         assert_eq!(
-            serde_json::Value::Object(events[0].properties.clone()),
+            serde_json::Value::Object(events[0].properties()),
             serde_json::json!({"attempt": 1, "delay_ms": 3000, "error_kind": "rate_limit", "status_code": 429})
         );
     }

@@ -22,7 +22,6 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     /// Canonical status.
-    #[serde(with = "status_serde")]
     pub status: StageStatus,
     /// A custom outcome string reported by an LLM node (SPEC 4.4), visible to conditions
     /// instead of the status.
@@ -152,26 +151,6 @@ impl Outcome {
 }
 
 /// Statuses are written in canonical lower case and read through their aliases.
-mod status_serde {
-    use fabro_language::StageStatus;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(
-        status: &StageStatus,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(status.as_str())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<StageStatus, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        StageStatus::parse(&text)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown status '{text}'")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::event::kind::{
+    ParallelBranchCompleted, ParallelBranchStarted, ParallelCompleted, ParallelStarted,
+};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::git::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
@@ -361,10 +364,13 @@ impl Traversal {
         };
         let emitter = Arc::clone(&self.services.emitter);
         emitter.emit(Event::node(
-            "ParallelStarted",
             &spec.id,
-            json!({"branch_count": targets.len(), "join_policy": spec.join_policy.as_str(),
-                   "max_parallel": spec.max_parallel, "join_node": workflow.node(join).id}),
+            ParallelStarted {
+                branch_count: targets.len(),
+                join_node: workflow.node(join).id.clone(),
+                join_policy: spec.join_policy.as_str().to_owned(),
+                max_parallel: spec.max_parallel,
+            },
         ));
         let target_ids: Vec<String> = targets
             .iter()
@@ -467,7 +473,13 @@ impl Traversal {
                     let record = branch.branch_record(base, join_satisfied_outcome());
                     return BranchResult { index, record };
                 }
-                emitter.emit(Event::node("ParallelBranchStarted", &target_id, json!({"branch": target_id, "index": index})));
+                emitter.emit(Event::node(
+                    &target_id,
+                    ParallelBranchStarted {
+                        branch: target_id.clone(),
+                        index,
+                    },
+                ));
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
                 let record = branch.branch_record(base, outcome);
@@ -478,9 +490,13 @@ impl Traversal {
                     }
                 }
                 emitter.emit(Event::node(
-                    "ParallelBranchCompleted",
                     &target_id,
-                    json!({"status": record.outcome.status.as_str(), "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "head_sha": record.head_sha}),
+                    ParallelBranchCompleted {
+                        duration_ms: u64::try_from(started.elapsed().as_millis())
+                            .unwrap_or(u64::MAX),
+                        head_sha: record.head_sha.clone(),
+                        status: record.outcome.status,
+                    },
                 ));
                 BranchResult { index, record }
             });
@@ -576,8 +592,10 @@ impl Traversal {
             fan_in::candidates(outcome.context_updates.get("parallel.results"))
                 .into_iter()
                 .filter(|candidate| {
-                    matches!(candidate.status.as_str(), "success" | "partial_success")
-                        && candidate.head_sha.is_some()
+                    matches!(
+                        candidate.stage_status(),
+                        Some(StageStatus::Success | StageStatus::PartialSuccess)
+                    ) && candidate.head_sha.is_some()
                 })
                 .collect();
         if candidates.is_empty() {
@@ -677,9 +695,11 @@ impl Traversal {
             .filter(|status| **status == StageStatus::Fail)
             .count();
         self.services.emitter.emit(Event::node(
-            "ParallelCompleted",
             &spec.id,
-            json!({"success_count": success_count, "failure_count": failure_count}),
+            ParallelCompleted {
+                failure_count,
+                success_count,
+            },
         ));
         let mut outcome = match spec.join_policy {
             JoinPolicy::WaitAll if failure_count == 0 => Outcome::success(),

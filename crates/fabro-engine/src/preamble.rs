@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::blob::BlobStore;
 use crate::context::Context;
+use crate::id::BlobRef;
 use crate::outcome::Outcome;
 
 /// Output lines shown under a command stage in `compact`.
@@ -150,11 +151,11 @@ impl Renderer<'_, '_> {
         let Some(Value::String(value)) = value else {
             return String::new();
         };
-        let (content, header) = if BlobStore::is_ref(value) {
+        let (content, header) = if let Some(reference) = BlobRef::parse(value) {
             let content = self
                 .input
                 .blobs
-                .read_value(value)
+                .read_value(&reference)
                 .ok()
                 .and_then(|value| value.as_str().map(str::to_owned))
                 .unwrap_or_default();
@@ -352,7 +353,7 @@ impl Renderer<'_, '_> {
 /// Copies blob `reference` to `{run_dir}/runtime/blobs/{hex}.json` (once) and returns
 /// that path (SPEC 7.7).
 pub(crate) fn materialise(blobs: &BlobStore, run_dir: &Path, reference: &str) -> Option<PathBuf> {
-    let source = blobs.path_of_ref(reference).ok()?;
+    let source = blobs.path_of_ref(&BlobRef::parse(reference)?);
     let hex = source.file_name()?.to_str()?.to_owned();
     let target = run_dir
         .join("runtime")

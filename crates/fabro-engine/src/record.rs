@@ -3,10 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use fabro_language::StageStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::RunId;
 use crate::outcome::Outcome;
+use crate::run_index::RunStatus;
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,7 +94,7 @@ pub struct StageStatusFile {
     /// Handler type.
     pub handler: String,
     /// Canonical status.
-    pub status: String,
+    pub status: StageStatus,
     /// Condition-visible outcome.
     pub outcome: String,
     /// Failure reason.
@@ -130,7 +133,7 @@ pub struct Checkpoint {
     /// Format version, 1.
     pub version: u32,
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Time of writing.
     pub timestamp: String,
     /// Node that just completed.
@@ -165,7 +168,7 @@ pub struct Checkpoint {
     /// Simulated provider cursors.
     pub simulated_cursors: BTreeMap<String, u64>,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
-    pub run_status: String,
+    pub run_status: RunStatus,
 }
 
 /// A [`Checkpoint`] borrowed from the live run state: serialises to the same JSON
@@ -209,7 +212,7 @@ pub struct CheckpointView<'a> {
     /// Simulated provider cursors.
     pub simulated_cursors: &'a BTreeMap<String, u64>,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
-    pub run_status: &'a str,
+    pub run_status: RunStatus,
 }
 
 impl Checkpoint {
@@ -234,7 +237,7 @@ impl Checkpoint {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: &self.simulated_cursors,
-            run_status: &self.run_status,
+            run_status: self.run_status,
         }
     }
 }
@@ -244,7 +247,7 @@ impl CheckpointView<'_> {
     pub fn to_owned(&self) -> Checkpoint {
         Checkpoint {
             version: self.version,
-            run_id: self.run_id.to_owned(),
+            run_id: RunId::from(self.run_id),
             timestamp: self.timestamp.to_owned(),
             current_node: self.current_node.map(str::to_owned),
             next_node_id: self.next_node_id.map(str::to_owned),
@@ -261,7 +264,7 @@ impl CheckpointView<'_> {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: self.simulated_cursors.clone(),
-            run_status: self.run_status.to_owned(),
+            run_status: self.run_status,
         }
     }
 }
@@ -274,7 +277,7 @@ mod tests {
     fn checkpoints_round_trip_and_accept_the_context_alias() {
         let checkpoint = Checkpoint {
             version: 1,
-            run_id: "r".to_owned(),
+            run_id: RunId::from("r"),
             timestamp: "t".to_owned(),
             current_node: Some("a".to_owned()),
             next_node_id: None,
@@ -291,7 +294,7 @@ mod tests {
             restart_count: 0,
             stage_rank: 2,
             simulated_cursors: BTreeMap::new(),
-            run_status: "success".to_owned(),
+            run_status: RunStatus::Success,
         };
         let json = serde_json::to_string(&checkpoint).expect("serialises");
         let back: Checkpoint = serde_json::from_str(&json).expect("parses");

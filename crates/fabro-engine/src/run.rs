@@ -16,19 +16,23 @@ use fabro_language::{
 };
 use fabro_llm::simulated::{Script, SimulatedClient};
 use rand::SeedableRng;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::blob::BlobStore;
 use crate::checkpoint::Checkpointer;
 use crate::config::DirtyWorktree;
 use crate::config::RunConfig;
+use crate::event::kind::{
+    EventUsage, WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed, WorkflowRunStarted,
+};
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
 use crate::handler::{Interviewer, RunServices};
+use crate::id::RunId;
 use crate::llm_target::{LlmDefaults, LlmSetup};
 use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::run_index::RunStatus;
 use crate::sandbox::SandboxEnv;
 use crate::timestamp::now_rfc3339;
 use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
@@ -85,11 +89,11 @@ pub struct RunOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Run directory.
     pub run_dir: PathBuf,
     /// `success`, `partial_success`, `fail` or `canceled`.
-    pub status: String,
+    pub status: RunStatus,
     /// Why, for `fail` and `canceled`.
     pub reason: Option<String>,
     /// How the traversal ended.
@@ -270,19 +274,25 @@ pub fn prepare_resume(
         });
     }
     if matches!(
-        checkpoint.run_status.as_str(),
-        "success" | "partial_success" | "fail"
+        checkpoint.run_status,
+        RunStatus::Success | RunStatus::PartialSuccess | RunStatus::Fail
     ) {
         // A process killed between the journal's final record and the replacement of
         // `checkpoint.json` leaves the file behind the journal: readers of the file (runs,
         // inspect, scripts) must see the run finished too.
         repair_checkpoint_file(&paths, &checkpoint);
         return Err(RunError::AlreadyFinished {
-            run_id,
-            status: checkpoint.run_status,
+            run_id: run_id.into_string(),
+            status: checkpoint.run_status.to_string(),
         });
     }
-    let mut prepared = finish_prepare(options, loaded, run_id, paths, Some(checkpoint))?;
+    let mut prepared = finish_prepare(
+        options,
+        loaded,
+        run_id.into_string(),
+        paths,
+        Some(checkpoint),
+    )?;
     prepared.lock = Some(lock);
     Ok(prepared)
 }
@@ -963,16 +973,16 @@ impl PreparedRun {
             }
             Some(_) => crate::run_index::register_start(&self.paths, &manifest),
         }
-        emitter.emit(Event::workflow_run_started(
-            &self.workflow_name,
-            &self.goal,
-            &self.paths.run_dir().display().to_string(),
-            manifest.base_sha.as_deref(),
-            manifest.run_branch.as_deref(),
-            self.options.dry_run,
-            resume.is_some(),
-            &start_id,
-        ));
+        emitter.emit(Event::run(WorkflowRunStarted {
+            base_sha: manifest.base_sha.clone(),
+            dry_run: self.options.dry_run,
+            goal: self.goal.clone(),
+            next_node_id: start_id.clone(),
+            resumed: resume.is_some(),
+            run_branch: manifest.run_branch.clone(),
+            run_dir: self.paths.run_dir().display().to_string(),
+            workflow_name: self.workflow_name.clone(),
+        }));
         match &self.git_plan {
             GitPlan::Dirty { before_ref, .. } => {
                 emitter.emit(Event::warning(
@@ -1003,7 +1013,7 @@ impl PreparedRun {
             .map(|git| git.metadata_sha().is_some());
         match (&resume, git_metadata) {
             (_, Some(false)) => traversal.initial_checkpoint(Some(&start_id)),
-            (Some(_), _) => traversal.final_checkpoint(Some(&start_id), "running"),
+            (Some(_), _) => traversal.final_checkpoint(Some(&start_id), RunStatus::Running),
             (None, _) => {}
         }
         let (previous, entered_by) = match &resume {
@@ -1048,39 +1058,38 @@ impl PreparedRun {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let report = match &end {
             RunEnd::Completed { status } => {
-                let status_name = status.as_str();
-                traversal.final_checkpoint(None, status_name);
+                let run_status = RunStatus::completed(*status);
+                traversal.final_checkpoint(None, run_status);
                 let mut usage = fabro_llm::Usage::default();
                 for outcome in traversal.state.node_outcomes.values() {
                     if let Some(stage_usage) = &outcome.usage {
                         usage.add(stage_usage);
                     }
                 }
-                emitter.emit(Event::workflow_run_completed(
-                    status_name,
+                emitter.emit(Event::run(WorkflowRunCompleted {
+                    artifact_count: services.blobs.produced_count(),
+                    asset_count: services.assets.captured.load(Ordering::SeqCst),
+                    completed_count: traversal.state.completed_nodes.len(),
+                    cost_usd: usage.cost_usd,
                     duration_ms,
-                    traversal.state.completed_nodes.len(),
-                    services.blobs.produced_count(),
-                    services.assets.captured.load(Ordering::SeqCst),
-                    &serde_json::to_value(crate::record::UsageRecord::from(usage))
-                        .unwrap_or_default(),
-                    usage.cost_usd,
-                ));
-                (status_name.to_owned(), None)
+                    status: run_status,
+                    usage: EventUsage::from(usage),
+                }));
+                (run_status, None)
             }
             RunEnd::Failed {
                 reason,
                 class,
                 node_id,
             } => {
-                traversal.final_checkpoint(None, "fail");
-                emitter.emit(Event::workflow_run_failed(
-                    reason,
-                    class.as_str(),
-                    node_id.as_deref(),
+                traversal.final_checkpoint(None, RunStatus::Fail);
+                emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
-                ));
-                ("fail".to_owned(), Some(reason.clone()))
+                    failure_class: class.as_str().to_owned(),
+                    node_id: node_id.clone(),
+                    reason: reason.clone(),
+                }));
+                (RunStatus::Fail, Some(reason.clone()))
             }
             RunEnd::Canceled {
                 reason,
@@ -1089,18 +1098,18 @@ impl PreparedRun {
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
                 if *cause == crate::traversal::StopCause::Stall {
-                    emitter.emit(Event::run(
-                        "Watchdog.Timeout",
-                        json!({"stall_timeout_s": self.workflow.settings.stall_timeout.as_secs(), "last_event_id": emitter.last_event_id()}),
-                    ));
+                    emitter.emit(Event::run(WatchdogTimeout {
+                        last_event_id: emitter.last_event_id(),
+                        stall_timeout_s: self.workflow.settings.stall_timeout.as_secs(),
+                    }));
                 }
-                emitter.emit(Event::workflow_run_failed(
-                    reason,
-                    "canceled",
-                    node_id.as_deref(),
+                emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
-                ));
-                ("canceled".to_owned(), Some(reason.clone()))
+                    failure_class: FailureClass::Canceled.as_str().to_owned(),
+                    node_id: node_id.clone(),
+                    reason: reason.clone(),
+                }));
+                (RunStatus::Canceled, Some(reason.clone()))
             }
         };
         // SPEC 8.4: a finished run's worktree is removed (the branch stays); after a
@@ -1117,9 +1126,9 @@ impl PreparedRun {
             }
         }
         // SPEC 11.4: the final status goes to the index before the lock is released.
-        crate::run_index::register_end(&self.paths, &self.run_id, &report.0, run_lock);
+        crate::run_index::register_end(&self.paths, &self.run_id, report.0, run_lock);
         Ok(RunReport {
-            run_id: self.run_id.clone(),
+            run_id: RunId::from(self.run_id.clone()),
             run_dir: self.paths.run_dir().to_path_buf(),
             status: report.0,
             reason: report.1,
@@ -1217,7 +1226,7 @@ fn spawn_watchdog(
 
 /// Whether the final status of a run counts as success for exit codes.
 pub fn exit_status(report: &RunReport) -> StageStatus {
-    StageStatus::parse(&report.status).unwrap_or(StageStatus::Fail)
+    StageStatus::parse(report.status.as_str()).unwrap_or(StageStatus::Fail)
 }
 
 #[cfg(test)]

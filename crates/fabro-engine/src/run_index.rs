@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use fabro_language::StageStatus;
 use rusqlite::{params, Connection};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::Manifest;
 use crate::run_dir::RunPaths;
@@ -168,18 +169,38 @@ impl RunStatus {
         }
     }
 
-    /// Parses a stored status (`checkpoint.json` `run_status`, the index column).
+    /// Parses a stored status (`checkpoint.json` `run_status`, the index column), in
+    /// any case; the stage-status aliases (`succeeded`, `failed`, …) are accepted for
+    /// the statuses they name (SPEC "Open questions decided" 1).
     pub fn parse(text: &str) -> Option<RunStatus> {
-        Some(match text {
-            "running" => RunStatus::Running,
-            "success" => RunStatus::Success,
-            "partial_success" => RunStatus::PartialSuccess,
-            "fail" => RunStatus::Fail,
-            "canceled" | "cancelled" => RunStatus::Canceled,
-            "interrupted" => RunStatus::Interrupted,
-            "unreadable" => RunStatus::Unreadable,
-            _ => return None,
-        })
+        const WORDS: [(&str, RunStatus); 5] = [
+            ("running", RunStatus::Running),
+            ("canceled", RunStatus::Canceled),
+            ("cancelled", RunStatus::Canceled),
+            ("interrupted", RunStatus::Interrupted),
+            ("unreadable", RunStatus::Unreadable),
+        ];
+        if let Some(&(_, status)) = WORDS
+            .iter()
+            .find(|(word, _)| word.eq_ignore_ascii_case(text))
+        {
+            return Some(status);
+        }
+        match StageStatus::parse(text)? {
+            StageStatus::Success => Some(RunStatus::Success),
+            StageStatus::PartialSuccess => Some(RunStatus::PartialSuccess),
+            StageStatus::Fail => Some(RunStatus::Fail),
+            StageStatus::Skipped | StageStatus::Retry => None,
+        }
+    }
+
+    /// The run status of a run that reached exit with `status`.
+    pub fn completed(status: StageStatus) -> RunStatus {
+        match status {
+            StageStatus::Success => RunStatus::Success,
+            StageStatus::PartialSuccess => RunStatus::PartialSuccess,
+            StageStatus::Fail | StageStatus::Skipped | StageStatus::Retry => RunStatus::Fail,
+        }
     }
 
     /// Whether the run ended (every status but `running`).
@@ -193,6 +214,22 @@ impl RunStatus {
             | RunStatus::Interrupted
             | RunStatus::Unreadable => true,
         }
+    }
+}
+
+/// Written as [`RunStatus::as_str`].
+impl Serialize for RunStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Read through [`RunStatus::parse`].
+impl<'de> Deserialize<'de> for RunStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RunStatus, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        RunStatus::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown run status '{text}'")))
     }
 }
 
@@ -582,14 +619,12 @@ pub(crate) fn register_start(paths: &RunPaths, manifest: &Manifest) {
 
 /// Records the final status in the index, then releases the run lock, in that order so
 /// readers never see a running status without a lock holder. Failures are logged only.
-pub(crate) fn register_end(paths: &RunPaths, run_id: &str, status: &str, lock: Option<RunLock>) {
-    let Some(status) = RunStatus::parse(status) else {
-        tracing::warn!(
-            status,
-            "not recording an unknown run status in the run index"
-        );
-        return;
-    };
+pub(crate) fn register_end(
+    paths: &RunPaths,
+    run_id: &str,
+    status: RunStatus,
+    lock: Option<RunLock>,
+) {
     let finished_at = crate::timestamp::now_rfc3339();
     if let Err(error) = RunIndex::open(paths.root())
         .and_then(|index| index.record_status(run_id, status, Some(&finished_at)))
@@ -735,6 +770,49 @@ mod tests {
 
     use super::*;
     use crate::run_dir::write_json_atomic;
+
+    /// SPEC "Open questions decided" 1: statuses are read in any case, with the
+    /// aliases of the canonical names.
+    #[test]
+    fn run_statuses_are_read_in_any_case_and_with_aliases() {
+        for (text, status) in [
+            ("success", RunStatus::Success),
+            ("SUCCESS", RunStatus::Success),
+            ("Succeeded", RunStatus::Success),
+            ("partially_succeeded", RunStatus::PartialSuccess),
+            ("Partial_Success", RunStatus::PartialSuccess),
+            ("fail", RunStatus::Fail),
+            ("FAILED", RunStatus::Fail),
+            ("failure", RunStatus::Fail),
+            ("error", RunStatus::Fail),
+            ("Cancelled", RunStatus::Canceled),
+            ("RUNNING", RunStatus::Running),
+        ] {
+            assert_eq!(RunStatus::parse(text), Some(status), "{text}");
+        }
+        assert_eq!(RunStatus::parse("skipped"), None);
+        assert_eq!(RunStatus::parse("retry"), None);
+        assert_eq!(RunStatus::parse("nonsense"), None);
+    }
+
+    #[test]
+    fn run_statuses_serialise_as_their_names() {
+        for status in [
+            RunStatus::Running,
+            RunStatus::Success,
+            RunStatus::PartialSuccess,
+            RunStatus::Fail,
+            RunStatus::Canceled,
+        ] {
+            let json = serde_json::to_string(&status).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", status.as_str()));
+            assert_eq!(
+                serde_json::from_str::<RunStatus>(&json).expect("reads back"),
+                status
+            );
+        }
+        assert!(serde_json::from_str::<RunStatus>("\"skipped\"").is_err());
+    }
 
     fn manifest(run_id: &str, started_at: &str) -> Manifest {
         Manifest {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::blob::BlobStore;
 use crate::context::Context;
+use crate::id::BlobRef;
 use crate::outcome::Outcome;
 
 /// Why an edge was taken (`EdgeSelected.reason`).
@@ -73,8 +74,8 @@ impl ConditionContext for ConditionView<'_> {
 
     fn lookup(&self, key: &str) -> Option<Cow<'_, Value>> {
         let value = self.context.get(key)?;
-        if let Some(reference) = value.as_str().filter(|text| BlobStore::is_ref(text)) {
-            if let Ok(stored) = self.blobs.read_value(reference) {
+        if let Some(reference) = value.as_str().and_then(BlobRef::parse) {
+            if let Ok(stored) = self.blobs.read_value(&reference) {
                 return Some(Cow::Owned(stored));
             }
         }

@@ -12,11 +12,15 @@ use std::time::{Duration, Instant};
 use fabro_language::value::format_duration;
 use fabro_language::{HandlerKind, NodeIndex, StageStatus, Workflow};
 use rand::rngs::StdRng;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::catch_panic::CatchPanic;
 use crate::checkpoint::{CheckpointError, Checkpointer, Cycle, CycleShas};
 use crate::context::Context;
+use crate::event::kind::{
+    CheckpointCompleted, CircuitBreakerTripped, EdgeSelected, EventUsage, GoalGateUnsatisfied,
+    LoopRestart, StageCompleted, StageRetrying, StageStarted,
+};
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
 use crate::handler::{self, RunServices, StageInput};
@@ -25,6 +29,7 @@ use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView, StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
 use crate::run_dir::{write_json_atomic, RunPaths};
+use crate::run_index::RunStatus;
 use crate::timestamp::now_rfc3339;
 use crate::transition::{select_edge, ConditionView, SelectionReason};
 
@@ -263,16 +268,19 @@ impl Traversal {
                     match jump {
                         Ok((gate, target)) => {
                             let exit_id = workflow.node(node).id.clone();
-                            self.emit(Event::run(
-                                "GoalGateUnsatisfied",
-                                json!({"gate_node": workflow.node(gate).id, "retry_target": workflow.node(target).id}),
-                            ));
-                            self.emit(Event::edge_selected(
+                            self.emit(Event::run(GoalGateUnsatisfied {
+                                gate_node: workflow.node(gate).id.clone(),
+                                retry_target: workflow.node(target).id.clone(),
+                            }));
+                            self.emit(Event::node(
                                 &exit_id,
-                                &workflow.node(target).id,
-                                "",
-                                SelectionReason::GoalGateRetry.as_str(),
-                                false,
+                                EdgeSelected {
+                                    from: exit_id.clone(),
+                                    label: String::new(),
+                                    loop_restart: false,
+                                    reason: SelectionReason::GoalGateRetry.as_str().to_owned(),
+                                    to: workflow.node(target).id.clone(),
+                                },
                             ));
                             node = target;
                             entered_by = None;
@@ -328,7 +336,7 @@ impl Traversal {
         &mut self,
         current: Option<&str>,
         next: Option<&str>,
-        run_status: &str,
+        run_status: RunStatus,
         cycle: Cycle<'_>,
     ) -> Result<CycleShas, CheckpointError> {
         let Some(checkpointer) = self.checkpointer.as_mut() else {
@@ -390,8 +398,12 @@ impl Traversal {
             status: outcome.status.as_str(),
             stage_dir: &stage_dir,
         };
-        let shas = match self.write_checkpoint(Some(&current), next_id.as_deref(), "running", cycle)
-        {
+        let shas = match self.write_checkpoint(
+            Some(&current),
+            next_id.as_deref(),
+            RunStatus::Running,
+            cycle,
+        ) {
             Ok(shas) => shas,
             Err(error) => {
                 return Err(RunEnd::Canceled {
@@ -401,11 +413,13 @@ impl Traversal {
                 })
             }
         };
-        self.emit(Event::checkpoint_completed(
+        self.emit(Event::node(
             &current,
-            next_id.as_deref(),
-            shas.git_commit_sha.as_deref(),
-            shas.metadata_sha.as_deref(),
+            CheckpointCompleted {
+                git_commit_sha: shas.git_commit_sha,
+                metadata_sha: shas.metadata_sha,
+                next_node_id: next_id,
+            },
         ));
         Ok(())
     }
@@ -413,19 +427,19 @@ impl Traversal {
     /// Writes the final checkpoint of a run (or the initial one): steps 1 and 2 of the
     /// cycle. Failures are logged; the run's outcome is already decided.
     /// `current_node` is the last completed stage (none in the initial checkpoint).
-    pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: &str) {
+    pub(crate) fn final_checkpoint(&mut self, next: Option<&str>, run_status: RunStatus) {
         self.checkpoint_between_stages(next, run_status, Cycle::Final);
     }
 
     /// The initial checkpoint of a new run (SPEC 4.1), before its first stage.
     pub(crate) fn initial_checkpoint(&mut self, next: Option<&str>) {
-        self.checkpoint_between_stages(next, "running", Cycle::Initial);
+        self.checkpoint_between_stages(next, RunStatus::Running, Cycle::Initial);
     }
 
     fn checkpoint_between_stages(
         &mut self,
         next: Option<&str>,
-        run_status: &str,
+        run_status: RunStatus,
         cycle: Cycle<'_>,
     ) {
         let current = self.state.completed_nodes.last().cloned();
@@ -439,12 +453,12 @@ impl Traversal {
     /// visit with the same rank (SPEC 8.7).
     pub(crate) fn canceled_checkpoint(&mut self, next: Option<&str>) {
         let written = match &mut self.checkpointer {
-            Some(checkpointer) => checkpointer.write_last_with_status("canceled"),
+            Some(checkpointer) => checkpointer.write_last_with_status(RunStatus::Canceled),
             None => Ok(false),
         };
         match written {
             Ok(true) => {}
-            Ok(false) => self.final_checkpoint(next, "canceled"),
+            Ok(false) => self.final_checkpoint(next, RunStatus::Canceled),
             Err(error) => {
                 tracing::error!(error = %crate::error_chain(&error), "cannot write checkpoint");
             }
@@ -618,13 +632,15 @@ impl Traversal {
         if let Err(error) = fs_err::create_dir_all(&stage_dir) {
             return Outcome::engine_error(error);
         }
-        self.emit(Event::stage_started(
+        self.emit(Event::node(
             &spec.id,
-            spec.handler.as_str(),
-            visit,
-            1,
-            rank,
-            self.branch.as_deref(),
+            StageStarted {
+                attempt: 1,
+                branch: self.branch.clone(),
+                handler: spec.handler.as_str().to_owned(),
+                rank,
+                visit,
+            },
         ));
         let started = Instant::now();
         let started_at = now_rfc3339();
@@ -706,13 +722,18 @@ impl Traversal {
                 ));
             }
             archive_attempt(&stage_dir, attempt);
-            self.emit(Event::stage_retrying(
+            self.emit(Event::node(
                 &spec.id,
-                attempt,
-                attempt + 1,
-                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                outcome.failure_reason(),
-                outcome.failure_class().map_or("", FailureClass::as_str),
+                StageRetrying {
+                    attempt,
+                    delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    failure_class: outcome
+                        .failure_class()
+                        .map_or("", FailureClass::as_str)
+                        .to_owned(),
+                    failure_reason: outcome.failure_reason().to_owned(),
+                    next_attempt: attempt + 1,
+                },
             ));
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -757,22 +778,27 @@ impl Traversal {
             }
         }
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.emit(Event::stage_completed(
+        self.emit(Event::node(
             &spec.id,
-            json!({
-                "status": outcome.status.as_str(),
-                "outcome": outcome.condition_value(),
-                "duration_ms": duration_ms,
-                "files_touched": outcome.files_touched,
-                "usage": outcome.usage.map(UsageRecord::from),
-                "failure_reason": outcome.failure.as_ref().map(|failure| failure.reason.clone()),
-                "failure_class": outcome.failure_class().map(FailureClass::as_str),
-                "model": outcome.model,
-                "provider": outcome.provider,
-                "attempts": attempt,
-                "visit": visit,
-                "rank": rank,
-            }),
+            StageCompleted {
+                attempts: attempt,
+                duration_ms,
+                failure_class: outcome
+                    .failure_class()
+                    .map(|class| class.as_str().to_owned()),
+                failure_reason: outcome
+                    .failure
+                    .as_ref()
+                    .map(|failure| failure.reason.clone()),
+                files_touched: outcome.files_touched.clone(),
+                model: outcome.model.clone(),
+                outcome: outcome.condition_value().to_owned(),
+                provider: outcome.provider.clone(),
+                rank,
+                status: outcome.status,
+                usage: outcome.usage.map(EventUsage::from),
+                visit,
+            },
         ));
         outcome
     }
@@ -792,7 +818,7 @@ impl Traversal {
                 continue;
             }
             match self.services.blobs.put(&bytes) {
-                Ok((reference, _)) => *value = Value::String(reference),
+                Ok((reference, _)) => *value = Value::String(reference.into_string()),
                 Err(error) => {
                     tracing::warn!(error = %crate::error_chain(&error), "cannot offload a large context value; keeping it inline");
                 }
@@ -902,7 +928,7 @@ impl Traversal {
             rank,
             attempt,
             handler: spec.handler.as_str().to_owned(),
-            status: outcome.status.as_str().to_owned(),
+            status: outcome.status,
             outcome: outcome.condition_value().to_owned(),
             failure_reason: outcome
                 .failure
@@ -1035,9 +1061,13 @@ impl Traversal {
             BreakerScope::Restart => ("restart", "loop_restart failure cycle"),
         };
         self.emit(Event::node(
-            "CircuitBreakerTripped",
             node_id,
-            json!({"signature": signature, "count": count, "limit": limit, "scope": scope_name}),
+            CircuitBreakerTripped {
+                count,
+                limit,
+                scope: scope_name.to_owned(),
+                signature: signature.clone(),
+            },
         ));
         Some(RunEnd::Failed {
             reason: format!(
@@ -1110,12 +1140,15 @@ impl Traversal {
                 return Next::End(end);
             }
         }
-        self.emit(Event::edge_selected(
+        self.emit(Event::node(
             &spec.id,
-            &workflow.node(target).id,
-            label,
-            reason.as_str(),
-            loop_restart,
+            EdgeSelected {
+                from: spec.id.clone(),
+                label: label.to_owned(),
+                loop_restart,
+                reason: reason.as_str().to_owned(),
+                to: workflow.node(target).id.clone(),
+            },
         ));
         Next::Node(target)
     }
@@ -1174,9 +1207,12 @@ impl Traversal {
             .context
             .set("internal.restart_count", self.state.restart_count);
         self.emit(Event::node(
-            "LoopRestart",
             &spec.id,
-            json!({"from": spec.id, "to": workflow.node(target).id, "restart_count": self.state.restart_count}),
+            LoopRestart {
+                from: spec.id.clone(),
+                restart_count: self.state.restart_count,
+                to: workflow.node(target).id.clone(),
+            },
         ));
         None
     }

@@ -60,6 +60,22 @@ impl StageStatus {
     }
 }
 
+/// Written as the canonical name.
+impl serde::Serialize for StageStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Read through [`StageStatus::parse`]: canonical names and aliases, any case.
+impl<'de> serde::Deserialize<'de> for StageStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<StageStatus, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        StageStatus::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown status '{text}'")))
+    }
+}
+
 impl fmt::Display for StageStatus {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(self.as_str())
@@ -72,6 +88,18 @@ mod tests {
 
     fn check(text: &str, expected: Option<StageStatus>) {
         assert_eq!(StageStatus::parse(text), expected, "parsing {text:?}");
+    }
+
+    #[test]
+    fn statuses_serialise_canonically_and_read_aliases() {
+        assert_eq!(
+            serde_json::to_string(&StageStatus::PartialSuccess).expect("serialises"),
+            "\"partial_success\""
+        );
+        let read = |text: &str| serde_json::from_str::<StageStatus>(text).ok();
+        assert_eq!(read("\"FAILED\""), Some(StageStatus::Fail));
+        assert_eq!(read("\"Succeeded\""), Some(StageStatus::Success));
+        assert_eq!(read("\"needs_dod\""), None);
     }
 
     #[test]

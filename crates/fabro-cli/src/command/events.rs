@@ -138,7 +138,7 @@ impl EventReader {
             Format::Human => text.push_str(&human_line(&envelope)),
         }
         text.push('\n');
-        self.last_event = Some(envelope.event);
+        self.last_event = Some(envelope.name().to_owned());
     }
 }
 
@@ -147,10 +147,10 @@ fn human_line(envelope: &EventEnvelope) -> String {
     let mut line = format!(
         "{} {} {}",
         envelope.ts,
-        envelope.event,
+        envelope.name(),
         envelope.node_id.as_deref().unwrap_or("-")
     );
-    for (key, value) in &envelope.properties {
+    for (key, value) in &envelope.properties() {
         line.push(' ');
         line.push_str(key);
         line.push('=');

@@ -122,7 +122,7 @@ fn finished_stage(status: StageStatusFile) -> StageView {
         node_id: status.node_id,
         visit: status.visit,
         handler: Some(status.handler),
-        status: status.status,
+        status: status.status.as_str().to_owned(),
         attempts: Some(status.attempt),
         duration_ms: Some(status.duration_ms),
         tokens: usage.map(|usage| usage.input_tokens.saturating_add(usage.output_tokens)),

@@ -155,7 +155,7 @@ fn identify(target: &str) -> Result<String, CliError> {
                 target: target.to_owned(),
                 source,
             })?;
-        return Ok(checkpoint.run_id);
+        return Ok(checkpoint.run_id.into_string());
     }
     if let Some(run_id) = run_id_of_ref(target) {
         return Ok(run_id.to_owned());

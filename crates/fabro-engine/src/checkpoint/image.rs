@@ -215,7 +215,7 @@ mod tests {
         let nodes: Vec<String> = (0..step).map(|index| format!("n\"{index}")).collect();
         Checkpoint {
             version: 1,
-            run_id: "R".to_owned(),
+            run_id: crate::id::RunId::from("R"),
             timestamp: format!("t{step}"),
             current_node: nodes.last().cloned(),
             next_node_id: (!step.is_multiple_of(3)).then(|| "next".to_owned()),
@@ -247,7 +247,7 @@ mod tests {
             restart_count: step / 4,
             stage_rank: step,
             simulated_cursors: BTreeMap::from([("n".to_owned(), u64::from(step))]),
-            run_status: "running".to_owned(),
+            run_status: crate::run_index::RunStatus::Running,
         }
     }
 

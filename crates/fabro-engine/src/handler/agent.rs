@@ -15,6 +15,7 @@ use fabro_llm::Provider;
 
 use super::llm::Reply;
 use super::StageInput;
+use crate::event::kind::AgentSessionStarted;
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::llm_target::{credential_variable, LlmTarget};
@@ -48,12 +49,14 @@ impl AgentConversation {
         let services = input.services;
         let env = process_env(input, target.provider);
         let started = |backend: &str| {
-            services.emitter.emit(Event::agent_session_started(
+            services.emitter.emit(Event::node(
                 &node.id,
-                thread,
-                target.provider.as_str(),
-                &target.model,
-                backend,
+                AgentSessionStarted {
+                    backend: backend.to_owned(),
+                    model: target.model.clone(),
+                    provider: target.provider.as_str().to_owned(),
+                    thread_id: thread.map(str::to_owned),
+                },
             ));
         };
         match node.llm.backend {

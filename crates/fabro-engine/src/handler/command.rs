@@ -13,14 +13,16 @@ use std::time::{Duration, Instant};
 use fabro_agent::ProcessGroup;
 use fabro_language::model::ScriptLanguage;
 use nix::sys::signal::Signal;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use super::StageInput;
 use crate::blob::{BlobError, BlobStore};
+use crate::event::kind::{CommandCompleted, CommandStarted};
 use crate::event::{Emitter, Event};
 use crate::failure::FailureClass;
+use crate::id::BlobRef;
 use crate::outcome::Outcome;
 
 /// The timeout of a command node without a `timeout` attribute (SPEC 2.10).
@@ -218,8 +220,8 @@ impl Ending {
 fn not_run(input: &StageInput<'_>, outcome: Outcome) -> Outcome {
     match store_text(&input.services.blobs, String::new(), "output") {
         Ok(reference) => outcome
-            .with_update(OUTPUT_KEY, Value::String(reference.clone()))
-            .with_update(STDERR_KEY, Value::String(reference)),
+            .with_update(OUTPUT_KEY, Value::String(reference.to_string()))
+            .with_update(STDERR_KEY, Value::String(reference.into_string())),
         Err(error) => error.into_outcome(),
     }
 }
@@ -235,9 +237,12 @@ async fn run_script(
     let emitter = &*input.services.emitter;
     let timeout = input.node.timeout().unwrap_or(DEFAULT_TIMEOUT);
     emitter.emit(Event::node(
-        "CommandStarted",
         node_id,
-        json!({"script": script, "language": interpreter.language, "timeout_ms": millis(timeout)}),
+        CommandStarted {
+            language: interpreter.language.to_owned(),
+            script: script.to_owned(),
+            timeout_ms: millis(timeout),
+        },
     ));
     // SPEC 7.8: fingerprint the candidate files before the attempt, or reuse the
     // rescan after the previous attempt when no other stage ran since. The log files
@@ -272,17 +277,16 @@ async fn run_script(
 
     let stored = finish_attempt(input, &stdout, &stderr, baseline).await;
     let (stdout_ref, stderr_ref) = (stored.stdout, stored.stderr);
-    let reference = |stored: &Result<String, CommandError>| stored.as_ref().ok().cloned();
+    let reference = |stored: &Result<BlobRef, CommandError>| stored.as_ref().ok().cloned();
     emitter.emit(Event::node(
-        "CommandCompleted",
         node_id,
-        json!({
-            "exit_code": ending.as_ref().ok().and_then(Ending::exit_code),
-            "duration_ms": duration_ms,
-            "timed_out": matches!(ending, Ok(Ending::TimedOut(_))),
-            "stdout_ref": reference(&stdout_ref),
-            "stderr_ref": reference(&stderr_ref),
-        }),
+        CommandCompleted {
+            duration_ms,
+            exit_code: ending.as_ref().ok().and_then(Ending::exit_code),
+            stderr_ref: reference(&stderr_ref),
+            stdout_ref: reference(&stdout_ref),
+            timed_out: matches!(ending, Ok(Ending::TimedOut(_))),
+        },
     ));
 
     if let Some(captured) = stored.assets {
@@ -291,8 +295,8 @@ async fn run_script(
     let outcome = outcome_of(script, timeout, ending, &mut stdout, &mut stderr);
     match (stdout_ref, stderr_ref) {
         (Ok(stdout_ref), Ok(stderr_ref)) => outcome
-            .with_update(OUTPUT_KEY, Value::String(stdout_ref))
-            .with_update(STDERR_KEY, Value::String(stderr_ref)),
+            .with_update(OUTPUT_KEY, Value::String(stdout_ref.into_string()))
+            .with_update(STDERR_KEY, Value::String(stderr_ref.into_string())),
         (Err(error), _) | (_, Err(error)) => error.into_outcome(),
     }
 }
@@ -642,9 +646,9 @@ fn record_assets(
 /// What [`finish_attempt`] did.
 struct Finished {
     /// The stdout blob ref.
-    stdout: Result<String, CommandError>,
+    stdout: Result<BlobRef, CommandError>,
     /// The stderr blob ref.
-    stderr: Result<String, CommandError>,
+    stderr: Result<BlobRef, CommandError>,
     /// The assets copied (SPEC 7.8) and the rescan, when there was a baseline.
     assets: Option<(
         crate::asset_capture::CaptureReport,
@@ -690,7 +694,11 @@ async fn finish_attempt(
 }
 
 /// Stores the log at `path` (see [`store_logs`]).
-fn store_log(blobs: &BlobStore, path: &Path, stream: &'static str) -> Result<String, CommandError> {
+fn store_log(
+    blobs: &BlobStore,
+    path: &Path,
+    stream: &'static str,
+) -> Result<BlobRef, CommandError> {
     // Small logs (the usual case) are hashed first, so output seen before costs no
     // write and no sync; large ones are streamed.
     let small = fs_err::metadata(path).map_or(true, |metadata| metadata.len() <= SMALL_LOG_BYTES);
@@ -721,7 +729,7 @@ fn store_text(
     blobs: &BlobStore,
     text: String,
     stream: &'static str,
-) -> Result<String, CommandError> {
+) -> Result<BlobRef, CommandError> {
     blobs
         .put_value(&Value::String(text))
         .map(|(reference, _)| reference)
@@ -735,6 +743,8 @@ fn millis(duration: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
@@ -765,7 +775,7 @@ mod tests {
         match run
             .services
             .blobs
-            .read_value(reference)
+            .read_value(&BlobRef::parse(reference).expect("a blob ref"))
             .expect("blob stored")
         {
             Value::String(text) => text,
@@ -778,14 +788,14 @@ mod tests {
     }
 
     fn named<'a>(events: &'a [EventEnvelope], name: &str) -> Vec<&'a EventEnvelope> {
-        events.iter().filter(|event| event.event == name).collect()
+        events.iter().filter(|event| event.name() == name).collect()
     }
 
     fn completed(run: &TestRun) -> serde_json::Map<String, Value> {
         let events = run.events();
         let completed = named(&events, "CommandCompleted");
         assert_eq!(completed.len(), 1, "{events:?}");
-        completed[0].properties.clone()
+        completed[0].properties()
     }
 
     #[tokio::test]
@@ -809,7 +819,7 @@ mod tests {
         assert_eq!(started.len(), 1);
         assert_eq!(started[0].node_id.as_deref(), Some("run"));
         assert_eq!(
-            Value::Object(started[0].properties.clone()),
+            Value::Object(started[0].properties()),
             json!({"script": "echo hello; echo oops >&2", "language": "shell", "timeout_ms": 600_000})
         );
         let completed = completed(&run);
@@ -919,7 +929,7 @@ mod tests {
         assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
         let events = run.events();
         assert_eq!(
-            named(&events, "CommandStarted")[0].properties["timeout_ms"],
+            named(&events, "CommandStarted")[0].properties()["timeout_ms"],
             json!(200)
         );
         let completed = completed(&run);
@@ -1003,7 +1013,7 @@ mod tests {
         assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "1\n");
         let events = run.events();
         assert_eq!(
-            named(&events, "CommandStarted")[0].properties["language"],
+            named(&events, "CommandStarted")[0].properties()["language"],
             json!("python")
         );
     }

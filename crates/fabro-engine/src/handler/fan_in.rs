@@ -4,10 +4,12 @@
 //! `parallel.fan_in.best_head_sha`, to which the traversal then moves the run branch
 //! (`Traversal::move_to_fan_in_head`).
 
+use fabro_language::StageStatus;
 use fabro_llm::{LlmClient, Message, Request};
 use serde_json::{json, Value};
 
 use super::StageInput;
+use crate::event::kind::FanInSelected;
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
@@ -22,6 +24,14 @@ pub(crate) struct Candidate {
     pub(crate) score: Option<f64>,
     /// The branch head with git isolation (SPEC 5.7), else `None`.
     pub(crate) head_sha: Option<String>,
+}
+
+impl Candidate {
+    /// The branch's status, read like every status (any case, aliases); `None` for
+    /// text that names no status.
+    pub(crate) fn stage_status(&self) -> Option<StageStatus> {
+        StageStatus::parse(&self.status)
+    }
 }
 
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
@@ -54,13 +64,17 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     }
     let chosen = &candidates[best];
     input.services.emitter.emit(Event::node(
-        "FanInSelected",
         &input.node.id,
-        json!({"best_id": chosen.id, "best_outcome": chosen.status, "best_head_sha": chosen.head_sha, "method": method}),
+        FanInSelected {
+            best_head_sha: chosen.head_sha.clone(),
+            best_id: chosen.id.clone(),
+            best_outcome: chosen.status.clone(),
+            method: method.to_owned(),
+        },
     ));
     let all_failed = candidates
         .iter()
-        .all(|candidate| candidate.status == "fail");
+        .all(|candidate| candidate.stage_status() == Some(StageStatus::Fail));
     let outcome = if all_failed {
         Outcome::fail("all parallel branches failed", FailureClass::Deterministic)
     } else {
@@ -106,17 +120,17 @@ pub(crate) fn candidates(results: Option<&Value>) -> Vec<Candidate> {
 /// Status rank (`success` 0, `partial_success` 1, `skipped` 2, `fail` 3), then score
 /// descending (none last), then id ascending; the index of the first.
 pub(crate) fn best_by_heuristic(candidates: &[Candidate]) -> usize {
-    let rank = |status: &str| match status {
-        "success" => 0,
-        "partial_success" => 1,
-        "skipped" => 2,
-        _ => 3,
+    let rank = |candidate: &Candidate| match candidate.stage_status() {
+        Some(StageStatus::Success) => 0,
+        Some(StageStatus::PartialSuccess) => 1,
+        Some(StageStatus::Skipped) => 2,
+        Some(StageStatus::Fail | StageStatus::Retry) | None => 3,
     };
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by(|&a, &b| {
         let (a, b) = (&candidates[a], &candidates[b]);
-        rank(&a.status)
-            .cmp(&rank(&b.status))
+        rank(a)
+            .cmp(&rank(b))
             .then_with(|| match (a.score, b.score) {
                 (Some(x), Some(y)) => y.total_cmp(&x),
                 (Some(_), None) => std::cmp::Ordering::Less,
@@ -229,6 +243,24 @@ mod tests {
             ],
             "y",
         );
+    }
+
+    /// SPEC "Open questions decided" 1: statuses match case-insensitively, aliases
+    /// included, wherever they are read.
+    #[test]
+    fn heuristic_reads_statuses_in_any_case() {
+        let candidates = [
+            candidate("a", "partial_success", None),
+            candidate("b", "Success", None),
+            candidate("c", "FAILED", Some(9.0)),
+            candidate("d", "skipped", Some(1.0)),
+        ];
+        assert_eq!(candidates[best_by_heuristic(&candidates)].id, "b");
+        let candidates = [
+            candidate("a", "FAILED", Some(9.0)),
+            candidate("b", "Skipped", None),
+        ];
+        assert_eq!(candidates[best_by_heuristic(&candidates)].id, "b");
     }
 
     #[test]

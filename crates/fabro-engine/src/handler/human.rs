@@ -12,10 +12,11 @@ use std::sync::{Mutex, PoisonError};
 
 use fabro_language::label::{accelerator_key, normalize_label};
 use fabro_language::{NodeIndex, Workflow};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::StageInput;
+use crate::event::kind::{HumanAnswer, HumanOption, HumanQuestion};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
@@ -533,20 +534,27 @@ impl Question {
         default_choice: Option<&str>,
         timeout: Option<std::time::Duration>,
     ) -> Event {
-        let options: Vec<Value> = self
+        let options = self
             .options
             .iter()
-            .map(
-                |option| json!({"key": option.key, "label": option.label, "target": option.target}),
-            )
+            .map(|option| HumanOption {
+                key: option.key.clone(),
+                label: option.label.clone(),
+                target: option.target.clone(),
+            })
             .collect();
         let timeout_ms = timeout.map(|limit| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX));
         Event::node(
-            "HumanQuestion",
             node_id,
-            json!({"question_id": question_id, "text": self.text, "question_type": self.kind.as_str(),
-                   "options": options, "allow_freeform": self.freeform.is_some(),
-                   "default_choice": default_choice, "timeout_ms": timeout_ms}),
+            HumanQuestion {
+                allow_freeform: self.freeform.is_some(),
+                default_choice: default_choice.map(str::to_owned),
+                options,
+                question_id: question_id.to_owned(),
+                question_type: self.kind.as_str().to_owned(),
+                text: self.text.clone(),
+                timeout_ms,
+            },
         )
     }
 
@@ -565,10 +573,14 @@ impl Question {
             Answer::Freeform(_) => edge_label,
         };
         Event::node(
-            "HumanAnswer",
             node_id,
-            json!({"question_id": question_id, "source": source.as_str(), "selected_key": selected,
-                   "label": label, "text": text}),
+            HumanAnswer {
+                label: label.to_owned(),
+                question_id: question_id.to_owned(),
+                selected_key: selected.to_owned(),
+                source: source.as_str().to_owned(),
+                text: text.to_owned(),
+            },
         )
     }
 }
@@ -638,6 +650,8 @@ impl Unanswered {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use std::sync::{Arc, Mutex};
 
     use fabro_language::{StageStatus, Workflow};
@@ -962,7 +976,7 @@ mod tests {
     fn human_events(run: &TestRun) -> Vec<EventEnvelope> {
         run.events()
             .into_iter()
-            .filter(|event| event.event.starts_with("Human"))
+            .filter(|event| event.name().starts_with("Human"))
             .collect()
     }
 
@@ -970,9 +984,10 @@ mod tests {
     fn answer_summary(run: &TestRun) -> Vec<Value> {
         human_events(run)
             .iter()
-            .filter(|event| event.event == "HumanAnswer")
+            .filter(|event| event.name() == "HumanAnswer")
             .map(|event| {
-                let property = |name: &str| event.properties.get(name).cloned().unwrap_or_default();
+                let property =
+                    |name: &str| event.properties().get(name).cloned().unwrap_or_default();
                 json!([
                     property("source"),
                     property("selected_key"),
@@ -1139,7 +1154,7 @@ mod tests {
         );
         let names: Vec<_> = human_events(&run)
             .into_iter()
-            .map(|event| event.event)
+            .map(|event| event.name().to_owned())
             .collect();
         assert_eq!(names, ["HumanQuestion"]);
     }
@@ -1200,13 +1215,14 @@ mod tests {
         let events = human_events(&run);
         assert_eq!(events.len(), 2);
         let (question, answer) = (&events[0], &events[1]);
-        assert_eq!(question.event, "HumanQuestion");
+        assert_eq!(question.name(), "HumanQuestion");
         assert_eq!(question.node_id.as_deref(), Some("gate"));
-        let question_id = question.properties["question_id"]
+        let question_properties = question.properties();
+        let question_id = question_properties["question_id"]
             .as_str()
             .expect("question id");
         assert!(question_id.starts_with("gate-1-"), "{question_id}");
-        let mut properties = question.properties.clone();
+        let mut properties = question.properties();
         properties.remove("question_id");
         assert_eq!(
             Value::Object(properties),
@@ -1222,9 +1238,9 @@ mod tests {
                 "timeout_ms": 90_000,
             })
         );
-        assert_eq!(answer.event, "HumanAnswer");
+        assert_eq!(answer.name(), "HumanAnswer");
         assert_eq!(
-            Value::Object(answer.properties.clone()),
+            Value::Object(answer.properties()),
             json!({"question_id": question_id, "source": "answer_flag", "selected_key": "A",
                    "label": "[A] Approve", "text": ""})
         );

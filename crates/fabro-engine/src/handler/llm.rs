@@ -16,6 +16,7 @@ use fabro_llm::Usage;
 
 use super::{agent, prompt, StageInput};
 use crate::context::is_reserved_key;
+use crate::event::kind::StageOutputRepair;
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::llm_target::LlmTarget;
@@ -268,11 +269,13 @@ async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt
                     break totals.apply(with_response_keys(failed, &node.id, &reply.text));
                 }
                 repairs += 1;
-                input.services.emitter.emit(Event::stage_output_repair(
+                input.services.emitter.emit(Event::node(
                     &node.id,
-                    repairs,
-                    max_repairs,
-                    &errors,
+                    StageOutputRepair {
+                        attempt: repairs,
+                        errors: errors.clone(),
+                        max: max_repairs,
+                    },
                 ));
                 let message = output_schema::repair_message(&errors);
                 let rejected = std::mem::take(&mut reply.text);

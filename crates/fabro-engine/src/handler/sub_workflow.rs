@@ -7,16 +7,18 @@ use std::time::Duration;
 
 use fabro_language::model::{ManagerAction, SubWorkflowSettings};
 use fabro_language::{resolve_path, StageStatus};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::StageInput;
 use crate::context::Context;
+use crate::event::kind::{SubWorkflowCompleted, SubWorkflowStarted};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
 use crate::parallel::BoxFuture;
 use crate::record::Checkpoint;
 use crate::run::{prepare, RunError, RunReport};
+use crate::run_index::RunStatus;
 use crate::source::{CatalogModels, FsLoader};
 use crate::transition::ConditionView;
 
@@ -63,9 +65,10 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             let child_run_id = prepared.run_id().to_owned();
             let child_dir = prepared.run_dir().to_path_buf();
             input.services.emitter.emit(Event::node(
-                "SubWorkflowStarted",
                 &node.id,
-                json!({"child_run_id": child_run_id}),
+                SubWorkflowStarted {
+                    child_run_id: child_run_id.clone(),
+                },
             ));
             let cancel = input.services.cancel.child_token();
             let run: BoxFuture<'static, Result<RunReport, RunError>> =
@@ -101,7 +104,7 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             return finish(
                 input,
                 &child_run_id,
-                "canceled",
+                RunStatus::Canceled,
                 observed,
                 Outcome::fail("Max cycles exceeded", FailureClass::Deterministic),
             );
@@ -111,13 +114,13 @@ async fn run(input: &StageInput<'_>) -> Outcome {
     observe_child(&child_dir, &mut observed);
     let (status, outcome) = match result {
         None => (
-            "canceled".to_owned(),
+            RunStatus::Canceled,
             Outcome::success().with_notes("manager.stop_condition met; child canceled"),
         ),
         Some(Ok(Ok(report))) => {
-            let outcome = match StageStatus::parse(&report.status) {
-                Some(StageStatus::Success) => Outcome::success(),
-                Some(StageStatus::PartialSuccess) => Outcome::new(StageStatus::PartialSuccess),
+            let outcome = match report.status {
+                RunStatus::Success => Outcome::success(),
+                RunStatus::PartialSuccess => Outcome::new(StageStatus::PartialSuccess),
                 _ => Outcome::fail(
                     report.reason.clone().unwrap_or_else(|| {
                         format!(
@@ -131,19 +134,19 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             (report.status, outcome)
         }
         Some(Ok(Err(error))) => (
-            "fail".to_owned(),
+            RunStatus::Fail,
             Outcome::fail(child_error(&error), FailureClass::Deterministic),
         ),
         Some(Err(error)) => (
-            "fail".to_owned(),
+            RunStatus::Fail,
             Outcome::fail(
                 format!("handler panicked: {error}"),
                 FailureClass::Deterministic,
             ),
         ),
     };
-    observed.set("stack.child.status", status.clone());
-    finish(input, &child_run_id, &status, observed, outcome)
+    observed.set("stack.child.status", status.as_str());
+    finish(input, &child_run_id, status, observed, outcome)
 }
 
 /// How the manager loop over a running child ended.
@@ -215,14 +218,16 @@ async fn supervise_child(
 fn finish(
     input: &StageInput<'_>,
     child_run_id: &str,
-    status: &str,
+    status: RunStatus,
     observed: Context,
     mut outcome: Outcome,
 ) -> Outcome {
     input.services.emitter.emit(Event::node(
-        "SubWorkflowCompleted",
         &input.node.id,
-        json!({"child_run_id": child_run_id, "status": status}),
+        SubWorkflowCompleted {
+            child_run_id: child_run_id.to_owned(),
+            status,
+        },
     ));
     for (key, value) in observed.iter() {
         outcome.context_updates.insert(key.clone(), value.clone());
@@ -238,7 +243,7 @@ fn observe_child(child_dir: &std::path::Path, observed: &mut Context) {
     let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&text) else {
         return;
     };
-    observed.set("stack.child.status", checkpoint.run_status.clone());
+    observed.set("stack.child.status", checkpoint.run_status.as_str());
     observed.set(
         "stack.child.current_node",
         checkpoint

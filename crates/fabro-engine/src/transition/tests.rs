@@ -189,7 +189,7 @@ fn conditions_read_blob_contents() {
         .put_value(&serde_json::json!("all tests PASS"))
         .expect("stored");
     let mut context = Context::new();
-    context.set("command.output", reference);
+    context.set("command.output", reference.as_str());
     let view = ConditionView {
         outcome: "success",
         preferred_label: "",

@@ -34,7 +34,10 @@ fn in_thread(key: &str) -> Context {
 }
 
 fn event_names(run: &TestRun) -> Vec<String> {
-    run.events().into_iter().map(|event| event.event).collect()
+    run.events()
+        .into_iter()
+        .map(|event| event.name().to_owned())
+        .collect()
 }
 
 fn write_call(path: &str, content: &str) -> serde_json::Value {
@@ -95,7 +98,7 @@ async fn agents_write_files_through_tools_and_report_agent_events() {
     );
     assert_eq!(outcome.context_updates["response.implement"], "Wrote it");
     let events = run.events();
-    let names: Vec<&str> = events.iter().map(|event| event.event.as_str()).collect();
+    let names: Vec<&str> = events.iter().map(|event| event.name()).collect();
     assert_eq!(
         names,
         [
@@ -109,8 +112,8 @@ async fn agents_write_files_through_tools_and_report_agent_events() {
     assert!(events
         .iter()
         .all(|event| event.node_id.as_deref() == Some("implement")));
-    assert_eq!(events[2].properties["tool"], "write_file");
-    assert_eq!(events[0].properties["backend"], "api");
+    assert_eq!(events[2].properties()["tool"], "write_file");
+    assert_eq!(events[0].properties()["backend"], "api");
 }
 
 #[tokio::test]
@@ -169,10 +172,10 @@ async fn the_last_touched_file_is_the_third_source_and_reserved_keys_are_refused
     let warnings: Vec<_> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "Warning")
+        .filter(|event| event.name() == "Warning")
         .collect();
     assert_eq!(warnings.len(), 1);
-    assert_eq!(warnings[0].properties["code"], "reserved_context_key");
+    assert_eq!(warnings[0].properties()["code"], "reserved_context_key");
 }
 
 #[tokio::test]
@@ -217,11 +220,11 @@ async fn a_malformed_routing_object_triggers_a_repair_turn() {
     let repairs: Vec<_> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "StageOutputRepair")
+        .filter(|event| event.name() == "StageOutputRepair")
         .collect();
     assert_eq!(repairs.len(), 1);
-    assert_eq!(repairs[0].properties["attempt"], 1);
-    assert_eq!(repairs[0].properties["max"], 2);
+    assert_eq!(repairs[0].properties()["attempt"], 1);
+    assert_eq!(repairs[0].properties()["max"], 2);
     assert!(fs_err::read_to_string(run.stage_dir.join("response.md"))
         .unwrap()
         .starts_with("Fixed:"));
@@ -361,10 +364,10 @@ async fn full_fidelity_threads_share_prompt_lists_and_agent_sessions() {
     let started: Vec<_> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "Agent.SessionStarted")
+        .filter(|event| event.name() == "Agent.SessionStarted")
         .collect();
     assert_eq!(started.len(), 1, "one session for the thread");
-    assert_eq!(started[0].properties["thread_id"], "work");
+    assert_eq!(started[0].properties()["thread_id"], "work");
     // The second node's events carry its own id.
     let last = run.events().pop().expect("events");
     assert_eq!(last.node_id.as_deref(), Some("a2"));
@@ -390,10 +393,10 @@ async fn loop_detection_injects_the_steering_text() {
     let detected: Vec<_> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "Agent.LoopDetected")
+        .filter(|event| event.name() == "Agent.LoopDetected")
         .collect();
     assert_eq!(detected.len(), 1);
-    assert_eq!(detected[0].properties["pattern_length"], 1);
+    assert_eq!(detected[0].properties()["pattern_length"], 1);
     let live = run.services.threads.session("spin").expect("session");
     let messages = live.lock().await.session.messages();
     assert!(messages
@@ -425,11 +428,11 @@ async fn refused_writes_go_back_to_the_model_and_the_stage_continues() {
     let refusals: Vec<(bool, String)> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "Agent.ToolCallCompleted")
+        .filter(|event| event.name() == "Agent.ToolCallCompleted")
         .map(|event| {
             (
-                event.properties["is_error"] == true,
-                event.properties["output"]
+                event.properties()["is_error"] == true,
+                event.properties()["output"]
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
@@ -550,9 +553,9 @@ echo '{"type":"result","result":"Done {\"preferred_next_label\":\"next\"}","usag
     let started = run
         .events()
         .into_iter()
-        .find(|event| event.event == "Agent.SessionStarted")
+        .find(|event| event.name() == "Agent.SessionStarted")
         .expect("session event");
-    assert_eq!(started.properties["backend"], "cli");
+    assert_eq!(started.properties()["backend"], "cli");
 }
 
 #[tokio::test]
@@ -641,15 +644,15 @@ async fn compaction_events_reach_the_run_with_the_node_id() {
     ] {
         let event = events
             .iter()
-            .find(|event| event.event == name)
+            .find(|event| event.name() == name)
             .unwrap_or_else(|| panic!("no {name} event"));
         assert_eq!(event.node_id.as_deref(), Some("big"));
     }
     let warning = events
         .iter()
-        .find(|event| event.event == "Agent.ContextWindowWarning")
+        .find(|event| event.name() == "Agent.ContextWindowWarning")
         .expect("warning");
-    assert_eq!(warning.properties["context_window_size"], 1000);
+    assert_eq!(warning.properties()["context_window_size"], 1000);
 }
 
 #[tokio::test]
@@ -713,8 +716,13 @@ fn external_agents_degrade_full_fidelity_with_a_warning_per_backend() {
     let warnings: Vec<(Option<String>, serde_json::Value)> = run
         .events()
         .into_iter()
-        .filter(|event| event.event == "Warning")
-        .map(|event| (event.node_id, event.properties["code"].clone()))
+        .filter(|event| event.name() == "Warning")
+        .map(|event| {
+            (
+                event.node_id.clone().map(String::from),
+                event.properties()["code"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         warnings,
