@@ -473,6 +473,8 @@ mod tests {
             restart_count: 0,
             stage_rank: u32::try_from(completed).unwrap_or(0),
             simulated_cursors: BTreeMap::new(),
+            llm_tokens: 0,
+            llm_cost_usd: 0.0,
             run_status: "running".to_owned(),
         }
     }

@@ -61,6 +61,57 @@ pub struct RunSection {
     /// (SPEC 17.2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dirty_worktree: Option<DirtyWorktree>,
+    /// `max_stages`: stages a run may start, all epochs and branches; 0 is unlimited
+    /// (SPEC 17.1; default [`DEFAULT_MAX_STAGES`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_stages: Option<u64>,
+    /// `max_tokens`: input + output tokens of every LLM call of the run (SPEC 17.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// `max_cost_usd`: `cost_usd` of every LLM call of the run (SPEC 17.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<CostLimit>,
+    /// `max_duration`: wall time since the run or its resume started (SPEC 17.1), as
+    /// written (`30m`, `2h`, `90s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
+}
+
+/// The default of `[run] max_stages` (SPEC 17.1).
+pub const DEFAULT_MAX_STAGES: u64 = 1000;
+
+/// A cost limit in USD: finite and not negative, which makes it totally ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct CostLimit(f64);
+
+impl CostLimit {
+    /// The limit, when `usd` is finite and not negative.
+    pub fn new(usd: f64) -> Option<CostLimit> {
+        (usd.is_finite() && usd >= 0.0).then_some(CostLimit(usd))
+    }
+
+    /// The limit in USD.
+    pub fn usd(self) -> f64 {
+        self.0
+    }
+}
+
+// Only finite values are ever constructed, so equality is an equivalence.
+impl Eq for CostLimit {}
+
+impl TryFrom<f64> for CostLimit {
+    type Error = String;
+
+    fn try_from(usd: f64) -> Result<CostLimit, String> {
+        CostLimit::new(usd).ok_or_else(|| format!("{usd} is not a cost in USD"))
+    }
+}
+
+impl From<CostLimit> for f64 {
+    fn from(limit: CostLimit) -> f64 {
+        limit.0
+    }
 }
 
 /// `[run] dirty_worktree` (SPEC 17.2).
@@ -381,10 +432,14 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
     }
     config.run.goal = root.string("goal")?;
     config.run.vars = root.string_table("vars")?;
-    if let Some(run) = root.section("run", &["goal", "vars", "dirty_worktree"])? {
+    if let Some(run) = root.section("run", RUN_KEYS)? {
         config.run.goal = run.string("goal")?.or(config.run.goal);
         config.run.vars.extend(run.string_table("vars")?);
         config.run.dirty_worktree = dirty_worktree(&run)?;
+        config.run.max_stages = run.count("max_stages")?;
+        config.run.max_tokens = run.count("max_tokens")?;
+        config.run.max_cost_usd = run.cost("max_cost_usd")?;
+        config.run.max_duration = run.duration("max_duration")?;
     }
     if let Some(llm) = root.section("llm", LLM_KEYS)? {
         config.llm.model = llm.string("model")?;
@@ -452,6 +507,10 @@ impl RunConfig {
                 goal: self.run.goal.or(lower.run.goal),
                 vars: table(self.run.vars, lower.run.vars),
                 dirty_worktree: self.run.dirty_worktree.or(lower.run.dirty_worktree),
+                max_stages: self.run.max_stages.or(lower.run.max_stages),
+                max_tokens: self.run.max_tokens.or(lower.run.max_tokens),
+                max_cost_usd: self.run.max_cost_usd.or(lower.run.max_cost_usd),
+                max_duration: self.run.max_duration.or(lower.run.max_duration),
             },
             llm: LlmConfig {
                 model: self.llm.model.or(lower.llm.model),
@@ -509,6 +568,15 @@ const ROOT_KEYS: &[&str] = &[
     "sandbox",
     "artifacts",
     "agent",
+];
+const RUN_KEYS: &[&str] = &[
+    "goal",
+    "vars",
+    "dirty_worktree",
+    "max_stages",
+    "max_tokens",
+    "max_cost_usd",
+    "max_duration",
 ];
 const LLM_KEYS: &[&str] = &[
     "model",
@@ -771,6 +839,65 @@ impl<'a, 'i> Section<'a, 'i> {
                 other => Err(self.type_error(key, value, "a boolean", other)),
             },
             None => Ok(None),
+        }
+    }
+
+    /// A whole number ≥ 0.
+    fn count(&self, key: &str) -> Result<Option<u64>, ConfigError> {
+        match self.get(key) {
+            Some(value) => match value.get_ref() {
+                DeValue::Integer(number) => number
+                    .as_str()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|_| number.radix() == 10)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        self.type_error(key, value, "a whole number ≥ 0", value.get_ref())
+                    }),
+                other => Err(self.type_error(key, value, "a whole number ≥ 0", other)),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// An amount in USD ≥ 0 (an integer or a float).
+    fn cost(&self, key: &str) -> Result<Option<CostLimit>, ConfigError> {
+        let expected = "an amount in USD ≥ 0";
+        match self.get(key) {
+            Some(value) => match value.get_ref() {
+                found @ (DeValue::Integer(_) | DeValue::Float(_)) => match found {
+                    DeValue::Integer(number) => number.as_str(),
+                    DeValue::Float(number) => number.as_str(),
+                    _ => "",
+                }
+                .replace('_', "")
+                .parse::<f64>()
+                .ok()
+                .and_then(CostLimit::new)
+                .map(Some)
+                .ok_or_else(|| self.type_error(key, value, expected, value.get_ref())),
+                other => Err(self.type_error(key, value, expected, other)),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// A duration string (`90s`, `30m`, `2h`), checked here and kept as written.
+    fn duration(&self, key: &str) -> Result<Option<String>, ConfigError> {
+        let Some(value) = self.get(key) else {
+            return Ok(None);
+        };
+        let text = self.string(key)?;
+        match text {
+            Some(text) if fabro_language::value::parse_duration(&text).is_none() => Err(self
+                .type_error(
+                    key,
+                    value,
+                    "a duration such as 90s, 30m or 2h",
+                    value.get_ref(),
+                )),
+            text => Ok(text),
         }
     }
 

@@ -2,6 +2,7 @@
 
 pub mod asset_capture;
 pub mod blob;
+pub mod budget;
 mod catch_panic;
 pub mod checkpoint;
 pub mod config;

@@ -845,7 +845,19 @@ impl PreparedRun {
         )
         .map_err(|error| RunError::Configuration(crate::error_chain(&error)))?
         .skipping(&self.options.fabro_home);
+        // SPEC 17.1: token and cost totals carry across resumes; the clock restarts.
+        let budget = Arc::new(crate::budget::Budget::new(
+            crate::budget::BudgetLimits::from_config(&self.options.config.run),
+            resume
+                .as_ref()
+                .map_or_else(Default::default, |checkpoint| crate::budget::Totals {
+                    tokens: checkpoint.llm_tokens,
+                    cost_usd: checkpoint.llm_cost_usd,
+                }),
+            cancel.clone(),
+        ));
         let services = Arc::new(RunServices {
+            budget: Arc::clone(&budget),
             run_id: self.run_id.clone(),
             emitter: Arc::clone(&emitter),
             blobs: BlobStore::new(&self.options.fabro_home),
@@ -1082,8 +1094,18 @@ impl PreparedRun {
                     Arc::clone(&cause),
                     Arc::clone(&watchdog_paused),
                 );
+                let timer = budget.time_left().map(|left| {
+                    let budget = Arc::clone(&budget);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(left).await;
+                        budget.check_duration();
+                    })
+                });
                 let end = traversal.run_from(start, previous, entered_by).await;
                 watchdog.abort();
+                if let Some(timer) = timer {
+                    timer.abort();
+                }
                 end
             }
         };
@@ -1130,6 +1152,15 @@ impl PreparedRun {
                 cause,
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
+                let exhausted = budget
+                    .exhausted()
+                    .filter(|_| *cause == crate::traversal::StopCause::Budget);
+                if let Some(exhausted) = &exhausted {
+                    emitter.emit(Event::run(
+                        "BudgetExhausted",
+                        json!({"kind": exhausted.kind.as_str(), "used": exhausted.used, "limit": exhausted.limit}),
+                    ));
+                }
                 if *cause == crate::traversal::StopCause::Stall {
                     emitter.emit(Event::run(
                         "Watchdog.Timeout",
@@ -1138,7 +1169,11 @@ impl PreparedRun {
                 }
                 emitter.emit(Event::workflow_run_failed(
                     reason,
-                    "canceled",
+                    if exhausted.is_some() {
+                        FailureClass::BudgetExhausted.as_str()
+                    } else {
+                        "canceled"
+                    },
                     node_id.as_deref(),
                     duration_ms,
                 ));

@@ -87,8 +87,16 @@ fn assert_budget_stop(output: &std::process::Output, run_dir: &Path, kind: &str)
     );
     let events = events(run_dir);
     let n = events.len();
-    assert_eq!(events[n - 1]["event"], "WorkflowRunFailed", "{:?}", events[n - 1]);
-    assert_eq!(events[n - 1]["properties"]["failure_class"], "budget_exhausted");
+    assert_eq!(
+        events[n - 1]["event"],
+        "WorkflowRunFailed",
+        "{:?}",
+        events[n - 1]
+    );
+    assert_eq!(
+        events[n - 1]["properties"]["failure_class"],
+        "budget_exhausted"
+    );
     assert_eq!(events[n - 1]["properties"]["reason"], reason.as_str());
     let budget = events
         .iter()
@@ -202,7 +210,11 @@ fn max_tokens_stops_after_the_llm_call_that_reaches_it_and_totals_carry_across_r
     let run_dir = env.fabro_home().join("scratch/r1");
     let budget = assert_budget_stop(&output, &run_dir, "tokens");
     assert_eq!(budget["limit"], "300");
-    let used: u64 = budget["used"].as_str().expect("used").parse().expect("number");
+    let used: u64 = budget["used"]
+        .as_str()
+        .expect("used")
+        .parse()
+        .expect("number");
     assert!(used >= 300, "{used}");
     // The run stopped at the first call that reached the limit: without it the run
     // was below the limit.
@@ -210,8 +222,12 @@ fn max_tokens_stops_after_the_llm_call_that_reaches_it_and_totals_carry_across_r
         .iter()
         .filter(|event| event["event"] == "StageCompleted" && event["node_id"] == "think")
         .map(|event| {
-            event["properties"]["usage"]["input_tokens"].as_u64().unwrap_or(0)
-                + event["properties"]["usage"]["output_tokens"].as_u64().unwrap_or(0)
+            event["properties"]["usage"]["input_tokens"]
+                .as_u64()
+                .unwrap_or(0)
+                + event["properties"]["usage"]["output_tokens"]
+                    .as_u64()
+                    .unwrap_or(0)
         })
         .collect();
     assert_eq!(usage.iter().sum::<u64>(), used, "{usage:?}");
@@ -230,7 +246,11 @@ fn max_tokens_stops_after_the_llm_call_that_reaches_it_and_totals_carry_across_r
         ],
     );
     let budget = assert_budget_stop(&resumed, &run_dir, "tokens");
-    let total: u64 = budget["used"].as_str().expect("used").parse().expect("number");
+    let total: u64 = budget["used"]
+        .as_str()
+        .expect("used")
+        .parse()
+        .expect("number");
     assert!(total >= 600 && total > used, "{total}");
 }
 
