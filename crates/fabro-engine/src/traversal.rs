@@ -443,8 +443,9 @@ impl Traversal {
     /// `canceled`, so that a resume executes the interrupted stage again as the same
     /// visit with the same rank (SPEC 8.7).
     pub(crate) fn canceled_checkpoint(&mut self, next: Option<&str>) {
+        let totals = self.services.budget.totals();
         let written = match &mut self.checkpointer {
-            Some(checkpointer) => checkpointer.write_last_with_status("canceled"),
+            Some(checkpointer) => checkpointer.write_last_with_status("canceled", totals),
             None => Ok(false),
         };
         match written {

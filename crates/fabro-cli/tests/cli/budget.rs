@@ -317,3 +317,95 @@ fn max_duration_interrupts_the_running_stage() {
     let resumed = fabro(&env, &["resume", "r1", "--max-duration", "1m"]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
 }
+
+/// Bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(metadata) = fs_err::symlink_metadata(&path) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            for entry in fs_err::read_dir(&path).into_iter().flatten().flatten() {
+                stack.push(entry.path());
+            }
+        } else {
+            total += metadata.len();
+        }
+    }
+    total
+}
+
+/// Issue 16, acceptance 4: with the default budgets every corpus workflow that
+/// validates, run offline, ends within 60 s and writes less than 100 MB
+/// (`bench/corpus_budget.sh` prints the numbers).
+#[test]
+fn every_corpus_workflow_ends_within_60_s_and_100_mb_with_the_defaults() {
+    let Some(files) = fabro_test_support::corpus_files() else {
+        fabro_test_support::skip(
+            "every_corpus_workflow_ends_within_60_s_and_100_mb_with_the_defaults",
+            "../shared/corpus/fabro is not next to this checkout",
+        );
+        return;
+    };
+    let mut ran = 0;
+    for path in files {
+        if path.file_name().is_some_and(|name| name == "invalid.fabro") {
+            continue;
+        }
+        let env = TestEnv::new("budget_corpus");
+        let workflow = path.to_str().expect("UTF-8 corpus path");
+        if code(&fabro(&env, &["validate", workflow])) != 0 {
+            continue;
+        }
+        let started = Instant::now();
+        let mut child = env
+            .command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", workflow, "--auto-approve", "--provider", "simulated"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("fabro starts");
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let elapsed = started.elapsed();
+        assert!(
+            status.is_some(),
+            "{workflow} still running after {elapsed:?}"
+        );
+        let output = child.wait_with_output().expect("output");
+        let text = stdout(&output);
+        let final_status = text
+            .lines()
+            .find_map(|line| line.strip_prefix("status: "))
+            .unwrap_or_default();
+        assert!(
+            ["success", "partial_success", "fail", "canceled"].contains(&final_status),
+            "{workflow}: {text}"
+        );
+        if final_status == "canceled" {
+            assert!(
+                reason(&output).starts_with("budget exhausted: "),
+                "{workflow}: {text}"
+            );
+        }
+        let written = bytes_under(&env.fabro_home()) + bytes_under(&env.work_dir());
+        assert!(
+            written < 100 * 1024 * 1024,
+            "{workflow} wrote {written} bytes"
+        );
+        ran += 1;
+    }
+    assert!(ran > 40, "only {ran} corpus workflows ran");
+}
