@@ -409,3 +409,45 @@ fn every_corpus_workflow_ends_within_60_s_and_100_mb_with_the_defaults() {
     }
     assert!(ran > 40, "only {ran} corpus workflows ran");
 }
+
+#[test]
+fn stages_of_parallel_branches_count_against_max_stages() {
+    let env = TestEnv::new("budget_parallel");
+    env.write(
+        "w.fabro",
+        r#"digraph fan {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  fork [shape=component]
+  a1 [shape=parallelogram, script="true"]
+  a2 [shape=parallelogram, script="true"]
+  a3 [shape=parallelogram, script="true"]
+  b1 [shape=parallelogram, script="true"]
+  b2 [shape=parallelogram, script="true"]
+  b3 [shape=parallelogram, script="true"]
+  join [shape=tripleoctagon]
+  start -> fork
+  fork -> a1 -> a2 -> a3 -> join
+  fork -> b1 -> b2 -> b3 -> join
+  join -> exit
+}
+"#,
+    );
+    let output = fabro(
+        &env,
+        &["run", "w.fabro", "--run-id", "r1", "--max-stages", "5"],
+    );
+    let run_dir = env.fabro_home().join("scratch/r1");
+    assert_budget_stop(&output, &run_dir, "stages");
+    assert_eq!(reason(&output), "budget exhausted: stages 5 of 5");
+    assert_eq!(stages_started(&run_dir), 5);
+    // Without a limit in the way the resumed run completes the branches.
+    let resumed = fabro(&env, &["resume", "r1", "--max-stages", "0"]);
+    assert_eq!(
+        code(&resumed),
+        0,
+        "{}{}",
+        stdout(&resumed),
+        stderr(&resumed)
+    );
+}
