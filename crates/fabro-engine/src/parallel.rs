@@ -471,8 +471,14 @@ impl Traversal {
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
                 let record = branch.branch_record(base, outcome);
-                // A branch stopped by a storage failure runs again on resume.
-                if let Some(records) = records.as_ref().filter(|_| !record.outcome.engine_error) {
+                // A branch stopped by a storage failure, or interrupted by the run's
+                // cancellation or budget (SPEC 4.8, 17.1), runs again on resume.
+                let interrupted = branch.services.cancel.is_cancelled()
+                    && record.outcome.failure_class() == Some(FailureClass::Canceled);
+                if let Some(records) = records
+                    .as_ref()
+                    .filter(|_| !record.outcome.engine_error && !interrupted)
+                {
                     if let Err(error) = records.store(&record) {
                         tracing::warn!(%error, "cannot store a parallel branch's record");
                     }
@@ -523,6 +529,13 @@ impl Traversal {
             let outcome = stopped.record.outcome.clone();
             remove_worktrees(&cleanups);
             return outcome;
+        }
+        // A run cancelled (or stopped by its budget, SPEC 17.1) while branches ran
+        // interrupts the parallel stage itself: it is not recorded, and a resume runs it
+        // again (SPEC 4.8).
+        if self.services.cancel.is_cancelled() {
+            remove_worktrees(&cleanups);
+            return Outcome::fail("canceled", FailureClass::Canceled);
         }
         let mut outcome = self.merge_branches(node, join, &targets, finished);
         if isolated && workflow.node(join).handler != HandlerKind::FanIn && !outcome.is_fail() {
@@ -723,7 +736,8 @@ impl Traversal {
         let mut previous: Option<Outcome> = None;
         let mut entered_by = None;
         loop {
-            if self.services.cancel.is_cancelled() {
+            // SPEC 17.1: branch stages count against the run's stage limit too.
+            if self.services.cancel.is_cancelled() || self.budget_reached() {
                 return Outcome::fail("canceled", FailureClass::Canceled);
             }
             if self
