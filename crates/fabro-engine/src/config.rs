@@ -1211,4 +1211,36 @@ command = ["agent", "--acp"]
             assert!(!is_credential_key(name), "{name}");
         }
     }
+
+    #[test]
+    fn budget_keys_parse_merge_and_reject_bad_values() {
+        let config = check(
+            "[run]\nmax_stages = 0\nmax_tokens = 50_000\nmax_cost_usd = 2\nmax_duration = \"30m\"\n",
+        )
+        .expect("valid");
+        assert_eq!(config.run.max_stages, Some(0));
+        assert_eq!(config.run.max_tokens, Some(50_000));
+        assert_eq!(config.run.max_cost_usd.map(CostLimit::usd), Some(2.0));
+        assert_eq!(config.run.max_duration.as_deref(), Some("30m"));
+        let higher = check("[run]\nmax_cost_usd = 0.5\n").expect("valid");
+        let merged = higher.over(config);
+        assert_eq!(merged.run.max_cost_usd.map(CostLimit::usd), Some(0.5));
+        assert_eq!(merged.run.max_stages, Some(0));
+        check_error(
+            "[run]\nmax_stages = -1\n",
+            "key 'run.max_stages' in conf/run.toml:2 expects a whole number ≥ 0, found integer",
+        );
+        check_error(
+            "[run]\nmax_cost_usd = -1.5\n",
+            "key 'run.max_cost_usd' in conf/run.toml:2 expects an amount in USD ≥ 0, found float",
+        );
+        check_error(
+            "[run]\nmax_duration = \"soon\"\n",
+            "key 'run.max_duration' in conf/run.toml:2 expects a duration such as 90s, 30m or 2h, found string",
+        );
+        check_error(
+            "[run]\nmax_stage = 3\n",
+            "unknown key 'run.max_stage' in conf/run.toml:2; did you mean 'run.max_stages'?",
+        );
+    }
 }
