@@ -197,6 +197,33 @@ pub(crate) struct StageArgs {
     /// Provider for LLM nodes without one of their own.
     #[arg(long)]
     pub(crate) provider: Option<String>,
+    /// Stop the run before it starts more than N stages (`[run] max_stages`, default
+    /// 1000; 0: unlimited).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_stages: Option<u64>,
+    /// Stop the run once its LLM calls used N input + output tokens (`[run] max_tokens`).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_tokens: Option<u64>,
+    /// Stop the run once its LLM calls cost USD dollars (`[run] max_cost_usd`).
+    #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    pub(crate) max_cost: Option<fabro_engine::config::CostLimit>,
+    /// Stop the run after this much wall time since it (or its resume) started:
+    /// `90s`, `30m`, `2h` (`[run] max_duration`).
+    #[arg(long, value_name = "D", value_parser = parse_limit_duration)]
+    pub(crate) max_duration: Option<String>,
+}
+
+fn parse_cost(text: &str) -> Result<fabro_engine::config::CostLimit, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(fabro_engine::config::CostLimit::new)
+        .ok_or_else(|| format!("'{text}' is not an amount in USD (examples: 5, 0.50)"))
+}
+
+fn parse_limit_duration(text: &str) -> Result<String, String> {
+    fabro_language::value::parse_duration(text)
+        .map(|_| text.to_owned())
+        .ok_or_else(|| format!("'{text}' is not a duration (examples: 90s, 30m, 2h)"))
 }
 
 #[derive(Debug, clap::Args)]

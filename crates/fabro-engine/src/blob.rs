@@ -11,8 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::id::BlobRef;
 
-/// The blob ref prefix.
-pub const BLOB_PREFIX: &str = "blob://sha256/";
+pub use crate::id::BLOB_PREFIX;
 
 /// Errors of the blob store.
 #[derive(Debug, thiserror::Error)]

@@ -253,14 +253,19 @@ impl Checkpointer {
 
     /// Writes the last complete checkpoint again with `run_status`: the final checkpoint
     /// of a run cancelled in the middle of a stage, which must not count the interrupted
-    /// visit (its rank, visit and simulated replies are used again on resume).
+    /// visit (its rank, visit and simulated replies are used again on resume). The LLM
+    /// totals are the run's current ones: tokens spent by the interrupted stage were
+    /// spent, and budgets count them (SPEC 17.1).
     pub(crate) fn write_last_with_status(
         &mut self,
         run_status: RunStatus,
+        totals: crate::budget::Totals,
     ) -> Result<bool, CheckpointError> {
         let Some(mut record) = self.journal.as_ref().map(|journal| journal.last().clone()) else {
             return Ok(false);
         };
+        record.llm_tokens = totals.tokens;
+        record.llm_cost_usd = totals.cost_usd;
         record.run_status = run_status;
         record.timestamp = crate::timestamp::now_rfc3339();
         self.write(&record.view(), &ChangeHint::everything(), Cycle::Final)?;
@@ -474,6 +479,8 @@ mod tests {
             restart_count: 0,
             stage_rank: u32::try_from(completed).unwrap_or(0),
             simulated_cursors: BTreeMap::new(),
+            llm_tokens: 0,
+            llm_cost_usd: 0.0,
             run_status: RunStatus::Running,
         }
     }

@@ -5,6 +5,11 @@
 //! Parsing is a pure function over text ([`parse`]); [`load`] finds and reads the layers
 //! through a [`ConfigReader`]. Tables merge per key and arrays replace ([`RunConfig::over`]).
 
+mod keys;
+
+use keys::{dirty_worktree, sandbox_provider, RUN_KEYS};
+pub use keys::{CostLimit, DirtyWorktree, DEFAULT_MAX_STAGES};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -64,17 +69,20 @@ pub struct RunSection {
     /// (SPEC 17.2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dirty_worktree: Option<DirtyWorktree>,
-}
-
-/// `[run] dirty_worktree` (SPEC 17.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DirtyWorktree {
-    /// Run in place after saving the working tree under `refs/fabro-before/{run_id}`
-    /// (the default).
-    InPlace,
-    /// Refuse to start: a configuration error.
-    Refuse,
+    /// `max_stages`: stages a run may start, all epochs and branches; 0 is unlimited
+    /// (SPEC 17.1; default [`DEFAULT_MAX_STAGES`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_stages: Option<u64>,
+    /// `max_tokens`: input + output tokens of every LLM call of the run (SPEC 17.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// `max_cost_usd`: `cost_usd` of every LLM call of the run (SPEC 17.1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<CostLimit>,
+    /// `max_duration`: wall time since the run or its resume started (SPEC 17.1), as
+    /// written (`30m`, `2h`, `90s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
 }
 
 /// `[llm]`.
@@ -384,10 +392,14 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
     }
     config.run.goal = root.string("goal")?;
     config.run.vars = root.string_table("vars")?;
-    if let Some(run) = root.section("run", &["goal", "vars", "dirty_worktree"])? {
+    if let Some(run) = root.section("run", RUN_KEYS)? {
         config.run.goal = run.string("goal")?.or(config.run.goal);
         config.run.vars.extend(run.string_table("vars")?);
         config.run.dirty_worktree = dirty_worktree(&run)?;
+        config.run.max_stages = run.count("max_stages")?;
+        config.run.max_tokens = run.count("max_tokens")?;
+        config.run.max_cost_usd = run.cost("max_cost_usd")?;
+        config.run.max_duration = run.duration("max_duration")?;
     }
     if let Some(llm) = root.section("llm", LLM_KEYS)? {
         config.llm.model = llm.string("model")?;
@@ -455,6 +467,10 @@ impl RunConfig {
                 goal: self.run.goal.or(lower.run.goal),
                 vars: table(self.run.vars, lower.run.vars),
                 dirty_worktree: self.run.dirty_worktree.or(lower.run.dirty_worktree),
+                max_stages: self.run.max_stages.or(lower.run.max_stages),
+                max_tokens: self.run.max_tokens.or(lower.run.max_tokens),
+                max_cost_usd: self.run.max_cost_usd.or(lower.run.max_cost_usd),
+                max_duration: self.run.max_duration.or(lower.run.max_duration),
             },
             llm: LlmConfig {
                 model: self.llm.model.or(lower.llm.model),
@@ -576,40 +592,6 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
         .map_or(0, |last| last.chars().count())
         + 1;
     (line, column)
-}
-
-fn dirty_worktree(run: &Section<'_, '_>) -> Result<Option<DirtyWorktree>, ConfigError> {
-    let Some(value) = run.get("dirty_worktree") else {
-        return Ok(None);
-    };
-    let line = run.context.line(value.span().start);
-    match run.string("dirty_worktree")?.as_deref() {
-        Some("in_place") => Ok(Some(DirtyWorktree::InPlace)),
-        Some("refuse") => Ok(Some(DirtyWorktree::Refuse)),
-        None => Ok(None),
-        Some(other) => Err(ConfigError::DirtyWorktree {
-            value: other.to_owned(),
-            file: run.context.file.to_path_buf(),
-            line,
-        }),
-    }
-}
-
-fn sandbox_provider(sandbox: &Section<'_, '_>) -> Result<Option<SandboxProvider>, ConfigError> {
-    let Some(value) = sandbox.get("provider") else {
-        return Ok(None);
-    };
-    let line = sandbox.context.line(value.span().start);
-    let file = sandbox.context.file.to_path_buf();
-    match sandbox.string("provider")?.as_deref() {
-        Some("local") | None => Ok(Some(SandboxProvider::Local)),
-        Some("docker") => Err(ConfigError::DockerSandbox { file, line }),
-        Some(other) => Err(ConfigError::SandboxProvider {
-            value: other.to_owned(),
-            file,
-            line,
-        }),
-    }
 }
 
 #[cfg(test)]
@@ -888,5 +870,37 @@ command = ["agent", "--acp"]
         for name in ["max_tokens", "env_passthrough", "tokenizer", "secretary"] {
             assert!(!is_credential_key(name), "{name}");
         }
+    }
+
+    #[test]
+    fn budget_keys_parse_merge_and_reject_bad_values() {
+        let config = check(
+            "[run]\nmax_stages = 0\nmax_tokens = 50_000\nmax_cost_usd = 2\nmax_duration = \"30m\"\n",
+        )
+        .expect("valid");
+        assert_eq!(config.run.max_stages, Some(0));
+        assert_eq!(config.run.max_tokens, Some(50_000));
+        assert_eq!(config.run.max_cost_usd.map(CostLimit::usd), Some(2.0));
+        assert_eq!(config.run.max_duration.as_deref(), Some("30m"));
+        let higher = check("[run]\nmax_cost_usd = 0.5\n").expect("valid");
+        let merged = higher.over(config);
+        assert_eq!(merged.run.max_cost_usd.map(CostLimit::usd), Some(0.5));
+        assert_eq!(merged.run.max_stages, Some(0));
+        check_error(
+            "[run]\nmax_stages = -1\n",
+            "key 'run.max_stages' in conf/run.toml:2 expects a whole number ≥ 0, found integer",
+        );
+        check_error(
+            "[run]\nmax_cost_usd = -1.5\n",
+            "key 'run.max_cost_usd' in conf/run.toml:2 expects an amount in USD ≥ 0, found float",
+        );
+        check_error(
+            "[run]\nmax_duration = \"soon\"\n",
+            "key 'run.max_duration' in conf/run.toml:2 expects a duration such as 90s, 30m or 2h, found string",
+        );
+        check_error(
+            "[run]\nmax_stage = 3\n",
+            "unknown key 'run.max_stage' in conf/run.toml:2; did you mean 'run.max_stages'?",
+        );
     }
 }

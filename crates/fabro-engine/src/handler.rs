@@ -82,6 +82,8 @@ pub(crate) struct RunServices {
     pub(crate) threads: crate::thread::ThreadStore,
     /// Automatic asset capture after command stages (SPEC 7.8).
     pub(crate) assets: AssetCapture,
+    /// The run's budget (SPEC 17.1).
+    pub(crate) budget: Arc<crate::budget::Budget>,
 }
 
 /// Asset capture for one run: the scanner, where captured files go, and how many.
@@ -300,11 +302,17 @@ pub(crate) mod test_support {
             fs_err::create_dir_all(&work_dir).expect("working directory");
             let emitter = Emitter::open("test-run", &root.join("events.jsonl"), 1, Vec::new())
                 .expect("events file");
+            let cancel = CancellationToken::new();
             let services = RunServices {
                 run_id: "test-run".to_owned(),
                 emitter: Arc::new(emitter),
                 blobs: BlobStore::new(root),
-                cancel: CancellationToken::new(),
+                budget: Arc::new(crate::budget::Budget::new(
+                    crate::budget::BudgetLimits::default(),
+                    crate::budget::Totals::default(),
+                    cancel.clone(),
+                )),
+                cancel,
                 dry_run: false,
                 sandbox_env: SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new()),
                 interviewer: Interviewer::new(&[], false, false),

@@ -4,9 +4,10 @@
 use std::borrow::Borrow;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+/// The prefix of every blob ref (SPEC 11.2): `blob://sha256/{hex}`.
+pub const BLOB_PREFIX: &str = "blob://sha256/";
 
-use crate::blob::BLOB_PREFIX;
+use serde::{Deserialize, Serialize};
 
 /// Declares a string newtype with its conversions.
 macro_rules! string_id {

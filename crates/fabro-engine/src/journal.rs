@@ -228,7 +228,21 @@ pub struct CheckpointDelta {
     pub(crate) stage_rank: u32,
     #[serde(default, skip_serializing_if = "MapChange::is_empty")]
     pub(crate) simulated_cursors: MapChange<u64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) llm_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero_usd")]
+    pub(crate) llm_cost_usd: f64,
     pub(crate) run_status: RunStatus,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde requires
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde requires
+fn is_zero_usd(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// What changed in the run state since the last checkpoint, as the traversal tracked
@@ -311,6 +325,8 @@ impl CheckpointDelta {
             restart_count: new.restart_count,
             stage_rank: new.stage_rank,
             simulated_cursors: MapChange::between(&old.simulated_cursors, new.simulated_cursors),
+            llm_tokens: new.llm_tokens,
+            llm_cost_usd: new.llm_cost_usd,
             run_status: new.run_status,
         };
         debug_assert_eq!(
@@ -346,6 +362,8 @@ impl CheckpointDelta {
             restart_count: new.restart_count,
             stage_rank: new.stage_rank,
             simulated_cursors: MapChange::between(&old.simulated_cursors, new.simulated_cursors),
+            llm_tokens: new.llm_tokens,
+            llm_cost_usd: new.llm_cost_usd,
             run_status: new.run_status,
         }
     }
@@ -372,6 +390,8 @@ impl CheckpointDelta {
         checkpoint.stage_rank = self.stage_rank;
         self.simulated_cursors
             .apply(&mut checkpoint.simulated_cursors);
+        checkpoint.llm_tokens = self.llm_tokens;
+        checkpoint.llm_cost_usd = self.llm_cost_usd;
         checkpoint.run_status = self.run_status;
     }
 }
@@ -579,6 +599,8 @@ mod tests {
             restart_count: 0,
             stage_rank: u32::try_from(completed.len()).unwrap_or(0),
             simulated_cursors: BTreeMap::new(),
+            llm_tokens: 0,
+            llm_cost_usd: 0.0,
             run_status: RunStatus::Running,
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod asset_capture;
 pub mod blob;
+pub mod budget;
 mod catch_panic;
 pub mod checkpoint;
 pub mod config;
@@ -27,6 +28,7 @@ pub mod run_diff;
 pub mod run_dir;
 pub mod run_index;
 pub mod run_stages;
+pub mod run_status;
 pub mod sandbox;
 pub mod source;
 pub mod stage_log;

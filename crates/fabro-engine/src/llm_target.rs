@@ -201,6 +201,26 @@ impl LlmTarget {
     /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
     /// A fresh one per stage, so a failover lasts for the rest of the stage only.
     pub fn stage_client(&self, emitter: Arc<Emitter>, node_id: &str) -> Resilient {
+        self.client_with_budget(emitter, None, node_id)
+    }
+
+    /// [`LlmTarget::stage_client`] whose completed calls count against the run's budget
+    /// (SPEC 17.1).
+    pub(crate) fn budgeted_client(
+        &self,
+        emitter: Arc<Emitter>,
+        budget: &Arc<crate::budget::Budget>,
+        node_id: &str,
+    ) -> Resilient {
+        self.client_with_budget(emitter, Some(Arc::clone(budget)), node_id)
+    }
+
+    fn client_with_budget(
+        &self,
+        emitter: Arc<Emitter>,
+        budget: Option<Arc<crate::budget::Budget>>,
+        node_id: &str,
+    ) -> Resilient {
         let primary = Route {
             provider: self.provider,
             model: self.model.clone(),
@@ -211,6 +231,7 @@ impl LlmTarget {
             .with_observer(Arc::new(EventObserver {
                 emitter,
                 node_id: node_id.to_owned(),
+                budget,
             }))
     }
 }
@@ -219,6 +240,8 @@ impl LlmTarget {
 struct EventObserver {
     emitter: Arc<Emitter>,
     node_id: String,
+    /// The run's budget, charged with every completed call.
+    budget: Option<Arc<crate::budget::Budget>>,
 }
 
 impl CallObserver for EventObserver {
@@ -245,6 +268,16 @@ impl CallObserver for EventObserver {
                 to_provider: notice.to_provider.as_str().to_owned(),
             },
         ));
+    }
+
+    fn completed(&self, model: &str, usage: &fabro_llm::Usage) {
+        if let Some(budget) = &self.budget {
+            let cost = usage
+                .cost_usd
+                .or_else(|| fabro_llm::catalog::cost_usd(model, usage))
+                .unwrap_or(0.0);
+            budget.record_call(usage.input_tokens.saturating_add(usage.output_tokens), cost);
+        }
     }
 }
 

@@ -8,12 +8,12 @@
 //! fan-in node. A `first_success` join cancels the other branches through their join token:
 //! their current stage ends `skipped` with its status file written like any other.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use fabro_language::model::JoinPolicy;
-use fabro_language::{HandlerKind, NodeIndex, StageStatus, Workflow};
+use fabro_language::{HandlerKind, NodeIndex, StageStatus};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -29,56 +29,14 @@ use crate::outcome::Outcome;
 use crate::traversal::Traversal;
 
 mod branch_record;
+mod join;
 
 use branch_record::{BranchRecord, RecordDir};
+pub(crate) use join::join_node;
 
 /// A boxed `Send` future.
 pub(crate) type BoxFuture<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
-/// The join node of branches starting at `targets` (SPEC 5.7): among nodes reachable at
-/// distance ≥ 1 from every target, the smallest maximum distance, then the smallest
-/// distance sum, then the lexically smallest id.
-pub(crate) fn join_node(workflow: &Workflow, targets: &[NodeIndex]) -> Option<NodeIndex> {
-    let distances: Vec<Vec<Option<u32>>> = targets
-        .iter()
-        .map(|&target| distances_from(workflow, target))
-        .collect();
-    workflow
-        .node_indices()
-        .filter_map(|node| {
-            let mut max = 0;
-            let mut sum = 0u64;
-            for per_target in &distances {
-                let distance = per_target[node.get()].filter(|&distance| distance >= 1)?;
-                max = max.max(distance);
-                sum += u64::from(distance);
-            }
-            Some((max, sum, workflow.node(node).id.as_str(), node))
-        })
-        .min_by(|a, b| (a.0, a.1, a.2.as_bytes()).cmp(&(b.0, b.1, b.2.as_bytes())))
-        .map(|(_, _, _, node)| node)
-}
-
-/// BFS distances from `start`; a node reachable again through a cycle back to `start`
-/// does not count as distance 0 for the others.
-fn distances_from(workflow: &Workflow, start: NodeIndex) -> Vec<Option<u32>> {
-    let mut distances = vec![None; workflow.nodes().len()];
-    let mut queue = VecDeque::from([(start, 0u32)]);
-    let mut seen = vec![false; workflow.nodes().len()];
-    seen[start.get()] = true;
-    while let Some((node, distance)) = queue.pop_front() {
-        for (_, edge) in workflow.outgoing(node) {
-            let next = edge.to;
-            if !seen[next.get()] {
-                seen[next.get()] = true;
-                distances[next.get()] = Some(distance + 1);
-                queue.push_back((next, distance + 1));
-            }
-        }
-    }
-    distances
-}
 
 /// The notes of a stage ended because its branch's `first_success` join was satisfied.
 pub(crate) const JOIN_SATISFIED_NOTES: &str = "canceled: join policy first_success satisfied";
@@ -483,8 +441,14 @@ impl Traversal {
                 let started = Instant::now();
                 let outcome = branch.run_branch(target, join).await;
                 let record = branch.branch_record(base, outcome);
-                // A branch stopped by a storage failure runs again on resume.
-                if let Some(records) = records.as_ref().filter(|_| !record.outcome.engine_error) {
+                // A branch stopped by a storage failure, or interrupted by the run's
+                // cancellation or budget (SPEC 4.8, 17.1), runs again on resume.
+                let interrupted = branch.services.cancel.is_cancelled()
+                    && record.outcome.failure_class() == Some(FailureClass::Canceled);
+                if let Some(records) = records
+                    .as_ref()
+                    .filter(|_| !record.outcome.engine_error && !interrupted)
+                {
                     if let Err(error) = records.store(&record) {
                         tracing::warn!(%error, "cannot store a parallel branch's record");
                     }
@@ -539,6 +503,13 @@ impl Traversal {
             let outcome = stopped.record.outcome.clone();
             remove_worktrees(&cleanups);
             return outcome;
+        }
+        // A run cancelled (or stopped by its budget, SPEC 17.1) while branches ran
+        // interrupts the parallel stage itself: it is not recorded, and a resume runs it
+        // again (SPEC 4.8).
+        if self.services.cancel.is_cancelled() {
+            remove_worktrees(&cleanups);
+            return Outcome::fail("canceled", FailureClass::Canceled);
         }
         let mut outcome = self.merge_branches(node, join, &targets, finished);
         if isolated && workflow.node(join).handler != HandlerKind::FanIn && !outcome.is_fail() {
@@ -743,7 +714,8 @@ impl Traversal {
         let mut previous: Option<Outcome> = None;
         let mut entered_by = None;
         loop {
-            if self.services.cancel.is_cancelled() {
+            // SPEC 17.1: branch stages count against the run's stage limit too.
+            if self.services.cancel.is_cancelled() || self.budget_reached() {
                 return Outcome::fail("canceled", FailureClass::Canceled);
             }
             if self

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::id::RunId;
 use crate::outcome::Outcome;
-use crate::run_index::RunStatus;
+use crate::run_status::RunStatus;
 
 /// `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +167,13 @@ pub struct Checkpoint {
     pub stage_rank: u32,
     /// Simulated provider cursors.
     pub simulated_cursors: BTreeMap<String, u64>,
+    /// Input + output tokens of every LLM call of the run so far (SPEC 17.1); omitted
+    /// while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub llm_tokens: u64,
+    /// `cost_usd` of every LLM call of the run so far (SPEC 17.1); omitted while 0.
+    #[serde(default, skip_serializing_if = "is_zero_usd")]
+    pub llm_cost_usd: f64,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
     pub run_status: RunStatus,
 }
@@ -211,8 +218,24 @@ pub struct CheckpointView<'a> {
     pub stage_rank: u32,
     /// Simulated provider cursors.
     pub simulated_cursors: &'a BTreeMap<String, u64>,
+    /// Input + output tokens of every LLM call of the run so far.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub llm_tokens: u64,
+    /// `cost_usd` of every LLM call of the run so far.
+    #[serde(skip_serializing_if = "is_zero_usd")]
+    pub llm_cost_usd: f64,
     /// `running`, `success`, `partial_success`, `fail` or `canceled`.
     pub run_status: RunStatus,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde requires
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // the signature serde requires
+fn is_zero_usd(value: &f64) -> bool {
+    *value == 0.0
 }
 
 impl Checkpoint {
@@ -237,6 +260,8 @@ impl Checkpoint {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: &self.simulated_cursors,
+            llm_tokens: self.llm_tokens,
+            llm_cost_usd: self.llm_cost_usd,
             run_status: self.run_status,
         }
     }
@@ -264,6 +289,8 @@ impl CheckpointView<'_> {
             restart_count: self.restart_count,
             stage_rank: self.stage_rank,
             simulated_cursors: self.simulated_cursors.clone(),
+            llm_tokens: self.llm_tokens,
+            llm_cost_usd: self.llm_cost_usd,
             run_status: self.run_status,
         }
     }
@@ -294,6 +321,8 @@ mod tests {
             restart_count: 0,
             stage_rank: 2,
             simulated_cursors: BTreeMap::new(),
+            llm_tokens: 0,
+            llm_cost_usd: 0.0,
             run_status: RunStatus::Success,
         };
         let json = serde_json::to_string(&checkpoint).expect("serialises");

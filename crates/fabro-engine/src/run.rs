@@ -23,7 +23,8 @@ use crate::checkpoint::Checkpointer;
 use crate::config::DirtyWorktree;
 use crate::config::RunConfig;
 use crate::event::kind::{
-    EventUsage, WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed, WorkflowRunStarted,
+    BudgetExhausted, EventUsage, WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed,
+    WorkflowRunStarted,
 };
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
@@ -820,7 +821,19 @@ impl PreparedRun {
         )
         .map_err(RunError::ArtifactsInclude)?
         .skipping(&self.options.fabro_home);
+        // SPEC 17.1: token and cost totals carry across resumes; the clock restarts.
+        let budget = Arc::new(crate::budget::Budget::new(
+            crate::budget::BudgetLimits::from_config(&self.options.config.run),
+            resume
+                .as_ref()
+                .map_or_else(Default::default, |checkpoint| crate::budget::Totals {
+                    tokens: checkpoint.llm_tokens,
+                    cost_usd: checkpoint.llm_cost_usd,
+                }),
+            cancel.clone(),
+        ));
         let services = Arc::new(RunServices {
+            budget: Arc::clone(&budget),
             run_id: self.run_id.clone(),
             emitter: Arc::clone(&emitter),
             blobs: BlobStore::new(&self.options.fabro_home),
@@ -1050,8 +1063,18 @@ impl PreparedRun {
                     Arc::clone(&cause),
                     Arc::clone(&watchdog_paused),
                 );
+                let timer = budget.time_left().map(|left| {
+                    let budget = Arc::clone(&budget);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(left).await;
+                        budget.check_duration();
+                    })
+                });
                 let end = traversal.run_from(start, previous, entered_by).await;
                 watchdog.abort();
+                if let Some(timer) = timer {
+                    timer.abort();
+                }
                 end
             }
         };
@@ -1097,6 +1120,16 @@ impl PreparedRun {
                 cause,
             } => {
                 traversal.canceled_checkpoint(node_id.as_deref());
+                let exhausted = budget
+                    .exhausted()
+                    .filter(|_| *cause == crate::traversal::StopCause::Budget);
+                if let Some(exhausted) = &exhausted {
+                    emitter.emit(Event::run(BudgetExhausted {
+                        kind: exhausted.kind.as_str().to_owned(),
+                        limit: exhausted.limit.clone(),
+                        used: exhausted.used.clone(),
+                    }));
+                }
                 if *cause == crate::traversal::StopCause::Stall {
                     emitter.emit(Event::run(WatchdogTimeout {
                         last_event_id: emitter.last_event_id(),
@@ -1105,7 +1138,13 @@ impl PreparedRun {
                 }
                 emitter.emit(Event::run(WorkflowRunFailed {
                     duration_ms,
-                    failure_class: FailureClass::Canceled.as_str().to_owned(),
+                    failure_class: if exhausted.is_some() {
+                        FailureClass::BudgetExhausted
+                    } else {
+                        FailureClass::Canceled
+                    }
+                    .as_str()
+                    .to_owned(),
                     node_id: node_id.clone(),
                     reason: reason.clone(),
                 }));

@@ -15,9 +15,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use fabro_language::StageStatus;
 use rusqlite::{params, Connection};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::record::Manifest;
 use crate::run_dir::RunPaths;
@@ -39,24 +38,7 @@ pub struct RunIndex {
     connection: Connection,
 }
 
-/// The status of a run as the index reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    /// A process is executing the run (it holds the run lock).
-    Running,
-    /// Reached exit with every goal met.
-    Success,
-    /// Reached exit with failures routed around (SPEC 4.7).
-    PartialSuccess,
-    /// Failed.
-    Fail,
-    /// Cancelled by the user or the stall watchdog.
-    Canceled,
-    /// Recorded as running, but no process holds its lock: it died mid-run.
-    Interrupted,
-    /// Its `manifest.json` cannot be read or parsed ([`RunRecord::reason`] says why).
-    Unreadable,
-}
+pub use crate::run_status::RunStatus;
 
 /// One run as listed by the index.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,90 +135,6 @@ pub enum RunIndexErrorKind {
     NoSuchRun,
     /// Another process holds the run lock.
     Locked,
-}
-
-impl RunStatus {
-    /// The word stored in the index and printed by the CLI.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Success => "success",
-            RunStatus::PartialSuccess => "partial_success",
-            RunStatus::Fail => "fail",
-            RunStatus::Canceled => "canceled",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Unreadable => "unreadable",
-        }
-    }
-
-    /// Parses a stored status (`checkpoint.json` `run_status`, the index column), in
-    /// any case; the stage-status aliases (`succeeded`, `failed`, …) are accepted for
-    /// the statuses they name (SPEC "Open questions decided" 1).
-    pub fn parse(text: &str) -> Option<RunStatus> {
-        const WORDS: [(&str, RunStatus); 5] = [
-            ("running", RunStatus::Running),
-            ("canceled", RunStatus::Canceled),
-            ("cancelled", RunStatus::Canceled),
-            ("interrupted", RunStatus::Interrupted),
-            ("unreadable", RunStatus::Unreadable),
-        ];
-        if let Some(&(_, status)) = WORDS
-            .iter()
-            .find(|(word, _)| word.eq_ignore_ascii_case(text))
-        {
-            return Some(status);
-        }
-        match StageStatus::parse(text)? {
-            StageStatus::Success => Some(RunStatus::Success),
-            StageStatus::PartialSuccess => Some(RunStatus::PartialSuccess),
-            StageStatus::Fail => Some(RunStatus::Fail),
-            StageStatus::Skipped | StageStatus::Retry => None,
-        }
-    }
-
-    /// The run status of a run that reached exit with `status`.
-    pub fn completed(status: StageStatus) -> RunStatus {
-        match status {
-            StageStatus::Success => RunStatus::Success,
-            StageStatus::PartialSuccess => RunStatus::PartialSuccess,
-            StageStatus::Fail | StageStatus::Skipped | StageStatus::Retry => RunStatus::Fail,
-        }
-    }
-
-    /// Whether the run ended (every status but `running`).
-    pub fn is_finished(self) -> bool {
-        match self {
-            RunStatus::Running => false,
-            RunStatus::Success
-            | RunStatus::PartialSuccess
-            | RunStatus::Fail
-            | RunStatus::Canceled
-            | RunStatus::Interrupted
-            | RunStatus::Unreadable => true,
-        }
-    }
-}
-
-/// Written as [`RunStatus::as_str`].
-impl Serialize for RunStatus {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-/// Read through [`RunStatus::parse`].
-impl<'de> Deserialize<'de> for RunStatus {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RunStatus, D::Error> {
-        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
-        RunStatus::parse(&text)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown run status '{text}'")))
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(self.as_str())
-    }
 }
 
 impl RunRecord {

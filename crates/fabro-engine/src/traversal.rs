@@ -72,6 +72,8 @@ pub enum StopCause {
     /// An I/O error of fabro's own storage: run directory, blob store, journal, git
     /// objects or refs (exit 1). The interrupted stage runs again on resume.
     EngineError,
+    /// A budget limit was reached (SPEC 17.1; exit 1).
+    Budget,
 }
 
 /// Everything the loop tracks; mirrored by `checkpoint.json`.
@@ -260,7 +262,7 @@ impl Traversal {
         let mut previous = previous;
         let mut entered_by = entered_by;
         loop {
-            if self.services.cancel.is_cancelled() {
+            if self.services.cancel.is_cancelled() || self.budget_reached() {
                 return self.canceled(Some(node));
             }
             if Some(node) == workflow.exit() {
@@ -344,6 +346,7 @@ impl Traversal {
         };
         let timestamp = now_rfc3339();
         let simulated_cursors = self.services.llm.simulated().cursors();
+        let totals = self.services.budget.totals();
         let state = &self.state;
         let hint = ChangeHint {
             nodes: &state.touched_nodes,
@@ -370,6 +373,8 @@ impl Traversal {
                 restart_count: state.restart_count,
                 stage_rank: state.stage_rank,
                 simulated_cursors: &simulated_cursors,
+                llm_tokens: totals.tokens,
+                llm_cost_usd: totals.cost_usd,
                 run_status,
             },
             &hint,
@@ -452,8 +457,9 @@ impl Traversal {
     /// `canceled`, so that a resume executes the interrupted stage again as the same
     /// visit with the same rank (SPEC 8.7).
     pub(crate) fn canceled_checkpoint(&mut self, next: Option<&str>) {
+        let totals = self.services.budget.totals();
         let written = match &mut self.checkpointer {
-            Some(checkpointer) => checkpointer.write_last_with_status(RunStatus::Canceled),
+            Some(checkpointer) => checkpointer.write_last_with_status(RunStatus::Canceled, totals),
             None => Ok(false),
         };
         match written {
@@ -470,8 +476,22 @@ impl Traversal {
         end
     }
 
+    /// Whether a budget limit stops the run before the next stage (SPEC 17.1); the
+    /// stages started so far are the ranks allocated in the whole run.
+    pub(crate) fn budget_reached(&self) -> bool {
+        let started = self.ranks.load(std::sync::atomic::Ordering::SeqCst);
+        self.services.budget.check_before_stage(u64::from(started))
+    }
+
     fn canceled(&self, node: Option<NodeIndex>) -> RunEnd {
         let node_id = node.map(|node| self.workflow.node(node).id.clone());
+        if let Some(exhausted) = self.services.budget.exhausted() {
+            return RunEnd::Canceled {
+                reason: exhausted.reason(),
+                node_id,
+                cause: StopCause::Budget,
+            };
+        }
         match self.cause.stall() {
             Some(reason) => RunEnd::Canceled {
                 reason,

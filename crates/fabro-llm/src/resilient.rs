@@ -170,6 +170,8 @@ pub trait CallObserver: Send + Sync {
     fn retrying(&self, notice: &RetryNotice);
     /// Before the first call on the next provider.
     fn failing_over(&self, notice: &FailoverNotice);
+    /// After a call that completed, with the model it was sent to and its usage.
+    fn completed(&self, _model: &str, _usage: &crate::message::Usage) {}
 }
 
 /// An observer that ignores everything.
@@ -268,7 +270,10 @@ impl Resilient {
                 &routed
             };
             let error = match self.with_retries(route, request, sink).await {
-                Ok(response) => return Ok(response),
+                Ok(response) => {
+                    self.observer.completed(&request.model, &response.usage);
+                    return Ok(response);
+                }
                 Err(error) => error,
             };
             let Some(next) = self

@@ -83,11 +83,12 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     }
     .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
     let config_bytes = read_file("cannot read run configuration", &paths.config())?;
-    let config: RunConfig =
+    let mut config: RunConfig =
         serde_json::from_slice(&config_bytes).map_err(|source| CliError::InvalidRunConfig {
             path: paths.config(),
             source,
         })?;
+    super::run::apply_budget_flags(&args.stages, &mut config);
     let work_dir = checkpoint
         .context_values
         .get("internal.work_dir")

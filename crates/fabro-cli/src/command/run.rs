@@ -338,6 +338,7 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
     if args.no_in_place {
         config.run.dirty_worktree = Some(config::DirtyWorktree::Refuse);
     }
+    apply_budget_flags(&args.stages, &mut config);
     let answers = parse_answers(&args.stages.answers)?;
     let mut vars = config.run.vars.clone();
     for var in &args.vars {
@@ -360,6 +361,16 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         run_id: args.run_id.clone(),
         ..run_options
     })
+}
+
+/// `--max-stages`, `--max-tokens`, `--max-cost` and `--max-duration` over the
+/// configuration's `[run]` limits (SPEC 17.1); the run records them in `config.json`.
+pub(crate) fn apply_budget_flags(stages: &StageArgs, config: &mut RunConfig) {
+    let run = &mut config.run;
+    run.max_stages = stages.max_stages.or(run.max_stages);
+    run.max_tokens = stages.max_tokens.or(run.max_tokens);
+    run.max_cost_usd = stages.max_cost.or(run.max_cost_usd);
+    run.max_duration = stages.max_duration.clone().or(run.max_duration.take());
 }
 
 /// `--answer NODE=LABEL` values (SPEC 12.1).

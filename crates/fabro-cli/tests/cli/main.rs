@@ -2,6 +2,7 @@
 
 mod backends;
 mod blobs;
+mod budget;
 mod config;
 mod corpus;
 mod crash;

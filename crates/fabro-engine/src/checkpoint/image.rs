@@ -186,6 +186,14 @@ impl CheckpointImage {
         value(out, &checkpoint.stage_rank);
         field(out, "simulated_cursors", false);
         value(out, &checkpoint.simulated_cursors);
+        if checkpoint.llm_tokens != 0 {
+            field(out, "llm_tokens", false);
+            value(out, &checkpoint.llm_tokens);
+        }
+        if checkpoint.llm_cost_usd != 0.0 {
+            field(out, "llm_cost_usd", false);
+            value(out, &checkpoint.llm_cost_usd);
+        }
         field(out, "run_status", false);
         value(out, &checkpoint.run_status);
         out.push(b'}');
@@ -247,6 +255,8 @@ mod tests {
             restart_count: step / 4,
             stage_rank: step,
             simulated_cursors: BTreeMap::from([("n".to_owned(), u64::from(step))]),
+            llm_tokens: 0,
+            llm_cost_usd: 0.0,
             run_status: crate::run_index::RunStatus::Running,
         }
     }

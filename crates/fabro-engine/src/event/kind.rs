@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::id::BlobRef;
-use crate::run_index::RunStatus;
+use crate::run_status::RunStatus;
 
 /// Declares [`EventKind`] with one variant per event struct, named as in the file.
 macro_rules! event_kinds {
@@ -152,6 +152,8 @@ event_kinds! {
     CircuitBreakerTripped = "CircuitBreakerTripped",
     /// The stall watchdog cancelled the run (SPEC 9.11).
     WatchdogTimeout = "Watchdog.Timeout",
+    /// A budget of SPEC 17.1 stopped the run.
+    BudgetExhausted = "BudgetExhausted",
     /// Something a person should know about.
     Warning = "Warning",
 }
@@ -721,6 +723,19 @@ pub struct WatchdogTimeout {
     pub last_event_id: u64,
     /// The stall timeout.
     pub stall_timeout_s: u64,
+}
+
+/// `BudgetExhausted {kind, used, limit}` (run-level, SPEC 17.1): `kind` is `stages`,
+/// `tokens`, `cost` or `duration`; `used` and `limit` as the reason prints them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetExhausted {
+    /// Which limit.
+    pub kind: String,
+    /// The limit's value.
+    pub limit: String,
+    /// Amount used.
+    pub used: String,
 }
 
 /// `Warning {code, message}`.

@@ -137,8 +137,11 @@ impl AgentConversation {
                         services.llm.simulated().context_window().map(u64::from);
                 }
                 // Retries and failover (SPEC 9.2, 9.4) under the agent loop.
-                let client: Arc<dyn fabro_llm::LlmClient> =
-                    Arc::new(target.stage_client(Arc::clone(&services.emitter), &node.id));
+                let client: Arc<dyn fabro_llm::LlmClient> = Arc::new(target.budgeted_client(
+                    Arc::clone(&services.emitter),
+                    &services.budget,
+                    &node.id,
+                ));
                 let session = AgentSession::with_default_tools(config, client, sink)
                     .map_err(|error| agent_error(&error))?;
                 started("api");

@@ -173,7 +173,11 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         reasoning_effort: Some(super::llm::reasoning_effort(input.node)),
         ..Request::default()
     };
-    let client = target.stage_client(input.services.emitter.clone(), &input.node.id);
+    let client = target.budgeted_client(
+        input.services.emitter.clone(),
+        &input.services.budget,
+        &input.node.id,
+    );
     let response = tokio::select! {
         response = client.complete(&request) => response.ok()?,
         () = input.services.cancel.cancelled() => return None,

@@ -52,9 +52,11 @@ impl PromptConversation {
             ..Request::default()
         };
         // Retries and failover (SPEC 9.2, 9.4), with their events.
-        let client = self
-            .target
-            .stage_client(Arc::clone(&input.services.emitter), &input.node.id);
+        let client = self.target.budgeted_client(
+            Arc::clone(&input.services.emitter),
+            &input.services.budget,
+            &input.node.id,
+        );
         let call = client.complete(&request);
         let response = tokio::select! {
             response = call => response,

@@ -396,6 +396,15 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             .into(),
         ),
         (
+            None,
+            BudgetExhausted {
+                kind: "stages".to_owned(),
+                limit: "1000".to_owned(),
+                used: "1000".to_owned(),
+            }
+            .into(),
+        ),
+        (
             Some("plan"),
             Warning::new("custom_outcome", "node plan reported custom outcome 'x'").into(),
         ),
