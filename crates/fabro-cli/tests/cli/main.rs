@@ -7,6 +7,7 @@ mod corpus;
 mod crash;
 mod git;
 mod graph;
+mod human;
 mod inspect;
 mod lifecycle;
 mod llm;
