@@ -1,5 +1,7 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
+mod answer;
+mod cancel;
 mod dump;
 mod events;
 mod graph;
@@ -35,6 +37,8 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Events(args) => events::run(&args, output),
         Command::Dump(args) => dump::run(&args, output),
         Command::Model(args) => model::run(&args, output),
+        Command::Answer(args) => answer::run(&args, output),
+        Command::Cancel(args) => cancel::run(&args, output),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The live view of a run on stderr (one line per stage), and the `--json` event stream
 //! on stdout (SPEC 12.1).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -10,34 +11,63 @@ use serde_json::Value;
 /// Prints one line per finished stage to stderr.
 pub(crate) struct ProgressSink {
     color: bool,
-    lock: Mutex<()>,
+    /// The answers of human gates whose stage has not completed yet, by node (SPEC 17.5).
+    /// Held while a line is written, so lines never interleave.
+    choices: Mutex<HashMap<String, String>>,
 }
 
 impl ProgressSink {
     pub(crate) fn new(color: bool) -> ProgressSink {
         ProgressSink {
             color,
-            lock: Mutex::new(()),
+            choices: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl EventSink for ProgressSink {
     fn emit(&self, envelope: &EventEnvelope) {
-        let Some(line) = progress_line(envelope, self.color) else {
-            return;
-        };
-        let _guard = self
-            .lock
+        let mut choices = self
+            .choices
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let node = envelope.node_id.clone().unwrap_or_default();
+        if envelope.event == "HumanAnswer" {
+            choices.insert(node, gate_choice(&envelope.properties));
+            return;
+        }
+        let choice = match envelope.event.as_str() {
+            "StageCompleted" => choices.remove(&node),
+            _ => None,
+        };
+        let Some(line) = progress_line(envelope, self.color, choice.as_deref()) else {
+            return;
+        };
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{line}");
     }
 }
 
-/// The progress line for an event, if it gets one.
-pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<String> {
+/// What a human gate's answer chose, as its progress line shows it (SPEC 17.5):
+/// `[R] Revise`, or the free text in quotes.
+fn gate_choice(properties: &serde_json::Map<String, Value>) -> String {
+    let text = |name: &str| properties.get(name).and_then(Value::as_str).unwrap_or("");
+    match text("selected_key") {
+        "freeform" => format!("\"{}\"", text("text")),
+        key => format!(
+            "[{key}] {}",
+            fabro_language::label::strip_accelerator(text("label"))
+        ),
+    }
+}
+
+/// The progress line for an event, if it gets one; `choice` is what a human gate's
+/// answer chose, for its `StageCompleted`.
+pub(crate) fn progress_line(
+    envelope: &EventEnvelope,
+    color: bool,
+    choice: Option<&str>,
+) -> Option<String> {
     let properties = &envelope.properties;
     let node = envelope.node_id.as_deref().unwrap_or("");
     match envelope.event.as_str() {
@@ -60,7 +90,13 @@ pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<Str
             } else {
                 mark.to_owned()
             };
-            let mut line = format!("{mark} {node} {status} ({})", format_duration_ms(duration));
+            let mut line = match choice {
+                Some(choice) => format!(
+                    "{mark} {node} → {choice} ({})",
+                    format_duration_ms(duration)
+                ),
+                None => format!("{mark} {node} {status} ({})", format_duration_ms(duration)),
+            };
             if let (Some(model), Some(usage)) = (
                 properties.get("model").and_then(Value::as_str),
                 properties.get("usage").filter(|usage| !usage.is_null()),

@@ -11,6 +11,7 @@ pub mod event;
 pub mod failure;
 pub mod git;
 mod handler;
+pub mod interviewer;
 pub mod journal;
 pub mod llm_target;
 pub mod outcome;
