@@ -91,7 +91,7 @@ async fn the_channel_publishes_questions_and_takes_answers_through_its_handle() 
     tokio::pin!(asking);
     // Asking publishes the question; nothing is answered yet.
     assert!(futures_poll(&mut asking).is_none());
-    assert_eq!(handle.pending(), [question.clone()]);
+    assert_eq!(handle.pending(), std::slice::from_ref(&question));
     assert_eq!(
         handle.answer("other-id", "a"),
         Err(AnswerError::NotPending {
