@@ -38,6 +38,27 @@ pub(crate) enum Command {
     Gc(GcArgs),
     /// The model catalog.
     Model(ModelArgs),
+    /// Answer the pending human question of a detached run.
+    Answer(AnswerArgs),
+    /// Cancel a running run (as its first Ctrl-C would); it can be resumed.
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AnswerArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// The option: its key, its label or its target node (or, with --text, the freeform edge).
+    pub(crate) label: String,
+    /// Free text for the gate's freeform edge, which LABEL names.
+    #[arg(long, value_name = "T")]
+    pub(crate) text: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CancelArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -235,6 +256,9 @@ pub(crate) struct ResumeArgs {
     /// Continue the run in a background process (output in worker.log) and exit.
     #[arg(long)]
     pub(crate) detach: bool,
+    /// Internal: the worker of `--detach`.
+    #[arg(long, hide = true)]
+    pub(crate) detached_worker: bool,
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,

@@ -1,5 +1,7 @@
 //! One module per command; each returns a [`Status`] or a [`CliError`].
 
+mod answer;
+mod cancel;
 mod diff;
 mod dump;
 mod events;
@@ -41,6 +43,8 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Diff(args) => diff::run(&args, output),
         Command::Gc(args) => gc::run(&args, output),
         Command::Model(args) => model::run(&args, output),
+        Command::Answer(args) => answer::run(&args, output),
+        Command::Cancel(args) => cancel::run(&args, output),
     }
 }
 

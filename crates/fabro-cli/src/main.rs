@@ -6,6 +6,7 @@
 
 mod args;
 mod command;
+mod console;
 mod error;
 mod loader;
 mod output;

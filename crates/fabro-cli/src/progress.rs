@@ -1,42 +1,76 @@
 //! The live view of a run on stderr (one line per stage), and the `--json` event stream
 //! on stdout (SPEC 12.1).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Mutex;
 
+use fabro_engine::event::kind::HumanAnswer;
 use fabro_engine::event::{EventEnvelope, EventKind, EventSink};
 
 /// Prints one line per finished stage to stderr.
 pub(crate) struct ProgressSink {
     color: bool,
-    lock: Mutex<()>,
+    /// The answers of human gates whose stage has not completed yet, by node (SPEC 17.5).
+    /// Held while a line is written, so lines never interleave.
+    choices: Mutex<HashMap<String, String>>,
 }
 
 impl ProgressSink {
     pub(crate) fn new(color: bool) -> ProgressSink {
         ProgressSink {
             color,
-            lock: Mutex::new(()),
+            choices: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl EventSink for ProgressSink {
     fn emit(&self, envelope: &EventEnvelope) {
-        let Some(line) = progress_line(envelope, self.color) else {
-            return;
-        };
-        let _guard = self
-            .lock
+        let mut choices = self
+            .choices
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let node = envelope
+            .node_id
+            .as_deref()
+            .map(str::to_owned)
+            .unwrap_or_default();
+        let choice = match &envelope.kind {
+            EventKind::HumanAnswer(answer) => {
+                choices.insert(node, gate_choice(answer));
+                return;
+            }
+            EventKind::StageCompleted(_) => choices.remove(&node),
+            _ => None,
+        };
+        let Some(line) = progress_line(envelope, self.color, choice.as_deref()) else {
+            return;
+        };
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{line}");
     }
 }
 
-/// The progress line for an event, if it gets one.
-pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<String> {
+/// What a human gate's answer chose, as its progress line shows it (SPEC 17.5):
+/// `[R] Revise`, or the free text in quotes.
+fn gate_choice(answer: &HumanAnswer) -> String {
+    match answer.selected_key.as_str() {
+        "freeform" => format!("\"{}\"", answer.text),
+        key => format!(
+            "[{key}] {}",
+            fabro_language::label::strip_accelerator(&answer.label)
+        ),
+    }
+}
+
+/// The progress line for an event, if it gets one; `choice` is what a human gate's
+/// answer chose, for its `StageCompleted`.
+pub(crate) fn progress_line(
+    envelope: &EventEnvelope,
+    color: bool,
+    choice: Option<&str>,
+) -> Option<String> {
     let node = envelope.node_id.as_deref().unwrap_or("");
     match &envelope.kind {
         EventKind::StageCompleted(stage) => {
@@ -51,10 +85,11 @@ pub(crate) fn progress_line(envelope: &EventEnvelope, color: bool) -> Option<Str
             } else {
                 mark.to_owned()
             };
-            let mut line = format!(
-                "{mark} {node} {status} ({})",
-                format_duration_ms(stage.duration_ms)
-            );
+            let duration = format_duration_ms(stage.duration_ms);
+            let mut line = match choice {
+                Some(choice) => format!("{mark} {node} → {choice} ({duration})"),
+                None => format!("{mark} {node} {status} ({duration})"),
+            };
             if let (Some(model), Some(usage)) = (&stage.model, &stage.usage) {
                 line.push_str(&format!(
                     " {model} {} in / {} out",

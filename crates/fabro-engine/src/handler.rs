@@ -28,8 +28,6 @@ use crate::event::Emitter;
 use crate::outcome::Outcome;
 use crate::sandbox::SandboxEnv;
 
-pub(crate) use human::Interviewer;
-
 /// Everything a handler may read for one attempt.
 pub(crate) struct StageInput<'a> {
     /// The workflow.
@@ -70,8 +68,8 @@ pub(crate) struct RunServices {
     pub(crate) dry_run: bool,
     /// Environment for commands (SPEC 13.5).
     pub(crate) sandbox_env: SandboxEnv,
-    /// Human gate answer sources (SPEC 5.5).
-    pub(crate) interviewer: Interviewer,
+    /// Human gate answer sources, first applicable wins (SPEC 5.5).
+    pub(crate) interviewer: Arc<dyn crate::interviewer::Interviewer>,
     /// Run variables, for expanding prompts and scripts (SPEC 2.7).
     pub(crate) variables: fabro_language::Variables,
     /// Provider, model and client per LLM node (SPEC 10.2).
@@ -263,7 +261,7 @@ pub(crate) mod test_support {
     use fabro_language::{AnyModel, CheckOptions, NoFiles, Variables, Workflow};
     use tokio_util::sync::CancellationToken;
 
-    use super::{Interviewer, RunServices, StageInput};
+    use super::{RunServices, StageInput};
     use crate::blob::BlobStore;
     use crate::context::Context;
     use crate::event::{read_events, Emitter, EventEnvelope};
@@ -315,7 +313,7 @@ pub(crate) mod test_support {
                 cancel,
                 dry_run: false,
                 sandbox_env: SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new()),
-                interviewer: Interviewer::new(&[], false, false),
+                interviewer: Arc::new(crate::interviewer::FirstApplicable::new(Vec::new())),
                 variables: Variables::default(),
                 llm: no_llm_nodes(),
                 run_options: crate::run::RunOptions::for_tests(root),

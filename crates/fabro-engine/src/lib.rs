@@ -14,6 +14,7 @@ pub mod gc;
 pub mod git;
 mod handler;
 pub mod id;
+pub mod interviewer;
 pub mod journal;
 pub mod llm_target;
 pub mod outcome;

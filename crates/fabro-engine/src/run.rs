@@ -28,8 +28,9 @@ use crate::event::kind::{
 };
 use crate::event::{Emitter, Event, EventSink};
 use crate::failure::FailureClass;
-use crate::handler::{Interviewer, RunServices};
+use crate::handler::RunServices;
 use crate::id::RunId;
+use crate::interviewer::{AnswerFlags, AutoApprove, FirstApplicable, Interviewer};
 use crate::llm_target::{LlmDefaults, LlmSetup};
 use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_json_atomic, RunPaths};
@@ -63,8 +64,11 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// `$FABRO_HOME`.
     pub fabro_home: PathBuf,
-    /// Whether a console interview is possible.
-    pub console: bool,
+    /// The interactive source of human answers, asked after `--answer` and
+    /// `--auto-approve` (SPEC 5.5 sources 3 and 4): the CLI's console, the answer files
+    /// of a detached run, a server's channel. Child runs share it. `None`: a gate
+    /// without another answer fails closed.
+    pub interviewer: Option<Arc<dyn Interviewer>>,
     /// Model and provider layers.
     pub llm: LlmDefaults,
     /// The simulated provider's responses file.
@@ -633,6 +637,19 @@ fn valid_run_id(run_id: &str) -> bool {
 impl PreparedRun {
     /// The manifest of a new run (SPEC 11.1); with git checkpointing it names the run
     /// branch and base commit that the set-up is about to make.
+    /// The run's answer sources, first applicable wins (SPEC 5.5): this run's own
+    /// `--answer` values (a child run starts with its parent's again), `--auto-approve`,
+    /// then the interactive source.
+    fn interviewer(&self) -> Arc<dyn Interviewer> {
+        let mut sources: Vec<Arc<dyn Interviewer>> =
+            vec![Arc::new(AnswerFlags::new(&self.options.answers))];
+        if self.options.auto_approve {
+            sources.push(Arc::new(AutoApprove));
+        }
+        sources.extend(self.options.interviewer.clone());
+        Arc::new(FirstApplicable::new(sources))
+    }
+
     fn manifest(&self, simulated_llm: bool) -> Manifest {
         let (base_sha, run_branch, repo_root, work_dir_relative) = match &self.git_plan {
             GitPlan::Clean {
@@ -840,11 +857,7 @@ impl PreparedRun {
             cancel: cancel.clone(),
             dry_run: self.options.dry_run,
             sandbox_env: self.options.sandbox_env.clone(),
-            interviewer: Interviewer::new(
-                &self.options.answers,
-                self.options.auto_approve,
-                self.options.console,
-            ),
+            interviewer: self.interviewer(),
             variables: self.variables.clone(),
             llm,
             run_options: self.options.clone(),
@@ -1281,7 +1294,7 @@ impl RunOptions {
             vars: BTreeMap::new(),
             run_id: None,
             fabro_home: root.join("home"),
-            console: false,
+            interviewer: None,
             llm: LlmDefaults::default(),
             simulated_responses: None,
             random_seed: None,

@@ -22,6 +22,17 @@ pub fn accelerator_key(label: &str) -> Option<String> {
     }
 }
 
+/// The label as a person reads it once its key is shown beside it: without its
+/// accelerator prefix, case kept (`"[A] Approve"` → `Approve`, `"Yes"` → `Yes`). A label
+/// that is only a prefix stays whole.
+pub fn strip_accelerator(label: &str) -> &str {
+    let trimmed = label.trim();
+    match accelerator_prefix(trimmed) {
+        Some((_, rest)) if !rest.trim().is_empty() => rest.trim(),
+        _ => trimmed,
+    }
+}
+
 /// Splits an accelerator prefix off `text`: returns the key and the remaining text.
 fn accelerator_prefix(text: &str) -> Option<(&str, &str)> {
     if let Some(inner) = text.strip_prefix('[') {
@@ -55,6 +66,16 @@ mod tests {
     fn check(label: &str, normalized: &str, key: Option<&str>) {
         assert_eq!(normalize_label(label), normalized, "normalising {label:?}");
         assert_eq!(accelerator_key(label).as_deref(), key, "key of {label:?}");
+    }
+
+    #[test]
+    fn stripped_labels_keep_their_case() {
+        assert_eq!(strip_accelerator("[A] Approve"), "Approve");
+        assert_eq!(strip_accelerator("R) Revise it"), "Revise it");
+        assert_eq!(strip_accelerator("q - Quit"), "Quit");
+        assert_eq!(strip_accelerator(" Review later "), "Review later");
+        assert_eq!(strip_accelerator("[A]"), "[A]");
+        assert_eq!(strip_accelerator("exit"), "exit");
     }
 
     #[test]

@@ -83,3 +83,105 @@ fn readme_names_the_test_command_that_ci_runs() {
         ".ci/run must run the README's command"
     );
 }
+
+/// The Rust files of `crate_dir/src` that are compiled outside tests: files named
+/// `tests.rs`, and modules a parent declares under `#[cfg(test)]`, are left out.
+fn non_test_sources(crate_dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&crate_dir.join("src"), &mut files);
+    let mut test_only: Vec<PathBuf> = Vec::new();
+    for path in &files {
+        let text = fs_err::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            let declared = pair[1]
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ");
+            if pair[0] != "#[cfg(test)]" {
+                continue;
+            }
+            let Some(name) = declared
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            else {
+                continue;
+            };
+            // `foo.rs` declares its children in `foo/`; `lib.rs` and `main.rs` beside them.
+            let stem = path.file_stem().unwrap_or_default();
+            let parent = path.parent().unwrap_or(Path::new(""));
+            let base = if stem == "lib" || stem == "main" {
+                parent.to_path_buf()
+            } else {
+                parent.join(stem)
+            };
+            test_only.push(base.join(format!("{name}.rs")));
+            test_only.push(base.join(name));
+        }
+    }
+    files
+        .into_iter()
+        .filter(|path| path.file_name().is_none_or(|name| name != "tests.rs"))
+        .filter(|path| !test_only.iter().any(|excluded| path.starts_with(excluded)))
+        .collect()
+}
+
+/// The text of a source file before its `#[cfg(test)] mod tests { … }` block, with
+/// comment lines blanked (line numbers stay those of the file).
+fn non_test_code(text: &str) -> String {
+    let code = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(end) => &text[..end],
+        None => text,
+    };
+    code.lines()
+        .map(|line| {
+            if line.trim_start().starts_with("//") {
+                ""
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Issue 15 acceptance 3: the engine reads no stdin and writes no stdout or stderr; the
+/// terminal belongs to `fabro-cli` (the console interviewer lives there).
+#[test]
+fn the_engine_never_touches_the_terminal() {
+    let engine = workspace_root().join("crates/fabro-engine");
+    let banned = [
+        concat!("std", "in()"),
+        concat!("std", "out()"),
+        concat!("std", "err()"),
+        concat!("print", "!("),
+        concat!("print", "ln!("),
+        concat!("eprint", "!("),
+        concat!("eprint", "ln!("),
+    ];
+    let sources = non_test_sources(&engine);
+    assert!(
+        sources.len() > 20,
+        "found only {} engine sources",
+        sources.len()
+    );
+    let mut offenders = Vec::new();
+    for path in sources {
+        let code = non_test_code(&fs_err::read_to_string(&path).unwrap_or_default());
+        for (number, line) in code.lines().enumerate() {
+            if banned.iter().any(|pattern| line.contains(pattern)) {
+                offenders.push(format!(
+                    "{}:{}: {}",
+                    path.display(),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "terminal I/O in fabro-engine:\n{}",
+        offenders.join("\n")
+    );
+}

@@ -15,7 +15,8 @@ use fabro_engine::run_index::{read_manifest, RunIndexError, RunLock};
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
 use crate::command::run::{
-    catalog_for, check_model_flags, detach, environment_options, execute, parse_answers,
+    catalog_for, check_model_flags, detach, detached_interviewer, environment_options, execute,
+    parse_answers,
 };
 use crate::error::{CliError, Status};
 use crate::loader::{fabro_home, read_file, write_file, FsLoader};
@@ -111,6 +112,11 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         work_dir,
         ..base
     };
+    let mut options = options;
+    if args.detached_worker {
+        let run_id = options.run_id.as_deref().unwrap_or_default();
+        options.interviewer = Some(detached_interviewer(&options.fabro_home, run_id));
+    }
     let catalog = catalog_for(&options);
     let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, catalog);
     if !args.detach {
@@ -121,10 +127,11 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
         Ok(prepared) => prepared,
         Err(error) => return execute(Err(error), args.json, output),
     };
-    let worker_args = std::env::args_os()
+    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|arg| arg != "--detach")
         .collect();
+    worker_args.push("--detached-worker".into());
     // The worker takes the run lock itself, so this process lets go of it first.
     let (run_id, run_dir) = (
         prepared.run_id().to_owned(),

@@ -1,11 +1,12 @@
 //! `fabro run WORKFLOW …` (SPEC 12.1): validate, execute, report, exit 0 / 3 / 1 / 130.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::event::EventSink;
+use fabro_engine::interviewer::{FileInterviewer, Interviewer};
 use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
@@ -15,6 +16,7 @@ use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{RunArgs, StageArgs};
+use crate::console::ConsoleInterviewer;
 use crate::error::{CliError, Status};
 use crate::loader::{config_error, fabro_home, resolve_workflow, Catalog, FsLoader};
 use crate::output::Output;
@@ -25,6 +27,11 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     check_model_flags(&args.stages)?;
     let mut options = options(args)?;
     options.detached_worker = args.detached_worker;
+    if args.detached_worker {
+        // SPEC 17.4: `--detach` always passes the worker its run id.
+        let run_id = options.run_id.clone().unwrap_or_default();
+        options.interviewer = Some(detached_interviewer(&options.fabro_home, &run_id));
+    }
     let catalog = catalog_for(&options);
     if !args.detach {
         return execute(prepare(options, &FsLoader, catalog), args.json, output);
@@ -114,6 +121,19 @@ impl ModelCatalog for AnyProvider {
     fn is_provider_known(&self, _provider: &str) -> bool {
         true
     }
+}
+
+/// The human gates of a detached run wait for `fabro answer` (SPEC 17.4).
+pub(crate) fn detached_interviewer(fabro_home: &Path, run_id: &str) -> Arc<dyn Interviewer> {
+    let paths = fabro_engine::run_dir::RunPaths::new(fabro_home, run_id);
+    Arc::new(FileInterviewer::new(paths.run_dir()))
+}
+
+/// The console, when stdin and stderr are terminals (SPEC 5.5 source 3); otherwise
+/// nothing, and a gate without `--answer` or `--auto-approve` fails closed.
+fn console_interviewer() -> Option<Arc<dyn Interviewer>> {
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    terminal.then(|| Arc::new(ConsoleInterviewer::new()) as Arc<dyn Interviewer>)
 }
 
 /// Starts `fabro {worker_args}` in the background, in a process group of its own (so a
@@ -419,7 +439,7 @@ pub(crate) fn environment_options(
         vars: config.run.vars.clone(),
         run_id: None,
         fabro_home,
-        console: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+        interviewer: console_interviewer(),
         llm: LlmDefaults {
             cli_model,
             cli_provider,

@@ -11,6 +11,7 @@ mod errors;
 mod gc;
 mod git;
 mod graph;
+mod human;
 mod in_place;
 mod inspect;
 mod lifecycle;

@@ -747,7 +747,7 @@ fn human_gates_ask_on_a_terminal() {
     env.write(
         "w.fabro",
         &format!(
-            "{FRAME_START}  ask [shape=hexagon, label=\"Ship?\"]\n  yes [shape=parallelogram, script=\"touch yes\"]\n  no [shape=parallelogram, script=\"touch no\"]\n  start -> ask\n  ask -> yes [label=\"[S] Ship it\"]\n  ask -> no [label=\"[H] Hold\"]\n  yes -> exit\n  no -> exit\n}}\n"
+            "{FRAME_START}  ask [shape=hexagon, label=\"Ship?\", human.default_choice=yes]\n  yes [shape=parallelogram, script=\"touch yes\"]\n  no [shape=parallelogram, script=\"touch no\"]\n  start -> ask\n  ask -> yes [label=\"[S] Ship it\"]\n  ask -> no [label=\"[H] Hold\"]\n  yes -> exit\n  no -> exit\n}}\n"
         ),
     );
     let command = format!("{} run w.fabro --run-id tty1", env!("CARGO_BIN_EXE_fabro"));
@@ -769,7 +769,15 @@ fn human_gates_ask_on_a_terminal() {
     let screen = String::from_utf8_lossy(&output.stdout);
     assert_eq!(code(&output), 0, "{screen}");
     assert!(screen.contains("[?] Ship?"), "{screen}");
-    assert!(screen.contains("  [S] [S] Ship it"), "{screen}");
+    // SPEC 17.5: each key once, the default marked, how to answer, what was chosen.
+    assert!(screen.contains("  [S] Ship it (default)"), "{screen}");
+    assert!(screen.contains("  [H] Hold"), "{screen}");
+    assert!(!screen.contains("[S] [S]"), "{screen}");
+    assert!(
+        screen.contains("type a key, a label, or a number"),
+        "{screen}"
+    );
+    assert!(screen.contains("✓ ask → [H] Hold"), "{screen}");
     assert!(screen.contains("'maybe' matches no option"), "{screen}");
     assert!(screen.contains("Select: "), "{screen}");
     assert_eq!(
