@@ -304,7 +304,7 @@ async fn events_describe_the_question_and_the_answer() {
         .as_str()
         .expect("question id");
     assert!(question_id.starts_with("gate-1-"), "{question_id}");
-    let mut properties = question.properties().clone();
+    let mut properties = question.properties();
     properties.remove("question_id");
     assert_eq!(
         Value::Object(properties),
@@ -322,7 +322,7 @@ async fn events_describe_the_question_and_the_answer() {
     );
     assert_eq!(answer.name(), "HumanAnswer");
     assert_eq!(
-        Value::Object(answer.properties().clone()),
+        Value::Object(answer.properties()),
         json!({"question_id": question_id, "source": "answer_flag", "selected_key": "A",
                "label": "[A] Approve", "text": ""})
     );
