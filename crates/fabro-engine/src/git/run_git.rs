@@ -797,7 +797,11 @@ fn is_own_worktree(admin_dir: &Path, worktree_path: &Path) -> bool {
                 .map(|dir| same(dir, worktree_path))
         })
         .unwrap_or(false);
-    empty || gitfile_points_here || registration_points_here
+    // A process killed while libgit2 was adding the worktree leaves this run's
+    // registration and a directory without its `.git` link yet: this run's unfinished
+    // worktree, which no other repository can claim.
+    let half_made = admin_dir.is_dir() && !worktree_path.join(".git").exists();
+    empty || half_made || gitfile_points_here || registration_points_here
 }
 
 fn remove_dir_if_present(path: &Path) -> Result<(), GitError> {

@@ -583,6 +583,24 @@ fn reattach_recovers_half_deleted_and_stale_worktrees() {
 }
 
 #[test]
+fn reattach_replaces_a_half_made_worktree_of_its_own_run() {
+    let Some(repo) = TestRepo::new() else { return };
+    let mut git = create(&repo, &[]);
+    let (_, first) = cycle(&mut git, "start", 1);
+    let path = git.worktree_path().to_path_buf();
+    drop(git);
+    // Killed while libgit2 was adding the worktree: the registration directory exists but
+    // names no worktree yet, and the directory has files but no `.git` link.
+    fs_err::remove_file(path.join(".git")).unwrap();
+    let admin = super::worktree_admin_dir(&repo.path().join(".git"), RUN);
+    fs_err::remove_file(admin.join("gitdir")).unwrap();
+    fs_err::write(path.join("partial.txt"), "half").unwrap();
+    let git = RunGit::reattach(&repo.path(), RUN, &path, &first, settings(&[])).unwrap();
+    assert!(git.worktree_path().join(".git").exists());
+    assert!(!path.join("partial.txt").exists());
+}
+
+#[test]
 fn reattach_refuses_a_foreign_directory_and_a_missing_branch() {
     let Some(repo) = TestRepo::new() else { return };
     let mut git = create(&repo, &[]);
