@@ -798,9 +798,9 @@ fn is_own_worktree(admin_dir: &Path, worktree_path: &Path) -> bool {
         })
         .unwrap_or(false);
     // A process killed while libgit2 was adding the worktree leaves this run's
-    // registration and a directory without its `.git` link yet: this run's unfinished
-    // worktree, which no other repository can claim.
-    let half_made = admin_dir.is_dir() && !worktree_path.join(".git").exists();
+    // registration without its `gitdir` file (written after the directory and, possibly
+    // empty, `.git` link): this run's unfinished worktree, which no other can claim.
+    let half_made = admin_dir.is_dir() && !admin_dir.join("gitdir").exists();
     empty || half_made || gitfile_points_here || registration_points_here
 }
 

@@ -590,8 +590,8 @@ fn reattach_replaces_a_half_made_worktree_of_its_own_run() {
     let path = git.worktree_path().to_path_buf();
     drop(git);
     // Killed while libgit2 was adding the worktree: the registration directory exists but
-    // names no worktree yet, and the directory has files but no `.git` link.
-    fs_err::remove_file(path.join(".git")).unwrap();
+    // names no worktree yet, and the `.git` link was created but not written.
+    fs_err::write(path.join(".git"), "").unwrap();
     let admin = super::worktree_admin_dir(&repo.path().join(".git"), RUN);
     fs_err::remove_file(admin.join("gitdir")).unwrap();
     fs_err::write(path.join("partial.txt"), "half").unwrap();
