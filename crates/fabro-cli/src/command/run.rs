@@ -284,6 +284,10 @@ pub(crate) fn execute(
             text.push_str(&format!("reason: {reason}\n"));
         }
         output.out(&text);
+        if matches!(report.end, RunEnd::Canceled { .. }) {
+            // SPEC 17.5: every cancelled run can go on.
+            output.err(&format!("resume with: fabro resume {}\n", report.run_id));
+        }
     }
     Ok(match &report.end {
         RunEnd::Completed { status } if *status == fabro_language::StageStatus::Success => {

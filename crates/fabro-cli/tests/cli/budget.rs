@@ -128,6 +128,12 @@ fn a_loop_of_successes_stops_at_max_stages_and_resumes_with_a_higher_limit() {
     let run_dir = env.fabro_home().join("scratch/r1");
     let budget = assert_budget_stop(&output, &run_dir, "stages");
     assert_eq!(reason(&output), "budget exhausted: stages 30 of 30");
+    // SPEC 17.5: after a cancellation, stderr says how to go on.
+    assert!(
+        crate::stderr(&output).ends_with("resume with: fabro resume r1\n"),
+        "{}",
+        crate::stderr(&output)
+    );
     assert_eq!(budget["used"], "30");
     assert_eq!(stages_started(&run_dir), 30);
     assert_eq!(checkpoint(&run_dir)["stage_rank"], 30);
