@@ -305,7 +305,7 @@ pub fn prepare_resume(
 /// Replaces `checkpoint.json` with `checkpoint` when it says something else; failures are
 /// logged, since the caller refuses the resume either way.
 fn repair_checkpoint_file(paths: &RunPaths, checkpoint: &Checkpoint) {
-    let path = paths.run_dir().join("checkpoint.json");
+    let path = paths.checkpoint();
     let Ok(mut bytes) = serde_json::to_vec(checkpoint) else {
         return;
     };

@@ -100,10 +100,8 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     let mut prompt = assemble(input);
     fabro_llm::redact::redactor().redact_string(&mut prompt);
     if let Err(error) = fs_err::write(input.stage_dir.join("prompt.md"), &prompt) {
-        return Outcome::fail(
-            format!("engine error: {error}"),
-            FailureClass::Deterministic,
-        );
+        // fabro's own storage failed: the run stops, resumable (issue 14 item 6).
+        return Outcome::engine_error(error);
     }
     execute_with(input, services.llm.target_for(node), &prompt).await
 }
@@ -201,7 +199,9 @@ async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt
     let mut repairs = 0;
     let outcome = loop {
         if let Some(failure) = reply.failure.take() {
-            write_response(input, &reply.text);
+            if let Err(error) = write_response(input, &reply.text) {
+                break totals.apply(Outcome::engine_error(error));
+            }
             break totals.apply(Outcome::fail(failure.reason, failure.class));
         }
         // What this turn yields: a finished outcome, or validation errors to repair.
@@ -256,12 +256,16 @@ async fn converse(input: &StageInput<'_>, mut conversation: Conversation, prompt
         };
         match checked {
             Ok(outcome) => {
-                write_response(input, &reply.text);
+                if let Err(error) = write_response(input, &reply.text) {
+                    break totals.apply(Outcome::engine_error(error));
+                }
                 break totals.apply(with_response_keys(outcome, &node.id, &reply.text));
             }
             Err(errors) => {
                 if repairs >= max_repairs {
-                    write_response(input, &reply.text);
+                    if let Err(error) = write_response(input, &reply.text) {
+                        break totals.apply(Outcome::engine_error(error));
+                    }
                     let failed = Outcome::fail(
                         output_schema::exhausted_reason(max_repairs),
                         FailureClass::Deterministic,
@@ -303,11 +307,10 @@ fn with_response_keys(mut outcome: Outcome, node_id: &str, text: &str) -> Outcom
     outcome
 }
 
-fn write_response(input: &StageInput<'_>, text: &str) {
+/// Writes `response.md`; a failure is fabro's own storage failing (issue 14 item 6).
+fn write_response(input: &StageInput<'_>, text: &str) -> std::io::Result<()> {
     let text = fabro_llm::redact::redactor().redact_str(text);
-    if let Err(error) = fs_err::write(input.stage_dir.join("response.md"), text.as_bytes()) {
-        tracing::error!(%error, "cannot write response.md");
-    }
+    fs_err::write(input.stage_dir.join("response.md"), text.as_bytes())
 }
 
 /// Modification time and length of a file, when it exists.

@@ -80,6 +80,31 @@ async fn prompt_nodes_capture_the_response_and_route_from_prose() {
     );
 }
 
+/// Issue 14 item 6: a stage file fabro cannot write is its own storage failing, which
+/// stops the run (resumable) instead of failing the stage.
+#[tokio::test]
+async fn unwritable_stage_files_are_engine_errors() {
+    let run = TestRun::new();
+    let workflow = workflow(r#"digraph { review [shape=tab, prompt="Review"] }"#);
+    let missing = run.stage_dir.join("missing");
+    let outcome = execute(&StageInput {
+        stage_dir: &missing,
+        ..run.input(&workflow, "review")
+    })
+    .await;
+    assert!(outcome.engine_error, "{outcome:?}");
+    assert!(
+        outcome.failure_reason().starts_with("engine error: "),
+        "{outcome:?}"
+    );
+
+    // prompt.md is written, response.md cannot be (a directory stands there).
+    fs_err::create_dir_all(run.stage_dir.join("response.md")).unwrap();
+    let outcome = execute(&run.input(&workflow, "review")).await;
+    assert!(outcome.engine_error, "{outcome:?}");
+    assert!(run.stage_dir.join("prompt.md").is_file());
+}
+
 #[tokio::test]
 async fn agents_write_files_through_tools_and_report_agent_events() {
     let mut run = TestRun::new();
