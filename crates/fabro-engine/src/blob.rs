@@ -3,6 +3,10 @@
 //! Blobs are stored once under `blobs/sha256/{hex[0..2]}/{hex}`: written to a temporary
 //! file in the same directory, synced and renamed, never rewritten. A ref is
 //! `blob://sha256/{hex}`, where hex is the SHA-256 of exactly the stored bytes.
+//!
+//! [`BlobStore`] is the seam, passed as `Arc<dyn BlobStore>`: [`FsBlobStore`] is the
+//! store under `$FABRO_HOME`, [`MemoryBlobStore`] its in-memory double for tests and
+//! embedders that keep nothing on disk.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -39,51 +43,183 @@ pub enum BlobError {
     },
 }
 
-/// A blob store rooted at `{root}/blobs`. Clones share the record of the refs they
-/// produced, so a run counts its distinct blobs (`artifact_count`, SPEC 7.8).
-#[derive(Debug, Clone)]
-pub struct BlobStore {
-    root: PathBuf,
-    produced: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
-}
+/// Content-addressed storage of stage outputs and large values (SPEC 11.2), shared by
+/// the runs of one storage root. Secret values are redacted before anything is stored
+/// (SPEC 13.1), so a ref names the redacted content.
+pub trait BlobStore: Send + Sync + std::fmt::Debug {
+    /// Stores `bytes` (once) and returns the ref and whether it was new.
+    fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError>;
 
-impl BlobStore {
-    /// The store under `fabro_root` (`$FABRO_HOME`).
-    pub fn new(fabro_root: &Path) -> BlobStore {
-        BlobStore {
-            root: fabro_root.join("blobs").join("sha256"),
-            produced: std::sync::Arc::default(),
-        }
-    }
+    /// Reads the bytes of `reference`.
+    fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError>;
 
     /// How many distinct refs this store (and its clones) produced, whether or not the
-    /// blob was already stored.
-    pub fn produced_count(&self) -> usize {
-        self.produced
+    /// blob was already stored (`artifact_count`, SPEC 7.8).
+    fn produced_count(&self) -> usize;
+
+    /// Stores the contents of `source` as a compact JSON string blob, exactly the bytes
+    /// `put_value(&Value::String(String::from_utf8_lossy(all bytes)))` would store.
+    /// Stores that can should stream, keeping memory bounded whatever the size (SPEC
+    /// 7.7, issue 4); this default reads everything first.
+    fn put_text_stream(
+        &self,
+        source: &mut dyn std::io::Read,
+    ) -> Result<(BlobRef, bool), BlobError> {
+        let mut bytes = Vec::new();
+        source
+            .read_to_end(&mut bytes)
+            .map_err(|source| BlobError::Io {
+                path: PathBuf::from("<stream>"),
+                source,
+            })?;
+        self.put_text_bytes(&bytes)
+    }
+
+    /// Writes the bytes of `reference` to the file `target`.
+    fn copy_to(&self, reference: &BlobRef, target: &Path) -> Result<(), BlobError> {
+        let bytes = self.read(reference)?;
+        fs_err::write(target, bytes).map_err(|source| BlobError::Io {
+            path: target.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Stores a JSON value as its compact serialisation.
+    fn put_value(&self, value: &serde_json::Value) -> Result<(BlobRef, bool), BlobError> {
+        let bytes = serde_json::to_vec(value).map_err(|source| BlobError::NotJson {
+            reference: String::new(),
+            source,
+        })?;
+        self.put(&bytes)
+    }
+
+    /// Reads `reference` as the JSON value it stores.
+    fn read_value(&self, reference: &BlobRef) -> Result<serde_json::Value, BlobError> {
+        let bytes = self.read(reference)?;
+        serde_json::from_slice(&bytes).map_err(|source| BlobError::NotJson {
+            reference: reference.to_string(),
+            source,
+        })
+    }
+
+    /// [`BlobStore::put_text_stream`] for text already in memory: nothing is written
+    /// (or synced) when the blob exists.
+    fn put_text_bytes(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
+        let mut encoded = Vec::with_capacity(bytes.len() + 2);
+        encoded.push(b'"');
+        let mut encoder = JsonStringEncoder::default();
+        // Writing into a Vec cannot fail.
+        let _ = encoder.push(bytes, &mut encoded);
+        let _ = encoder.finish(&mut encoded);
+        encoded.push(b'"');
+        self.put(&encoded)
+    }
+}
+
+/// A shared store is a store: `&Arc<dyn BlobStore>` goes where `&dyn BlobStore` does.
+impl<B: BlobStore + ?Sized> BlobStore for std::sync::Arc<B> {
+    fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
+        (**self).put(bytes)
+    }
+
+    fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError> {
+        (**self).read(reference)
+    }
+
+    fn produced_count(&self) -> usize {
+        (**self).produced_count()
+    }
+
+    fn put_text_stream(
+        &self,
+        source: &mut dyn std::io::Read,
+    ) -> Result<(BlobRef, bool), BlobError> {
+        (**self).put_text_stream(source)
+    }
+
+    fn copy_to(&self, reference: &BlobRef, target: &Path) -> Result<(), BlobError> {
+        (**self).copy_to(reference, target)
+    }
+
+    fn put_value(&self, value: &serde_json::Value) -> Result<(BlobRef, bool), BlobError> {
+        (**self).put_value(value)
+    }
+
+    fn read_value(&self, reference: &BlobRef) -> Result<serde_json::Value, BlobError> {
+        (**self).read_value(reference)
+    }
+
+    fn put_text_bytes(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
+        (**self).put_text_bytes(bytes)
+    }
+}
+
+/// Whether `text` looks like a blob ref.
+pub fn is_ref(text: &str) -> bool {
+    text.strip_prefix(BLOB_PREFIX)
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The distinct refs a store and its clones produced.
+#[derive(Debug, Clone, Default)]
+struct Produced(std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>);
+
+impl Produced {
+    fn count(&self) -> usize {
+        self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .len()
     }
 
-    fn note_produced(&self, reference: &str) {
+    fn note(&self, reference: &str) {
         let mut produced = self
-            .produced
+            .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !produced.contains(reference) {
             produced.insert(reference.to_owned());
         }
     }
+}
 
-    /// Whether `text` looks like a blob ref.
-    pub fn is_ref(text: &str) -> bool {
-        text.strip_prefix(BLOB_PREFIX)
-            .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+/// The blob store rooted at `{root}/blobs`. Clones share the record of the refs they
+/// produced, so a run counts its distinct blobs (`artifact_count`, SPEC 7.8).
+#[derive(Debug, Clone)]
+pub struct FsBlobStore {
+    root: PathBuf,
+    produced: Produced,
+}
+
+impl FsBlobStore {
+    /// The store under `fabro_root` (`$FABRO_HOME`).
+    pub fn new(fabro_root: &Path) -> FsBlobStore {
+        FsBlobStore {
+            root: fabro_root.join("blobs").join("sha256"),
+            produced: Produced::default(),
+        }
     }
 
-    /// Stores `bytes` (once) and returns the ref and whether it was new. Secret values
-    /// are redacted first (SPEC 13.1), so the ref names the redacted content.
-    pub fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
+    /// The file holding `reference`.
+    pub fn path_of_ref(&self, reference: &BlobRef) -> PathBuf {
+        self.path_of(&reference.hex())
+    }
+
+    fn path_of(&self, hex: &str) -> PathBuf {
+        self.root.join(&hex[..2]).join(hex)
+    }
+
+    fn note_produced(&self, reference: &str) {
+        self.produced.note(reference);
+    }
+}
+
+impl BlobStore for FsBlobStore {
+    fn produced_count(&self) -> usize {
+        self.produced.count()
+    }
+
+    fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
         let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
         let hex = hex_digest(bytes);
         let path = self.path_of(&hex);
@@ -119,17 +255,7 @@ impl BlobStore {
         }
     }
 
-    /// Stores a JSON value as its compact serialisation.
-    pub fn put_value(&self, value: &serde_json::Value) -> Result<(BlobRef, bool), BlobError> {
-        let bytes = serde_json::to_vec(value).map_err(|source| BlobError::NotJson {
-            reference: String::new(),
-            source,
-        })?;
-        self.put(&bytes)
-    }
-
-    /// Reads the bytes of `reference`.
-    pub fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError> {
+    fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError> {
         let path = self.path_of_ref(reference);
         match fs_err::read(&path) {
             Ok(bytes) => Ok(bytes),
@@ -140,31 +266,8 @@ impl BlobStore {
         }
     }
 
-    /// Reads `reference` as the JSON value it stores.
-    pub fn read_value(&self, reference: &BlobRef) -> Result<serde_json::Value, BlobError> {
-        let bytes = self.read(reference)?;
-        serde_json::from_slice(&bytes).map_err(|source| BlobError::NotJson {
-            reference: reference.to_string(),
-            source,
-        })
-    }
-
-    /// The file holding `reference`.
-    pub fn path_of_ref(&self, reference: &BlobRef) -> PathBuf {
-        self.path_of(&reference.hex())
-    }
-
-    fn path_of(&self, hex: &str) -> PathBuf {
-        self.root.join(&hex[..2]).join(hex)
-    }
-}
-
-impl BlobStore {
-    /// Stores the contents of `source` as a compact JSON string blob, exactly the bytes
-    /// `put_value(&Value::String(String::from_utf8_lossy(all bytes)))` would store, but
-    /// streamed: memory stays bounded whatever the size (SPEC 7.7, issue 4). Returns the
-    /// ref and whether it was new.
-    pub fn put_text_stream(
+    /// Streamed: memory stays bounded whatever the size.
+    fn put_text_stream(
         &self,
         source: &mut dyn std::io::Read,
     ) -> Result<(BlobRef, bool), BlobError> {
@@ -187,19 +290,81 @@ impl BlobStore {
         result
     }
 
-    /// [`BlobStore::put_text_stream`] for text already in memory: nothing is written
-    /// (or synced) when the blob exists.
-    pub fn put_text_bytes(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
-        let mut encoded = Vec::with_capacity(bytes.len() + 2);
-        encoded.push(b'"');
-        let mut encoder = JsonStringEncoder::default();
-        // Writing into a Vec cannot fail.
-        let _ = encoder.push(bytes, &mut encoded);
-        let _ = encoder.finish(&mut encoded);
-        encoded.push(b'"');
-        self.put(&encoded)
+    /// A file copy.
+    fn copy_to(&self, reference: &BlobRef, target: &Path) -> Result<(), BlobError> {
+        let source = self.path_of_ref(reference);
+        match fs_err::copy(&source, target) {
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && !source.exists() => {
+                Err(BlobError::Missing(reference.to_string()))
+            }
+            Err(error) => Err(BlobError::Io {
+                path: target.to_path_buf(),
+                source: error,
+            }),
+        }
+    }
+}
+
+/// An in-memory [`BlobStore`]: the test double, and the store of embedders that keep
+/// nothing on disk. Clones share the blobs.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBlobStore {
+    blobs: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>>,
+    produced: Produced,
+}
+
+impl MemoryBlobStore {
+    /// An empty store.
+    pub fn new() -> MemoryBlobStore {
+        MemoryBlobStore::default()
     }
 
+    /// How many blobs are stored.
+    pub fn len(&self) -> usize {
+        self.blobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl BlobStore for MemoryBlobStore {
+    fn put(&self, bytes: &[u8]) -> Result<(BlobRef, bool), BlobError> {
+        let bytes = fabro_llm::redact::redactor().redact_bytes(bytes);
+        let reference = BlobRef::of_hex(&hex_digest(&bytes));
+        self.produced.note(reference.as_str());
+        let mut blobs = self
+            .blobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if blobs.contains_key(reference.as_str()) {
+            return Ok((reference, false));
+        }
+        blobs.insert(reference.as_str().to_owned(), bytes.into_owned());
+        Ok((reference, true))
+    }
+
+    fn read(&self, reference: &BlobRef) -> Result<Vec<u8>, BlobError> {
+        self.blobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(reference.as_str())
+            .cloned()
+            .ok_or_else(|| BlobError::Missing(reference.to_string()))
+    }
+
+    fn produced_count(&self) -> usize {
+        self.produced.count()
+    }
+}
+
+impl FsBlobStore {
     fn write_text_stream(
         &self,
         source: &mut dyn std::io::Read,
@@ -441,7 +606,7 @@ mod tests {
     #[test]
     fn streamed_blobs_equal_stored_values_and_are_stored_once() {
         let directory = tempfile::tempdir().expect("tempdir");
-        let store = BlobStore::new(directory.path());
+        let store = FsBlobStore::new(directory.path());
         let text = "line \u{e9}\n".repeat(30_000);
         let (streamed, new) = store.put_text_stream(&mut text.as_bytes()).expect("stored");
         assert!(new);
@@ -469,12 +634,12 @@ mod tests {
     #[test]
     fn blobs_are_stored_once_and_read_back() {
         let directory = tempfile::tempdir().expect("tempdir");
-        let store = BlobStore::new(directory.path());
+        let store = FsBlobStore::new(directory.path());
         let (reference, new) = store
             .put_value(&serde_json::json!("hello"))
             .expect("stored");
         assert!(new);
-        assert!(BlobStore::is_ref(reference.as_str()));
+        assert!(is_ref(reference.as_str()));
         assert_eq!(
             reference.as_str(),
             format!("{BLOB_PREFIX}{}", hex_digest(b"\"hello\""))

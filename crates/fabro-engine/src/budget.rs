@@ -15,7 +15,7 @@ use crate::config::{RunSection, DEFAULT_MAX_STAGES};
 
 /// The limits of one run; `None` (and `max_stages` 0) means unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct BudgetLimits {
+pub(crate) struct BudgetLimits {
     /// Stages started in the run, all epochs and branches.
     pub max_stages: Option<u64>,
     /// Input + output tokens of every LLM call.
@@ -28,7 +28,7 @@ pub struct BudgetLimits {
 
 impl BudgetLimits {
     /// The limits a merged `[run]` section sets, with the defaults of SPEC 17.1.
-    pub fn from_config(run: &RunSection) -> BudgetLimits {
+    pub(crate) fn from_config(run: &RunSection) -> BudgetLimits {
         BudgetLimits {
             max_stages: Some(run.max_stages.unwrap_or(DEFAULT_MAX_STAGES)).filter(|&n| n > 0),
             max_tokens: run.max_tokens,
@@ -43,7 +43,7 @@ impl BudgetLimits {
 
 /// Which limit stopped a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BudgetKind {
+pub(crate) enum BudgetKind {
     /// `max_stages`.
     Stages,
     /// `max_tokens`.
@@ -56,7 +56,7 @@ pub enum BudgetKind {
 
 impl BudgetKind {
     /// The name used in the reason and the `BudgetExhausted` event.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             BudgetKind::Stages => "stages",
             BudgetKind::Tokens => "tokens",
@@ -68,7 +68,7 @@ impl BudgetKind {
 
 /// A limit reached: what, how much was used and the limit, both as printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exhausted {
+pub(crate) struct Exhausted {
     /// The limit.
     pub kind: BudgetKind,
     /// Amount used.
@@ -79,7 +79,7 @@ pub struct Exhausted {
 
 impl Exhausted {
     /// `budget exhausted: {kind} {used} of {limit}`.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         format!(
             "budget exhausted: {} {} of {}",
             self.kind.as_str(),
@@ -91,7 +91,7 @@ impl Exhausted {
 
 /// Run-wide token and cost totals, persisted in the checkpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Input + output tokens.
     pub tokens: u64,
     /// Cost in USD (unpriced calls count 0).

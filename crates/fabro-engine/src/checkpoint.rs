@@ -42,15 +42,107 @@ pub enum CheckpointError {
     },
 }
 
-/// Writes one run's checkpoints.
+/// Where a run's checkpoints are made durable and shown to readers: the checkpoint half
+/// of the [`RunStore`](crate::store::RunStore) seam. [`FsCheckpointLog`] is the journal
+/// and `checkpoint.json` of a run directory; a database-backed store keeps them in rows.
+pub trait CheckpointLog: Send + std::fmt::Debug {
+    /// Makes `checkpoint` durable and the one readers see. `hint` names what changed
+    /// since the previous write. Returns the checkpoint as readers see it: the bytes of
+    /// `checkpoint.json`, newline included (git metadata commits store them).
+    fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        hint: &ChangeHint<'_>,
+    ) -> Result<&[u8], CheckpointError>;
+
+    /// The last checkpoint written (or continued from), if any.
+    fn last(&self) -> Option<&Checkpoint>;
+}
+
+/// The checkpoints of a run directory (SPEC 8.6): `journal.jsonl`, synced at every
+/// append, and `checkpoint.json`, replaced for readers.
 #[derive(Debug)]
-pub(crate) struct Checkpointer {
+pub struct FsCheckpointLog {
     journal_path: PathBuf,
     checkpoint_path: PathBuf,
     spare_path: PathBuf,
     journal: Option<Journal>,
     /// `checkpoint.json` as fragments, following the journal.
     image: Option<CheckpointImage>,
+    buffer: Vec<u8>,
+}
+
+impl FsCheckpointLog {
+    /// The log of the run directory `run_dir`; the journal is created by the first
+    /// write.
+    pub fn new(run_dir: &Path) -> FsCheckpointLog {
+        FsCheckpointLog {
+            journal_path: journal_path(run_dir),
+            checkpoint_path: run_dir.join("checkpoint.json"),
+            spare_path: run_dir.join(".checkpoint.json.spare"),
+            journal: None,
+            image: None,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// Continues the journal of a resumed run, cutting off a partial last record.
+    pub fn resume(run_dir: &Path) -> Result<FsCheckpointLog, CheckpointError> {
+        let mut log = FsCheckpointLog::new(run_dir);
+        log.journal = Journal::reopen(&log.journal_path)?;
+        Ok(log)
+    }
+}
+
+impl CheckpointLog for FsCheckpointLog {
+    /// Journal append (synced), then `checkpoint.json` replaced; the cost is that of the
+    /// changes plus a copy of the file's bytes.
+    fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        hint: &ChangeHint<'_>,
+    ) -> Result<&[u8], CheckpointError> {
+        let image = match &mut self.journal {
+            Some(journal) => {
+                let delta = CheckpointDelta::between_hinted(journal.last(), checkpoint, hint);
+                let image = self
+                    .image
+                    .get_or_insert_with(|| CheckpointImage::of(journal.last()));
+                image.apply(&delta);
+                journal.append_delta(delta)?;
+                image
+            }
+            None => {
+                let journal = Journal::create(&self.journal_path, checkpoint)?;
+                let image = self.image.insert(CheckpointImage::of(journal.last()));
+                self.journal = Some(journal);
+                image
+            }
+        };
+        self.buffer.clear();
+        image.render(checkpoint, &mut self.buffer);
+        self.buffer.push(b'\n');
+        replace_via_spare(&self.checkpoint_path, &self.spare_path, &self.buffer).map_err(
+            |source| CheckpointError::File {
+                path: self.checkpoint_path.clone(),
+                source,
+            },
+        )?;
+        Ok(&self.buffer)
+    }
+
+    fn last(&self) -> Option<&Checkpoint> {
+        self.journal.as_ref().map(Journal::last)
+    }
+}
+
+/// Writes one run's checkpoints: the cycle of SPEC 8.6 over a [`CheckpointLog`], with
+/// git checkpointing when attached.
+#[derive(Debug)]
+pub(crate) struct Checkpointer {
+    log: Box<dyn CheckpointLog>,
+    /// The last checkpoint as readers see it (`checkpoint.json`), kept while git
+    /// checkpointing is active.
     buffer: Vec<u8>,
     /// Git checkpointing (SPEC 8), when active.
     git: Option<RunGit>,
@@ -86,61 +178,45 @@ pub(crate) struct CycleShas {
 
 impl Checkpointer {
     /// A checkpointer for the run directory `run_dir`; the journal is created by the
-    /// first [`Checkpointer::write`], or continued when `resume` is set.
+    /// first [`Checkpointer::write`].
+    #[cfg(test)]
     pub(crate) fn new(run_dir: &Path) -> Checkpointer {
+        Checkpointer::with_log(run_dir, Box::new(FsCheckpointLog::new(run_dir)))
+    }
+
+    /// Continues the journal of a resumed run, cutting off a partial last record.
+    #[cfg(test)]
+    pub(crate) fn resume(run_dir: &Path) -> Result<Checkpointer, CheckpointError> {
+        Ok(Checkpointer::with_log(
+            run_dir,
+            Box::new(FsCheckpointLog::resume(run_dir)?),
+        ))
+    }
+
+    /// A checkpointer writing to `log`; `run_dir` holds the stage files that git
+    /// metadata commits store.
+    pub(crate) fn with_log(run_dir: &Path, log: Box<dyn CheckpointLog>) -> Checkpointer {
         Checkpointer {
-            journal_path: journal_path(run_dir),
-            checkpoint_path: run_dir.join("checkpoint.json"),
-            spare_path: run_dir.join(".checkpoint.json.spare"),
-            journal: None,
-            image: None,
+            log,
             buffer: Vec::new(),
             git: None,
             run_dir: run_dir.to_path_buf(),
         }
     }
 
-    /// Continues the journal of a resumed run, cutting off a partial last record.
-    pub(crate) fn resume(run_dir: &Path) -> Result<Checkpointer, CheckpointError> {
-        let mut checkpointer = Checkpointer::new(run_dir);
-        checkpointer.journal = Journal::reopen(&checkpointer.journal_path)?;
-        Ok(checkpointer)
-    }
-
-    /// Makes `checkpoint` durable (journal append, synced) and replaces
-    /// `checkpoint.json`. `hint` names what changed since the previous write; the cost
-    /// is that of the changes plus a copy of the file's bytes.
+    /// Writes `checkpoint` to the log and keeps its bytes as readers see them.
     fn write_state(
         &mut self,
         checkpoint: &CheckpointView<'_>,
         hint: &ChangeHint<'_>,
     ) -> Result<(), CheckpointError> {
-        let image = match &mut self.journal {
-            Some(journal) => {
-                let delta = CheckpointDelta::between_hinted(journal.last(), checkpoint, hint);
-                let image = self
-                    .image
-                    .get_or_insert_with(|| CheckpointImage::of(journal.last()));
-                image.apply(&delta);
-                journal.append_delta(delta)?;
-                image
-            }
-            None => {
-                let journal = Journal::create(&self.journal_path, checkpoint)?;
-                let image = self.image.insert(CheckpointImage::of(journal.last()));
-                self.journal = Some(journal);
-                image
-            }
-        };
-        self.buffer.clear();
-        image.render(checkpoint, &mut self.buffer);
-        self.buffer.push(b'\n');
-        replace_via_spare(&self.checkpoint_path, &self.spare_path, &self.buffer).map_err(|source| {
-            CheckpointError::File {
-                path: self.checkpoint_path.clone(),
-                source,
-            }
-        })
+        let bytes = self.log.write(checkpoint, hint)?;
+        // Only git metadata commits read the bytes again.
+        if self.git.is_some() {
+            self.buffer.clear();
+            self.buffer.extend_from_slice(bytes);
+        }
+        Ok(())
     }
 }
 
@@ -261,7 +337,7 @@ impl Checkpointer {
         run_status: RunStatus,
         totals: crate::budget::Totals,
     ) -> Result<bool, CheckpointError> {
-        let Some(mut record) = self.journal.as_ref().map(|journal| journal.last().clone()) else {
+        let Some(mut record) = self.log.last().cloned() else {
             return Ok(false);
         };
         record.llm_tokens = totals.tokens;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 /// Keys that routing JSON and agent-written files may not set (SPEC 6.1).
-pub fn is_reserved_key(key: &str) -> bool {
+pub(crate) fn is_reserved_key(key: &str) -> bool {
     const EXACT: &[&str] = &[
         "current_node",
         "outcome",

@@ -63,7 +63,7 @@ const RECORDS: &[&str] = &[
 pub fn dump_run(
     run_id: &str,
     run_dir: &Path,
-    blobs: &BlobStore,
+    blobs: &dyn BlobStore,
     out: &Path,
 ) -> Result<DumpSummary, DumpError> {
     let io = |action: &'static str, path: &Path| {
@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn dumps_copy_records_and_materialise_blobs() {
         let root = tempfile::tempdir().expect("tempdir");
-        let store = BlobStore::new(root.path());
+        let store = crate::blob::FsBlobStore::new(root.path());
         let (reference, _) = store
             .put_value(&serde_json::json!("payload"))
             .expect("stored");

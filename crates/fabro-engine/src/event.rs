@@ -120,33 +120,22 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, envelope: &EventEnvelope);
 }
 
-/// Numbers, persists and distributes events for one run.
-pub struct Emitter {
-    run_id: RunId,
-    next_id: AtomicU64,
-    file: Mutex<Option<std::fs::File>>,
-    sinks: Vec<Arc<dyn EventSink>>,
-    last_activity: Mutex<Instant>,
-    last_event_id: AtomicU64,
+/// Where a run's events are persisted, one JSON line each: the event half of the
+/// [`RunStore`](crate::store::RunStore) seam. [`FsEventLog`] appends to `events.jsonl`.
+pub trait EventLog: Send {
+    /// Appends one serialised event, `\n` included.
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()>;
 }
 
-/// Why events could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write events to {path}")]
-pub struct EmitterError {
-    path: String,
-    #[source]
-    source: std::io::Error,
+/// `events.jsonl` of a run directory, opened for appending.
+#[derive(Debug)]
+pub struct FsEventLog {
+    file: std::fs::File,
 }
 
-impl Emitter {
-    /// An emitter appending to `path` (created if missing), numbering from `first_id`.
-    pub fn open(
-        run_id: &str,
-        path: &Path,
-        first_id: u64,
-        sinks: Vec<Arc<dyn EventSink>>,
-    ) -> Result<Emitter, EmitterError> {
+impl FsEventLog {
+    /// Opens `path` for appending (created if missing).
+    pub fn open(path: &Path) -> Result<FsEventLog, EmitterError> {
         let file = fs_err::OpenOptions::new()
             .create(true)
             .append(true)
@@ -155,23 +144,15 @@ impl Emitter {
                 path: path.display().to_string(),
                 source,
             })?;
-        Ok(Emitter {
-            run_id: RunId::from(run_id),
-            next_id: AtomicU64::new(first_id),
-            file: Mutex::new(Some(file.into_parts().0)),
-            sinks,
-            last_activity: Mutex::new(Instant::now()),
-            last_event_id: AtomicU64::new(first_id.saturating_sub(1)),
+        Ok(FsEventLog {
+            file: file.into_parts().0,
         })
     }
 
-    /// An emitter continuing `path` after a crash or a cancellation (SPEC 8.7 step 5):
-    /// a truncated last line is removed and numbering continues after the last event.
-    pub fn reopen(
-        run_id: &str,
-        path: &Path,
-        sinks: Vec<Arc<dyn EventSink>>,
-    ) -> Result<Emitter, EmitterError> {
+    /// Continues `path` after a crash or a cancellation (SPEC 8.7 step 5): a truncated
+    /// last line is removed. Returns the log and the id of the last event in it (0 when
+    /// there is none).
+    pub fn reopen(path: &Path) -> Result<(FsEventLog, u64), EmitterError> {
         let error = |source| EmitterError {
             path: path.display().to_string(),
             source,
@@ -206,7 +187,73 @@ impl Emitter {
                 .map_err(error)?;
             file.set_len(keep as u64).map_err(error)?;
         }
-        Emitter::open(run_id, path, last_id + 1, sinks)
+        Ok((FsEventLog::open(path)?, last_id))
+    }
+}
+
+impl EventLog for FsEventLog {
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(line)
+    }
+}
+
+/// Numbers, persists and distributes events for one run.
+pub struct Emitter {
+    run_id: RunId,
+    next_id: AtomicU64,
+    log: Mutex<Option<Box<dyn EventLog>>>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    last_activity: Mutex<Instant>,
+    last_event_id: AtomicU64,
+}
+
+/// Why events could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write events to {path}")]
+pub struct EmitterError {
+    path: String,
+    #[source]
+    source: std::io::Error,
+}
+
+impl Emitter {
+    /// An emitter appending to `path` (created if missing), numbering from `first_id`.
+    pub fn open(
+        run_id: &str,
+        path: &Path,
+        first_id: u64,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<Emitter, EmitterError> {
+        let log = FsEventLog::open(path)?;
+        Ok(Emitter::with_log(run_id, Box::new(log), first_id, sinks))
+    }
+
+    /// An emitter continuing `path` after a crash or a cancellation (SPEC 8.7 step 5):
+    /// a truncated last line is removed and numbering continues after the last event.
+    pub fn reopen(
+        run_id: &str,
+        path: &Path,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Result<Emitter, EmitterError> {
+        let (log, last_id) = FsEventLog::reopen(path)?;
+        Ok(Emitter::with_log(run_id, Box::new(log), last_id + 1, sinks))
+    }
+
+    /// An emitter appending to `log`, numbering from `first_id`.
+    pub fn with_log(
+        run_id: &str,
+        log: Box<dyn EventLog>,
+        first_id: u64,
+        sinks: Vec<Arc<dyn EventSink>>,
+    ) -> Emitter {
+        Emitter {
+            run_id: RunId::from(run_id),
+            next_id: AtomicU64::new(first_id),
+            log: Mutex::new(Some(log)),
+            sinks,
+            last_activity: Mutex::new(Instant::now()),
+            last_event_id: AtomicU64::new(first_id.saturating_sub(1)),
+        }
     }
 
     /// Emits `event`: numbers it, appends it to the file and passes it to every sink.
@@ -217,7 +264,7 @@ impl Emitter {
         // The file lock also orders ids, so lines in the file are in id order even when
         // parallel branches emit at once.
         let mut file = self
-            .file
+            .log
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
@@ -239,7 +286,7 @@ impl Emitter {
             }
             line.push(b'\n');
             if let Some(handle) = file.as_mut() {
-                if handle.write_all(&line).is_err() {
+                if handle.append(&line).is_err() {
                     tracing::error!(run_id = %self.run_id, "cannot append to events.jsonl; further events are not persisted");
                     *file = None;
                 }

@@ -60,7 +60,7 @@ pub(crate) struct RunServices {
     /// Events.
     pub(crate) emitter: Arc<Emitter>,
     /// The global blob store.
-    pub(crate) blobs: BlobStore,
+    pub(crate) blobs: Arc<dyn BlobStore>,
     /// Cancelled on SIGINT/SIGTERM or by the stall watchdog; every long wait selects on
     /// it and handlers must return within 2 seconds (SPEC 4.3).
     pub(crate) cancel: CancellationToken,
@@ -262,7 +262,6 @@ pub(crate) mod test_support {
     use tokio_util::sync::CancellationToken;
 
     use super::{RunServices, StageInput};
-    use crate::blob::BlobStore;
     use crate::context::Context;
     use crate::event::{read_events, Emitter, EventEnvelope};
     use crate::llm_target::{LlmDefaults, LlmSetup};
@@ -304,7 +303,7 @@ pub(crate) mod test_support {
             let services = RunServices {
                 run_id: "test-run".to_owned(),
                 emitter: Arc::new(emitter),
-                blobs: BlobStore::new(root),
+                blobs: Arc::new(crate::blob::FsBlobStore::new(root)),
                 budget: Arc::new(crate::budget::Budget::new(
                     crate::budget::BudgetLimits::default(),
                     crate::budget::Totals::default(),

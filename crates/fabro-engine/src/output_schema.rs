@@ -23,7 +23,7 @@ const ROUTING_FIELDS: &[&str] = &[
 
 /// What validated routing found in one source.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RoutingCheck {
+pub(crate) enum RoutingCheck {
     /// A well-typed directive.
     Valid(Directive),
     /// A malformed or wrongly typed directive: the repair loop starts.
@@ -36,7 +36,7 @@ pub enum RoutingCheck {
 /// field must have correctly typed fields and a canonical status, alias or `retry` as
 /// outcome; without one, a balanced span that does not parse but quotes a routing field
 /// as a key is malformed.
-pub fn check_routing(text: &str) -> RoutingCheck {
+pub(crate) fn check_routing(text: &str) -> RoutingCheck {
     let directive = routing::json_objects(text)
         .into_iter()
         .rev()
@@ -119,7 +119,7 @@ fn quotes_key(span: &str, field: &str) -> bool {
 
 /// Validates the last top-level JSON object of `text` against `schema` (SPEC 7.4):
 /// the object, or at most five validation errors.
-pub fn check_custom(text: &str, schema: &Value) -> Result<Value, Vec<String>> {
+pub(crate) fn check_custom(text: &str, schema: &Value) -> Result<Value, Vec<String>> {
     let validator = jsonschema::validator_for(schema)
         .map_err(|error| vec![format!("the output schema is invalid: {error}")])?;
     let Some(object) = routing::json_objects(text).pop() else {
@@ -146,7 +146,7 @@ pub fn check_custom(text: &str, schema: &Value) -> Result<Value, Vec<String>> {
 }
 
 /// The corrective message of a repair turn (SPEC 7.4).
-pub fn repair_message(errors: &[String]) -> String {
+pub(crate) fn repair_message(errors: &[String]) -> String {
     let quoted: Vec<&str> = errors
         .iter()
         .take(MAX_QUOTED_ERRORS)
@@ -159,7 +159,7 @@ pub fn repair_message(errors: &[String]) -> String {
 }
 
 /// The failure reason when the repairs ran out (SPEC 7.4).
-pub fn exhausted_reason(repairs: u32) -> String {
+pub(crate) fn exhausted_reason(repairs: u32) -> String {
     format!("output schema validation failed after {repairs} repair attempt(s)")
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct PreambleInput<'a> {
     /// The run directory (blobs are materialised under `runtime/blobs/`).
     pub(crate) run_dir: &'a Path,
     /// The blob store.
-    pub(crate) blobs: &'a BlobStore,
+    pub(crate) blobs: &'a dyn BlobStore,
 }
 
 /// The preamble for `fidelity`.
@@ -124,7 +124,7 @@ impl Renderer<'_, '_> {
         if let Some(Value::String(response)) =
             outcome.context_updates.get(&format!("response.{node_id}"))
         {
-            if BlobStore::is_ref(response) {
+            if crate::blob::is_ref(response) {
                 text.push_str(&format!("  - Response: {}\n", self.pointer(response)));
             }
         }
@@ -201,7 +201,7 @@ impl Renderer<'_, '_> {
 
     fn context_value(&self, value: &Value) -> String {
         let text = match value {
-            Value::String(text) if BlobStore::is_ref(text) => return self.pointer(text),
+            Value::String(text) if crate::blob::is_ref(text) => return self.pointer(text),
             Value::String(text) => text.clone(),
             other => other.to_string(),
         };
@@ -282,7 +282,7 @@ impl Renderer<'_, '_> {
         if let Some(Value::String(response)) =
             outcome.context_updates.get(&format!("response.{node_id}"))
         {
-            if BlobStore::is_ref(response) {
+            if crate::blob::is_ref(response) {
                 text.push_str(&format!("\n{}\n", self.pointer(response)));
             } else if !response.is_empty() {
                 text.push('\n');
@@ -352,16 +352,19 @@ impl Renderer<'_, '_> {
 
 /// Copies blob `reference` to `{run_dir}/runtime/blobs/{hex}.json` (once) and returns
 /// that path (SPEC 7.7).
-pub(crate) fn materialise(blobs: &BlobStore, run_dir: &Path, reference: &str) -> Option<PathBuf> {
-    let source = blobs.path_of_ref(&BlobRef::parse(reference)?);
-    let hex = source.file_name()?.to_str()?.to_owned();
+pub(crate) fn materialise(
+    blobs: &dyn BlobStore,
+    run_dir: &Path,
+    reference: &str,
+) -> Option<PathBuf> {
+    let reference = BlobRef::parse(reference)?;
     let target = run_dir
         .join("runtime")
         .join("blobs")
-        .join(format!("{hex}.json"));
+        .join(format!("{}.json", reference.hex()));
     if !target.exists() {
         fs_err::create_dir_all(target.parent()?).ok()?;
-        fs_err::copy(&source, &target).ok()?;
+        blobs.copy_to(&reference, &target).ok()?;
     }
     Some(target)
 }

@@ -8,7 +8,7 @@ use rand::Rng;
 
 /// How many attempts a stage gets and how long to wait between them.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPlan {
+pub(crate) struct RetryPlan {
     /// Total attempts, at least 1.
     pub max_attempts: u32,
     /// Delay before attempt 2.
@@ -23,7 +23,7 @@ const MAX_DELAY: Duration = Duration::from_secs(60);
 impl RetryPlan {
     /// The plan of `node`: its `retry_policy`, else its `max_retries` with the default
     /// backoff, else the graph's `default_max_retries` with the default backoff.
-    pub fn for_node(node: &Node, graph_default_retries: u32) -> RetryPlan {
+    pub(crate) fn for_node(node: &Node, graph_default_retries: u32) -> RetryPlan {
         if let Some(policy) = node.retry_policy {
             return RetryPlan::preset(policy);
         }
@@ -36,7 +36,7 @@ impl RetryPlan {
     }
 
     /// A named preset.
-    pub fn preset(policy: RetryPolicy) -> RetryPlan {
+    pub(crate) fn preset(policy: RetryPolicy) -> RetryPlan {
         let (max_attempts, initial_ms, factor) = match policy {
             RetryPolicy::None => (1, 0, 1.0),
             RetryPolicy::Standard => (5, 200, 2.0),
@@ -52,14 +52,14 @@ impl RetryPlan {
     }
 
     /// The delay before attempt `next_attempt` (2, 3, …) without jitter.
-    pub fn base_delay(&self, next_attempt: u32) -> Duration {
+    pub(crate) fn base_delay(&self, next_attempt: u32) -> Duration {
         let exponent = i32::try_from(next_attempt.saturating_sub(2)).unwrap_or(i32::MAX);
         let seconds = self.initial_delay.as_secs_f64() * self.factor.powi(exponent);
         Duration::from_secs_f64(seconds.min(MAX_DELAY.as_secs_f64()))
     }
 
     /// The delay before `next_attempt`, multiplied by U(0.5, 1.5) and capped at 60 s.
-    pub fn delay(&self, next_attempt: u32, rng: &mut impl Rng) -> Duration {
+    pub(crate) fn delay(&self, next_attempt: u32, rng: &mut impl Rng) -> Duration {
         let jitter: f64 = rng.random_range(0.5..1.5);
         let seconds = self.base_delay(next_attempt).as_secs_f64() * jitter;
         Duration::from_secs_f64(seconds.min(MAX_DELAY.as_secs_f64()))

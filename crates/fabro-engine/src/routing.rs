@@ -20,7 +20,7 @@ const RECOGNISED: &[&str] = &[
 
 /// A routing directive; fields of the wrong type are dropped individually.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Directive {
+pub(crate) struct Directive {
     /// `outcome` (or `status` from agent-written files).
     pub outcome: Option<String>,
     /// `failure_reason`.
@@ -40,7 +40,7 @@ pub struct Directive {
 /// Every top-level JSON object of `text`, left to right: from each `{` the matching `}`
 /// is found with a scanner that respects strings and escapes; a span that parses is a
 /// candidate and scanning resumes after it, otherwise one character after the `{`.
-pub fn json_objects(text: &str) -> Vec<Map<String, Value>> {
+pub(crate) fn json_objects(text: &str) -> Vec<Map<String, Value>> {
     let bytes = text.as_bytes();
     let mut found = Vec::new();
     let mut position = 0;
@@ -91,7 +91,7 @@ pub(crate) fn matching_brace(bytes: &[u8], start: usize) -> Option<usize> {
 }
 
 /// The directive of `text`: the last top-level object with a recognised field.
-pub fn extract(text: &str) -> Option<Directive> {
+pub(crate) fn extract(text: &str) -> Option<Directive> {
     json_objects(text)
         .into_iter()
         .rev()
@@ -100,7 +100,7 @@ pub fn extract(text: &str) -> Option<Directive> {
 }
 
 /// Reads the recognised fields of `object`, dropping wrongly typed ones.
-pub fn directive_from(object: &Map<String, Value>) -> Directive {
+pub(crate) fn directive_from(object: &Map<String, Value>) -> Directive {
     let string = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
     Directive {
         outcome: string("outcome").or_else(|| string("status")),

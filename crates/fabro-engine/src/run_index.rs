@@ -505,33 +505,6 @@ pub fn read_manifest(run_dir: &Path) -> Result<Manifest, RunIndexError> {
     })
 }
 
-/// Records the start in the index (the caller holds the run lock). Failures are logged
-/// and never stop the run (SPEC 11.4): the next read of the index finds the run anyway.
-pub(crate) fn register_start(paths: &RunPaths, manifest: &Manifest) {
-    if let Err(error) =
-        RunIndex::open(paths.root()).and_then(|index| index.record_start(manifest, paths.run_dir()))
-    {
-        tracing::warn!(error = %crate::error_chain(&error), "cannot record the run in the run index");
-    }
-}
-
-/// Records the final status in the index, then releases the run lock, in that order so
-/// readers never see a running status without a lock holder. Failures are logged only.
-pub(crate) fn register_end(
-    paths: &RunPaths,
-    run_id: &str,
-    status: RunStatus,
-    lock: Option<RunLock>,
-) {
-    let finished_at = crate::timestamp::now_rfc3339();
-    if let Err(error) = RunIndex::open(paths.root())
-        .and_then(|index| index.record_status(run_id, status, Some(&finished_at)))
-    {
-        tracing::warn!(error = %crate::error_chain(&error), "cannot record the run status in the run index");
-    }
-    drop(lock);
-}
-
 fn list_candidates(candidates: &[String]) -> String {
     const SHOWN: usize = 5;
     let mut text = candidates

@@ -18,7 +18,7 @@ use crate::outcome::Outcome;
 
 /// Why an edge was taken (`EdgeSelected.reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SelectionReason {
+pub(crate) enum SelectionReason {
     /// A condition matched (step 1).
     Condition,
     /// The preferred label matched (step 2).
@@ -37,7 +37,7 @@ pub enum SelectionReason {
 
 impl SelectionReason {
     /// The reason as written in events.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SelectionReason::Condition => "condition",
             SelectionReason::PreferredLabel => "preferred_label",
@@ -52,7 +52,7 @@ impl SelectionReason {
 
 /// What conditions read: the outcome just produced and the context, with blob refs
 /// replaced by their stored values (SPEC 4.6, decision 18).
-pub struct ConditionView<'a> {
+pub(crate) struct ConditionView<'a> {
     /// The condition-visible outcome string.
     pub outcome: &'a str,
     /// The preferred label, or "".
@@ -60,7 +60,7 @@ pub struct ConditionView<'a> {
     /// The context after the stage's updates.
     pub context: &'a Context,
     /// Where blob refs are resolved.
-    pub blobs: &'a BlobStore,
+    pub blobs: &'a dyn BlobStore,
 }
 
 impl ConditionContext for ConditionView<'_> {
@@ -85,7 +85,7 @@ impl ConditionContext for ConditionView<'_> {
 
 /// Chooses the next edge of `node` after `outcome` (steps 1–4 of SPEC 4.5); `None` when
 /// no edge is selectable. Parallel nodes only use step 1 here.
-pub fn select_edge(
+pub(crate) fn select_edge(
     workflow: &Workflow,
     node: NodeIndex,
     outcome: &Outcome,

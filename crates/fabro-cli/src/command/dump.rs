@@ -1,7 +1,7 @@
 //! `fabro dump RUN -o DIR` (SPEC 12.1): export a run's records and the blobs they
 //! refer to. A non-empty DIR exits 2; a blob missing from the store exits 1.
 
-use fabro_engine::blob::BlobStore;
+use fabro_engine::blob::FsBlobStore;
 use fabro_engine::dump::{dump_run, DumpError};
 
 use crate::args::DumpArgs;
@@ -12,7 +12,7 @@ use crate::output::Output;
 
 pub(crate) fn run(args: &DumpArgs, output: &mut Output) -> Result<Status, CliError> {
     let record = resolve_run(&args.run)?;
-    let blobs = BlobStore::new(&fabro_home());
+    let blobs = FsBlobStore::new(&fabro_home());
     match dump_run(&record.run_id, &record.run_dir, &blobs, &args.output) {
         Ok(summary) => {
             output.err(&format!(

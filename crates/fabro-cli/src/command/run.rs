@@ -10,7 +10,7 @@ use fabro_engine::interviewer::{FileInterviewer, Interviewer};
 use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
 use fabro_engine::sandbox::SandboxEnv;
-use fabro_engine::traversal::{RunEnd, StopCause};
+use fabro_engine::{RunEnd, StopCause};
 use fabro_language::ModelCatalog;
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;

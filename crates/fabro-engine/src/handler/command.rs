@@ -695,7 +695,7 @@ async fn finish_attempt(
 
 /// Stores the log at `path` (see [`store_logs`]).
 fn store_log(
-    blobs: &BlobStore,
+    blobs: &dyn BlobStore,
     path: &Path,
     stream: &'static str,
 ) -> Result<BlobRef, CommandError> {
@@ -726,7 +726,7 @@ fn store_log(
 
 /// Stores `text` as a JSON string blob and returns its ref.
 fn store_text(
-    blobs: &BlobStore,
+    blobs: &dyn BlobStore,
     text: String,
     stream: &'static str,
 ) -> Result<BlobRef, CommandError> {

@@ -318,7 +318,7 @@ fn child_error(error: &RunError) -> String {
         | RunError::SimulatedResponses { .. }
         | RunError::LlmSetup(_)
         | RunError::ArtifactsInclude(_)
-        | RunError::Events(_)
+        | RunError::Store(_)
         | RunError::ExecutedTwice { .. }
         | RunError::NoStartNode { .. }
         | RunError::MissingRunDir { .. }

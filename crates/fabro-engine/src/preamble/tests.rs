@@ -17,14 +17,14 @@ const WORKFLOW: &str = r#"digraph {
 
 struct Fixture {
     dir: tempfile::TempDir,
-    blobs: BlobStore,
+    blobs: crate::blob::FsBlobStore,
     context: Context,
     stages: Vec<(String, Outcome)>,
 }
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let blobs = BlobStore::new(&dir.path().join("home"));
+    let blobs = crate::blob::FsBlobStore::new(&dir.path().join("home"));
     let (stdout_ref, _) = blobs
         .put_value(&json!((1..=30)
             .map(|n| format!("line {n}"))

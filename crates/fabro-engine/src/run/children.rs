@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use fabro_language::render::dot::render_dot;
 use fabro_language::{ChildWorkflow, SourceLoader};
 
-/// The directory of stored child workflows inside a run directory.
-pub(crate) const CHILDREN_DIR: &str = "children";
+use crate::store::CHILDREN_DIR;
 
 /// The text of `graph.fabro` and of every stored child, as `(name, text)` with `name`
 /// relative to `children/`.

@@ -10,11 +10,10 @@ use fabro_language::Checked;
 use fabro_llm::simulated::ScriptError;
 
 use crate::asset_capture::IncludeGlobError;
-use crate::checkpoint::CheckpointError;
-use crate::event::EmitterError;
 use crate::git::GitError;
 use crate::llm_target::LlmSetupError;
-use crate::run_index::RunIndexError;
+use crate::run_index::RunStatus;
+use crate::store::StoreError;
 
 /// Why a run could not start. [`RunError::InvalidWorkflow`] exits 1 in the CLI; every
 /// other variant exits 2.
@@ -103,9 +102,9 @@ pub enum RunError {
     /// `[artifacts] include` holds an invalid glob.
     #[error(transparent)]
     ArtifactsInclude(IncludeGlobError),
-    /// `events.jsonl` cannot be opened for appending.
+    /// The run store failed (events, records, checkpoints).
     #[error(transparent)]
-    Events(EmitterError),
+    Store(StoreError),
     /// [`crate::run::PreparedRun::execute`] was called a second time.
     #[error("run executed twice")]
     ExecutedTwice {
@@ -130,7 +129,7 @@ pub enum RunError {
         /// The run id.
         run_id: String,
         /// Its final status.
-        status: String,
+        status: RunStatus,
     },
     /// The run's state could not be restored for resuming (SPEC 8.7).
     #[error("cannot resume run {run_id}")]
@@ -160,22 +159,41 @@ pub enum RunError {
 pub enum ResumeError {
     /// `manifest.json` cannot be read.
     #[error(transparent)]
-    Manifest(RunIndexError),
+    Manifest(StoreError),
     /// A run with git checkpointing has a checkpoint without a run-branch commit.
     #[error("its checkpoint names no run-branch commit")]
     NoRunBranchCommit,
     /// The worktree on the run branch cannot be made again.
     #[error(transparent)]
     Worktree(GitError),
-    /// The run directory's checkpoint state cannot be taken over.
+    /// The run's checkpoint log cannot be continued.
     #[error(transparent)]
-    Checkpoints(CheckpointError),
+    Checkpoints(StoreError),
     /// The checkpoint's next node is missing or not a node of the workflow.
     #[error("its checkpoint names no next node of the workflow")]
     NoNextNode {
         /// The node id the checkpoint names, if any.
         next_node_id: Option<String>,
     },
+}
+
+/// A store's file error is the run's file error (the CLI reports both alike); every
+/// other store error is [`RunError::Store`].
+impl From<StoreError> for RunError {
+    fn from(error: StoreError) -> RunError {
+        match error {
+            StoreError::Io {
+                action,
+                path,
+                source,
+            } => RunError::Io {
+                action,
+                path,
+                source,
+            },
+            error => RunError::Store(error),
+        }
+    }
 }
 
 /// `'a', 'b'`.

@@ -27,7 +27,7 @@ fn pick(
     context: &Context,
 ) -> Option<(String, SelectionReason)> {
     let directory = tempfile::tempdir().expect("tempdir");
-    let blobs = BlobStore::new(directory.path());
+    let blobs = crate::blob::FsBlobStore::new(directory.path());
     let view = ConditionView {
         outcome: outcome.condition_value(),
         preferred_label: outcome.preferred_label.as_deref().unwrap_or(""),
@@ -154,7 +154,7 @@ fn no_edge_when_nothing_matches() {
 fn random_selection_is_weighted() {
     let workflow = workflow(r#"a [selection=random] a -> x [weight=3] a -> y [weight=1]"#);
     let directory = tempfile::tempdir().expect("tempdir");
-    let blobs = BlobStore::new(directory.path());
+    let blobs = crate::blob::FsBlobStore::new(directory.path());
     let context = Context::new();
     let outcome = Outcome::success();
     let view = ConditionView {
@@ -184,7 +184,7 @@ fn random_selection_is_weighted() {
 fn conditions_read_blob_contents() {
     let workflow = workflow(r#"a -> x [condition="command.output contains PASS"] a -> y"#);
     let directory = tempfile::tempdir().expect("tempdir");
-    let blobs = BlobStore::new(directory.path());
+    let blobs = crate::blob::FsBlobStore::new(directory.path());
     let (reference, _) = blobs
         .put_value(&serde_json::json!("all tests PASS"))
         .expect("stored");

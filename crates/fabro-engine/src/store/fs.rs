@@ -1,0 +1,167 @@
+//! [`FsRunStore`]: a run's records as files in its run directory and the index
+//! `runs.db` under the storage root (SPEC 11).
+
+use std::path::{Path, PathBuf};
+
+use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
+use crate::event::{read_events, EventEnvelope, FsEventLog};
+use crate::id::RunId;
+use crate::record::{Checkpoint, Manifest};
+use crate::run_dir::{write_atomic, write_json_atomic, RunPaths};
+use crate::run_index::{RunIndex, RunLock, RunRecord, RunStatus};
+
+/// The directory of stored child workflows inside a run directory.
+pub(crate) const CHILDREN_DIR: &str = "children";
+
+/// The run store of a storage root (`$FABRO_HOME`): run `R` lives in `scratch/R/`.
+#[derive(Debug, Clone)]
+pub struct FsRunStore {
+    root: PathBuf,
+}
+
+impl FsRunStore {
+    /// The store under `root`.
+    pub fn new(root: &Path) -> FsRunStore {
+        FsRunStore {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// The paths of run `run_id`.
+    pub fn paths(&self, run_id: &RunId) -> RunPaths {
+        RunPaths::new(&self.root, run_id.as_str())
+    }
+}
+
+/// `action` on `path` failed.
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+impl RunStore for FsRunStore {
+    fn lock(&self, run_id: &RunId) -> Result<Box<dyn RunLease>, StoreError> {
+        // A live holder is `RunIndexError::Locked`, with the holder's pid.
+        Ok(Box::new(RunLock::acquire(self.paths(run_id).run_dir())?))
+    }
+
+    fn is_active(&self, run_id: &RunId) -> bool {
+        RunLock::is_held(self.paths(run_id).run_dir())
+    }
+
+    fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
+        let paths = self.paths(run_id);
+        let graph = paths.graph();
+        fs_err::write(&graph, records.graph.as_bytes()).map_err(io("cannot write", &graph))?;
+        // SPEC 4.1: the child workflows, recursively, as the stored graphs name them.
+        for (name, text) in records.children {
+            let path = paths.run_dir().join(CHILDREN_DIR).join(name);
+            if let Some(parent) = path.parent() {
+                fs_err::create_dir_all(parent).map_err(io("cannot create", parent))?;
+            }
+            fs_err::write(&path, text.as_bytes()).map_err(io("cannot write", &path))?;
+        }
+        write_json_atomic(&paths.config(), records.config)
+            .map_err(io("cannot write", &paths.config()))?;
+        write_json_atomic(&paths.manifest(), records.manifest)
+            .map_err(io("cannot write", &paths.manifest()))
+    }
+
+    fn read_manifest(&self, run_id: &RunId) -> Result<Manifest, StoreError> {
+        Ok(crate::run_index::read_manifest(
+            self.paths(run_id).run_dir(),
+        )?)
+    }
+
+    fn open_checkpoints(
+        &self,
+        run_id: &RunId,
+        opening: Opening,
+    ) -> Result<Box<dyn CheckpointLog>, StoreError> {
+        let paths = self.paths(run_id);
+        Ok(match opening {
+            Opening::New => Box::new(FsCheckpointLog::new(paths.run_dir())),
+            Opening::Resume => Box::new(FsCheckpointLog::resume(paths.run_dir())?),
+        })
+    }
+
+    fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(crate::checkpoint::load_newest(
+            self.paths(run_id).run_dir(),
+        )?)
+    }
+
+    /// Replaces `checkpoint.json` unless it says the same already.
+    fn publish_checkpoint(
+        &self,
+        run_id: &RunId,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        let path = self.paths(run_id).checkpoint();
+        let mut bytes = serde_json::to_vec(checkpoint).map_err(|error| StoreError::Io {
+            action: "cannot serialise",
+            path: path.clone(),
+            source: std::io::Error::from(error),
+        })?;
+        bytes.push(b'\n');
+        if fs_err::read(&path).ok().as_deref() == Some(bytes.as_slice()) {
+            return Ok(());
+        }
+        write_atomic(&path, &bytes).map_err(io("cannot write", &path))
+    }
+
+    fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {
+        let path = self.paths(run_id).events();
+        Ok(match opening {
+            Opening::New => OpenedEvents {
+                log: Box::new(FsEventLog::open(&path)?),
+                next_id: 1,
+            },
+            Opening::Resume => {
+                let (log, last_id) = FsEventLog::reopen(&path)?;
+                OpenedEvents {
+                    log: Box::new(log),
+                    next_id: last_id + 1,
+                }
+            }
+        })
+    }
+
+    fn read_events(&self, run_id: &RunId, from_id: u64) -> Result<Vec<EventEnvelope>, StoreError> {
+        let path = self.paths(run_id).events();
+        let text = match fs_err::read(&path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    action: "cannot read",
+                    path,
+                    source,
+                })
+            }
+        };
+        let mut events = read_events(&text);
+        events.retain(|event| event.id >= from_id);
+        Ok(events)
+    }
+
+    fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {
+        RunIndex::open(&self.root)?.record_start(manifest, run_dir)?;
+        Ok(())
+    }
+
+    fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
+        let finished_at = crate::timestamp::now_rfc3339();
+        RunIndex::open(&self.root)?.record_status(run_id.as_str(), status, Some(&finished_at))?;
+        Ok(())
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(RunIndex::open(&self.root)?.list()?)
+    }
+}

@@ -1,0 +1,289 @@
+//! [`MemoryRunStore`]: every record of every run in memory, behind one mutex. The test
+//! double of [`RunStore`], and the shape a database-backed store takes: one row per run,
+//! checkpoints and events appended to it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use crate::checkpoint::{CheckpointError, CheckpointLog};
+use crate::event::{read_events, EventEnvelope, EventLog};
+use crate::id::RunId;
+use crate::journal::ChangeHint;
+use crate::record::{Checkpoint, CheckpointView, Manifest};
+use crate::run_index::{RunRecord, RunStatus};
+
+/// Runs kept in memory. Clones share the runs.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryRunStore {
+    runs: Arc<Mutex<BTreeMap<RunId, StoredRun>>>,
+}
+
+/// One run's records.
+#[derive(Debug, Clone, Default)]
+pub struct StoredRun {
+    /// `graph.fabro`.
+    pub graph: Option<String>,
+    /// The stored child workflows, `(name, text)`.
+    pub children: Vec<(String, String)>,
+    /// `config.json`, as JSON.
+    pub config: Option<serde_json::Value>,
+    /// `manifest.json`.
+    pub manifest: Option<Manifest>,
+    /// Every checkpoint written, oldest first.
+    pub checkpoints: Vec<Checkpoint>,
+    /// `events.jsonl`.
+    pub events: Vec<u8>,
+    /// Whether an execution holds the lock.
+    pub locked: bool,
+    /// The scratch directory given at start.
+    pub run_dir: PathBuf,
+    /// The indexed status and end time.
+    pub status: Option<(RunStatus, Option<String>)>,
+}
+
+impl MemoryRunStore {
+    /// An empty store.
+    pub fn new() -> MemoryRunStore {
+        MemoryRunStore::default()
+    }
+
+    /// A copy of run `run_id`'s records, for tests and inspection.
+    pub fn run(&self, run_id: &RunId) -> Option<StoredRun> {
+        self.runs().get(run_id).cloned()
+    }
+
+    fn runs(&self) -> MutexGuard<'_, BTreeMap<RunId, StoredRun>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn with_run<T>(&self, run_id: &RunId, change: impl FnOnce(&mut StoredRun) -> T) -> T {
+        change(self.runs().entry(run_id.clone()).or_default())
+    }
+}
+
+/// The lock of a run in a [`MemoryRunStore`].
+#[derive(Debug)]
+struct MemoryLease {
+    store: MemoryRunStore,
+    run_id: RunId,
+}
+
+impl RunLease for MemoryLease {}
+
+impl Drop for MemoryLease {
+    fn drop(&mut self) {
+        self.store.with_run(&self.run_id, |run| run.locked = false);
+    }
+}
+
+/// Checkpoints appended to a run of a [`MemoryRunStore`].
+#[derive(Debug)]
+struct MemoryCheckpointLog {
+    store: MemoryRunStore,
+    run_id: RunId,
+    last: Option<Checkpoint>,
+    bytes: Vec<u8>,
+}
+
+impl CheckpointLog for MemoryCheckpointLog {
+    fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        _hint: &ChangeHint<'_>,
+    ) -> Result<&[u8], CheckpointError> {
+        let io = |error: serde_json::Error| CheckpointError::File {
+            path: PathBuf::from(format!("memory:{}/checkpoint.json", self.run_id)),
+            source: std::io::Error::from(error),
+        };
+        self.bytes = serde_json::to_vec(checkpoint).map_err(io)?;
+        let owned: Checkpoint = serde_json::from_slice(&self.bytes).map_err(io)?;
+        self.bytes.push(b'\n');
+        self.store
+            .with_run(&self.run_id, |run| run.checkpoints.push(owned.clone()));
+        self.last = Some(owned);
+        Ok(&self.bytes)
+    }
+
+    fn last(&self) -> Option<&Checkpoint> {
+        self.last.as_ref()
+    }
+}
+
+/// Events appended to a run of a [`MemoryRunStore`].
+struct MemoryEventLog {
+    store: MemoryRunStore,
+    run_id: RunId,
+}
+
+impl EventLog for MemoryEventLog {
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.store
+            .with_run(&self.run_id, |run| run.events.extend_from_slice(line));
+        Ok(())
+    }
+}
+
+impl RunStore for MemoryRunStore {
+    fn lock(&self, run_id: &RunId) -> Result<Box<dyn RunLease>, StoreError> {
+        let taken = self.with_run(run_id, |run| !std::mem::replace(&mut run.locked, true));
+        if !taken {
+            return Err(StoreError::Locked {
+                run_id: run_id.clone(),
+            });
+        }
+        Ok(Box::new(MemoryLease {
+            store: self.clone(),
+            run_id: run_id.clone(),
+        }))
+    }
+
+    fn is_active(&self, run_id: &RunId) -> bool {
+        self.runs().get(run_id).is_some_and(|run| run.locked)
+    }
+
+    fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
+        let config = serde_json::to_value(records.config).map_err(|error| StoreError::Io {
+            action: "cannot serialise",
+            path: PathBuf::from(format!("memory:{run_id}/config.json")),
+            source: std::io::Error::from(error),
+        })?;
+        self.with_run(run_id, |run| {
+            run.graph = Some(records.graph.to_owned());
+            run.children = records.children.to_vec();
+            run.config = Some(config);
+            run.manifest = Some(records.manifest.clone());
+        });
+        Ok(())
+    }
+
+    fn read_manifest(&self, run_id: &RunId) -> Result<Manifest, StoreError> {
+        self.runs()
+            .get(run_id)
+            .and_then(|run| run.manifest.clone())
+            .ok_or_else(|| StoreError::Missing {
+                run_id: run_id.clone(),
+                record: "manifest",
+            })
+    }
+
+    fn open_checkpoints(
+        &self,
+        run_id: &RunId,
+        opening: Opening,
+    ) -> Result<Box<dyn CheckpointLog>, StoreError> {
+        let last = match opening {
+            Opening::New => None,
+            Opening::Resume => self.load_checkpoint(run_id)?,
+        };
+        Ok(Box::new(MemoryCheckpointLog {
+            store: self.clone(),
+            run_id: run_id.clone(),
+            last,
+            bytes: Vec::new(),
+        }))
+    }
+
+    fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .and_then(|run| run.checkpoints.last().cloned()))
+    }
+
+    /// Nothing to do: readers read the log itself.
+    fn publish_checkpoint(
+        &self,
+        _run_id: &RunId,
+        _checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {
+        let next_id = match opening {
+            Opening::New => {
+                self.with_run(run_id, |run| run.events.clear());
+                1
+            }
+            Opening::Resume => self.with_run(run_id, |run| {
+                // A torn last line (no newline) is cut off, as on disk.
+                let keep = run
+                    .events
+                    .iter()
+                    .rposition(|&byte| byte == b'\n')
+                    .map_or(0, |end| end + 1);
+                run.events.truncate(keep);
+                read_events(&String::from_utf8_lossy(&run.events))
+                    .last()
+                    .map_or(1, |event| event.id + 1)
+            }),
+        };
+        Ok(OpenedEvents {
+            log: Box::new(MemoryEventLog {
+                store: self.clone(),
+                run_id: run_id.clone(),
+            }),
+            next_id,
+        })
+    }
+
+    fn read_events(&self, run_id: &RunId, from_id: u64) -> Result<Vec<EventEnvelope>, StoreError> {
+        let text = self
+            .runs()
+            .get(run_id)
+            .map(|run| String::from_utf8_lossy(&run.events).into_owned())
+            .unwrap_or_default();
+        let mut events = read_events(&text);
+        events.retain(|event| event.id >= from_id);
+        Ok(events)
+    }
+
+    fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {
+        let run_id = RunId::from(manifest.run_id.as_str());
+        self.with_run(&run_id, |run| {
+            run.run_dir = run_dir.to_path_buf();
+            run.status = Some((RunStatus::Running, None));
+        });
+        Ok(())
+    }
+
+    fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
+        let finished_at = crate::timestamp::now_rfc3339();
+        self.with_run(run_id, |run| run.status = Some((status, Some(finished_at))));
+        Ok(())
+    }
+
+    /// Runs with a manifest, newest first; a `running` run nobody holds is
+    /// [`RunStatus::Interrupted`].
+    fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut records: Vec<RunRecord> = self
+            .runs()
+            .iter()
+            .filter_map(|(run_id, run)| {
+                let manifest = run.manifest.as_ref()?;
+                let (status, finished_at) =
+                    run.status.clone().unwrap_or((RunStatus::Running, None));
+                let status = match status {
+                    RunStatus::Running if !run.locked => RunStatus::Interrupted,
+                    status => status,
+                };
+                Some(RunRecord {
+                    run_id: run_id.as_str().to_owned(),
+                    workflow_name: manifest.workflow_name.clone(),
+                    workflow_path: manifest.workflow_path.clone(),
+                    goal: manifest.goal.clone(),
+                    status,
+                    started_at: manifest.started_at.clone(),
+                    finished_at,
+                    run_dir: run.run_dir.clone(),
+                    parent_run_id: manifest.parent_run_id.clone(),
+                    reason: None,
+                })
+            })
+            .collect();
+        records.sort_by(|a, b| (&b.started_at, &b.run_id).cmp(&(&a.started_at, &a.run_id)));
+        Ok(records)
+    }
+}
