@@ -28,6 +28,7 @@ mod special_files;
 mod stages;
 mod storage;
 mod validate;
+mod terminal;
 
 use std::process::Output;
 
