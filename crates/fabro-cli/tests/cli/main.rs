@@ -29,6 +29,7 @@ mod stages;
 mod storage;
 mod validate;
 mod terminal;
+mod help;
 
 use std::process::Output;
 
