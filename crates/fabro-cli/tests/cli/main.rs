@@ -30,6 +30,7 @@ mod storage;
 mod validate;
 mod terminal;
 mod help;
+mod runs_list;
 
 use std::process::Output;
 
