@@ -31,6 +31,7 @@ mod validate;
 mod terminal;
 mod help;
 mod runs_list;
+mod corrections;
 
 use std::process::Output;
 
