@@ -83,10 +83,6 @@ fn screen(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).replace("\r\n", "\n")
 }
 
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&fs_err::read_to_string(path).expect("file exists")).expect("JSON")
-}
-
 /// Input plus output tokens of the stages of a run.
 fn run_tokens(run_dir: &Path) -> u64 {
     let mut tokens = 0;
@@ -111,7 +107,9 @@ fn seconds(text: &str) -> Option<f64> {
 
 #[test]
 fn a_running_stage_shows_a_spinner_its_elapsed_time_and_its_last_output_line() {
-    if !script_available("a_running_stage_shows_a_spinner_its_elapsed_time_and_its_last_output_line") {
+    if !script_available(
+        "a_running_stage_shows_a_spinner_its_elapsed_time_and_its_last_output_line",
+    ) {
         return;
     }
     let env = TestEnv::new("terminal_live");
@@ -132,6 +130,8 @@ fn a_running_stage_shows_a_spinner_its_elapsed_time_and_its_last_output_line() {
         .filter_map(|part| part.strip_prefix("\x1b[2K"))
         .map(|part| part.split('\n').next().unwrap_or(""))
         .filter(|part| part.contains("Build it (build)"))
+        // An erase before a finished line's mark is not a redraw.
+        .filter(|part| !part.contains(" success ("))
         .collect();
     assert!(
         redraws.len() >= 4,
@@ -146,13 +146,18 @@ fn a_running_stage_shows_a_spinner_its_elapsed_time_and_its_last_output_line() {
             spinner.chars().count() == 1 && spinner.chars().all(|c| SPINNER.contains(&c)),
             "a spinner frame first: {redraw:?}"
         );
-        let rest = redraw.split_once("Build it (build) ").map_or("", |(_, rest)| rest);
+        let rest = redraw
+            .split_once("Build it (build) ")
+            .map_or("", |(_, rest)| rest);
         let elapsed = rest.split_whitespace().next().unwrap_or("");
         let elapsed = seconds(elapsed).unwrap_or_else(|| panic!("an elapsed time: {redraw:?}"));
         assert!(elapsed >= latest, "the elapsed time grows: {redraws:?}");
         latest = elapsed;
         if rest.ends_with("second-line") {
-            assert!(elapsed >= 0.9, "second-line appears after a second: {redraw:?}");
+            assert!(
+                elapsed >= 0.9,
+                "second-line appears after a second: {redraw:?}"
+            );
             saw_second_line = true;
         }
     }
@@ -199,7 +204,9 @@ const GATE: &str = r#"digraph gate {
 
 #[test]
 fn the_gate_prompt_shows_each_key_once_marks_the_default_and_names_the_choice() {
-    if !script_available("the_gate_prompt_shows_each_key_once_marks_the_default_and_names_the_choice") {
+    if !script_available(
+        "the_gate_prompt_shows_each_key_once_marks_the_default_and_names_the_choice",
+    ) {
         return;
     }
     let env = TestEnv::new("terminal_gate");
@@ -211,7 +218,10 @@ fn the_gate_prompt_shows_each_key_once_marks_the_default_and_names_the_choice() 
     assert!(text.contains("[?] Review the change\n"), "{text}");
     assert!(text.contains("\n  [A] Approve (default)\n"), "{text}");
     assert!(text.contains("\n  [R] Revise\n"), "{text}");
-    assert!(!text.contains("[A] [A]") && !text.contains("[R] [R]"), "{text}");
+    assert!(
+        !text.contains("[A] [A]") && !text.contains("[R] [R]"),
+        "{text}"
+    );
     assert!(text.contains("type a key, a label, or a number"), "{text}");
     assert!(
         text.contains("✓ Review the change (review) → [R] Revise ("),
@@ -239,28 +249,31 @@ fn a_cancelled_run_ends_with_the_summary_and_the_resume_hint() {
     }
     let env = TestEnv::new("terminal_cancel");
     env.write("hold.fabro", HOLD);
-    let child = spawn_in_pty(
-        &env,
-        &["run", "hold.fabro", "--run-id", "held"],
-        false,
-        "",
-    );
+    let child = spawn_in_pty(&env, &["run", "hold.fabro", "--run-id", "held"], false, "");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !env.work_dir().join("started").exists() {
         assert!(Instant::now() < deadline, "the command never started");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Long enough for several redraws of the live line.
+    std::thread::sleep(Duration::from_millis(600));
     let cancel = fabro(&env, &["cancel", "held"]);
     assert_eq!(code(&cancel), 0, "{}", stderr(&cancel));
     let output = wait(child);
     let text = screen(&output);
-    assert!(text.contains("\x1b[2K"), "the live line was drawn: {text:?}");
+    assert!(
+        text.contains("\x1b[2K"),
+        "the live line was drawn: {text:?}"
+    );
     let stages = stages_completed(&env.fabro_home().join("scratch/held"));
     let summary = text
         .split(['\n', '\r'])
         .find(|line| line.starts_with(&format!("{stages} stages in ")))
         .unwrap_or_else(|| panic!("a summary line: {text:?}"));
-    assert!(summary.ends_with("; 0 tokens"), "no cost without LLM calls: {summary:?}");
+    assert!(
+        summary.ends_with("; 0 tokens"),
+        "no cost without LLM calls: {summary:?}"
+    );
     assert!(text.contains("status: canceled\n"), "{text:?}");
     assert!(
         text.contains("resume with: fabro resume held\n"),
@@ -346,7 +359,7 @@ fn a_pipe_gets_plain_lines_with_labels_loop_and_budget_events_and_the_summary() 
     );
     assert!(text.contains("\n✗ check fail ("), "{text}");
     assert!(
-        text.contains("\n↺ goal gate check unsatisfied; back to think\n"),
+        text.contains("\n↺ goal gate check unsatisfied; back to Think (think)\n"),
         "{text}"
     );
     assert!(
@@ -363,11 +376,21 @@ fn a_pipe_gets_plain_lines_with_labels_loop_and_budget_events_and_the_summary() 
         summary.ends_with(&format!("; {tokens} tokens; $0.0000")),
         "{summary}"
     );
-    assert!(text.ends_with("resume with: fabro resume budget\n"), "{text}");
+    assert!(
+        text.ends_with("resume with: fabro resume budget\n"),
+        "{text}"
+    );
 
     let output = fabro(
         &env,
-        &["run", "spin.fabro", "--run-id", "breaker", "--provider", "simulated"],
+        &[
+            "run",
+            "spin.fabro",
+            "--run-id",
+            "breaker",
+            "--provider",
+            "simulated",
+        ],
     );
     assert_eq!(code(&output), 1, "{}", stderr(&output));
     let text = stderr(&output);
