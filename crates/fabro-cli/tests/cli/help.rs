@@ -49,14 +49,16 @@ fn every_subcommand_help_ends_with_examples_and_exit_codes() {
         let (_, after) = help
             .split_once("\nExamples:\n")
             .unwrap_or_else(|| panic!("`fabro {name} --help` has no examples:\n{help}"));
-        let examples: Vec<&str> = after
-            .lines()
-            .take_while(|line| !line.is_empty())
-            .collect();
-        assert!(!examples.is_empty(), "{name}:\n{help}");
+        let examples: Vec<&str> = after.lines().take_while(|line| !line.is_empty()).collect();
+        let command_lines = examples
+            .iter()
+            .filter(|line| line.starts_with(&format!("  fabro {name}")))
+            .count();
+        assert!(command_lines > 0, "{name}:\n{help}");
         for example in &examples {
+            // Each example runs the command; a long one explains itself on the next line.
             assert!(
-                example.starts_with(&format!("  fabro {name}")),
+                example.starts_with(&format!("  fabro {name}")) || example.starts_with("    "),
                 "`fabro {name}` examples run `fabro {name}`: {example:?}\n{help}"
             );
         }
@@ -69,7 +71,9 @@ fn every_subcommand_help_ends_with_examples_and_exit_codes() {
             // SPEC 12.2, in full.
             for code in ["0 ", "1 ", "2 ", "3 ", "130 "] {
                 assert!(
-                    exit_codes.lines().any(|line| line.trim_start().starts_with(code)),
+                    exit_codes
+                        .lines()
+                        .any(|line| line.trim_start().starts_with(code)),
                     "`fabro {name} --help` explains exit code {code}:\n{help}"
                 );
             }
