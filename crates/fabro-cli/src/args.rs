@@ -106,6 +106,35 @@ pub(crate) struct RunsArgs {
     /// Print one JSON array instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Only runs with this status: running, success, partial_success, fail, canceled,
+    /// interrupted or unreadable (repeatable).
+    #[arg(long, value_name = "S", value_parser = parse_run_status)]
+    pub(crate) status: Vec<fabro_engine::run_status::RunStatus>,
+    /// At most N runs, the newest (default: 50 on a terminal, all otherwise).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+}
+
+fn parse_run_status(text: &str) -> Result<fabro_engine::run_status::RunStatus, String> {
+    use fabro_engine::run_status::RunStatus;
+    const ALL: [RunStatus; 7] = [
+        RunStatus::Running,
+        RunStatus::Success,
+        RunStatus::PartialSuccess,
+        RunStatus::Fail,
+        RunStatus::Canceled,
+        RunStatus::Interrupted,
+        RunStatus::Unreadable,
+    ];
+    ALL.into_iter()
+        .find(|status| status.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ALL.iter().map(|status| status.as_str()).collect();
+            format!(
+                "'{text}' is not a run status; expected one of: {}",
+                names.join(", ")
+            )
+        })
 }
 
 #[derive(Debug, clap::Args)]

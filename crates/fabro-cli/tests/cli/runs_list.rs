@@ -52,7 +52,10 @@ fn runs_filter_by_status_and_limit_the_list() {
     assert_eq!(listed(&env, &[]), ["r-two", "r-partial", "r-one"]);
     assert_eq!(listed(&env, &["--status", "success"]), ["r-two", "r-one"]);
     assert_eq!(
-        listed(&env, &["--status", "partial_success", "--status", "success"]),
+        listed(
+            &env,
+            &["--status", "partial_success", "--status", "success"]
+        ),
         ["r-two", "r-partial", "r-one"]
     );
     assert_eq!(listed(&env, &["--status", "fail"]), Vec::<String>::new());
@@ -98,7 +101,11 @@ fn kolkata_minute(utc: &str) -> String {
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}",
@@ -109,7 +116,10 @@ fn kolkata_minute(utc: &str) -> String {
 
 #[test]
 fn the_kolkata_conversion_of_the_test_crosses_days() {
-    assert_eq!(kolkata_minute("2026-11-25T08:33:00.123Z"), "2026-11-25 14:03");
+    assert_eq!(
+        kolkata_minute("2026-11-25T08:33:00.123Z"),
+        "2026-11-25 14:03"
+    );
     assert_eq!(kolkata_minute("2026-12-31T20:00:00Z"), "2027-01-01 01:30");
     assert_eq!(kolkata_minute("2028-02-28T19:00:00Z"), "2028-02-29 00:30");
 }
@@ -128,7 +138,10 @@ fn runs_show_local_start_times_with_their_age_and_paths_of_shared_names() {
 
     let output = fabro(&env, &["runs", "--json"]);
     let json: Value = serde_json::from_str(&stdout(&output)).expect("one JSON document");
-    let started = json[0]["started_at"].as_str().expect("a start time").to_owned();
+    let started = json[0]["started_at"]
+        .as_str()
+        .expect("a start time")
+        .to_owned();
     let output = env
         .command(env!("CARGO_BIN_EXE_fabro"))
         .arg("runs")
@@ -138,13 +151,20 @@ fn runs_show_local_start_times_with_their_age_and_paths_of_shared_names() {
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let rows = rows(&stdout(&output));
     assert_eq!(rows[0][0], "r-second");
-    assert_eq!(rows[0][1], "w (second.fabro)", "a shared name shows the path");
+    assert_eq!(
+        rows[0][1], "w (second.fabro)",
+        "a shared name shows the path"
+    );
     assert_eq!(rows[1][1], "other", "a name of its own stays bare");
     assert_eq!(rows[2][1], "w (first.fabro)");
     let cell = &rows[0][3];
-    let (time, age) = cell.split_once(" (").unwrap_or_else(|| panic!("time and age: {cell}"));
+    let (time, age) = cell
+        .split_once(" (")
+        .unwrap_or_else(|| panic!("time and age: {cell}"));
     assert_eq!(time, kolkata_minute(&started), "local time: {cell}");
-    let age = age.strip_suffix(" ago)").unwrap_or_else(|| panic!("an age: {cell}"));
+    let age = age
+        .strip_suffix(" ago)")
+        .unwrap_or_else(|| panic!("an age: {cell}"));
     let (number, unit) = age.split_at(age.len() - 1);
     assert!(
         number.parse::<u64>().is_ok() && (unit == "s" || unit == "m"),
