@@ -50,11 +50,21 @@ fn command_stages_record_the_files_of_their_commit() {
     let run_dir = env.fabro_home().join("scratch/files");
 
     let status = read_json(&run_dir.join("stages/002-write@1/status.json"));
-    assert_eq!(status["files_touched"], serde_json::json!(["b.txt", "out/a.txt"]));
+    assert_eq!(
+        status["files_touched"],
+        serde_json::json!(["b.txt", "out/a.txt"])
+    );
     assert_eq!(files_completed(&run_dir, "write"), status["files_touched"]);
     let changed = git(
         &env,
-        &["diff-tree", "--no-commit-id", "--name-only", "-r", "fabro/run/files~2", "fabro/run/files~1"],
+        // The run branch: start, write, none, exit.
+        &[
+            "diff-tree",
+            "--no-commit-id",
+            "--name-only",
+            "-r",
+            "fabro/run/files~2",
+        ],
     );
     let changed: Vec<&str> = changed.lines().collect();
     assert_eq!(changed, ["b.txt", "out/a.txt"], "the stage's commit");
@@ -93,7 +103,11 @@ fn spawn_fabro(env: &TestEnv, args: &[&str]) -> Child {
 fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -134,7 +148,12 @@ fn inspect_names_the_running_stage_and_its_elapsed_time() {
 
     fs_err::write(env.work_dir().join("go"), "").expect("writes");
     let output = child.wait_with_output().expect("the run ends");
-    assert_eq!(code(&output), 0, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let json: Value =
         serde_json::from_str(&stdout(&fabro(&env, &["inspect", "held", "--json"]))).expect("JSON");
     assert_eq!(json["current_node"], "exit");
