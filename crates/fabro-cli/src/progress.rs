@@ -176,6 +176,8 @@ impl EventSink for ProgressSink {
             }
             EventKind::StageCompleted(stage) => {
                 state.running.retain(|running| running.rank != stage.rank);
+                // A gate that ended without an answer (a timeout) asks nothing any more.
+                state.question_open = false;
                 let totals = &mut state.totals;
                 totals.stages += 1;
                 if let Some(usage) = &stage.usage {
@@ -310,5 +312,56 @@ impl EventSink for JsonSink {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelopes(lines: &[&str]) -> Vec<EventEnvelope> {
+        fabro_engine::event::read_events(&lines.join("\n"))
+    }
+
+    const STARTED: &str = r#"{"id":1,"ts":"2026-11-26T07:00:00.000Z","run_id":"r","event":"StageStarted","node_id":"gate","properties":{"attempt":1,"handler":"human","rank":2,"visit":1}}"#;
+    const QUESTION: &str = r#"{"id":2,"ts":"2026-11-26T07:00:00.000Z","run_id":"r","event":"HumanQuestion","node_id":"gate","properties":{"allow_freeform":false,"default_choice":null,"options":[],"question_id":"q","question_type":"confirmation","text":"Ship?","timeout_ms":10}}"#;
+    const COMPLETED: &str = r#"{"id":3,"ts":"2026-11-26T07:00:00.000Z","run_id":"r","event":"StageCompleted","node_id":"gate","properties":{"attempts":1,"duration_ms":12,"failure_class":"deterministic","failure_reason":"human gate timeout, no default","files_touched":[],"model":null,"outcome":"fail","provider":null,"rank":2,"status":"fail","usage":{"cache_read_tokens":0,"cache_write_tokens":0,"cost_usd":0.25,"input_tokens":7,"output_tokens":3,"reasoning_tokens":0},"visit":1}}"#;
+
+    #[test]
+    fn a_gate_that_ends_unanswered_gives_the_terminal_back_and_counts_in_the_summary() {
+        let sink = ProgressSink::new(false);
+        let events = envelopes(&[STARTED, QUESTION]);
+        assert_eq!(events.len(), 2);
+        for event in &events {
+            sink.emit(event);
+        }
+        {
+            let state = sink.shared.lock();
+            assert!(state.question_open);
+            assert_eq!(state.running.len(), 1);
+        }
+        for event in &envelopes(&[COMPLETED]) {
+            sink.emit(event);
+        }
+        {
+            let state = sink.shared.lock();
+            assert!(!state.question_open, "the live line may draw again");
+            assert!(state.running.is_empty());
+        }
+        let summary = sink.finish();
+        assert!(summary.starts_with("1 stages in "), "{summary}");
+        assert!(summary.ends_with("; 10 tokens; $0.2500"), "{summary}");
+    }
+
+    #[test]
+    fn the_summary_omits_an_unknown_cost() {
+        let totals = Totals {
+            stages: 3,
+            tokens: 0,
+            cost: None,
+            duration_ms: Some(2500),
+            started: None,
+        };
+        assert_eq!(summary_line(&totals), "3 stages in 2.5s; 0 tokens");
     }
 }
