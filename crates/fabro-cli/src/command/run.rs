@@ -272,6 +272,8 @@ pub(crate) fn execute(
         signals.abort();
         result
     });
+    // The live line stops before anything else is printed, whatever the run's end.
+    let summary = progress.as_ref().map(|progress| progress.finish());
     let report = match result {
         Ok(result) => result.map_err(cli_error)?,
         // A panic inside the run is a bug: it ends the process as it would have
@@ -279,8 +281,8 @@ pub(crate) fn execute(
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
         Err(error) => return Err(CliError::Aborted(error)),
     };
-    if let Some(progress) = &progress {
-        output.err(&format!("{}\n", progress.finish()));
+    if let Some(summary) = summary {
+        output.err(&format!("{summary}\n"));
         let mut text = format!("status: {}\n", report.status);
         if let Some(reason) = &report.reason {
             text.push_str(&format!("reason: {reason}\n"));
