@@ -45,6 +45,13 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro answer 01JX4Q A                 choose the option with key A
+  fabro answer 01JX4Q Approve           choose it by its label (or target node)
+  fabro answer 01JX4Q other --text 'Use the v2 API'
+                                        answer through the freeform edge
+
+Exit codes: 0 answered, 2 unknown run, no pending question, or nothing matches")]
 pub(crate) struct AnswerArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
@@ -56,6 +63,11 @@ pub(crate) struct AnswerArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro cancel 01JX4Q                   stop a running run; resume it later
+  fabro cancel 01JX4QZ8M3               any unique prefix of at least 4 characters
+
+Exit codes: 0 the run stopped (status canceled), 2 unknown run or a run that is not running")]
 pub(crate) struct CancelArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
@@ -70,6 +82,11 @@ pub(crate) struct ModelArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModelCommand {
     /// List the models fabro knows: provider, context window, limits, prices, aliases.
+    #[command(after_help = "Examples:
+  fabro model list                      the catalog as a table
+  fabro model list --json               as one JSON array
+
+Exit codes: 0 printed")]
     List {
         /// Print one JSON array instead of a table.
         #[arg(long)]
@@ -78,13 +95,54 @@ pub(crate) enum ModelCommand {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro runs                            the newest runs (50 on a terminal)
+  fabro runs --status running           the runs still going
+  fabro runs --status fail --status canceled --limit 10
+  fabro runs --json                     every run as one JSON array
+
+Exit codes: 0 listed, 2 bad arguments or an unreadable run index")]
 pub(crate) struct RunsArgs {
     /// Print one JSON array instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Only runs with this status: running, success, partial_success, fail, canceled,
+    /// interrupted or unreadable (repeatable).
+    #[arg(long, value_name = "S", value_parser = parse_run_status)]
+    pub(crate) status: Vec<fabro_engine::run_status::RunStatus>,
+    /// At most N runs, the newest (default: 50 on a terminal, all otherwise).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+}
+
+fn parse_run_status(text: &str) -> Result<fabro_engine::run_status::RunStatus, String> {
+    use fabro_engine::run_status::RunStatus;
+    const ALL: [RunStatus; 7] = [
+        RunStatus::Running,
+        RunStatus::Success,
+        RunStatus::PartialSuccess,
+        RunStatus::Fail,
+        RunStatus::Canceled,
+        RunStatus::Interrupted,
+        RunStatus::Unreadable,
+    ];
+    ALL.into_iter()
+        .find(|status| status.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ALL.iter().map(|status| status.as_str()).collect();
+            format!(
+                "'{text}' is not a run status; expected one of: {}",
+                names.join(", ")
+            )
+        })
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro inspect 01JX4Q                  status, times and one row per stage
+  fabro inspect 01JX4Q --json           the same as one JSON document
+
+Exit codes: 0 printed, 2 unknown or ambiguous run")]
 pub(crate) struct InspectArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
@@ -94,6 +152,10 @@ pub(crate) struct InspectArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro dump 01JX4Q -o run-export       stages, records and referenced blobs
+
+Exit codes: 0 written, 1 a referenced blob is missing, 2 unknown run or a non-empty DIR")]
 pub(crate) struct DumpArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
@@ -156,6 +218,13 @@ fn parse_age(text: &str) -> Result<std::time::Duration, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro events 01JX4Q                   one line per event
+  fabro events 01JX4Q --follow          keep printing until the run ends
+  fabro events 01JX4Q --json | jq .event
+                                        the stored envelopes (NDJSON)
+
+Exit codes: 0 printed, 1 a followed run was interrupted, 2 unknown run")]
 pub(crate) struct EventsArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
@@ -168,6 +237,22 @@ pub(crate) struct EventsArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro run workflow.fabro                          run it, asking at human gates
+  fabro run workflow.fabro --auto-approve --provider simulated
+                                                    offline, every gate on its default
+  fabro run workflow.fabro --answer review=Approve --var env=staging
+  fabro run workflow.fabro --max-stages 200 --max-cost 5
+                                                    stop at 200 stages or $5
+  fabro run workflow.fabro --detach                 in the background; see fabro answer
+
+Exit codes:
+  0    the run ended with status success (or --detach started it)
+  1    the run failed: status fail (validation errors, missing credentials, a missing
+       blob), a stall timeout, or a budget stop (status canceled)
+  2    usage, configuration or I/O error; a refused resume
+  3    the run reached exit with status partial_success
+  130  cancelled by the user (Ctrl-C, SIGTERM, fabro cancel)")]
 pub(crate) struct RunArgs {
     /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,
@@ -248,6 +333,18 @@ fn parse_limit_duration(text: &str) -> Result<String, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro resume 01JX4Q                               continue where the run stopped
+  fabro resume 01JX4Q --max-stages 2000             after a budget stop, with more room
+  fabro resume fabro/run/01JX4QZ8M3                 from the run branch in git
+
+Exit codes:
+  0    the run ended with status success (or --detach started it)
+  1    the run failed: status fail (validation errors, missing credentials, a missing
+       blob), a stall timeout, or a budget stop (status canceled)
+  2    usage, configuration or I/O error; a refused resume
+  3    the run reached exit with status partial_success
+  130  cancelled by the user (Ctrl-C, SIGTERM, fabro cancel)")]
 pub(crate) struct ResumeArgs {
     /// Run id (or unique prefix), checkpoint file, or ref (fabro/run/ID, fabro/meta/ID, refs/fabro/ID).
     pub(crate) target: String,
@@ -265,6 +362,12 @@ pub(crate) struct ResumeArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro validate workflow.fabro         diagnostics, then `E error(s), W warning(s)`
+  fabro validate my-flow                .fabro/workflows/my-flow/workflow.fabro
+  fabro validate workflow.fabro --json  one JSON document with nodes and edges
+
+Exit codes: 0 no errors (warnings allowed), 1 errors, 2 usage or I/O problems")]
 pub(crate) struct ValidateArgs {
     /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,
@@ -274,6 +377,11 @@ pub(crate) struct ValidateArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro graph workflow.fabro -o flow.svg   render with the built-in layout
+  fabro graph workflow.fabro --format dot  the normalised DOT source
+
+Exit codes: 0 rendered, 1 a parse error, 2 a missing or unreadable file")]
 pub(crate) struct GraphArgs {
     /// Workflow file (.fabro, .dot, .gv), run-config TOML, or a workflow name under .fabro/workflows/.
     pub(crate) workflow: PathBuf,

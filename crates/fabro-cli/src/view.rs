@@ -156,7 +156,8 @@ pub(crate) struct InspectView {
     pub(crate) simulated_llm: bool,
     pub(crate) dry_run: bool,
     pub(crate) parent_run_id: Option<String>,
-    /// From `checkpoint.json`: the node that completed last.
+    /// The node whose stage is running; otherwise, from `checkpoint.json`, the node
+    /// that completed last (SPEC 17.7).
     pub(crate) current_node: Option<String>,
     /// From `checkpoint.json`: the node a resume would run next.
     pub(crate) next_node_id: Option<String>,
@@ -177,6 +178,7 @@ pub(crate) struct StageView {
     pub(crate) status: String,
     /// The final attempt number.
     pub(crate) attempts: Option<u32>,
+    /// Wall time; for a running stage, the time since it started.
     pub(crate) duration_ms: Option<u64>,
     /// Input plus output tokens; null for stages that made no LLM call.
     pub(crate) tokens: Option<u64>,

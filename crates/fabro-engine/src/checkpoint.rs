@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::git::{MetadataFile, MetadataMessage, RunGit};
+use crate::git::{MetadataFile, MetadataMessage, RunGit, StagedChanges};
 use crate::journal::{ChangeHint, CheckpointDelta, Journal, JournalError};
 
 mod image;
@@ -146,6 +146,9 @@ pub(crate) struct Checkpointer {
     buffer: Vec<u8>,
     /// Git checkpointing (SPEC 8), when active.
     git: Option<RunGit>,
+    /// The changes of the stage being recorded, staged before its status was written
+    /// ([`Checkpointer::stage_command`]); the next stage checkpoint commits them.
+    staged: Option<StagedChanges>,
     run_dir: PathBuf,
 }
 
@@ -200,6 +203,7 @@ impl Checkpointer {
             log,
             buffer: Vec::new(),
             git: None,
+            staged: None,
             run_dir: run_dir.to_path_buf(),
         }
     }
@@ -221,6 +225,29 @@ impl Checkpointer {
 }
 
 impl Checkpointer {
+    /// The paths the run-branch commit of the command stage that just ended will change
+    /// (SPEC 17.7: its `files_touched`), sorted; none without git checkpointing. Stages
+    /// the worktree now, and the stage's checkpoint commits exactly what was staged. A
+    /// failure is logged and gives none: the checkpoint stages again and reports it.
+    pub(crate) fn stage_command(&mut self) -> Vec<String> {
+        let Some(git) = self.git.as_mut() else {
+            return Vec::new();
+        };
+        let staged = match git.stage() {
+            Ok(staged) => staged,
+            Err(error) => {
+                tracing::warn!(error = %crate::error_chain(&error), "cannot stage a command's changes");
+                return Vec::new();
+            }
+        };
+        let paths = git.changed_paths(&staged);
+        self.staged = Some(staged);
+        paths.unwrap_or_else(|error| {
+            tracing::warn!(error = %crate::error_chain(&error), "cannot list a command's changes");
+            Vec::new()
+        })
+    }
+
     /// Uses git checkpointing from now on.
     pub(crate) fn attach_git(&mut self, git: RunGit) {
         self.git = Some(git);
@@ -265,7 +292,10 @@ impl Checkpointer {
                 view.git_commit_sha = None;
                 self.write_state(&view, hint)?;
                 let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
-                let staged = git.stage()?;
+                let staged = match self.staged.take() {
+                    Some(staged) => staged,
+                    None => git.stage()?,
+                };
                 if let Some(patch) = git.diff_patch(&staged, crate::git::METADATA_FILE_LIMIT)? {
                     let path = stage_dir.join("diff.patch");
                     let patch = fabro_llm::redact::redactor().redact_bytes(patch.as_ref());
@@ -294,6 +324,8 @@ impl Checkpointer {
                 })
             }
             Cycle::Initial | Cycle::Final => {
+                // Changes staged for a stage whose checkpoint never came are not committed.
+                self.staged = None;
                 view.git_commit_sha = Some(&head);
                 self.write_state(&view, hint)?;
                 let mut files = Vec::new();

@@ -774,6 +774,12 @@ impl Traversal {
             outcome = Outcome::success()
                 .with_notes("auto-status: handler completed without writing status");
         }
+        if spec.handler == HandlerKind::Command && !canceled {
+            // SPEC 17.7: the paths the stage's run-branch commit changes.
+            if let Some(checkpointer) = self.checkpointer.as_mut() {
+                outcome.files_touched = checkpointer.stage_command();
+            }
+        }
         if outcome.is_fail() && spec.handler != HandlerKind::Conditional {
             if let Some(class) = outcome.failure_class() {
                 let signature = failure_signature(&spec.id, class, outcome.failure_reason());

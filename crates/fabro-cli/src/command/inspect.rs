@@ -2,7 +2,7 @@
 //! manifest and checkpoint, then one row per stage from `stages/*/status.json`, sorted
 //! by rank, with totals.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -38,12 +38,17 @@ fn inspect(record: RunRecord) -> Result<InspectView, CliError> {
             .map(str::to_owned)
     };
     let stages = read_stages(&record.run_dir, record.status);
+    // SPEC 17.7: while a stage runs, its node is the current one.
+    let running_node = stages
+        .iter()
+        .rfind(|stage| stage.status == "running")
+        .map(|stage| stage.node_id.clone());
     let totals = totals(&stages);
     let duration_ms = record
         .duration(SystemTime::now())
         .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
     Ok(InspectView {
-        current_node: checkpoint_field("current_node"),
+        current_node: running_node.or_else(|| checkpoint_field("current_node")),
         next_node_id: checkpoint_field("next_node_id"),
         run_dir: record.run_dir.display().to_string(),
         status: record.status.as_str(),
@@ -77,6 +82,12 @@ fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
     let Ok(entries) = fs_err::read_dir(run_dir.join("stages")) else {
         return Vec::new();
     };
+    let now = SystemTime::now();
+    let started = if run_status == RunStatus::Running {
+        stage_start_times(run_dir)
+    } else {
+        HashMap::new()
+    };
     let mut stages: Vec<StageView> = entries
         .flatten()
         .filter_map(|entry| {
@@ -99,7 +110,12 @@ fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
                     }
                     .to_owned(),
                     attempts: None,
-                    duration_ms: None,
+                    // SPEC 17.7: a running stage's elapsed time.
+                    duration_ms: started
+                        .get(&rank)
+                        .filter(|_| run_status == RunStatus::Running)
+                        .and_then(|started| now.duration_since(*started).ok())
+                        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
                     tokens: None,
                     input_tokens: None,
                     output_tokens: None,
@@ -113,6 +129,47 @@ fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
         (left.rank, &left.node_id, left.visit).cmp(&(right.rank, &right.node_id, right.visit))
     });
     stages
+}
+
+/// How much of the end of `events.jsonl` is read for the start times of running stages.
+const EVENTS_TAIL_BYTES: u64 = 1 << 20;
+
+/// When the stages of the newest `StageStarted` events started, by rank, from the end
+/// of the run's `events.jsonl` (a running stage is among the newest events).
+fn stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
+    use std::io::{Read, Seek, SeekFrom};
+
+    let mut times = HashMap::new();
+    let Ok(mut file) = fs_err::File::open(run_dir.join("events.jsonl")) else {
+        return times;
+    };
+    let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    let mut bytes = Vec::new();
+    if file
+        .seek(SeekFrom::Start(length.saturating_sub(EVENTS_TAIL_BYTES)))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .is_err()
+    {
+        return times;
+    }
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        if !line.contains("\"StageStarted\"") {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let rank = event["properties"]["rank"]
+            .as_u64()
+            .and_then(|rank| u32::try_from(rank).ok());
+        let time = event["ts"]
+            .as_str()
+            .and_then(fabro_engine::timestamp::parse_rfc3339);
+        if let (Some(rank), Some(time)) = (rank, time) {
+            times.insert(rank, time);
+        }
+    }
+    times
 }
 
 fn finished_stage(status: StageStatusFile) -> StageView {

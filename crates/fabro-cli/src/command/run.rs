@@ -252,10 +252,11 @@ pub(crate) fn execute(
             prepared.run_dir().display()
         ));
     }
-    let sink: Arc<dyn EventSink> = if json {
-        Arc::new(JsonSink::new())
-    } else {
-        Arc::new(ProgressSink::new(output.stderr_color()))
+    // SPEC 17.5: the live line only on a terminal that takes colour; plain lines elsewhere.
+    let progress = (!json).then(|| Arc::new(ProgressSink::new(output.stderr_color())));
+    let sink: Arc<dyn EventSink> = match &progress {
+        Some(progress) => progress.clone(),
+        None => Arc::new(JsonSink::new()),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -271,6 +272,8 @@ pub(crate) fn execute(
         signals.abort();
         result
     });
+    // The live line stops before anything else is printed, whatever the run's end.
+    let summary = progress.as_ref().map(|progress| progress.finish());
     let report = match result {
         Ok(result) => result.map_err(cli_error)?,
         // A panic inside the run is a bug: it ends the process as it would have
@@ -278,7 +281,8 @@ pub(crate) fn execute(
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
         Err(error) => return Err(CliError::Aborted(error)),
     };
-    if !json {
+    if let Some(summary) = summary {
+        output.err(&format!("{summary}\n"));
         let mut text = format!("status: {}\n", report.status);
         if let Some(reason) = &report.reason {
             text.push_str(&format!("reason: {reason}\n"));

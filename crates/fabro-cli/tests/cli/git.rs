@@ -348,7 +348,7 @@ fn the_quickstart_example_succeeds_with_and_without_git() {
             stderr(&output)
         );
         assert!(
-            stderr(&output).contains("✓ lint success"),
+            stderr(&output).contains("✓ Lint (lint) success"),
             "{}",
             stderr(&output)
         );

@@ -129,7 +129,8 @@ fn runs_lists_newest_first_in_both_forms_and_survives_losing_the_index() {
             .collect();
         assert_eq!(cells.len(), 5, "{line}");
         assert_eq!(cells[0], run_id);
-        assert_eq!(cells[1], "w");
+        // SPEC 17.4: every run's workflow is called `w`, so the paths tell them apart.
+        assert_eq!(cells[1], format!("w ({run_id}.fabro)"));
         assert_eq!(cells[2], status);
         let manifest = read_json(
             &env.fabro_home()
@@ -137,7 +138,13 @@ fn runs_lists_newest_first_in_both_forms_and_survives_losing_the_index() {
                 .join(run_id)
                 .join("manifest.json"),
         );
-        assert_eq!(cells[3], manifest["started_at"]);
+        // SPEC 17.4: local time (the tests run in UTC) to the minute, with the age.
+        let started = manifest["started_at"].as_str().unwrap_or("");
+        let minute = started.get(..16).unwrap_or("").replace('T', " ");
+        assert!(
+            cells[3].starts_with(&format!("{minute} (")) && cells[3].ends_with(" ago)"),
+            "{line}"
+        );
         assert!(cells[4].ends_with('s'), "a duration: {line}");
     }
 

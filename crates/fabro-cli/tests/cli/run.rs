@@ -777,7 +777,7 @@ fn human_gates_ask_on_a_terminal() {
         screen.contains("type a key, a label, or a number"),
         "{screen}"
     );
-    assert!(screen.contains("✓ ask → [H] Hold"), "{screen}");
+    assert!(screen.contains("✓ Ship? (ask) → [H] Hold"), "{screen}");
     assert!(screen.contains("'maybe' matches no option"), "{screen}");
     assert!(screen.contains("Select: "), "{screen}");
     assert_eq!(

@@ -577,6 +577,32 @@ impl RunGit {
         Ok(Some(patch))
     }
 
+    /// The paths `staged` changes against the previous run-branch commit, sorted (a
+    /// command stage's `files_touched`, SPEC 17.7).
+    pub fn changed_paths(&self, staged: &StagedChanges) -> Result<Vec<String>, GitError> {
+        if staged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let diff_error = || GitError::git("diff the staged changes");
+        let old = self
+            .repo
+            .find_tree(staged.parent_tree)
+            .map_err(diff_error())?;
+        let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old), Some(&new), None)
+            .map_err(diff_error())?;
+        let mut paths: Vec<String> = diff
+            .deltas()
+            .filter_map(|delta| delta.new_file().path().or_else(|| delta.old_file().path()))
+            .map(|path| path.to_string_lossy().into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
     /// Commits `staged` on the run branch with the subject and trailers of SPEC 8.3 (even when
     /// nothing changed) and returns the commit's SHA.
     pub fn commit(
