@@ -109,14 +109,14 @@ pub(crate) struct RunsArgs {
     /// Only runs with this status: running, success, partial_success, fail, canceled,
     /// interrupted or unreadable (repeatable).
     #[arg(long, value_name = "S", value_parser = parse_run_status)]
-    pub(crate) status: Vec<fabro_engine::run_status::RunStatus>,
+    pub(crate) status: Vec<fabro_engine::RunStatus>,
     /// At most N runs, the newest (default: 50 on a terminal, all otherwise).
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,
 }
 
-fn parse_run_status(text: &str) -> Result<fabro_engine::run_status::RunStatus, String> {
-    use fabro_engine::run_status::RunStatus;
+fn parse_run_status(text: &str) -> Result<fabro_engine::RunStatus, String> {
+    use fabro_engine::RunStatus;
     const ALL: [RunStatus; 7] = [
         RunStatus::Running,
         RunStatus::Success,

@@ -125,6 +125,7 @@ pub use run::{
 };
 pub use run_status::RunStatus;
 pub use store::{EventFollower, FsRunStore, MemoryRunStore, RunStore, Stores};
+pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};
 
 /// `error` and its sources, joined with `: `, for one-line messages.

@@ -1,4 +1,5 @@
 //! RFC 3339 UTC timestamps with milliseconds (SPEC 11.3), as events, checkpoints and
 //! run records write them: the calendar arithmetic is [`fabro_agent::timestamp`]'s.
 
-pub(crate) use fabro_agent::timestamp::{format_rfc3339, now_rfc3339, parse_rfc3339};
+pub use fabro_agent::timestamp::parse_rfc3339;
+pub(crate) use fabro_agent::timestamp::{format_rfc3339, now_rfc3339};

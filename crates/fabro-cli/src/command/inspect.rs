@@ -162,9 +162,7 @@ fn stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
         let rank = event["properties"]["rank"]
             .as_u64()
             .and_then(|rank| u32::try_from(rank).ok());
-        let time = event["ts"]
-            .as_str()
-            .and_then(fabro_engine::timestamp::parse_rfc3339);
+        let time = event["ts"].as_str().and_then(fabro_engine::parse_rfc3339);
         if let (Some(rank), Some(time)) = (rank, time) {
             times.insert(rank, time);
         }

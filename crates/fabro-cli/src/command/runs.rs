@@ -93,7 +93,7 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
 /// `2026-11-25 14:03 (2h ago)`: an RFC 3339 time in the local time zone (`TZ`, else the
 /// system's) to the minute, with its age; the text as stored when it cannot be read.
 fn local_start(started_at: &str, now: SystemTime) -> String {
-    let Some(started) = fabro_engine::timestamp::parse_rfc3339(started_at) else {
+    let Some(started) = fabro_engine::parse_rfc3339(started_at) else {
         return started_at.to_owned();
     };
     let Ok(timestamp) = jiff::Timestamp::try_from(started) else {
