@@ -19,7 +19,6 @@ pub mod journal;
 pub mod llm_target;
 pub mod outcome;
 pub mod output_schema;
-mod parallel;
 mod preamble;
 pub mod record;
 pub mod retry;
@@ -51,4 +50,4 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
-pub use outcome::{Failure, Outcome};
+pub use outcome::{Failure, Outcome, Signal};

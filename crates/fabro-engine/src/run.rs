@@ -37,8 +37,9 @@ use crate::run_dir::{write_json_atomic, RunPaths};
 use crate::run_index::RunStatus;
 use crate::sandbox::SandboxEnv;
 use crate::timestamp::now_rfc3339;
-use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
+use crate::traversal::{CancelCause, RunEnd, RunState, Shared, Traversal};
 
+mod child_runner;
 mod children;
 mod error;
 
@@ -860,7 +861,8 @@ impl PreparedRun {
             interviewer: self.interviewer(),
             variables: self.variables.clone(),
             llm,
-            run_options: self.options.clone(),
+            child_runner: Arc::new(child_runner::ChildRuns::new(&self.options, &self.run_id)),
+            acp_command: self.options.config.agent.acp_command.clone(),
             threads: crate::thread::ThreadStore::default(),
             assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
         });
@@ -903,27 +905,23 @@ impl PreparedRun {
         };
         let cause = Arc::new(CancelCause::default());
         let watchdog_paused = Arc::new(AtomicUsize::new(0));
-        let mut traversal = Traversal {
+        let shared = Arc::new(Shared {
             workflow: Arc::clone(&self.workflow),
             services: Arc::clone(&services),
             paths: self.paths.clone(),
-            state,
-            rng,
-            work_dir: work_dir.clone(),
             dry_run_visit_limit: self.options.dry_run.then_some(10),
             cause: Arc::clone(&cause),
             watchdog_paused: Arc::clone(&watchdog_paused),
-            branch: None,
-            ranks: Arc::new(std::sync::atomic::AtomicU32::new(first_rank)),
-            pending_join: None,
-            pending_records: Vec::new(),
-            checkpointer: Some(checkpointer),
-            branch_git: None,
-            join_cancel: None,
-            resumed_stage: resume.is_some(),
-            last_stage_dir: None,
-            stage_log: None,
-        };
+            ranks: std::sync::atomic::AtomicU32::new(first_rank),
+        });
+        let mut traversal = Traversal::root(
+            shared,
+            state,
+            rng,
+            work_dir.clone(),
+            checkpointer,
+            resume.is_some(),
+        );
         // A run killed after its exit stage's checkpoint but before the final one has
         // nothing left to execute: resuming it only finishes it.
         let exit_completed = resume.as_ref().is_some_and(|checkpoint| {
@@ -981,7 +979,7 @@ impl PreparedRun {
                         settings,
                     ) {
                         Ok(git) => {
-                            if let Some(checkpointer) = traversal.checkpointer.as_mut() {
+                            if let Some(checkpointer) = traversal.checkpointer_mut() {
                                 checkpointer.attach_git(git);
                             }
                             pause_for_tests("after_git_setup", &self.options.fabro_home);
@@ -1033,8 +1031,7 @@ impl PreparedRun {
         // run's initial checkpoint is written again through git, as is a resumed run's
         // first one when the run never got that far.
         let git_metadata = traversal
-            .checkpointer
-            .as_mut()
+            .checkpointer_mut()
             .and_then(Checkpointer::git_mut)
             .map(|git| git.metadata_sha().is_some());
         match (&resume, git_metadata) {
@@ -1168,8 +1165,7 @@ impl PreparedRun {
         // failure or a cancellation it is kept for inspection and resume.
         if matches!(end, RunEnd::Completed { .. }) {
             if let Some(git) = traversal
-                .checkpointer
-                .as_mut()
+                .checkpointer_mut()
                 .and_then(Checkpointer::take_git)
             {
                 if let Err(error) = git.remove_worktree() {
@@ -1279,31 +1275,4 @@ fn spawn_watchdog(
 /// Whether the final status of a run counts as success for exit codes.
 pub fn exit_status(report: &RunReport) -> StageStatus {
     StageStatus::parse(report.status.as_str()).unwrap_or(StageStatus::Fail)
-}
-
-#[cfg(test)]
-impl RunOptions {
-    /// Options for handler tests: a workflow path under `root`, nothing else set.
-    pub(crate) fn for_tests(root: &Path) -> RunOptions {
-        RunOptions {
-            workflow_path: root.join("workflow.fabro"),
-            goal: None,
-            dry_run: false,
-            auto_approve: false,
-            answers: Vec::new(),
-            vars: BTreeMap::new(),
-            run_id: None,
-            fabro_home: root.join("home"),
-            interviewer: None,
-            llm: LlmDefaults::default(),
-            simulated_responses: None,
-            random_seed: None,
-            sandbox_env: SandboxEnv::default(),
-            config: RunConfig::default(),
-            parent_run_id: None,
-            fallback_goal: None,
-            work_dir: None,
-            detached_worker: false,
-        }
-    }
 }
