@@ -307,7 +307,10 @@ async fn loop_restarts_start_a_new_epoch_and_stop_at_the_condition() {
     assert_eq!(finished.named("LoopRestart").len(), 2);
     assert_eq!(finished.state.restart_count, 2);
     assert_eq!(finished.state.node_visits["a"], 3);
-    assert_eq!(finished.state.epoch_node_visits["a"], 1, "visits of the epoch");
+    assert_eq!(
+        finished.state.epoch_node_visits["a"], 1,
+        "visits of the epoch"
+    );
     assert_eq!(finished.path(), ["start", "a", "a", "a", "exit"]);
 }
 
