@@ -126,9 +126,9 @@ pub(crate) struct Shared {
 /// Whether a traversal runs the run itself or one parallel branch of it.
 pub(crate) enum Role {
     /// The run's own traversal: it writes checkpoints and ends the run.
-    Root(Root),
+    Root(Box<Root>),
     /// A parallel branch (SPEC 5.7): the parallel stage that forked it records its stages.
-    Branch(Branch),
+    Branch(Box<Branch>),
 }
 
 impl Role {
@@ -144,7 +144,7 @@ impl Role {
 /// What only the root traversal has.
 pub(crate) struct Root {
     /// Writes the run's checkpoints.
-    pub(crate) checkpointer: Checkpointer,
+    checkpointer: Checkpointer,
     /// The next stage is the first of a resumed run: its stage directory is replaced
     /// and `full` fidelity degrades to `summary:high` (SPEC 6.7, 8.7).
     resumed_stage: bool,
@@ -193,7 +193,7 @@ enum Stop {
     Run(RunEnd),
     /// A branch traversal ended: the outcome of its last stage, or of what stopped it
     /// before one (SPEC 5.7).
-    Branch(Outcome),
+    Branch(Box<Outcome>),
 }
 
 /// What happens before a stage is run.
@@ -219,10 +219,10 @@ impl Traversal {
     ) -> Traversal {
         Traversal::new(
             run,
-            Role::Root(Root {
+            Role::Root(Box::new(Root {
                 checkpointer,
                 resumed_stage: resumed,
-            }),
+            })),
             state,
             rng,
             work_dir,
@@ -297,7 +297,7 @@ impl Traversal {
     /// stage.
     async fn run_branch(&mut self, start: NodeIndex) -> Outcome {
         match self.run_loop(start, None, None).await {
-            Stop::Branch(outcome) => outcome,
+            Stop::Branch(outcome) => *outcome,
             // Only the root ends the run; a branch reports such an end as its failure.
             Stop::Run(end) => match end {
                 RunEnd::Completed { status } => Outcome::new(status),
@@ -346,7 +346,7 @@ impl Traversal {
                 }
                 Role::Branch(branch) => {
                     if next == branch.join || Some(next) == workflow.exit() {
-                        return Stop::Branch(outcome);
+                        return Stop::Branch(Box::new(outcome));
                     }
                 }
             }
@@ -364,7 +364,7 @@ impl Traversal {
     fn stop_with(&self, end: RunEnd, last: Outcome) -> Stop {
         match self.role {
             Role::Root(_) => Stop::Run(end),
-            Role::Branch(_) => Stop::Branch(last),
+            Role::Branch(_) => Stop::Branch(Box::new(last)),
         }
     }
 
@@ -377,11 +377,11 @@ impl Traversal {
             return Before::Stop(if is_root {
                 Stop::Run(self.canceled(Some(node)))
             } else {
-                Stop::Branch(Outcome::fail("canceled", FailureClass::Canceled))
+                Stop::Branch(Box::new(Outcome::fail("canceled", FailureClass::Canceled)))
             });
         }
         if self.join_satisfied() {
-            return Before::Stop(Stop::Branch(parallel::join_satisfied_outcome()));
+            return Before::Stop(Stop::Branch(Box::new(parallel::join_satisfied_outcome())));
         }
         if is_root && Some(node) == self.run.workflow.exit() {
             match self.unsatisfied_goal_gate() {
@@ -397,7 +397,7 @@ impl Traversal {
             None => Before::Run,
             Some(end) if is_root => Before::Stop(Stop::Run(end)),
             Some(RunEnd::Failed { reason, class, .. }) => {
-                Before::Stop(Stop::Branch(Outcome::fail(reason, class)))
+                Before::Stop(Stop::Branch(Box::new(Outcome::fail(reason, class))))
             }
             Some(_) => Before::Run,
         }
@@ -436,7 +436,7 @@ impl Traversal {
                     cause: StopCause::EngineError,
                 })
             } else {
-                Stop::Branch(outcome.clone())
+                Stop::Branch(Box::new(outcome.clone()))
             });
         }
         (is_root
@@ -465,13 +465,13 @@ impl Traversal {
                 if let Some(git) = branch.git.as_mut() {
                     let node_id = &workflow.node(node).id;
                     if let Err(error) = git.commit_stage(node_id, outcome.status.as_str()) {
-                        return Some(Stop::Branch(Outcome::engine_error(crate::error_chain(
-                            &error,
+                        return Some(Stop::Branch(Box::new(Outcome::engine_error(
+                            crate::error_chain(&error),
                         ))));
                     }
                 }
                 (outcome.signal == Some(Signal::JoinSatisfied) && self.join_satisfied())
-                    .then(|| Stop::Branch(outcome.clone()))
+                    .then(|| Stop::Branch(Box::new(outcome.clone())))
             }
         }
     }

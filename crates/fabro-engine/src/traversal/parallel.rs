@@ -116,13 +116,13 @@ impl Traversal {
             Role::Branch(branch) => Arc::clone(&branch.stage_log),
             Role::Root(_) => Arc::default(),
         };
-        let role = Role::Branch(Branch {
+        let role = Role::Branch(Box::new(Branch {
             target: target_id,
             join,
             join_cancel,
             git: worktree,
             stage_log,
-        });
+        }));
         let rng = rand::rngs::StdRng::seed_from_u64(self.rng.random());
         Traversal::new(Arc::clone(&self.run), role, state, rng, work_dir)
     }
@@ -312,9 +312,10 @@ impl Traversal {
             .iter()
             .map(|&target| workflow.node(target).id.clone())
             .collect();
+        // A branch that cannot get its own worktree never shares one silently (SPEC 5.7).
         let setup = match self.set_up_branches(node, resumed, &target_ids) {
             Ok(setup) => setup,
-            Err(outcome) => return outcome,
+            Err(error) => return Outcome::engine_error(crate::error_chain(&error)),
         };
         let BranchSetup {
             base,
@@ -577,14 +578,13 @@ struct BranchSetup {
 
 impl Traversal {
     /// The base commit, the reused branches of an interrupted attempt and the branch
-    /// worktrees of the parallel stage `node`; a git failure is the stage's outcome, since a
-    /// branch that cannot get its own worktree never shares one silently (SPEC 5.7).
+    /// worktrees of the parallel stage `node`.
     fn set_up_branches(
         &mut self,
         node: NodeIndex,
         resumed: bool,
         target_ids: &[String],
-    ) -> Result<BranchSetup, Outcome> {
+    ) -> Result<BranchSetup, crate::git::GitError> {
         let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(node);
         let visit = self.state.node_visits.get(&spec.id).copied().unwrap_or(1);
@@ -614,8 +614,7 @@ impl Traversal {
             };
             Ok((base, reused, isolation))
         });
-        let (base, reused, isolation) =
-            isolated.map_err(|error| Outcome::engine_error(crate::error_chain(&error)))?;
+        let (base, reused, isolation) = isolated?;
         let (worktrees, cleanups) = match isolation {
             Some(isolation) => (isolation.worktrees, isolation.cleanups),
             None => {

@@ -79,19 +79,20 @@ impl Traversal {
         let _running = services.assets.stage_running();
         let frame = match self.begin_stage(node, entered_by) {
             Ok(frame) => frame,
-            Err(outcome) => return outcome,
+            Err(error) => return Outcome::engine_error(error),
         };
         let (outcome, attempts) = self.attempts(&frame, previous).await;
         self.finish_stage(&frame, outcome, attempts)
     }
 
     /// Counts the visit, allocates the rank, sets the stage's context keys, creates the
-    /// stage directory and emits `StageStarted`; a storage failure is the stage's outcome.
+    /// stage directory and emits `StageStarted`; fails when the stage directory cannot be
+    /// created.
     fn begin_stage(
         &mut self,
         node: NodeIndex,
         entered_by: Option<fabro_language::EdgeIndex>,
-    ) -> Result<StageFrame, Outcome> {
+    ) -> std::io::Result<StageFrame> {
         let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(node);
         self.state.touch(&spec.id);
@@ -138,9 +139,7 @@ impl Traversal {
             // interrupted attempt may survive (SPEC 8.7).
             let _ = fs_err::remove_dir_all(&stage_dir);
         }
-        if let Err(error) = fs_err::create_dir_all(&stage_dir) {
-            return Err(Outcome::engine_error(error));
-        }
+        fs_err::create_dir_all(&stage_dir)?;
         self.emit(Event::node(
             &spec.id,
             StageStarted {
@@ -245,8 +244,11 @@ impl Traversal {
                 break retries_exhausted(outcome, spec.allow_partial);
             }
             let delay = plan.delay(attempt + 1, &mut self.rng);
-            if let Err(outcome) = self.retry_later(frame, attempt, &outcome, delay) {
-                break outcome;
+            if let Err(error) = self.retry_later(frame, attempt, &outcome, delay) {
+                break Outcome::engine_error(format!(
+                    "cannot write {}: {error}",
+                    frame.stage_dir.join("status.json").display()
+                ));
             }
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
@@ -262,26 +264,22 @@ impl Traversal {
     }
 
     /// Records that attempt `attempt` of the stage will be retried after `delay`: the
-    /// retry count, the attempt's `status.json` and files archived, `StageRetrying`.
+    /// retry count, the attempt's `status.json` and files archived, `StageRetrying`. Fails
+    /// when `status.json` cannot be written.
     fn retry_later(
         &mut self,
         frame: &StageFrame,
         attempt: u32,
         outcome: &Outcome,
         delay: Duration,
-    ) -> Result<(), Outcome> {
+    ) -> std::io::Result<()> {
         let node_id = self.run.workflow.node(frame.node).id.clone();
         let retries = self.state.node_retries.entry(node_id.clone()).or_insert(0);
         *retries = attempt;
         self.state
             .context
             .set(format!("internal.retry_count.{node_id}"), attempt);
-        if let Err(error) = self.write_status(frame, attempt, outcome) {
-            return Err(Outcome::engine_error(format!(
-                "cannot write {}: {error}",
-                frame.stage_dir.join("status.json").display()
-            )));
-        }
+        self.write_status(frame, attempt, outcome)?;
         archive_attempt(&frame.stage_dir, attempt);
         self.emit(Event::node(
             &node_id,
