@@ -26,7 +26,66 @@ use crate::blob::BlobStore;
 use crate::context::Context;
 use crate::event::Emitter;
 use crate::outcome::Outcome;
+use crate::run_index::RunStatus;
 use crate::sandbox::SandboxEnv;
+
+/// A boxed `Send` future: handlers and traversals that run stages again (sub-workflows,
+/// parallel branches) return one, since a recursive opaque future type could not be proven
+/// `Send`.
+pub(crate) type BoxFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Starts child workflow runs for sub-workflow nodes (SPEC 5.10). The run side implements
+/// it, so handlers never prepare runs themselves.
+pub(crate) trait ChildRunner: Send + Sync {
+    /// Prepares the child workflow `request.reference` (relative to the parent's run
+    /// directory, where children are stored, SPEC 4.1) as a new run and returns it ready
+    /// to execute, or why it cannot run.
+    fn start(&self, request: ChildRequest) -> Result<ChildRun, ChildRunFailed>;
+}
+
+/// What a sub-workflow node asks of its [`ChildRunner`].
+#[derive(Debug, Clone)]
+pub(crate) struct ChildRequest {
+    /// The child workflow as the node names it.
+    pub(crate) reference: String,
+    /// The parent's `graph.goal`, the child's goal when it has none of its own.
+    pub(crate) fallback_goal: Option<String>,
+    /// The parent run's id, recorded in the child's manifest.
+    pub(crate) parent_run_id: String,
+    /// The child's working directory.
+    pub(crate) work_dir: std::path::PathBuf,
+    /// Cancels the child run.
+    pub(crate) cancel: CancellationToken,
+}
+
+/// A prepared child run.
+pub(crate) struct ChildRun {
+    /// Its run id.
+    pub(crate) run_id: String,
+    /// Its run directory.
+    pub(crate) run_dir: std::path::PathBuf,
+    /// Executes it to the end.
+    pub(crate) execution: BoxFuture<'static, Result<ChildReport, ChildRunFailed>>,
+}
+
+/// How a child run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChildReport {
+    /// Its final status.
+    pub(crate) status: RunStatus,
+    /// Why, for `fail` and `canceled`.
+    pub(crate) reason: Option<String>,
+}
+
+/// A child run that could not be prepared or executed; `reason` is the failure reason of
+/// the sub-workflow stage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub(crate) struct ChildRunFailed {
+    /// Why, with the child's path or the error's cause chain.
+    pub(crate) reason: String,
+}
 
 /// Everything a handler may read for one attempt.
 pub(crate) struct StageInput<'a> {
@@ -74,8 +133,11 @@ pub(crate) struct RunServices {
     pub(crate) variables: fabro_language::Variables,
     /// Provider, model and client per LLM node (SPEC 10.2).
     pub(crate) llm: crate::llm_target::LlmSetup,
-    /// The run's options, the template for child workflow runs (SPEC 5.10).
-    pub(crate) run_options: crate::run::RunOptions,
+    /// Starts child workflow runs (SPEC 5.10).
+    pub(crate) child_runner: Arc<dyn ChildRunner>,
+    /// The `[agent.acp] command` of the run's configuration, for `acp` agents without
+    /// their own `acp_command` (SPEC 5.2.3).
+    pub(crate) acp_command: Option<Vec<String>>,
     /// Conversation threads under `full` fidelity (SPEC 6.5).
     pub(crate) threads: crate::thread::ThreadStore,
     /// Automatic asset capture after command stages (SPEC 7.8).
@@ -315,7 +377,8 @@ pub(crate) mod test_support {
                 interviewer: Arc::new(crate::interviewer::FirstApplicable::new(Vec::new())),
                 variables: Variables::default(),
                 llm: no_llm_nodes(),
-                run_options: crate::run::RunOptions::for_tests(root),
+                child_runner: Arc::new(NoChildRuns),
+                acp_command: None,
                 threads: crate::thread::ThreadStore::default(),
                 assets: super::AssetCapture::new(
                     crate::asset_capture::AssetScanner::new(
@@ -364,6 +427,23 @@ pub(crate) mod test_support {
             let text =
                 fs_err::read_to_string(self.path().join("events.jsonl")).expect("events file");
             read_events(&text)
+        }
+    }
+
+    /// The child runner of handler tests: no child workflow can be started.
+    struct NoChildRuns;
+
+    impl super::ChildRunner for NoChildRuns {
+        fn start(
+            &self,
+            request: super::ChildRequest,
+        ) -> Result<super::ChildRun, super::ChildRunFailed> {
+            Err(super::ChildRunFailed {
+                reason: format!(
+                    "child workflow {}: handler tests start no child runs",
+                    request.reference
+                ),
+            })
         }
     }
 

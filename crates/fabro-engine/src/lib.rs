@@ -92,7 +92,6 @@ pub mod journal;
 pub mod llm_target;
 mod outcome;
 mod output_schema;
-mod parallel;
 mod preamble;
 pub mod record;
 mod retry;
@@ -118,7 +117,7 @@ pub use event::{Event, EventEnvelope, EventKind, EventSink};
 pub use failure::FailureClass;
 pub use id::{BlobRef, NodeId, RunId};
 pub use interviewer::Interviewer;
-pub use outcome::{Failure, Outcome};
+pub use outcome::{Failure, Outcome, Signal};
 pub use run::{
     prepare, prepare_resume, prepare_resume_with, prepare_with, PreparedRun, RunError, RunOptions,
     RunReport, Start,

@@ -59,6 +59,21 @@ pub struct Outcome {
     /// stage runs again on resume. Never persisted.
     #[serde(skip)]
     pub engine_error: bool,
+    /// What the stage tells the traversal beyond its status. Never persisted: the records
+    /// keep the notes and context keys that go with it.
+    #[serde(skip)]
+    pub signal: Option<Signal>,
+}
+
+/// A typed signal from a stage to the traversal that runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// The stage was ended because the `first_success` join of its parallel branch was
+    /// satisfied (SPEC 5.7): the branch stops here.
+    JoinSatisfied,
+    /// A fan-in stage chose the branch whose head is this commit (SPEC 5.8): the line the
+    /// traversal commits to moves there.
+    FanInHead(String),
 }
 
 impl Outcome {
@@ -77,6 +92,7 @@ impl Outcome {
             model: None,
             provider: None,
             engine_error: false,
+            signal: None,
         }
     }
 
@@ -111,6 +127,12 @@ impl Outcome {
             class: FailureClass::TransientInfra,
         });
         outcome
+    }
+
+    /// Sets the signal to the traversal.
+    pub fn with_signal(mut self, signal: Signal) -> Outcome {
+        self.signal = Some(signal);
+        self
     }
 
     /// Sets the notes.

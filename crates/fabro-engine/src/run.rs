@@ -27,6 +27,7 @@ use crate::sandbox::SandboxEnv;
 use crate::store::{Opening, RunLease, Stores};
 use crate::traversal::RunEnd;
 
+mod child_runner;
 mod children;
 mod error;
 mod execute;
@@ -223,12 +224,6 @@ impl RunOptions {
             work_dir: None,
             detached_worker: false,
         }
-    }
-
-    /// Options for handler tests: a workflow path under `root`, nothing else set.
-    #[cfg(test)]
-    pub(crate) fn for_tests(root: &Path) -> RunOptions {
-        RunOptions::new(root.join("workflow.fabro"), root.join("home"))
     }
 }
 

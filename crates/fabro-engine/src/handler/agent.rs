@@ -82,7 +82,7 @@ impl AgentConversation {
                     .llm
                     .acp_command()
                     .map(<[String]>::to_vec)
-                    .or_else(|| services.run_options.config.agent.acp_command.clone())
+                    .or_else(|| services.acp_command.clone())
                     .filter(|command| !command.is_empty())
                     .ok_or_else(|| Failure {
                         reason: "acp backend requires acp_command or [agent.acp] command"

@@ -1,8 +1,8 @@
 //! The fan-in handler (SPEC 5.8): picks the best branch of the preceding parallel node
 //! from `parallel.results`, by a heuristic or, when the node has a prompt, by asking the
 //! LLM for `{"best_id": "..."}`. With git isolation it also names the chosen branch head,
-//! `parallel.fan_in.best_head_sha`, to which the traversal then moves the run branch
-//! (`Traversal::move_to_fan_in_head`).
+//! `parallel.fan_in.best_head_sha`, and signals it to the traversal
+//! ([`crate::outcome::Signal::FanInHead`]), which then moves the run branch there.
 
 use fabro_language::StageStatus;
 use fabro_llm::{LlmClient, Message, Request};
@@ -12,7 +12,7 @@ use super::StageInput;
 use crate::event::kind::FanInSelected;
 use crate::event::Event;
 use crate::failure::FailureClass;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Signal};
 use crate::routing::json_objects;
 
 /// One branch result as the parallel handler records it.
@@ -85,7 +85,9 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
         .with_update("parallel.fan_in.best_outcome", json!(chosen.status));
     // With git the traversal then moves the run branch to this head (SPEC 5.8).
     match &chosen.head_sha {
-        Some(head_sha) => outcome.with_update("parallel.fan_in.best_head_sha", json!(head_sha)),
+        Some(head_sha) => outcome
+            .with_update("parallel.fan_in.best_head_sha", json!(head_sha))
+            .with_signal(Signal::FanInHead(head_sha.clone())),
         None => outcome,
     }
 }

@@ -1,25 +1,23 @@
 //! The sub-workflow handler (SPEC 5.10): starts the child workflow as a separate run
 //! (own run id and directory, `parent_run_id` in its manifest) and runs the manager loop
 //! over it: observe, wait, stop condition, cycle cap. The child is the one stored in the
-//! parent's run directory under `children/` (SPEC 4.1).
+//! parent's run directory under `children/` (SPEC 4.1); the run side prepares it through
+//! the [`super::ChildRunner`] of the run's services.
 
 use std::time::Duration;
 
 use fabro_language::model::{ManagerAction, SubWorkflowSettings};
-use fabro_language::{resolve_path, StageStatus};
+use fabro_language::StageStatus;
 use serde_json::Value;
 
-use super::StageInput;
+use super::{BoxFuture, ChildReport, ChildRequest, ChildRunFailed, StageInput};
 use crate::context::Context;
 use crate::event::kind::{SubWorkflowCompleted, SubWorkflowStarted};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::outcome::Outcome;
-use crate::parallel::BoxFuture;
 use crate::record::Checkpoint;
-use crate::run::{prepare, RunError, RunReport};
 use crate::run_index::RunStatus;
-use crate::source::{CatalogModels, FsLoader};
 use crate::transition::ConditionView;
 
 /// Boxed as a `Send` trait object: a child run executes handlers again, and the
@@ -36,46 +34,38 @@ async fn run(input: &StageInput<'_>) -> Outcome {
             FailureClass::Deterministic,
         );
     };
-    let parent = &input.services.run_options;
-    // SPEC 4.1: the parent's stored graph names its children by paths relative to the
-    // run directory (`children/…`), where they are stored; the original files are not
-    // read again.
-    let parent_paths = crate::run_dir::RunPaths::new(&parent.fabro_home, &input.services.run_id);
-    let base = parent_paths.run_dir();
     let mut observed = Context::new();
     let child = match (settings.autostart, settings.child_workflow.as_deref()) {
         (true, Some(reference)) => {
-            let mut options = parent.clone();
-            options.workflow_path = resolve_path(&FsLoader, base, reference);
-            options.run_id = None;
-            options.goal = None;
-            options.fallback_goal = input.context.get_str("graph.goal").map(str::to_owned);
-            options.parent_run_id = Some(input.services.run_id.clone());
-            options.config.run.goal = None;
-            options.work_dir = Some(match settings.child_workdir.as_deref() {
-                Some(workdir) => input.work_dir.join(workdir),
-                None => input.work_dir.to_path_buf(),
-            });
-            let prepared = match prepare(options, &FsLoader, &CatalogModels) {
-                Ok(prepared) => prepared,
-                Err(error) => {
-                    return Outcome::fail(child_error(&error), FailureClass::Deterministic)
-                }
+            let cancel = input.services.cancel.child_token();
+            let request = ChildRequest {
+                reference: reference.to_owned(),
+                fallback_goal: input.context.get_str("graph.goal").map(str::to_owned),
+                parent_run_id: input.services.run_id.clone(),
+                work_dir: match settings.child_workdir.as_deref() {
+                    Some(workdir) => input.work_dir.join(workdir),
+                    None => input.work_dir.to_path_buf(),
+                },
+                cancel: cancel.clone(),
             };
-            let child_run_id = prepared.run_id().to_owned();
-            let child_dir = prepared.run_dir().to_path_buf();
+            let child = match input.services.child_runner.start(request) {
+                Ok(child) => child,
+                Err(error) => return Outcome::fail(error.reason, FailureClass::Deterministic),
+            };
             input.services.emitter.emit(Event::node(
                 &node.id,
                 SubWorkflowStarted {
-                    child_run_id: child_run_id.clone(),
+                    child_run_id: child.run_id.clone(),
                 },
             ));
-            let cancel = input.services.cancel.child_token();
-            let run: BoxFuture<'static, Result<RunReport, RunError>> =
-                Box::pin(prepared.execute(cancel.clone(), Vec::new()));
-            observed.set("stack.child.run_id", child_run_id.clone());
+            observed.set("stack.child.run_id", child.run_id.clone());
             observed.set("stack.child.status", "running");
-            Some((tokio::spawn(run), cancel, child_run_id, child_dir))
+            Some((
+                tokio::spawn(child.execution),
+                cancel,
+                child.run_id,
+                child.run_dir,
+            ))
         }
         _ => None,
     };
@@ -135,7 +125,7 @@ async fn run(input: &StageInput<'_>) -> Outcome {
         }
         Some(Ok(Err(error))) => (
             RunStatus::Fail,
-            Outcome::fail(child_error(&error), FailureClass::Deterministic),
+            Outcome::fail(error.reason, FailureClass::Deterministic),
         ),
         Some(Err(error)) => (
             RunStatus::Fail,
@@ -152,7 +142,7 @@ async fn run(input: &StageInput<'_>) -> Outcome {
 /// How the manager loop over a running child ended.
 enum Supervised {
     /// The child's task ended: its report, its error, or a panic.
-    Ended(Result<Result<RunReport, RunError>, tokio::task::JoinError>),
+    Ended(Result<Result<ChildReport, ChildRunFailed>, tokio::task::JoinError>),
     /// The stop condition held; the child was canceled.
     Stopped,
     /// `manager.max_cycles` was reached; the child was canceled.
@@ -167,7 +157,7 @@ enum Supervised {
 async fn supervise_child(
     input: &StageInput<'_>,
     settings: &SubWorkflowSettings,
-    handle: &mut tokio::task::JoinHandle<Result<RunReport, RunError>>,
+    handle: &mut tokio::task::JoinHandle<Result<ChildReport, ChildRunFailed>>,
     cancel: &tokio_util::sync::CancellationToken,
     child_dir: &std::path::Path,
     observed: &mut Context,
@@ -296,45 +286,4 @@ async fn manage_without_child(
         }
     }
     Outcome::fail("Max cycles exceeded", FailureClass::Deterministic)
-}
-
-fn child_error(error: &RunError) -> String {
-    match error {
-        RunError::InvalidWorkflow { path, checked, .. } => {
-            let first = checked
-                .diagnostics
-                .iter()
-                .find(|diagnostic| diagnostic.severity() == fabro_language::Severity::Error)
-                .map_or_else(String::new, |diagnostic| {
-                    format!(": {}", diagnostic.message)
-                });
-            format!("child workflow {} is invalid{first}", path.display())
-        }
-        RunError::Unparsed { .. }
-        | RunError::InvalidRunId { .. }
-        | RunError::RunExists { .. }
-        | RunError::UnknownAnswerNodes { .. }
-        | RunError::StoredWorkflowInvalid { .. }
-        | RunError::SimulatedResponses { .. }
-        | RunError::LlmSetup(_)
-        | RunError::ArtifactsInclude(_)
-        | RunError::Store(_)
-        | RunError::ExecutedTwice { .. }
-        | RunError::NoStartNode { .. }
-        | RunError::MissingRunDir { .. }
-        | RunError::AlreadyFinished { .. }
-        | RunError::Resume { .. } => {
-            format!("child workflow: {}", crate::error_chain(error))
-        }
-        RunError::Io {
-            action,
-            path,
-            source,
-        } => format!("child workflow: {action} {}: {source}", path.display()),
-        // Child workflows never plan git (SPEC 5.10), so these do not occur; they are
-        // still reported with their cause.
-        RunError::DirtyWorktree | RunError::SaveBefore { .. } => {
-            format!("child workflow: {}", crate::error_chain(error))
-        }
-    }
 }

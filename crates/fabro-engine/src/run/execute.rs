@@ -27,7 +27,7 @@ use crate::llm_target::{LlmDefaults, LlmSetup};
 use crate::outcome::Outcome;
 use crate::record::{Checkpoint, Manifest};
 use crate::run_index::RunStatus;
-use crate::traversal::{CancelCause, RunEnd, RunState, Traversal};
+use crate::traversal::{CancelCause, RunEnd, RunState, Shared, Traversal};
 
 /// What the set-up hands to the later steps.
 pub(super) struct Launch {
@@ -271,7 +271,11 @@ impl PreparedRun {
             interviewer: self.interviewer(),
             variables: self.variables.clone(),
             llm,
-            run_options: self.options.clone(),
+            child_runner: Arc::new(super::child_runner::ChildRuns::new(
+                &self.options,
+                &self.run_id,
+            )),
+            acp_command: self.options.config.agent.acp_command.clone(),
             threads: crate::thread::ThreadStore::default(),
             assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
         }))
@@ -333,27 +337,23 @@ impl PreparedRun {
             Some(seed) => rand::rngs::StdRng::seed_from_u64(seed),
             None => rand::rngs::StdRng::from_os_rng(),
         };
-        Traversal {
+        let shared = Arc::new(Shared {
             workflow: Arc::clone(&self.workflow),
             services: Arc::clone(services),
             paths: self.paths.clone(),
-            state,
-            rng,
-            work_dir,
             dry_run_visit_limit: self.options.dry_run.then_some(10),
             cause: Arc::clone(cause),
             watchdog_paused: Arc::clone(watchdog_paused),
-            branch: None,
-            ranks: Arc::new(std::sync::atomic::AtomicU32::new(first_rank)),
-            pending_join: None,
-            pending_records: Vec::new(),
-            checkpointer: Some(checkpointer),
-            branch_git: None,
-            join_cancel: None,
-            resumed_stage: matches!(start, Start::Resume(_)),
-            last_stage_dir: None,
-            stage_log: None,
-        }
+            ranks: std::sync::atomic::AtomicU32::new(first_rank),
+        });
+        Traversal::root(
+            shared,
+            state,
+            rng,
+            work_dir,
+            checkpointer,
+            matches!(start, Start::Resume(_)),
+        )
     }
 
     /// Where the traversal enters the graph: the start node of a new run; the next node
@@ -457,8 +457,7 @@ impl PreparedRun {
         // first one when the run never got that far.
         let traversal = &mut launch.traversal;
         let git_metadata = traversal
-            .checkpointer
-            .as_mut()
+            .checkpointer_mut()
             .and_then(Checkpointer::git_mut)
             .map(|git| git.metadata_sha().is_some());
         match (start, git_metadata) {
@@ -500,7 +499,7 @@ impl PreparedRun {
             settings,
         ) {
             Ok(git) => {
-                if let Some(checkpointer) = launch.traversal.checkpointer.as_mut() {
+                if let Some(checkpointer) = launch.traversal.checkpointer_mut() {
                     checkpointer.attach_git(git);
                 }
                 pause_for_tests("after_git_setup", &self.options.fabro_home);

@@ -62,8 +62,7 @@ impl PreparedRun {
         if matches!(end, RunEnd::Completed { .. }) {
             if let Some(git) = launch
                 .traversal
-                .checkpointer
-                .as_mut()
+                .checkpointer_mut()
                 .and_then(Checkpointer::take_git)
             {
                 if let Err(error) = git.remove_worktree() {

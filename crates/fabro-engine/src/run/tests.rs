@@ -77,7 +77,10 @@ impl Fixture {
             run_id: Some("run-1".to_owned()),
             work_dir: Some(self.root.path().to_path_buf()),
             random_seed: Some(7),
-            ..RunOptions::for_tests(self.root.path())
+            ..RunOptions::new(
+                self.root.path().join("workflow.fabro"),
+                self.root.path().join("home"),
+            )
         }
     }
 

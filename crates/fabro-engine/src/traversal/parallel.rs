@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::{Branch, Role, Traversal};
 use crate::event::kind::{
     ParallelBranchCompleted, ParallelBranchStarted, ParallelCompleted, ParallelStarted,
 };
@@ -25,29 +26,29 @@ use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::git::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
 use crate::handler::fan_in::{self, Candidate};
-use crate::outcome::Outcome;
-use crate::traversal::Traversal;
+use crate::handler::BoxFuture;
+use crate::outcome::{Outcome, Signal};
 
 mod branch_record;
 mod join;
+#[cfg(test)]
+mod tests;
 
 use branch_record::{BranchRecord, RecordDir};
 pub(crate) use join::join_node;
 
-/// A boxed `Send` future.
-pub(crate) type BoxFuture<'a, T> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
 /// The notes of a stage ended because its branch's `first_success` join was satisfied.
-pub(crate) const JOIN_SATISFIED_NOTES: &str = "canceled: join policy first_success satisfied";
+const JOIN_SATISFIED_NOTES: &str = "canceled: join policy first_success satisfied";
 
 /// The outcome of a stage ended because its branch's join was satisfied (SPEC 5.7).
-pub(crate) fn join_satisfied_outcome() -> Outcome {
-    Outcome::new(StageStatus::Skipped).with_notes(JOIN_SATISFIED_NOTES)
+pub(super) fn join_satisfied_outcome() -> Outcome {
+    Outcome::new(StageStatus::Skipped)
+        .with_notes(JOIN_SATISFIED_NOTES)
+        .with_signal(Signal::JoinSatisfied)
 }
 
 /// Resolves when `token` is cancelled; never without a token.
-pub(crate) async fn join_satisfied(token: Option<&CancellationToken>) {
+pub(super) async fn join_satisfied(token: Option<&CancellationToken>) {
     match token {
         Some(token) => token.cancelled().await,
         None => std::future::pending().await,
@@ -87,84 +88,60 @@ impl Reused {
 }
 
 impl Traversal {
-    /// A copy of this traversal for a branch starting at `target`, cancelled through
-    /// `join_cancel` when the join is satisfied.
-    fn fork(&mut self, target: NodeIndex, join_cancel: CancellationToken) -> Traversal {
-        let target_id = self.workflow.node(target).id.clone();
+    /// A branch traversal starting at `target` that ends before `join`, on a copy of this
+    /// traversal's state, cancelled through `join_cancel` when the join is satisfied.
+    fn fork(
+        &mut self,
+        target: NodeIndex,
+        join: NodeIndex,
+        join_cancel: CancellationToken,
+        worktree: Option<BranchWorktree>,
+    ) -> Traversal {
+        let target_id = self.run.workflow.node(target).id.clone();
         let mut state = self.state.clone();
         state
             .context
             .set("internal.parallel.branch", target_id.clone());
         state.completed_nodes.clear();
         state.node_outcomes.clear();
-        Traversal {
-            workflow: Arc::clone(&self.workflow),
-            services: Arc::clone(&self.services),
-            paths: self.paths.clone(),
-            state,
-            rng: rand::rngs::StdRng::seed_from_u64(self.rng.random()),
-            work_dir: self.work_dir.clone(),
-            dry_run_visit_limit: self.dry_run_visit_limit,
-            cause: Arc::clone(&self.cause),
-            watchdog_paused: Arc::clone(&self.watchdog_paused),
-            branch: Some(target_id),
-            ranks: Arc::clone(&self.ranks),
-            pending_join: None,
-            pending_records: Vec::new(),
-            checkpointer: None,
-            resumed_stage: false,
-            last_stage_dir: None,
-            branch_git: None,
-            join_cancel: Some(join_cancel),
-            // Nested branches write into their enclosing branch's list.
-            stage_log: Some(self.stage_log.clone().unwrap_or_default()),
+        let mut work_dir = self.work_dir.clone();
+        if let Some(worktree) = &worktree {
+            work_dir = worktree.work_dir();
+            state
+                .context
+                .set("internal.work_dir", work_dir.display().to_string());
         }
+        let stage_log = match &self.role {
+            // Nested branches write into their enclosing branch's list.
+            Role::Branch(branch) => Arc::clone(&branch.stage_log),
+            Role::Root(_) => Arc::default(),
+        };
+        let role = Role::Branch(Box::new(Branch {
+            target: target_id,
+            join,
+            join_cancel,
+            git: worktree,
+            stage_log,
+        }));
+        let rng = rand::rngs::StdRng::seed_from_u64(self.rng.random());
+        Traversal::new(Arc::clone(&self.run), role, state, rng, work_dir)
     }
 
     /// The branch this traversal commits to and its worktree: a parallel branch's own, else
     /// the run branch; `None` without git checkpointing.
     fn checked_out(&mut self) -> Option<CheckedOutBranch<'_>> {
-        if let Some(branch) = self.branch_git.as_mut() {
-            return Some(branch.checked_out());
+        match &mut self.role {
+            Role::Branch(branch) => branch.git.as_mut().map(BranchWorktree::checked_out),
+            Role::Root(root) => root
+                .checkpointer
+                .git_mut()
+                .map(crate::git::RunGit::checked_out),
         }
-        self.checkpointer
-            .as_mut()?
-            .git_mut()
-            .map(crate::git::RunGit::checked_out)
-    }
-
-    /// `outcome`, or the `skipped` outcome of SPEC 5.7 when this branch's join was satisfied
-    /// while the stage ran.
-    pub(crate) fn unless_join_satisfied(&self, outcome: Outcome) -> Outcome {
-        if self
-            .join_cancel
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled)
-        {
-            join_satisfied_outcome()
-        } else {
-            outcome
-        }
-    }
-
-    /// After a fan-in stage (SPEC 5.8): moves the branch this traversal commits to (the run
-    /// branch, or an enclosing parallel branch) to `parallel.fan_in.best_head_sha` and resets
-    /// its worktree there. A git failure fails the stage.
-    pub(crate) fn move_to_fan_in_head(&mut self, outcome: Outcome) -> Outcome {
-        let Some(head) = outcome
-            .context_updates
-            .get("parallel.fan_in.best_head_sha")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return outcome;
-        };
-        self.advance_to(&head, outcome)
     }
 
     /// Moves the checked-out line (the run branch or the enclosing parallel branch) to
     /// `head`; `outcome` unless that fails.
-    fn advance_to(&mut self, head: &str, outcome: Outcome) -> Outcome {
+    pub(super) fn advance_to(&mut self, head: &str, outcome: Outcome) -> Outcome {
         let Some(mut line) = self.checked_out() else {
             return outcome;
         };
@@ -221,7 +198,7 @@ impl Traversal {
             .iter()
             .flat_map(|(_, record)| record.stage_dirs.iter().map(String::as_str))
             .collect();
-        let stages = self.paths.run_dir().join("stages");
+        let stages = self.run.paths.run_dir().join("stages");
         if let Ok(entries) = std::fs::read_dir(&stages) {
             for entry in entries.flatten() {
                 let name = entry.file_name();
@@ -241,7 +218,8 @@ impl Traversal {
             .filter_map(|(_, record)| record.max_rank())
             .max()
         {
-            self.ranks
+            self.run
+                .ranks
                 .fetch_max(highest, std::sync::atomic::Ordering::SeqCst);
         }
     }
@@ -298,7 +276,7 @@ impl Traversal {
     }
 
     async fn run_parallel_inner(&mut self, node: NodeIndex, resumed: bool) -> Outcome {
-        let workflow = Arc::clone(&self.workflow);
+        let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(node);
         let targets: Vec<NodeIndex> = workflow
             .outgoing(node)
@@ -320,7 +298,7 @@ impl Traversal {
                 FailureClass::Deterministic,
             );
         };
-        let emitter = Arc::clone(&self.services.emitter);
+        let emitter = Arc::clone(&self.run.services.emitter);
         emitter.emit(Event::node(
             &spec.id,
             ParallelStarted {
@@ -334,64 +312,26 @@ impl Traversal {
             .iter()
             .map(|&target| workflow.node(target).id.clone())
             .collect();
-        let visit = self.state.node_visits.get(&spec.id).copied().unwrap_or(1);
-        let run_dir = self.paths.run_dir().to_path_buf();
-        let site = ParallelSite {
-            run_dir: &run_dir,
-            node_id: &spec.id,
-            visit,
-        };
-        // Only a top-level parallel stage can be the stage a run resumes at.
-        let records = self
-            .branch
-            .is_none()
-            .then(|| RecordDir::new(&run_dir, &spec.id, visit));
-        let isolated = self.parallel_base(&spec.id).and_then(|base| {
-            let reused = match (&records, resumed) {
-                (Some(records), true) => {
-                    let reused = self.reusable_branches(records, &target_ids, base.as_deref());
-                    self.forget_interrupted_stages(&reused);
-                    reused
-                }
-                _ => Reused {
-                    records: Vec::new(),
-                },
-            };
-            let isolation = match &base {
-                Some(base) => self.isolate(&site, &target_ids, base, &reused)?,
-                None => None,
-            };
-            Ok((base, reused, isolation))
-        });
         // A branch that cannot get its own worktree never shares one silently (SPEC 5.7).
-        let (base, reused, isolation) = match isolated {
-            Ok(isolated) => isolated,
+        let setup = match self.set_up_branches(node, resumed, &target_ids) {
+            Ok(setup) => setup,
             Err(error) => return Outcome::engine_error(crate::error_chain(&error)),
         };
-        let (mut worktrees, cleanups) = match isolation {
-            Some(isolation) => (isolation.worktrees, isolation.cleanups),
-            None => {
-                emitter.emit(Event::warning(
-                    Some(&spec.id),
-                    "parallel_no_isolation",
-                    &format!(
-                        "branches of {} share the working directory (no git isolation)",
-                        spec.id
-                    ),
-                ));
-                (Vec::new(), Vec::new())
-            }
-        };
-        let join_token = match &self.join_cancel {
+        let BranchSetup {
+            base,
+            reused,
+            mut worktrees,
+            cleanups,
+            records,
+        } = setup;
+        let join_token = match self.join_cancel() {
             Some(parent) => parent.child_token(),
             None => CancellationToken::new(),
         };
         let mut finished: Vec<BranchResult> = Vec::new();
         for (index, record) in reused.records {
             tracing::info!(branch = %record.target, "reusing a parallel branch that had finished");
-            if record.outcome.status == StageStatus::Success
-                && spec.join_policy == JoinPolicy::FirstSuccess
-            {
+            if satisfies_join(spec.join_policy, record.outcome.status) {
                 join_token.cancel();
             }
             finished.push(BranchResult { index, record });
@@ -405,96 +345,29 @@ impl Traversal {
             if finished.iter().any(|result| result.index == index) {
                 continue;
             }
-            let mut branch = self.fork(target, join_token.clone());
-            if let Some(worktree) = worktrees.get_mut(index).and_then(Option::take) {
-                branch.work_dir = worktree.work_dir();
-                branch
-                    .state
-                    .context
-                    .set("internal.work_dir", branch.work_dir.display().to_string());
-                branch.branch_git = Some(worktree);
-            }
-            let semaphore = Arc::clone(&semaphore);
-            let emitter = Arc::clone(&emitter);
-            let join_token = join_token.clone();
-            let target_id = workflow.node(target).id.clone();
-            let base = base.clone();
-            let records = records.clone();
-            let handle = tasks.spawn(async move {
-                let permit = tokio::select! {
-                    biased;
-                    () = join_token.cancelled() => None,
-                    permit = semaphore.acquire_owned() => Some(permit),
-                };
-                if permit.is_none() {
-                    // The join was satisfied before this branch could start.
-                    let record = branch.branch_record(base, join_satisfied_outcome());
-                    return BranchResult { index, record };
-                }
-                emitter.emit(Event::node(
-                    &target_id,
-                    ParallelBranchStarted {
-                        branch: target_id.clone(),
-                        index,
-                    },
-                ));
-                let started = Instant::now();
-                let outcome = branch.run_branch(target, join).await;
-                let record = branch.branch_record(base, outcome);
-                // A branch stopped by a storage failure, or interrupted by the run's
-                // cancellation or budget (SPEC 4.8, 17.1), runs again on resume.
-                let interrupted = branch.services.cancel.is_cancelled()
-                    && record.outcome.failure_class() == Some(FailureClass::Canceled);
-                if let Some(records) = records
-                    .as_ref()
-                    .filter(|_| !record.outcome.engine_error && !interrupted)
-                {
-                    if let Err(error) = records.store(&record) {
-                        tracing::warn!(%error, "cannot store a parallel branch's record");
-                    }
-                }
-                emitter.emit(Event::node(
-                    &target_id,
-                    ParallelBranchCompleted {
-                        duration_ms: u64::try_from(started.elapsed().as_millis())
-                            .unwrap_or(u64::MAX),
-                        head_sha: record.head_sha.clone(),
-                        status: record.outcome.status,
-                    },
-                ));
-                BranchResult { index, record }
-            });
+            let worktree = worktrees.get_mut(index).and_then(Option::take);
+            let branch = self.fork(target, join, join_token.clone(), worktree);
+            let task = BranchTask {
+                index,
+                target,
+                target_id: target_ids[index].clone(),
+                semaphore: Arc::clone(&semaphore),
+                emitter: Arc::clone(&emitter),
+                join_token: join_token.clone(),
+                base: base.clone(),
+                records: records.clone(),
+            };
+            let handle = tasks.spawn(task.run(branch));
             task_index.insert(handle.id(), (index, target_ids[index].clone()));
         }
-        while let Some(joined) = tasks.join_next_with_id().await {
-            match joined {
-                Ok((_, result)) => {
-                    let succeeded = result.record.outcome.status == StageStatus::Success;
-                    finished.push(result);
-                    if succeeded
-                        && spec.join_policy == JoinPolicy::FirstSuccess
-                        && !join_token.is_cancelled()
-                    {
-                        // The other branches end their current stage `skipped`.
-                        join_token.cancel();
-                    }
-                }
-                Err(error) => {
-                    let (index, target) = task_index
-                        .get(&error.id())
-                        .cloned()
-                        .unwrap_or((usize::MAX, String::new()));
-                    let outcome = Outcome::fail(
-                        format!("handler panicked: {error}"),
-                        FailureClass::Deterministic,
-                    );
-                    finished.push(BranchResult {
-                        index,
-                        record: BranchRecord::bare(&target, outcome),
-                    });
-                }
-            }
-        }
+        collect_branches(
+            &mut tasks,
+            &task_index,
+            &mut finished,
+            &join_token,
+            spec.join_policy,
+        )
+        .await;
         let isolated = !cleanups.is_empty();
         if let Some(stopped) = finished
             .iter()
@@ -507,7 +380,7 @@ impl Traversal {
         // A run cancelled (or stopped by its budget, SPEC 17.1) while branches ran
         // interrupts the parallel stage itself: it is not recorded, and a resume runs it
         // again (SPEC 4.8).
-        if self.services.cancel.is_cancelled() {
+        if self.run.services.cancel.is_cancelled() {
             remove_worktrees(&cleanups);
             return Outcome::fail("canceled", FailureClass::Canceled);
         }
@@ -535,24 +408,26 @@ impl Traversal {
             }
         }
         BranchRecord {
-            target: self.branch.clone().unwrap_or_default(),
+            target: self.role.branch_target().unwrap_or_default().to_owned(),
             base_sha,
             outcome,
-            head_sha: self.branch_git.as_ref().map(BranchWorktree::head_sha),
+            head_sha: match &self.role {
+                Role::Branch(branch) => branch.git.as_ref().map(BranchWorktree::head_sha),
+                Role::Root(_) => None,
+            },
             score: state.context.get("score").and_then(Value::as_f64),
             completed,
             outputs,
             node_visits: state.node_visits.clone(),
             loop_failure_signatures: state.loop_failure_signatures.clone(),
-            stage_dirs: self
-                .stage_log
-                .as_ref()
-                .map(|log| {
-                    log.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .clone()
-                })
-                .unwrap_or_default(),
+            stage_dirs: match &self.role {
+                Role::Branch(branch) => branch
+                    .stage_log
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+                Role::Root(_) => Vec::new(),
+            },
         }
     }
 
@@ -587,7 +462,7 @@ impl Traversal {
         targets: &[NodeIndex],
         finished: Vec<BranchResult>,
     ) -> Outcome {
-        let workflow = Arc::clone(&self.workflow);
+        let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(node);
         let mut by_index: Vec<Option<BranchSummary>> = vec![None; targets.len()];
         let mut copied: BTreeMap<String, (usize, Value)> = BTreeMap::new();
@@ -630,7 +505,7 @@ impl Traversal {
                 });
             }
         }
-        self.state.stage_rank = self.ranks.load(std::sync::atomic::Ordering::SeqCst);
+        self.state.stage_rank = self.run.ranks.load(std::sync::atomic::Ordering::SeqCst);
         let results: Vec<Value> = targets
             .iter()
             .zip(&by_index)
@@ -665,25 +540,14 @@ impl Traversal {
             .iter()
             .filter(|status| **status == StageStatus::Fail)
             .count();
-        self.services.emitter.emit(Event::node(
+        self.run.services.emitter.emit(Event::node(
             &spec.id,
             ParallelCompleted {
                 failure_count,
                 success_count,
             },
         ));
-        let mut outcome = match spec.join_policy {
-            JoinPolicy::WaitAll if failure_count == 0 => Outcome::success(),
-            JoinPolicy::WaitAll => Outcome::new(StageStatus::PartialSuccess),
-            JoinPolicy::FirstSuccess if success_count > 0 => Outcome::success(),
-            JoinPolicy::FirstSuccess => Outcome::fail(
-                format!(
-                    "join policy not satisfied: 0/{} branches succeeded",
-                    targets.len()
-                ),
-                FailureClass::Deterministic,
-            ),
-        };
+        let mut outcome = join_outcome(spec.join_policy, &statuses);
         for (key, (_, value)) in copied {
             outcome.context_updates.insert(key, value);
         }
@@ -696,73 +560,214 @@ impl Traversal {
         self.pending_join = Some(join);
         outcome
     }
+}
 
-    /// Runs one branch from `start` until the next node would be `join` or the exit node,
-    /// or no edge is selectable; returns the outcome of its last stage.
-    pub(crate) fn run_branch(
+/// What a parallel stage needs before its branches start.
+struct BranchSetup {
+    /// The parallel base commit, with git checkpointing.
+    base: Option<String>,
+    /// Branches of an interrupted attempt that need not run again.
+    reused: Reused,
+    /// Each branch's worktree by target index, with git isolation.
+    worktrees: Vec<Option<BranchWorktree>>,
+    /// What removing the worktrees takes.
+    cleanups: Vec<BranchCleanup>,
+    /// Where branch records are stored: a top-level parallel stage's only.
+    records: Option<RecordDir>,
+}
+
+impl Traversal {
+    /// The base commit, the reused branches of an interrupted attempt and the branch
+    /// worktrees of the parallel stage `node`.
+    fn set_up_branches(
         &mut self,
-        start: NodeIndex,
-        join: NodeIndex,
-    ) -> BoxFuture<'_, Outcome> {
-        Box::pin(self.run_branch_inner(start, join))
+        node: NodeIndex,
+        resumed: bool,
+        target_ids: &[String],
+    ) -> Result<BranchSetup, crate::git::GitError> {
+        let workflow = Arc::clone(&self.run.workflow);
+        let spec = workflow.node(node);
+        let visit = self.state.node_visits.get(&spec.id).copied().unwrap_or(1);
+        let run_dir = self.run.paths.run_dir().to_path_buf();
+        let site = ParallelSite {
+            run_dir: &run_dir,
+            node_id: &spec.id,
+            visit,
+        };
+        // Only a top-level parallel stage can be the stage a run resumes at.
+        let records =
+            matches!(self.role, Role::Root(_)).then(|| RecordDir::new(&run_dir, &spec.id, visit));
+        let isolated = self.parallel_base(&spec.id).and_then(|base| {
+            let reused = match (&records, resumed) {
+                (Some(records), true) => {
+                    let reused = self.reusable_branches(records, target_ids, base.as_deref());
+                    self.forget_interrupted_stages(&reused);
+                    reused
+                }
+                _ => Reused {
+                    records: Vec::new(),
+                },
+            };
+            let isolation = match &base {
+                Some(base) => self.isolate(&site, target_ids, base, &reused)?,
+                None => None,
+            };
+            Ok((base, reused, isolation))
+        });
+        let (base, reused, isolation) = isolated?;
+        let (worktrees, cleanups) = match isolation {
+            Some(isolation) => (isolation.worktrees, isolation.cleanups),
+            None => {
+                self.emit(Event::warning(
+                    Some(&spec.id),
+                    "parallel_no_isolation",
+                    &format!(
+                        "branches of {} share the working directory (no git isolation)",
+                        spec.id
+                    ),
+                ));
+                (Vec::new(), Vec::new())
+            }
+        };
+        Ok(BranchSetup {
+            base,
+            reused,
+            worktrees,
+            cleanups,
+            records,
+        })
     }
+}
 
-    async fn run_branch_inner(&mut self, start: NodeIndex, join: NodeIndex) -> Outcome {
-        let workflow = Arc::clone(&self.workflow);
-        let exit = workflow.exit();
-        let mut node = start;
-        let mut previous: Option<Outcome> = None;
-        let mut entered_by = None;
-        loop {
-            // SPEC 17.1: branch stages count against the run's stage limit too.
-            if self.services.cancel.is_cancelled() || self.budget_reached() {
-                return Outcome::fail("canceled", FailureClass::Canceled);
-            }
-            if self
-                .join_cancel
-                .as_ref()
-                .is_some_and(CancellationToken::is_cancelled)
-            {
-                return join_satisfied_outcome();
-            }
-            if let Some(crate::traversal::RunEnd::Failed { reason, class, .. }) =
-                self.visit_limit_end(node)
-            {
-                return Outcome::fail(reason, class);
-            }
-            let outcome = self
-                .run_stage_public(node, previous.as_ref(), entered_by)
-                .await;
-            if outcome.engine_error {
-                return outcome;
-            }
-            self.record_public(node, &outcome);
-            if let Some(git) = self.branch_git.as_mut() {
-                let node_id = &workflow.node(node).id;
-                if let Err(error) = git.commit_stage(node_id, outcome.status.as_str()) {
-                    return Outcome::engine_error(crate::error_chain(&error));
-                }
-            }
-            if outcome.notes.as_deref() == Some(JOIN_SATISFIED_NOTES)
-                && self
-                    .join_cancel
-                    .as_ref()
-                    .is_some_and(CancellationToken::is_cancelled)
-            {
-                return outcome;
-            }
-            match self.next_node(node, &outcome) {
-                Some(next) if next != join && Some(next) != exit => {
-                    entered_by = workflow
-                        .outgoing(node)
-                        .find(|(_, edge)| edge.to == next)
-                        .map(|(index, _)| index);
-                    node = next;
-                    previous = Some(outcome);
-                }
-                _ => return outcome,
+/// One branch's task: what it needs besides its traversal.
+struct BranchTask {
+    index: usize,
+    target: NodeIndex,
+    target_id: String,
+    semaphore: Arc<tokio::sync::Semaphore>,
+    emitter: Arc<crate::event::Emitter>,
+    join_token: CancellationToken,
+    base: Option<String>,
+    records: Option<RecordDir>,
+}
+
+impl BranchTask {
+    /// Waits for a slot under `max_parallel` (or the join), runs the branch, stores its
+    /// record for a resume and emits its events.
+    async fn run(self, mut branch: Traversal) -> BranchResult {
+        let BranchTask {
+            index,
+            target,
+            target_id,
+            semaphore,
+            emitter,
+            join_token,
+            base,
+            records,
+        } = self;
+        let permit = tokio::select! {
+            biased;
+            () = join_token.cancelled() => None,
+            permit = semaphore.acquire_owned() => Some(permit),
+        };
+        if permit.is_none() {
+            // The join was satisfied before this branch could start.
+            let record = branch.branch_record(base, join_satisfied_outcome());
+            return BranchResult { index, record };
+        }
+        emitter.emit(Event::node(
+            &target_id,
+            ParallelBranchStarted {
+                branch: target_id.clone(),
+                index,
+            },
+        ));
+        let started = Instant::now();
+        let outcome = branch.run_branch(target).await;
+        let record = branch.branch_record(base, outcome);
+        // A branch stopped by a storage failure, or interrupted by the run's
+        // cancellation or budget (SPEC 4.8, 17.1), runs again on resume.
+        let interrupted = branch.run.services.cancel.is_cancelled()
+            && record.outcome.failure_class() == Some(FailureClass::Canceled);
+        if let Some(records) = records
+            .as_ref()
+            .filter(|_| !record.outcome.engine_error && !interrupted)
+        {
+            if let Err(error) = records.store(&record) {
+                tracing::warn!(%error, "cannot store a parallel branch's record");
             }
         }
+        emitter.emit(Event::node(
+            &target_id,
+            ParallelBranchCompleted {
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                head_sha: record.head_sha.clone(),
+                status: record.outcome.status,
+            },
+        ));
+        BranchResult { index, record }
+    }
+}
+
+/// Collects the branch tasks as they finish, cancelling the others through `join_token`
+/// once `policy` is satisfied (SPEC 5.7); a panicked branch is a failed one.
+async fn collect_branches(
+    tasks: &mut tokio::task::JoinSet<BranchResult>,
+    task_index: &BTreeMap<tokio::task::Id, (usize, String)>,
+    finished: &mut Vec<BranchResult>,
+    join_token: &CancellationToken,
+    policy: JoinPolicy,
+) {
+    while let Some(joined) = tasks.join_next_with_id().await {
+        match joined {
+            Ok((_, result)) => {
+                let satisfied = satisfies_join(policy, result.record.outcome.status);
+                finished.push(result);
+                if satisfied && !join_token.is_cancelled() {
+                    // The other branches end their current stage `skipped`.
+                    join_token.cancel();
+                }
+            }
+            Err(error) => {
+                let (index, target) = task_index
+                    .get(&error.id())
+                    .cloned()
+                    .unwrap_or((usize::MAX, String::new()));
+                let outcome = Outcome::fail(
+                    format!("handler panicked: {error}"),
+                    FailureClass::Deterministic,
+                );
+                finished.push(BranchResult {
+                    index,
+                    record: BranchRecord::bare(&target, outcome),
+                });
+            }
+        }
+    }
+}
+
+/// Whether a branch finished with `status` satisfies the join under `policy` before the
+/// others finish: only a `first_success` join, by a successful branch (SPEC 5.7).
+fn satisfies_join(policy: JoinPolicy, status: StageStatus) -> bool {
+    policy == JoinPolicy::FirstSuccess && status == StageStatus::Success
+}
+
+/// The parallel stage's outcome under `policy` from its branches' final statuses, in
+/// target order (SPEC 5.7): `wait_all` succeeds without failures and is `partial_success`
+/// with some; `first_success` succeeds with one success and fails with none.
+fn join_outcome(policy: JoinPolicy, statuses: &[StageStatus]) -> Outcome {
+    let count = |wanted: StageStatus| statuses.iter().filter(|status| **status == wanted).count();
+    match policy {
+        JoinPolicy::WaitAll if count(StageStatus::Fail) == 0 => Outcome::success(),
+        JoinPolicy::WaitAll => Outcome::new(StageStatus::PartialSuccess),
+        JoinPolicy::FirstSuccess if count(StageStatus::Success) > 0 => Outcome::success(),
+        JoinPolicy::FirstSuccess => Outcome::fail(
+            format!(
+                "join policy not satisfied: 0/{} branches succeeded",
+                statuses.len()
+            ),
+            FailureClass::Deterministic,
+        ),
     }
 }
 
