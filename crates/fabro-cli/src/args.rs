@@ -42,6 +42,18 @@ pub(crate) enum Command {
     Answer(AnswerArgs),
     /// Cancel a running run (as its first Ctrl-C would); it can be resumed.
     Cancel(CancelArgs),
+    /// Serve the HTTP API (and the page at /) over the runs of $FABRO_HOME.
+    Server(ServerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServerArgs {
+    /// Listen address (default from server.toml, else 127.0.0.1:3210).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) bind: Option<std::net::SocketAddr>,
+    /// Runs executing at once; later ones wait queued (default 4).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_concurrent_runs: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -13,6 +13,7 @@ mod model;
 mod resume;
 mod run;
 mod runs;
+mod server;
 mod validate;
 
 use std::path::Path;
@@ -45,6 +46,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Model(args) => model::run(&args, output),
         Command::Answer(args) => answer::run(&args, output),
         Command::Cancel(args) => cancel::run(&args, output),
+        Command::Server(args) => server::run(&args, output),
     }
 }
 
