@@ -13,6 +13,9 @@ use crate::state::{ActiveRun, AppState, NotifySink};
 /// How long shutdown waits for cancelled runs to write their final records.
 pub const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(8);
 
+/// How long a resume waits for a cancelled run of this server to stop.
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
 /// A run accepted by [`start`] or [`resume`].
 #[derive(Debug, Clone)]
 pub struct Accepted {
@@ -66,6 +69,15 @@ pub async fn resume(
     request: ResumeRequest,
 ) -> Result<Accepted, ApiError> {
     refuse_when_stopping(state)?;
+    // A run cancelled a moment ago may still be writing its final records.
+    let deadline = tokio::time::Instant::now() + STOP_PATIENCE;
+    while state
+        .active(run_id)
+        .is_some_and(|active| active.cancel.is_cancelled())
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     if state.active(run_id).is_some() {
         return Err(ApiError::conflict(format!("run {run_id} is running")));
     }
@@ -131,6 +143,12 @@ fn launch(
 /// running nor queued.
 pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
     if let Some(active) = state.active_by_prefix(run) {
+        if active.cancel.is_cancelled() {
+            return Err(ApiError::conflict(format!(
+                "run {} is being canceled already",
+                active.run_id
+            )));
+        }
         active.cancel.cancel();
         return Ok(active.run_id.clone());
     }

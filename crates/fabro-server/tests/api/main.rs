@@ -520,3 +520,6 @@ async fn artifact_paths_that_leave_the_artifacts_directory_are_404() {
         assert!(!reply.text().contains("outside"));
     }
 }
+
+mod openapi;
+mod stream;

@@ -113,7 +113,12 @@ impl Fixture {
         let request = request
             .body(body.map_or_else(Body::empty, Body::from))
             .expect("test set-up");
-        let response = self.app.clone().oneshot(request).await.expect("test set-up");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("test set-up");
         let status = response.status();
         let headers = response.headers().clone();
         let body = response
@@ -148,7 +153,10 @@ impl Fixture {
     pub async fn start(&self, body: Value) -> String {
         let reply = self.post("/api/v1/runs", body).await;
         assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
-        reply.json()["run_id"].as_str().expect("test set-up").to_owned()
+        reply.json()["run_id"]
+            .as_str()
+            .expect("test set-up")
+            .to_owned()
     }
 
     /// Waits (at most 30 s) until the run's status is one of `statuses`.
