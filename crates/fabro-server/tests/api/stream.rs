@@ -31,13 +31,13 @@ async fn read_some(
     let response = fixture
         .app
         .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
+        .oneshot(request.body(Body::empty()).expect("SSE reading"))
         .await
-        .unwrap();
+        .expect("SSE reading");
     assert_eq!(response.status(), StatusCode::OK);
     assert!(response.headers()["content-type"]
         .to_str()
-        .unwrap()
+        .expect("SSE reading")
         .starts_with("text/event-stream"));
     let mut body = response.into_body();
     let mut text = String::new();
@@ -46,8 +46,8 @@ async fn read_some(
         let Some(frame) = body.frame().await else {
             return (events, true);
         };
-        if let Ok(data) = frame.unwrap().into_data() {
-            text.push_str(std::str::from_utf8(&data).unwrap());
+        if let Ok(data) = frame.expect("SSE reading").into_data() {
+            text.push_str(std::str::from_utf8(&data).expect("SSE reading"));
         }
         while let Some(end) = text.find("\n\n") {
             let block: String = text.drain(..end + 2).collect();
@@ -59,7 +59,7 @@ async fn read_some(
             }
             if let Some(id) = fields.get("id") {
                 events.push((
-                    id.parse().unwrap(),
+                    id.parse().expect("SSE reading"),
                     fields["event"].clone(),
                     fields["data"].clone(),
                 ));
