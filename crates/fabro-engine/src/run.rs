@@ -126,6 +126,8 @@ pub struct PreparedRun {
     stored: Option<StoredGraphs>,
     /// The run lock a resume took before reading the run's state (SPEC 8.7 step 3).
     lock: Option<crate::run_index::RunLock>,
+    /// Recorded as the manifest's `origin` (SPEC 14.2).
+    origin: crate::record::RunOrigin,
 }
 
 /// Whether and how a new run checkpoints into git (SPEC 8.1).
@@ -159,6 +161,11 @@ impl PreparedRun {
     /// The run directory.
     pub fn run_dir(&self) -> &Path {
         self.paths.run_dir()
+    }
+
+    /// Records `origin` as the starter of a new run (default: the CLI).
+    pub fn set_origin(&mut self, origin: crate::record::RunOrigin) {
+        self.origin = origin;
     }
 
     /// Notes for stderr gathered while preparing (e.g. the simulated-provider note).
@@ -514,6 +521,7 @@ fn finish_prepare(
         git_plan,
         stored: None,
         lock: None,
+        origin: crate::record::RunOrigin::Cli,
     })
 }
 
@@ -685,6 +693,7 @@ impl PreparedRun {
             simulated_llm,
             repo_root,
             work_dir_relative,
+            origin: Some(self.origin),
         }
     }
 

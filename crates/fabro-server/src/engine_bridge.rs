@@ -176,7 +176,9 @@ impl EngineBridge {
         options.work_dir = Some(work_dir);
         options.interviewer = Some(interviewer);
         let catalog = catalog_for(&options);
-        prepare(options, loader.as_ref(), catalog).map_err(run_error)
+        let mut prepared = prepare(options, loader.as_ref(), catalog).map_err(run_error)?;
+        prepared.set_origin(fabro_engine::record::RunOrigin::Server);
+        Ok(prepared)
     }
 
     /// Writes the DOT text of a `source` request where the run can read it.

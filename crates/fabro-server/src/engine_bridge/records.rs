@@ -525,10 +525,8 @@ impl EventTail {
 
 /// Whether the run's manifest says a server started it (`"origin": "server"`).
 pub fn started_by_server(run_dir: &Path) -> bool {
-    fs_err::read_to_string(run_dir.join("manifest.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-        .is_some_and(|manifest| manifest["origin"] == "server")
+    read_manifest(run_dir)
+        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::record::RunOrigin::Server))
 }
 
 /// A run of the index, as the API's handlers pass it around.
