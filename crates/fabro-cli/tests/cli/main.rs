@@ -24,6 +24,7 @@ mod records;
 mod resume;
 mod run;
 mod secrets;
+mod server;
 mod special_files;
 mod stages;
 mod storage;
