@@ -529,3 +529,41 @@ async fn artifact_paths_that_leave_the_artifacts_directory_are_404() {
 
 mod openapi;
 mod stream;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
+    let fixture = Fixture::new(1);
+    let root = fixture.root();
+    fs_err::write(
+        root.join("settings.toml"),
+        "[sandbox.env]\nFROM_SETTINGS = \"settings\"\nFROM_SERVER = \"settings\"\nFROM_PROJECT = \"settings\"\n",
+    )
+    .unwrap();
+    fs_err::write(
+        root.join("server.toml"),
+        "[server]\nmax_concurrent_runs = 3\n[sandbox.env]\nFROM_SERVER = \"server\"\nFROM_PROJECT = \"server\"\n",
+    )
+    .unwrap();
+    fs_err::create_dir_all(fixture.work().join(".fabro")).unwrap();
+    fs_err::write(
+        fixture.work().join(".fabro/project.toml"),
+        "[sandbox.env]\nFROM_PROJECT = \"project\"\n",
+    )
+    .unwrap();
+    fixture.write(
+        "env.fabro",
+        "digraph env {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  show [shape=parallelogram, script=\"echo $FROM_SETTINGS $FROM_SERVER $FROM_PROJECT\"]\n  start -> show -> exit\n}\n",
+    );
+    let run_id = fixture.start(json!({"workflow": "env.fabro"})).await;
+    fixture.wait_status(&run_id, &["success"]).await;
+    let stages = fixture.get(&format!("/api/v1/runs/{run_id}/stages")).await.json();
+    let rank = stages["stages"][1]["rank"].as_u64().unwrap();
+    let stdout = fixture
+        .get(&format!("/api/v1/runs/{run_id}/stages/{rank}/files/stdout.log"))
+        .await;
+    assert_eq!(stdout.text(), "settings server project\n");
+    fs_err::write(root.join("server.toml"), "[sandbox]\nbogus = 1\n").unwrap();
+    let refused = fixture.post("/api/v1/runs", json!({"workflow": "env.fabro"})).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text());
+    assert!(refused.text().contains("bogus"));
+}
