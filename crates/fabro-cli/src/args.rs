@@ -213,6 +213,9 @@ pub(crate) struct RunArgs {
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Run on this fabro server instead of here (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 /// How stages are answered and which model they use: shared by `run` and `resume`.

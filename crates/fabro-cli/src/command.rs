@@ -10,6 +10,7 @@ mod graph;
 mod inspect;
 mod logs;
 mod model;
+mod remote;
 mod resume;
 mod run;
 mod runs;

@@ -426,3 +426,79 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
         }
     }
 }
+
+/// `text` with the run id replaced and digits dropped (durations, timestamps).
+fn normalized(text: &str, run_id: &str) -> String {
+    text.replace(run_id, "RUN")
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .collect()
+}
+
+#[test]
+fn fabro_run_against_a_server_prints_the_same_lines_and_exit_codes() {
+    let env = TestEnv::new("server-cli");
+    let server = Server::start(&env, &[]);
+    let frame = "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n";
+    let cases = [
+        (
+            "success",
+            format!(
+                "{frame}  a [shape=parallelogram, script=\"echo a\"]\n  start -> a -> exit\n}}\n"
+            ),
+            0,
+        ),
+        (
+            "fail",
+            format!(
+                "{frame}  a [shape=parallelogram, script=\"exit 1\", goal_gate=true]\n  start -> a -> exit\n}}\n"
+            ),
+            1,
+        ),
+        (
+            "partial",
+            format!(
+                "{frame}  t [shape=parallelogram, script=\"exit 4\"]\n  start -> t -> exit\n}}\n"
+            ),
+            3,
+        ),
+    ];
+    for (name, workflow, expected) in cases {
+        let file = format!("{name}.fabro");
+        env.write(&file, &workflow);
+        let local_id = format!("local-{name}");
+        let remote_id = format!("remote-{name}");
+        let local = fabro(&env, &["run", &file, "--run-id", &local_id]);
+        let remote = env
+            .command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", &file, "--run-id", &remote_id])
+            .env("FABRO_SERVER", format!("http://{}", server.address))
+            .output()
+            .expect("fabro runs");
+        assert_eq!(code(&local), expected, "{name}: {}", stderr(&local));
+        assert_eq!(code(&remote), expected, "{name}: {}", stderr(&remote));
+        assert_eq!(
+            normalized(&stdout(&remote), &remote_id),
+            normalized(&stdout(&local), &local_id),
+            "{name}"
+        );
+        assert_eq!(
+            normalized(&stderr(&remote), &remote_id),
+            normalized(&stderr(&local), &local_id),
+            "{name}"
+        );
+        let manifest = file_json(
+            env.fabro_home()
+                .join("scratch")
+                .join(&remote_id)
+                .join("manifest.json"),
+        );
+        assert_eq!(manifest["origin"], "server");
+    }
+    // --server wins over a wrong FABRO_SERVER; an unreachable server exits 2.
+    let unreachable = fabro(
+        &env,
+        &["run", "success.fabro", "--server", "http://127.0.0.1:9"],
+    );
+    assert_eq!(code(&unreachable), 2, "{}", stderr(&unreachable));
+}

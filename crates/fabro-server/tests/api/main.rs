@@ -556,14 +556,26 @@ async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
     );
     let run_id = fixture.start(json!({"workflow": "env.fabro"})).await;
     fixture.wait_status(&run_id, &["success"]).await;
-    let stages = fixture.get(&format!("/api/v1/runs/{run_id}/stages")).await.json();
+    let stages = fixture
+        .get(&format!("/api/v1/runs/{run_id}/stages"))
+        .await
+        .json();
     let rank = stages["stages"][1]["rank"].as_u64().unwrap();
     let stdout = fixture
-        .get(&format!("/api/v1/runs/{run_id}/stages/{rank}/files/stdout.log"))
+        .get(&format!(
+            "/api/v1/runs/{run_id}/stages/{rank}/files/stdout.log"
+        ))
         .await;
     assert_eq!(stdout.text(), "settings server project\n");
     fs_err::write(root.join("server.toml"), "[sandbox]\nbogus = 1\n").unwrap();
-    let refused = fixture.post("/api/v1/runs", json!({"workflow": "env.fabro"})).await;
-    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.text());
+    let refused = fixture
+        .post("/api/v1/runs", json!({"workflow": "env.fabro"}))
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        refused.text()
+    );
     assert!(refused.text().contains("bogus"));
 }
