@@ -176,7 +176,16 @@ impl EngineBridge {
         options.work_dir = Some(work_dir);
         options.interviewer = Some(interviewer);
         let catalog = catalog_for(&options);
-        let mut prepared = prepare(options, loader.as_ref(), catalog).map_err(run_error)?;
+        let source_file = request
+            .source
+            .is_some()
+            .then(|| options.workflow_path.clone());
+        let prepared = prepare(options, loader.as_ref(), catalog);
+        // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
+        if let Some(path) = source_file {
+            let _ = fs_err::remove_file(path);
+        }
+        let mut prepared = prepared.map_err(run_error)?;
         prepared.set_origin(fabro_engine::record::RunOrigin::Server);
         Ok(prepared)
     }

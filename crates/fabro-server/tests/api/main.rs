@@ -200,6 +200,12 @@ async fn start_errors_invalid_workflow_outside_roots_and_duplicate_ids() {
         )
         .await;
     assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.text());
+    let sources = fixture.root().join("server/sources");
+    assert_eq!(
+        fs_err::read_dir(&sources).unwrap().count(),
+        0,
+        "the sent text is not kept"
+    );
     let bad_id = fixture
         .post(
             "/api/v1/runs",
@@ -579,3 +585,4 @@ async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
     );
     assert!(refused.text().contains("bogus"));
 }
+mod hostile;
