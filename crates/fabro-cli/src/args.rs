@@ -65,12 +65,18 @@ pub(crate) struct AnswerArgs {
     /// Free text for the gate's freeform edge, which LABEL names.
     #[arg(long, value_name = "T")]
     pub(crate) text: Option<String>,
+    /// Answer through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CancelArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
+    /// Cancel through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

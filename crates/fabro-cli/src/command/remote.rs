@@ -102,6 +102,129 @@ fn api_message(body: &Value) -> String {
         .to_owned()
 }
 
+fn block_on<T>(
+    work: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?
+        .block_on(work)
+}
+
+fn remote(url: &str) -> Remote {
+    Remote {
+        client: reqwest::Client::new(),
+        url: url.to_owned(),
+        token: token(url),
+    }
+}
+
+/// `fabro cancel RUN --server URL`: exit 0 once the run has stopped canceled, 2 when it
+/// is not running or queued, or unknown (SPEC 14.2).
+pub(crate) fn cancel(url: &str, run: &str, output: &mut Output) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/v1/runs/{run}/cancel"),
+                Some(&json!({})),
+            )
+            .await?;
+        if status != 202 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let run_id = reply["run_id"].as_str().unwrap_or(run).to_owned();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (_, document) = remote
+                .send(
+                    reqwest::Method::GET,
+                    &format!("/api/v1/runs/{run_id}"),
+                    None,
+                )
+                .await?;
+            match document["status"].as_str() {
+                Some("canceled") => break,
+                Some("running" | "queued") if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "run {run_id} ended with status {} before it was cancelled",
+                        other.unwrap_or("unknown")
+                    )))
+                }
+            }
+        }
+        output.out(&format!("canceled run {run_id}\n"));
+        Ok(Status::Success)
+    })
+}
+
+/// `fabro answer RUN LABEL [--text T] --server URL`: answers the run's pending question
+/// through the API; exit 2 when none is pending or nothing matches.
+pub(crate) fn answer(
+    url: &str,
+    args: &crate::args::AnswerArgs,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let run = &args.run;
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{run}/questions"),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let Some(question) = reply["questions"].get(0).cloned() else {
+            return Err(CliError::Usage(format!(
+                "run {run} has no pending human question"
+            )));
+        };
+        let question_id = question["question_id"].as_str().unwrap_or_default();
+        let body = match &args.text {
+            Some(text) => json!({"label": args.label, "text": text}),
+            None => json!({"label": args.label}),
+        };
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/v1/runs/{run}/questions/{question_id}/answer"),
+                Some(&body),
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let key = reply["selected_key"].as_str().unwrap_or_default();
+        let described = match &args.text {
+            Some(text) => format!("\"{text}\""),
+            None => {
+                let display = question["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|option| option["key"] == key)
+                    .and_then(|option| option["display_label"].as_str())
+                    .unwrap_or_default();
+                format!("[{key}] {display}")
+            }
+        };
+        output.out(&format!(
+            "{} → {described}\n",
+            question["node_id"].as_str().unwrap_or_default()
+        ));
+        Ok(Status::Success)
+    })
+}
+
 pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
     let current = std::env::current_dir()
         .map_err(|source| CliError::io("cannot read", "the current directory", source))?;

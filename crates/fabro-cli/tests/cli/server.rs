@@ -502,3 +502,48 @@ fn fabro_run_against_a_server_prints_the_same_lines_and_exit_codes() {
     );
     assert_eq!(code(&unreachable), 2, "{}", stderr(&unreachable));
 }
+
+#[test]
+fn fabro_answer_and_fabro_cancel_against_a_server() {
+    let env = TestEnv::new("server-answer");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    env.write("gate.fabro", "digraph gate {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  review [shape=hexagon, label=\"Ship it?\"]\n  ship [shape=parallelogram, script=\"touch shipped\"]\n  revise [shape=parallelogram, script=\"touch revised\"]\n  start -> review\n  review -> ship [label=\"[A] Approve\"]\n  review -> revise [label=\"[R] Revise\"]\n  ship -> exit\n  revise -> exit\n}\n");
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "gate.fabro", "run_id": "gate-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/api/v1/runs/gate-run/questions")["questions"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "no question");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wrong = fabro(&env, &["answer", "gate-run", "Maybe", "--server", &url]);
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    let answered = fabro(&env, &["answer", "gate-run", "A", "--server", &url]);
+    assert_eq!(code(&answered), 0, "{}", stderr(&answered));
+    assert_eq!(stdout(&answered), "review → [A] Approve\n");
+    server.wait_status("gate-run", &["success"]);
+    let none = fabro(&env, &["answer", "gate-run", "A", "--server", &url]);
+    assert_eq!(code(&none), 2);
+    env.write("sleepy.fabro", &sleepy("napped"));
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "nap-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    let cancel = fabro(&env, &["cancel", "nap-run", "--server", &url]);
+    assert_eq!(code(&cancel), 0, "{}", stderr(&cancel));
+    assert_eq!(stdout(&cancel), "canceled run nap-run\n");
+    let again = fabro(&env, &["cancel", "nap-run", "--server", &url]);
+    assert_eq!(code(&again), 2);
+    let unknown = fabro(&env, &["cancel", "nope-nope", "--server", &url]);
+    assert_eq!(code(&unknown), 2);
+}

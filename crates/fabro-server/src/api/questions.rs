@@ -26,7 +26,8 @@ pub fn question_json(question: &Question) -> Value {
         "text": question.text(),
         "question_type": question.question_type().as_str(),
         "options": question.options().iter().map(|option| json!({
-            "key": option.key(), "label": option.label(), "target": option.target(),
+            "key": option.key(), "label": option.label(), "display_label": option.display_label(),
+            "target": option.target(),
         })).collect::<Vec<_>>(),
         "allow_freeform": question.allows_freeform(),
         "default_choice": question.default_choice(),
