@@ -88,6 +88,7 @@ pub fn router(state: AppState) -> Router {
             auth::require_token,
         ))
         .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(log_request))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("default-src 'self'"),
@@ -101,6 +102,22 @@ pub fn router(state: AppState) -> Router {
             HeaderValue::from_static("no-referrer"),
         ))
         .with_state(state)
+}
+
+/// One `info` line per request: method, path (never the query, which may hold the
+/// token), status and duration. Headers are never logged.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        target: "fabro_server::request",
+        "{method} {path} {} {}ms",
+        response.status().as_u16(),
+        started.elapsed().as_millis()
+    );
+    response
 }
 
 /// Error responses that a layer produced as plain text (body limits, extractors) get

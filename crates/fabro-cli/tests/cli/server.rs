@@ -358,7 +358,9 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     ];
     let env = TestEnv::new("server-secrets");
     env.write("w.fabro", "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  leak [shape=parallelogram, script=\"echo $ANTHROPIC_API_KEY; env\"]\n  start -> leak -> exit\n}\n");
-    let mut server = Server::start(&env, &KEYS);
+    let mut with_log: Vec<(&str, &str)> = KEYS.to_vec();
+    with_log.push(("RUST_LOG", "info"));
+    let mut server = Server::start(&env, &with_log);
     let (status, body) = server.request(
         "POST",
         "/api/v1/runs",
@@ -386,6 +388,9 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     ] {
         bodies.push(server.request("GET", path, None).1);
     }
+    // The browser login carries the token in its query: it must not reach the log.
+    let (status, _) = server.request("GET", &format!("/?token={}", server.token), None);
+    assert_eq!(status, 303);
     bodies.push(
         server
             .request("POST", "/api/v1/runs/secret-run/cancel", Some(&json!({})))
@@ -403,6 +408,12 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
     let logs = server.stderr.lock().expect("lines").join("\n");
+    // One line per request, the token in none of them but the start-up line.
+    assert!(
+        logs.contains("GET /api/v1/runs/secret-run/events 200"),
+        "{logs}"
+    );
+    assert_eq!(logs.matches(server.token.as_str()).count(), 1, "{logs}");
     let mut files = Vec::new();
     let mut pending = vec![env.fabro_home(), env.work_dir()];
     while let Some(directory) = pending.pop() {
