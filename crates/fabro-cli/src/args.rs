@@ -42,6 +42,18 @@ pub(crate) enum Command {
     Answer(AnswerArgs),
     /// Cancel a running run (as its first Ctrl-C would); it can be resumed.
     Cancel(CancelArgs),
+    /// Serve the HTTP API (and the page at /) over the runs of $FABRO_HOME.
+    Server(ServerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServerArgs {
+    /// Listen address (default from server.toml, else 127.0.0.1:3210).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) bind: Option<std::net::SocketAddr>,
+    /// Runs executing at once; later ones wait queued (default 4).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_concurrent_runs: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +72,9 @@ pub(crate) struct AnswerArgs {
     /// Free text for the gate's freeform edge, which LABEL names.
     #[arg(long, value_name = "T")]
     pub(crate) text: Option<String>,
+    /// Answer through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +86,9 @@ Exit codes: 0 the run stopped (status canceled), 2 unknown run or a run that is 
 pub(crate) struct CancelArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
+    /// Cancel through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -286,6 +304,9 @@ pub(crate) struct RunArgs {
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Run on this fabro server instead of here (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 /// How stages are answered and which model they use: shared by `run` and `resume`.

@@ -10,9 +10,11 @@ mod graph;
 mod inspect;
 mod logs;
 mod model;
+mod remote;
 mod resume;
 mod run;
 mod runs;
+mod server;
 mod validate;
 
 use std::path::Path;
@@ -45,6 +47,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Model(args) => model::run(&args, output),
         Command::Answer(args) => answer::run(&args, output),
         Command::Cancel(args) => cancel::run(&args, output),
+        Command::Server(args) => server::run(&args, output),
     }
 }
 

@@ -48,6 +48,19 @@ pub struct Manifest {
     /// The working directory relative to the repository root, when checkpointing is active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_dir_relative: Option<String>,
+    /// Who started the run (SPEC 14.2); absent in manifests older than the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RunOrigin>,
+}
+
+/// `manifest.json` `origin` (SPEC 14.2): the process that started the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunOrigin {
+    /// `fabro run`.
+    Cli,
+    /// `fabro server`.
+    Server,
 }
 
 /// Token usage as written in records.

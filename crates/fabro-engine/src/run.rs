@@ -125,6 +125,8 @@ pub struct PreparedRun {
     lease: Option<Box<dyn RunLease>>,
     /// Where the run's records and blobs go.
     stores: Stores,
+    /// Recorded as the manifest's `origin` (SPEC 14.2).
+    origin: crate::record::RunOrigin,
 }
 
 /// Where a prepared run starts (SPEC 8.7).
@@ -163,6 +165,11 @@ impl PreparedRun {
     /// The run directory.
     pub fn run_dir(&self) -> &Path {
         self.paths.run_dir()
+    }
+
+    /// Records `origin` as the starter of a new run (default: the CLI).
+    pub fn set_origin(&mut self, origin: crate::record::RunOrigin) {
+        self.origin = origin;
     }
 
     /// Notes for stderr gathered while preparing (e.g. the simulated-provider note).

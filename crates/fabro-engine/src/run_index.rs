@@ -701,6 +701,7 @@ mod tests {
             parent_run_id: None,
             vars: BTreeMap::new(),
             simulated_llm: false,
+            origin: None,
             repo_root: None,
             work_dir_relative: None,
         }

@@ -25,6 +25,9 @@ use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
     check_model_flags(&args.stages)?;
+    if let Some(server) = super::remote::server_url(args.server.as_deref()) {
+        return super::remote::run(&server, args, output);
+    }
     let mut options = options(args)?;
     options.detached_worker = args.detached_worker;
     if args.detached_worker {

@@ -27,6 +27,7 @@ mod resume;
 mod run;
 mod runs_list;
 mod secrets;
+mod server;
 mod special_files;
 mod stages;
 mod storage;

@@ -378,6 +378,7 @@ fn finish_prepare(
         stored: None,
         lease: None,
         stores,
+        origin: crate::record::RunOrigin::Cli,
     })
 }
 

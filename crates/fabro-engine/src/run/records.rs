@@ -66,6 +66,7 @@ impl PreparedRun {
             simulated_llm,
             repo_root,
             work_dir_relative,
+            origin: Some(self.origin),
         }
     }
 

@@ -26,6 +26,7 @@ fn manifest(run_id: &str, started_at: &str) -> Manifest {
         simulated_llm: true,
         repo_root: None,
         work_dir_relative: None,
+        origin: None,
     }
 }
 

@@ -1,0 +1,431 @@
+//! `fabro run WORKFLOW --server URL` (or `FABRO_SERVER`, SPEC 14.2): the run executes
+//! in a `fabro server`; this process prints the same `run_id`/`run_dir` and `status`
+//! lines, drives the same progress view from the server's event stream, and exits with
+//! the run's code. The first Ctrl-C cancels the remote run, a second one detaches.
+
+use std::sync::Arc;
+
+use fabro_engine::event::{EventEnvelope, EventSink};
+use serde_json::{json, Map, Value};
+
+use crate::args::RunArgs;
+use crate::command::run::parse_answers;
+use crate::error::{CliError, Status};
+use crate::loader::fabro_home;
+use crate::output::Output;
+use crate::progress::{JsonSink, ProgressSink};
+
+/// `--server`, else a non-empty `FABRO_SERVER`, without a trailing slash.
+pub(crate) fn server_url(flag: Option<&str>) -> Option<String> {
+    flag.map(str::to_owned)
+        .or_else(|| std::env::var("FABRO_SERVER").ok())
+        .filter(|url| !url.is_empty())
+        .map(|url| url.trim_end_matches('/').to_owned())
+}
+
+/// The server token: `FABRO_SERVER_TOKEN`, else `{root}/server.token` for a loopback
+/// server (SPEC 14.1).
+fn token(url: &str) -> Option<String> {
+    fabro_llm::redact::secrets()
+        .get_str("FABRO_SERVER_TOKEN")
+        .map(str::to_owned)
+        .or_else(|| std::env::var("FABRO_SERVER_TOKEN").ok())
+        .filter(|token| !token.is_empty())
+        .or_else(|| {
+            let host = url.split("://").nth(1)?.split(['/', ':']).next()?;
+            matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+                .then(|| fs_err::read_to_string(fabro_home().join("server.token")).ok())
+                .flatten()
+                .map(|token| token.trim().to_owned())
+        })
+}
+
+/// A client of one server.
+struct Remote {
+    client: reqwest::Client,
+    url: String,
+    token: Option<String>,
+}
+
+impl Remote {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value), CliError> {
+        let response = self
+            .request(method, path, body)
+            .send()
+            .await
+            .map_err(|error| self.unreachable(&error))?;
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| self.unreachable(&error))?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.client.request(method, format!("{}{path}", self.url));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        request
+    }
+
+    fn unreachable(&self, error: &reqwest::Error) -> CliError {
+        CliError::Usage(format!(
+            "cannot reach the fabro server at {}: {}",
+            self.url,
+            fabro_engine::error_chain(error)
+        ))
+    }
+}
+
+/// The message of an API error body.
+fn api_message(body: &Value) -> String {
+    body["error"]["message"]
+        .as_str()
+        .unwrap_or("the server refused the request")
+        .to_owned()
+}
+
+fn block_on<T>(
+    work: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<T, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?
+        .block_on(work)
+}
+
+fn remote(url: &str) -> Remote {
+    Remote {
+        client: reqwest::Client::new(),
+        url: url.to_owned(),
+        token: token(url),
+    }
+}
+
+/// `fabro cancel RUN --server URL`: exit 0 once the run has stopped canceled, 2 when it
+/// is not running or queued, or unknown (SPEC 14.2).
+pub(crate) fn cancel(url: &str, run: &str, output: &mut Output) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/v1/runs/{run}/cancel"),
+                Some(&json!({})),
+            )
+            .await?;
+        if status != 202 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let run_id = reply["run_id"].as_str().unwrap_or(run).to_owned();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (_, document) = remote
+                .send(
+                    reqwest::Method::GET,
+                    &format!("/api/v1/runs/{run_id}"),
+                    None,
+                )
+                .await?;
+            match document["status"].as_str() {
+                Some("canceled") => break,
+                Some("running" | "queued") if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "run {run_id} ended with status {} before it was cancelled",
+                        other.unwrap_or("unknown")
+                    )))
+                }
+            }
+        }
+        output.out(&format!("canceled run {run_id}\n"));
+        Ok(Status::Success)
+    })
+}
+
+/// `fabro answer RUN LABEL [--text T] --server URL`: answers the run's pending question
+/// through the API; exit 2 when none is pending or nothing matches.
+pub(crate) fn answer(
+    url: &str,
+    args: &crate::args::AnswerArgs,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let run = &args.run;
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{run}/questions"),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let Some(question) = reply["questions"].get(0).cloned() else {
+            return Err(CliError::Usage(format!(
+                "run {run} has no pending human question"
+            )));
+        };
+        let question_id = question["question_id"].as_str().unwrap_or_default();
+        let body = match &args.text {
+            Some(text) => json!({"label": args.label, "text": text}),
+            None => json!({"label": args.label}),
+        };
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/v1/runs/{run}/questions/{question_id}/answer"),
+                Some(&body),
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let key = reply["selected_key"].as_str().unwrap_or_default();
+        let described = match &args.text {
+            Some(text) => format!("\"{text}\""),
+            None => {
+                let display = question["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|option| option["key"] == key)
+                    .and_then(|option| option["display_label"].as_str())
+                    .unwrap_or_default();
+                format!("[{key}] {display}")
+            }
+        };
+        output.out(&format!(
+            "{} → {described}\n",
+            question["node_id"].as_str().unwrap_or_default()
+        ));
+        Ok(Status::Success)
+    })
+}
+
+pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
+    let current = std::env::current_dir()
+        .map_err(|source| CliError::io("cannot read", "the current directory", source))?;
+    let workflow = std::path::absolute(&args.workflow).unwrap_or_else(|_| args.workflow.clone());
+    let mut vars = Map::new();
+    for var in &args.vars {
+        let (key, value) = var
+            .split_once('=')
+            .filter(|(key, _)| !key.is_empty())
+            .ok_or_else(|| CliError::Usage(format!("--var expects K=V, found '{var}'")))?;
+        vars.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+    let answers: Map<String, Value> = parse_answers(&args.stages.answers)?
+        .into_iter()
+        .map(|(node, label)| (node, Value::String(label)))
+        .collect();
+    let body = json!({
+        "workflow": workflow, "work_dir": current, "goal": args.goal, "vars": vars,
+        "model": args.stages.model, "provider": args.stages.provider,
+        "auto_approve": args.stages.auto_approve, "answers": answers,
+        "dry_run": args.dry_run, "run_id": args.run_id,
+    });
+    let remote = Remote {
+        client: reqwest::Client::new(),
+        url: url.to_owned(),
+        token: token(url),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    runtime.block_on(follow_run(&remote, &body, args.json, output))
+}
+
+async fn follow_run(
+    remote: &Remote,
+    body: &Value,
+    json: bool,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let (status, reply) = remote
+        .send(reqwest::Method::POST, "/api/v1/runs", Some(body))
+        .await?;
+    if status == 422 {
+        for diagnostic in reply["error"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let span = &diagnostic["span"];
+            output.err(&format!(
+                "{}:{}:{}: {}[{}]: {}\n",
+                diagnostic["file"].as_str().unwrap_or_default(),
+                span["line"].as_u64().unwrap_or(0),
+                span["column"].as_u64().unwrap_or(0),
+                diagnostic["severity"].as_str().unwrap_or_default(),
+                diagnostic["rule"].as_str().unwrap_or_default(),
+                diagnostic["message"].as_str().unwrap_or_default(),
+            ));
+        }
+        return Ok(Status::Failure);
+    }
+    if status != 201 {
+        return Err(CliError::Usage(api_message(&reply)));
+    }
+    let run_id = reply["run_id"].as_str().unwrap_or_default().to_owned();
+    let (_, document) = remote
+        .send(
+            reqwest::Method::GET,
+            &format!("/api/v1/runs/{run_id}"),
+            None,
+        )
+        .await?;
+    if !json {
+        output.out(&format!(
+            "run_id: {run_id}\nrun_dir: {}\n",
+            document["run_dir"].as_str().unwrap_or_default()
+        ));
+    }
+    let sink: Arc<dyn EventSink> = if json {
+        Arc::new(JsonSink::new())
+    } else {
+        Arc::new(ProgressSink::new(output.stderr_color()))
+    };
+    let terminal = tokio::select! {
+        terminal = stream_events(remote, &run_id, sink.as_ref()) => terminal?,
+        () = interrupted(remote, &run_id) => return Ok(Status::Canceled),
+    };
+    let (_, document) = remote
+        .send(
+            reqwest::Method::GET,
+            &format!("/api/v1/runs/{run_id}"),
+            None,
+        )
+        .await?;
+    let run_status = document["status"].as_str().unwrap_or("fail").to_owned();
+    if !json {
+        let mut text = format!("status: {run_status}\n");
+        if matches!(run_status.as_str(), "fail" | "canceled") {
+            if let Some(reason) = terminal.as_ref().and_then(|event| {
+                event
+                    .properties()
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }) {
+                text.push_str(&format!("reason: {reason}\n"));
+            }
+        }
+        output.out(&text);
+        if run_status == "canceled" {
+            output.err(&format!("resume with: fabro resume {run_id}\n"));
+        }
+    }
+    Ok(match run_status.as_str() {
+        "success" => Status::Success,
+        "partial_success" => Status::PartialSuccess,
+        "canceled" => Status::Canceled,
+        _ => Status::Failure,
+    })
+}
+
+/// Feeds the run's events to `sink` until the stream ends; returns the terminal event.
+async fn stream_events(
+    remote: &Remote,
+    run_id: &str,
+    sink: &dyn EventSink,
+) -> Result<Option<EventEnvelope>, CliError> {
+    let mut last: Option<u64> = None;
+    let mut terminal = None;
+    for _attempt in 0..100 {
+        let mut request = remote
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{run_id}/events"),
+                None,
+            )
+            .header("accept", "text/event-stream");
+        if let Some(last) = last {
+            request = request.header("last-event-id", last.to_string());
+        }
+        let Ok(mut response) = request.send().await else {
+            continue;
+        };
+        let mut pending = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find("\n\n") {
+                let block: String = pending.drain(..end + 2).collect();
+                let Some(data) = block.lines().find_map(|line| line.strip_prefix("data: ")) else {
+                    continue;
+                };
+                let Ok(envelope) = serde_json::from_str::<EventEnvelope>(data) else {
+                    continue;
+                };
+                last = Some(envelope.id);
+                sink.emit(&envelope);
+                if matches!(
+                    envelope.name(),
+                    "WorkflowRunCompleted" | "WorkflowRunFailed"
+                ) {
+                    terminal = Some(envelope);
+                }
+            }
+        }
+        if terminal.is_some() {
+            return Ok(terminal);
+        }
+        // The stream ended without the terminal event: the server went away or the run
+        // was interrupted; look again, as a reconnecting client does.
+        let (status, document) = remote
+            .send(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{run_id}"),
+                None,
+            )
+            .await?;
+        if status != 200 || !matches!(document["status"].as_str(), Some("running" | "queued")) {
+            return Ok(None);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(terminal)
+}
+
+/// Completes on a second SIGINT or SIGTERM; the first one cancels the remote run.
+async fn interrupted(remote: &Remote, run_id: &str) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+    let _ = remote
+        .send(
+            reqwest::Method::POST,
+            &format!("/api/v1/runs/{run_id}/cancel"),
+            Some(&json!({})),
+        )
+        .await;
+    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+}

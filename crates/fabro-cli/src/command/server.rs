@@ -1,0 +1,93 @@
+//! `fabro server [--bind ADDR] [--max-concurrent-runs N]` (SPEC 14.1): serves the API
+//! of `fabro-server` over the runs of `$FABRO_HOME` until SIGINT or SIGTERM, then
+//! cancels the executing runs (resumable) and exits 0.
+
+use fabro_server::{load_or_create_token, AppState, EngineBridge, ServerSettings, SettingsFlags};
+
+use crate::args::ServerArgs;
+use crate::error::{CliError, Status};
+use crate::loader::fabro_home;
+use crate::output::Output;
+
+pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliError> {
+    let root = fabro_home();
+    let current = std::env::current_dir()
+        .map_err(|source| CliError::io("cannot read", "the current directory", source))?;
+    let flags = SettingsFlags {
+        bind: args.bind,
+        max_concurrent_runs: args.max_concurrent_runs,
+    };
+    let settings = ServerSettings::load(&root, &flags, &current)
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    // `FABRO_SERVER_TOKEN` ends in `_TOKEN`: it was moved into the secret store at start.
+    let env_token = fabro_llm::redact::secrets()
+        .get_str("FABRO_SERVER_TOKEN")
+        .map(str::to_owned)
+        .or_else(|| std::env::var("FABRO_SERVER_TOKEN").ok());
+    let token = load_or_create_token(&root, env_token).map_err(|source| {
+        CliError::io(
+            "cannot read or create",
+            fabro_server::auth::token_file(&root),
+            source,
+        )
+    })?;
+    // SPEC 14.1: one line per request at `info` when `RUST_LOG` asks for it.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(settings.bind)
+            .await
+            .map_err(|source| {
+                CliError::io("cannot listen on", settings.bind.to_string(), source)
+            })?;
+        let address = listener.local_addr().map_err(|source| {
+            CliError::io("cannot listen on", settings.bind.to_string(), source)
+        })?;
+        if !address.ip().is_loopback() {
+            output.err(&format!(
+                "warning: serving on {address} without TLS; put a TLS-terminating proxy in front\n"
+            ));
+        }
+        // The only place the token is ever printed (SPEC 14.1).
+        output.err(&format!(
+            "fabro server listening on http://{address}/?token={}\n",
+            token.expose()
+        ));
+        let resume_interrupted = settings.resume_interrupted;
+        let bridge = EngineBridge::new(root.clone(), settings.roots.clone());
+        let state = AppState::new(bridge, token, settings);
+        if resume_interrupted {
+            for run_id in fabro_server::runs::resume_interrupted(&state).await {
+                output.err(&format!("resumed interrupted run {run_id}\n"));
+            }
+        }
+        fabro_server::serve(listener, state, shutdown_signal())
+            .await
+            .map_err(|source| CliError::io("cannot serve on", address.to_string(), source))
+    })?;
+    Ok(Status::Success)
+}
+
+/// The first SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+}

@@ -1,0 +1,560 @@
+//! `fabro server` as a process (SPEC 14): started on port 0 in a temporary root, driven
+//! over HTTP on loopback; runs started over HTTP have the records of CLI runs, SIGTERM
+//! cancels running runs resumably and exits 0, a SIGKILLed server's runs are resumed by
+//! the next one with `resume_interrupted`, and provider keys never leak.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fabro_test_support::TestEnv;
+use serde_json::{json, Value};
+
+use crate::{code, fabro, stderr, stdout};
+
+/// A running `fabro server`.
+struct Server {
+    child: Child,
+    address: String,
+    token: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+        command
+            .args(["server", "--bind", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("fabro server starts");
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let collected = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("fabro server listening on http://") {
+                    let _ = sender.send(url.to_owned());
+                }
+                collected.lock().expect("lines").push(line);
+            }
+        });
+        let url = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no start-up line: {:?}", lines.lock().expect("lines")));
+        let (address, token) = url.split_once("/?token=").expect("the line has the token");
+        Server {
+            child,
+            address: address.to_owned(),
+            token: token.to_owned(),
+            stderr: lines,
+        }
+    }
+
+    /// One request; returns the status and the body.
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        request(&self.address, method, path, Some(&self.token), body)
+    }
+
+    fn get(&self, path: &str) -> Value {
+        let (status, body) = self.request("GET", path, None);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+
+    fn wait_status(&self, run_id: &str, statuses: &[&str]) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, body) = self.request("GET", &format!("/api/v1/runs/{run_id}"), None);
+            let document: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            if statuses.iter().any(|status| document["status"] == *status) {
+                return document;
+            }
+            assert!(Instant::now() < deadline, "run {run_id}: {body}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, signal).expect("signal the server");
+    }
+
+    /// Waits (at most `limit`) for the server to exit; returns its code.
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.1 client over loopback (`Connection: close`).
+fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(body.as_bytes()).expect("write");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, body)
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        text = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+const TWO_STAGES: &str = "digraph two {
+  graph [goal=\"two stages\"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  first [shape=parallelogram, script=\"echo first\"]
+  second [shape=parallelogram, script=\"echo second\"]
+  start -> first -> second -> exit
+}
+";
+
+fn sleepy(marker: &str) -> String {
+    format!(
+        "digraph sleepy {{\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  nap [shape=parallelogram, script=\"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 20\"]\n  start -> nap -> exit\n}}\n"
+    )
+}
+
+fn events(run_dir: &str) -> Vec<Value> {
+    fs_err::read_to_string(std::path::Path::new(run_dir).join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("an envelope"))
+        .collect()
+}
+
+fn file_json(path: std::path::PathBuf) -> Value {
+    serde_json::from_str(&fs_err::read_to_string(path).expect("file")).expect("JSON")
+}
+
+fn wait_for_file(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_run_started_over_http_has_the_records_of_a_cli_run() {
+    let env = TestEnv::new("server-records");
+    env.write("w.fabro", TWO_STAGES);
+    let local = fabro(&env, &["run", "w.fabro", "--run-id", "local-run"]);
+    assert_eq!(code(&local), 0, "{}", stderr(&local));
+    let server = Server::start(&env, &[]);
+    assert_eq!(
+        request(&server.address, "GET", "/api/v1/runs", None, None).0,
+        401
+    );
+    assert_eq!(
+        request(&server.address, "GET", "/api/v1/runs", Some("wrong"), None).0,
+        401
+    );
+    assert_eq!(
+        request(&server.address, "GET", "/api/v1/health", None, None).0,
+        200
+    );
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "w.fabro", "run_id": "server-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    let remote = server.wait_status("server-run", &["success"]);
+    let local_doc = server.get("/api/v1/runs/local-run");
+    let names = |document: &Value| -> Vec<(String, Option<String>)> {
+        events(document["run_dir"].as_str().expect("run_dir"))
+            .iter()
+            .map(|event| {
+                (
+                    event["event"].as_str().unwrap_or_default().to_owned(),
+                    event["node_id"].as_str().map(str::to_owned),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&remote), names(&local_doc));
+    let stages = |document: &Value| -> Vec<(Value, Value, Value)> {
+        document["stages"]
+            .as_array()
+            .expect("stages")
+            .iter()
+            .map(|stage| {
+                (
+                    stage["node_id"].clone(),
+                    stage["status"].clone(),
+                    stage["visit"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(stages(&remote), stages(&local_doc));
+    let dir =
+        |document: &Value| std::path::PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
+    let (remote_checkpoint, local_checkpoint) = (
+        file_json(dir(&remote).join("checkpoint.json")),
+        file_json(dir(&local_doc).join("checkpoint.json")),
+    );
+    for key in [
+        "completed_nodes",
+        "node_visits",
+        "run_status",
+        "next_node_id",
+    ] {
+        assert_eq!(remote_checkpoint[key], local_checkpoint[key], "{key}");
+    }
+    assert_eq!(
+        file_json(dir(&remote).join("manifest.json"))["origin"],
+        "server"
+    );
+    assert_eq!(
+        file_json(dir(&local_doc).join("manifest.json"))["origin"],
+        "cli"
+    );
+    // The CLI sees the server's run and the server the CLI's.
+    let runs = fabro(&env, &["runs", "--json"]);
+    let listed: Value = serde_json::from_str(&stdout(&runs)).expect("runs --json");
+    assert_eq!(listed.as_array().expect("array").len(), 2);
+    let inspect = fabro(&env, &["inspect", "server-run"]);
+    assert_eq!(code(&inspect), 0);
+    assert!(stdout(&inspect).contains("status: success"));
+    let list = server.get("/api/v1/runs");
+    assert_eq!(list["runs"].as_array().expect("runs").len(), 2);
+}
+
+#[test]
+fn sigterm_cancels_running_runs_resumably_and_exits_zero() {
+    let env = TestEnv::new("server-sigterm");
+    env.write("sleepy.fabro", &sleepy("napped"));
+    let mut server = Server::start(&env, &[]);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "nap-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    let started = Instant::now();
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let inspect = fabro(&env, &["inspect", "nap-run", "--json"]);
+    let document: Value = serde_json::from_str(&stdout(&inspect)).expect("inspect --json");
+    assert_eq!(document["status"], "canceled");
+    let resumed = fabro(&env, &["resume", "nap-run"]);
+    assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
+    assert!(stdout(&resumed).contains("status: success"));
+}
+
+#[test]
+fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
+    let env = TestEnv::new("server-sigkill");
+    fs_err::write(
+        env.fabro_home().join("server.toml"),
+        "[server]\nresume_interrupted = true\n",
+    )
+    .expect("server.toml");
+    env.write("sleepy.fabro", &sleepy("napped"));
+    let mut server = Server::start(&env, &[]);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "killed-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    server.signal(nix::sys::signal::Signal::SIGKILL);
+    server.wait_exit(Duration::from_secs(10));
+    // The stage's sleep outlives its killed parent; it holds no run lock.
+    let runs = fabro(&env, &["runs", "--json"]);
+    assert!(
+        stdout(&runs).contains("\"status\": \"interrupted\""),
+        "{}",
+        stdout(&runs)
+    );
+    let next = Server::start(&env, &[]);
+    let document = next.wait_status("killed-run", &["success"]);
+    assert_eq!(document["status"], "success");
+    assert!(next
+        .stderr
+        .lock()
+        .expect("lines")
+        .iter()
+        .any(|line| line == "resumed interrupted run killed-run"));
+}
+
+#[test]
+fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
+    const KEYS: [(&str, &str); 2] = [
+        ("ANTHROPIC_API_KEY", "sk-ant-server-secret-0123456789"),
+        ("OPENAI_API_KEY", "sk-openai-server-secret-9876543210"),
+    ];
+    let env = TestEnv::new("server-secrets");
+    env.write("w.fabro", "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  leak [shape=parallelogram, script=\"echo $ANTHROPIC_API_KEY; env\"]\n  start -> leak -> exit\n}\n");
+    let mut with_log: Vec<(&str, &str)> = KEYS.to_vec();
+    with_log.push(("RUST_LOG", "info"));
+    let mut server = Server::start(&env, &with_log);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "w.fabro", "run_id": "secret-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    server.wait_status("secret-run", &["success", "fail"]);
+    let mut bodies = Vec::new();
+    for path in [
+        "/api/v1/health",
+        "/api/v1/openapi.json",
+        "/api/v1/runs",
+        "/api/v1/workflows",
+        "/api/v1/runs/secret-run",
+        "/api/v1/runs/secret-run/events",
+        "/api/v1/runs/secret-run/stages",
+        "/api/v1/runs/secret-run/graph.svg",
+        "/api/v1/runs/secret-run/artifacts",
+        "/api/v1/runs/secret-run/questions",
+        "/api/v1/runs/secret-run/stages/1/files/stdout.log",
+        "/api/v1/runs/secret-run/stages/1/files/stderr.log",
+        "/api/v1/runs/secret-run/stages/1/files/status.json",
+        "/api/v1/runs/nope",
+        "/",
+    ] {
+        bodies.push(server.request("GET", path, None).1);
+    }
+    // The browser login carries the token in its query: it must not reach the log.
+    let (status, _) = server.request("GET", &format!("/?token={}", server.token), None);
+    assert_eq!(status, 303);
+    bodies.push(
+        server
+            .request("POST", "/api/v1/runs/secret-run/cancel", Some(&json!({})))
+            .1,
+    );
+    bodies.push(
+        server
+            .request(
+                "POST",
+                "/api/v1/runs",
+                Some(&json!({"workflow": "missing.fabro"})),
+            )
+            .1,
+    );
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    let logs = server.stderr.lock().expect("lines").join("\n");
+    // One line per request, the token in none of them but the start-up line.
+    assert!(
+        logs.contains("GET /api/v1/runs/secret-run/events 200"),
+        "{logs}"
+    );
+    assert_eq!(logs.matches(server.token.as_str()).count(), 1, "{logs}");
+    let mut files = Vec::new();
+    let mut pending = vec![env.fabro_home(), env.work_dir()];
+    while let Some(directory) = pending.pop() {
+        for entry in fs_err::read_dir(&directory).expect("readable").flatten() {
+            let path = entry.path();
+            if entry.file_type().expect("type").is_dir() {
+                pending.push(path);
+            } else if let Ok(bytes) = fs_err::read(&path) {
+                files.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+    }
+    assert!(files.len() > 5);
+    for (_, key) in KEYS {
+        for body in &bodies {
+            assert!(!body.contains(key), "a response holds a key: {body}");
+        }
+        assert!(!logs.contains(key), "the log holds a key");
+        for (path, text) in &files {
+            assert!(!text.contains(key), "{} holds a key", path.display());
+        }
+    }
+}
+
+/// `text` with the run id replaced and digits dropped (durations, timestamps).
+fn normalized(text: &str, run_id: &str) -> String {
+    text.replace(run_id, "RUN")
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .collect()
+}
+
+#[test]
+fn fabro_run_against_a_server_prints_the_same_lines_and_exit_codes() {
+    let env = TestEnv::new("server-cli");
+    let server = Server::start(&env, &[]);
+    let frame = "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n";
+    let cases = [
+        (
+            "success",
+            format!(
+                "{frame}  a [shape=parallelogram, script=\"echo a\"]\n  start -> a -> exit\n}}\n"
+            ),
+            0,
+        ),
+        (
+            "fail",
+            format!(
+                "{frame}  a [shape=parallelogram, script=\"exit 1\", goal_gate=true]\n  start -> a -> exit\n}}\n"
+            ),
+            1,
+        ),
+        (
+            "partial",
+            format!(
+                "{frame}  t [shape=parallelogram, script=\"exit 4\"]\n  start -> t -> exit\n}}\n"
+            ),
+            3,
+        ),
+    ];
+    for (name, workflow, expected) in cases {
+        let file = format!("{name}.fabro");
+        env.write(&file, &workflow);
+        let local_id = format!("local-{name}");
+        let remote_id = format!("remote-{name}");
+        let local = fabro(&env, &["run", &file, "--run-id", &local_id]);
+        let remote = env
+            .command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", &file, "--run-id", &remote_id])
+            .env("FABRO_SERVER", format!("http://{}", server.address))
+            .output()
+            .expect("fabro runs");
+        assert_eq!(code(&local), expected, "{name}: {}", stderr(&local));
+        assert_eq!(code(&remote), expected, "{name}: {}", stderr(&remote));
+        assert_eq!(
+            normalized(&stdout(&remote), &remote_id),
+            normalized(&stdout(&local), &local_id),
+            "{name}"
+        );
+        assert_eq!(
+            normalized(&stderr(&remote), &remote_id),
+            normalized(&stderr(&local), &local_id),
+            "{name}"
+        );
+        let manifest = file_json(
+            env.fabro_home()
+                .join("scratch")
+                .join(&remote_id)
+                .join("manifest.json"),
+        );
+        assert_eq!(manifest["origin"], "server");
+    }
+    // --server wins over a wrong FABRO_SERVER; an unreachable server exits 2.
+    let unreachable = fabro(
+        &env,
+        &["run", "success.fabro", "--server", "http://127.0.0.1:9"],
+    );
+    assert_eq!(code(&unreachable), 2, "{}", stderr(&unreachable));
+}
+
+#[test]
+fn fabro_answer_and_fabro_cancel_against_a_server() {
+    let env = TestEnv::new("server-answer");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    env.write("gate.fabro", "digraph gate {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  review [shape=hexagon, label=\"Ship it?\"]\n  ship [shape=parallelogram, script=\"touch shipped\"]\n  revise [shape=parallelogram, script=\"touch revised\"]\n  start -> review\n  review -> ship [label=\"[A] Approve\"]\n  review -> revise [label=\"[R] Revise\"]\n  ship -> exit\n  revise -> exit\n}\n");
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "gate.fabro", "run_id": "gate-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/api/v1/runs/gate-run/questions")["questions"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "no question");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wrong = fabro(&env, &["answer", "gate-run", "Maybe", "--server", &url]);
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    let answered = fabro(&env, &["answer", "gate-run", "A", "--server", &url]);
+    assert_eq!(code(&answered), 0, "{}", stderr(&answered));
+    assert_eq!(stdout(&answered), "review → [A] Approve\n");
+    server.wait_status("gate-run", &["success"]);
+    let none = fabro(&env, &["answer", "gate-run", "A", "--server", &url]);
+    assert_eq!(code(&none), 2);
+    env.write("sleepy.fabro", &sleepy("napped"));
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "nap-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    let cancel = fabro(&env, &["cancel", "nap-run", "--server", &url]);
+    assert_eq!(code(&cancel), 0, "{}", stderr(&cancel));
+    assert_eq!(stdout(&cancel), "canceled run nap-run\n");
+    let again = fabro(&env, &["cancel", "nap-run", "--server", &url]);
+    assert_eq!(code(&again), 2);
+    let unknown = fabro(&env, &["cancel", "nope-nope", "--server", &url]);
+    assert_eq!(code(&unknown), 2);
+}

@@ -1,0 +1,346 @@
+//! The routes of SPEC 14.3 under `/api/v1`: runs, their events, stages, files,
+//! artifacts and questions, the workflows under the roots, health and the OpenAPI
+//! document.
+
+pub mod events;
+pub mod files;
+pub mod questions;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::engine_bridge::{records, ResumeRequest, RunStatus, StartRequest};
+use crate::error::{ApiError, ErrorBody};
+use crate::runs;
+use crate::state::AppState;
+
+/// `GET /api/v1/health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: &'static str,
+    /// fabro's version.
+    pub version: &'static str,
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/api/v1/health", responses((status = 200, body = Health)))]
+pub async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// Query of `GET /api/v1/runs`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Statuses to keep (repeatable; `waiting` is running with a pending question).
+    #[serde(default)]
+    pub status: Vec<String>,
+    /// Workflow name to keep.
+    pub workflow: Option<String>,
+    /// Page size, at most 200 (default 50).
+    pub limit: Option<usize>,
+    /// Runs strictly older than this run id (the `next` of the previous page).
+    pub before: Option<String>,
+}
+
+/// `GET /api/v1/runs`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunList {
+    /// Runs, newest first.
+    #[schema(value_type = Vec<Object>)]
+    pub runs: Vec<Value>,
+    /// The `before` of the next page, or null.
+    pub next: Option<String>,
+}
+
+const STATUSES: [&str; 9] = [
+    "queued",
+    "running",
+    "waiting",
+    "success",
+    "partial_success",
+    "fail",
+    "canceled",
+    "interrupted",
+    "unreadable",
+];
+
+/// Lists runs, newest first.
+#[utoipa::path(get, path = "/api/v1/runs", params(ListQuery), responses(
+    (status = 200, body = RunList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub async fn list_runs(
+    State(state): State<AppState>,
+    axum_extra_query::MultiQuery(query): axum_extra_query::MultiQuery<ListQuery>,
+) -> Result<Json<RunList>, ApiError> {
+    if let Some(unknown) = query
+        .status
+        .iter()
+        .find(|status| !STATUSES.contains(&status.as_str()))
+    {
+        return Err(ApiError::bad_request(format!("unknown status '{unknown}'")));
+    }
+    let limit = query.limit.unwrap_or(50).clamp(1, 200);
+    let root = state.bridge().root().to_path_buf();
+    let records = tokio::task::spawn_blocking(move || records::list_runs(&root))
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))??;
+    let mut all: Vec<Value> = Vec::new();
+    for active in state.all_active() {
+        if !records.iter().any(|record| record.run_id == active.run_id) {
+            all.push(active.queued_summary());
+        }
+    }
+    for record in &records {
+        let mut summary = records::run_summary(record);
+        summary["pending_question"] = pending_question(&state, &record.run_id, record.status);
+        all.push(summary);
+    }
+    let wanted = |summary: &Value| {
+        let status = summary["status"].as_str().unwrap_or_default();
+        let waiting = status == "running" && !summary["pending_question"].is_null();
+        (query.status.is_empty()
+            || query
+                .status
+                .iter()
+                .any(|wanted| wanted == status || (wanted == "waiting" && waiting)))
+            && query
+                .workflow
+                .as_ref()
+                .is_none_or(|workflow| summary["workflow_name"] == workflow.as_str())
+    };
+    let mut runs: Vec<Value> = all.into_iter().filter(wanted).collect();
+    if let Some(before) = &query.before {
+        match runs
+            .iter()
+            .position(|summary| summary["run_id"] == before.as_str())
+        {
+            Some(index) => {
+                runs.drain(..=index);
+            }
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown run '{before}' for before"
+                )))
+            }
+        }
+    }
+    let next = (runs.len() > limit).then(|| {
+        runs[limit - 1]["run_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    runs.truncate(limit);
+    Ok(Json(RunList { runs, next }))
+}
+
+/// The pending question of a run, as `GET /questions` lists it, or null.
+fn pending_question(state: &AppState, run_id: &str, status: RunStatus) -> Value {
+    if status != RunStatus::Running {
+        return Value::Null;
+    }
+    questions::pending(state, run_id)
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null)
+}
+
+/// `POST /api/v1/runs` and `POST …/resume` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Started {
+    /// The run id.
+    pub run_id: String,
+    /// `queued` or `running`.
+    pub status: String,
+    /// The run's API URL.
+    pub url: String,
+}
+
+impl From<runs::Accepted> for Started {
+    fn from(accepted: runs::Accepted) -> Started {
+        Started {
+            url: format!("/api/v1/runs/{}", accepted.run_id),
+            run_id: accepted.run_id,
+            status: accepted.status.to_owned(),
+        }
+    }
+}
+
+/// Starts a run.
+#[utoipa::path(post, path = "/api/v1/runs", request_body = StartRequest, responses(
+    (status = 201, body = Started), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 403, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+    (status = 422, body = ErrorBody)))]
+pub async fn create_run(
+    State(state): State<AppState>,
+    body: Result<Json<StartRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(request) = body?;
+    let accepted = runs::start(&state, request).await?;
+    Ok((StatusCode::CREATED, Json(Started::from(accepted))).into_response())
+}
+
+/// The run id and run of a path parameter: an active run of this server, or a run of
+/// the index (an id or a unique prefix).
+pub(crate) async fn find_run(
+    state: &AppState,
+    run: &str,
+) -> Result<Option<crate::engine_bridge::records::RunRecordRef>, ApiError> {
+    let root = state.bridge().root().to_path_buf();
+    let run = run.to_owned();
+    let found = tokio::task::spawn_blocking(move || records::resolve(&root, &run))
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    match found {
+        Ok(record) => Ok(Some(record)),
+        Err(error) if error.status == StatusCode::NOT_FOUND => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// The run `run` names, or 404.
+pub(crate) async fn require_run(
+    state: &AppState,
+    run: &str,
+) -> Result<crate::engine_bridge::records::RunRecordRef, ApiError> {
+    find_run(state, run)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("unknown run '{run}'")))
+}
+
+/// The `fabro inspect --json` document plus `pending_question`.
+#[utoipa::path(get, path = "/api/v1/runs/{id}", params(("id" = String, Path, description = "run id or unique prefix")),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match find_run(&state, &id).await? {
+        Some(record) => {
+            let status = record.status;
+            let run_id = record.run_id.clone();
+            let mut document = tokio::task::spawn_blocking(move || records::inspect(&record))
+                .await
+                .map_err(|error| ApiError::internal(error.to_string()))??;
+            document["pending_question"] = pending_question(&state, &run_id, status);
+            Ok(Json(document))
+        }
+        None => state
+            .active_by_prefix(&id)
+            .map(|active| Json(active.queued_summary()))
+            .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'"))),
+    }
+}
+
+/// `POST …/cancel` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Canceling {
+    /// The run id.
+    pub run_id: String,
+    /// Always `canceling`.
+    pub status: &'static str,
+}
+
+/// Cancels a running or queued run.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/cancel", params(("id" = String, Path, description = "run id or unique prefix")),
+    responses((status = 202, body = Canceling), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let run_id = runs::cancel(&state, &id)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Canceling {
+            run_id,
+            status: "canceling",
+        }),
+    )
+        .into_response())
+}
+
+/// Resumes a run (SPEC 8.7).
+#[utoipa::path(post, path = "/api/v1/runs/{id}/resume", params(("id" = String, Path, description = "run id or unique prefix")),
+    request_body = ResumeRequest,
+    responses((status = 202, body = Started), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn resume_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Option<Json<ResumeRequest>>,
+) -> Result<Response, ApiError> {
+    let request = body.map(|Json(request)| request).unwrap_or_default();
+    let record = require_run(&state, &id).await?;
+    let accepted = runs::resume(&state, &record.run_id, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(Started::from(accepted))).into_response())
+}
+
+/// Workflows under the roots.
+#[utoipa::path(get, path = "/api/v1/workflows", responses((status = 200, body = Object), (status = 401, body = ErrorBody)))]
+pub async fn list_workflows(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let roots = state.bridge().roots().to_vec();
+    let workflows = tokio::task::spawn_blocking(move || records::workflows(&roots))
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
+    Ok(Json(serde_json::json!({ "workflows": workflows })))
+}
+
+/// The query extractor for repeated keys (`status=a&status=b`).
+pub mod axum_extra_query {
+    use axum::extract::FromRequestParts;
+    use axum::http::request::Parts;
+    use serde::de::DeserializeOwned;
+
+    use crate::error::ApiError;
+
+    /// Deserialises the query string, repeated keys becoming sequences.
+    #[derive(Debug)]
+    pub struct MultiQuery<T>(pub T);
+
+    impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for MultiQuery<T> {
+        type Rejection = ApiError;
+
+        async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+            let query = parts.uri.query().unwrap_or_default();
+            let mut map: serde_json::Map<String, serde_json::Value> = serde_json::Map::new();
+            for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let key = super::files::percent_decode(key)
+                    .ok_or_else(|| ApiError::bad_request("bad query encoding"))?;
+                let value = super::files::percent_decode(&value.replace('+', " "))
+                    .ok_or_else(|| ApiError::bad_request("bad query encoding"))?;
+                let value = match key.as_str() {
+                    "limit" => value
+                        .parse::<u64>()
+                        .map(serde_json::Value::from)
+                        .map_err(|_| {
+                            ApiError::bad_request(format!(
+                                "limit must be a number, found '{value}'"
+                            ))
+                        })?,
+                    _ => serde_json::Value::String(value),
+                };
+                match map.get_mut(&key) {
+                    Some(serde_json::Value::Array(items)) => items.push(value),
+                    _ if key == "status" => {
+                        map.insert(key, serde_json::Value::Array(vec![value]));
+                    }
+                    _ => {
+                        map.insert(key, value);
+                    }
+                }
+            }
+            serde_json::from_value(serde_json::Value::Object(map))
+                .map(MultiQuery)
+                .map_err(|error| ApiError::bad_request(error.to_string()))
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! `GET /api/v1/runs/{id}/events` (SPEC 14.3): a page of stored events as JSON, or,
+//! with `Accept: text/event-stream`, Server-Sent Events after `Last-Event-ID` (or
+//! `?after=N`): the stored events, then live ones, until the terminal event.
+//!
+//! Every event comes from the run's `events.jsonl`, read incrementally, for runs of this
+//! server and runs a CLI process executes alike; ids are the stored ids, so a client
+//! that reconnects with the last id it saw misses none and gets none twice (SPEC 14.4).
+//! A run of this server wakes its streams after each append; other runs are polled.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+
+/// How often a stream looks for new events when nothing woke it.
+const POLL: Duration = Duration::from_millis(50);
+/// Comment lines keep idle streams open (SPEC 14.3).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Largest page of the JSON form.
+const MAX_LIMIT: usize = 1000;
+
+/// Query of the events route.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+pub struct EventsQuery {
+    /// Events after this id (default 0: from the first event).
+    pub after: Option<u64>,
+    /// Page size of the JSON form, at most 1000.
+    pub limit: Option<usize>,
+}
+
+/// The JSON form.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventPage {
+    /// Stored envelopes.
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    /// The `after` of the next page.
+    pub next_after: u64,
+}
+
+/// A run's events.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/events",
+    params(("id" = String, Path, description = "run id or unique prefix"), EventsQuery),
+    responses((status = 200, body = EventPage, content_type = "application/json"),
+    (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let (run_id, run_dir) = match super::find_run(&state, &id).await? {
+        Some(record) => (record.run_id, record.run_dir),
+        None => state
+            .active_by_prefix(&id)
+            .map(|active| (active.run_id.clone(), active.run_dir.clone()))
+            .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'")))?,
+    };
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    let after = last_event_id.or(query.after).unwrap_or(0);
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if !wants_stream {
+        let limit = query.limit.unwrap_or(MAX_LIMIT).clamp(1, MAX_LIMIT);
+        let page = tokio::task::spawn_blocking(move || page(&run_dir, after, limit))
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?;
+        return Ok(Json(page).into_response());
+    }
+    let permit = state.streams().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "too many open event streams",
+        )
+    })?;
+    let follow = Follow {
+        tail: EventTail::new(&run_dir),
+        after,
+        buffer: VecDeque::new(),
+        state,
+        run_id,
+        run_dir,
+        finished: false,
+        _permit: permit,
+    };
+    let stream = futures_util::stream::unfold(follow, Follow::next);
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
+    let mut tail = EventTail::new(run_dir);
+    let events: Vec<StoredEvent> = tail
+        .read_new()
+        .into_iter()
+        .filter(|event| event.id > after)
+        .take(limit)
+        .collect();
+    let next_after = events.last().map_or(after, |event| event.id);
+    EventPage {
+        events: events
+            .iter()
+            .filter_map(|event| serde_json::from_str(&event.line).ok())
+            .collect(),
+        next_after,
+    }
+}
+
+/// One event stream.
+struct Follow {
+    tail: EventTail,
+    after: u64,
+    buffer: VecDeque<StoredEvent>,
+    state: AppState,
+    run_id: String,
+    run_dir: PathBuf,
+    finished: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Follow {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Follow)> {
+        loop {
+            while let Some(event) = self.buffer.pop_front() {
+                if event.id <= self.after {
+                    continue;
+                }
+                self.after = event.id;
+                if TERMINAL_EVENTS.contains(&event.name.as_str()) {
+                    self.finished = true;
+                }
+                let sse = Event::default()
+                    .id(event.id.to_string())
+                    .event(event.name)
+                    .data(event.line);
+                return Some((Ok(sse), self));
+            }
+            if self.finished || self.state.shutdown_token().is_cancelled() {
+                return None;
+            }
+            let notify = self
+                .state
+                .active(&self.run_id)
+                .map(|active| Arc::clone(&active.notify));
+            let mut notified = notify.as_ref().map(|notify| Box::pin(notify.notified()));
+            if let Some(notified) = notified.as_mut() {
+                notified.as_mut().enable();
+            }
+            let new = self.tail.read_new();
+            if !new.is_empty() {
+                self.buffer.extend(new);
+                continue;
+            }
+            if notify.is_none() && !records::is_locked(&self.run_dir) {
+                // Not running anywhere: whatever was appended before the lock was let go
+                // is read once more, then the stream ends.
+                self.buffer.extend(self.tail.read_new());
+                if self.buffer.is_empty() {
+                    return None;
+                }
+                self.finished = true;
+                continue;
+            }
+            let wake = async {
+                match notified {
+                    Some(notified) => notified.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = wake => {}
+                () = tokio::time::sleep(POLL) => {}
+                () = self.state.shutdown_token().cancelled() => return None,
+            }
+        }
+    }
+}

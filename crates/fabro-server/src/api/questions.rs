@@ -1,0 +1,207 @@
+//! Human questions of a run (SPEC 14.3, 5.5): the pending ones, and answering one.
+//! Runs of this server are answered through their channel interviewer; detached local
+//! runs through their answer files (SPEC 17.4). The answer's source is `api`.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::engine_bridge::{AnswerError, Question};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+
+/// How long a detached run may take to pick up an answer file.
+const FILE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The `HumanQuestion` properties of `question` (SPEC 11.3).
+pub fn question_json(question: &Question) -> Value {
+    json!({
+        "question_id": question.id(),
+        "node_id": question.node_id(),
+        "text": question.text(),
+        "question_type": question.question_type().as_str(),
+        "options": question.options().iter().map(|option| json!({
+            "key": option.key(), "label": option.label(), "display_label": option.display_label(),
+            "target": option.target(),
+        })).collect::<Vec<_>>(),
+        "allow_freeform": question.allows_freeform(),
+        "default_choice": question.default_choice(),
+        "timeout_ms": question.timeout().map(|limit| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
+/// The pending questions of run `run_id`.
+pub fn pending(state: &AppState, run_id: &str) -> Vec<Value> {
+    if let Some(active) = state.active(run_id) {
+        return active.answers.pending().iter().map(question_json).collect();
+    }
+    let run_dir = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
+    fabro_engine::interviewer::pending_question(run_dir.run_dir())
+        .ok()
+        .flatten()
+        .iter()
+        .map(question_json)
+        .collect()
+}
+
+/// Pending human questions.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/questions", params(("id" = String, Path, description = "run id or unique prefix")),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn questions(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = match super::find_run(&state, &id).await? {
+        Some(record) => record.run_id,
+        None => state
+            .active_by_prefix(&id)
+            .map(|active| active.run_id.clone())
+            .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'")))?,
+    };
+    Ok(Json(json!({ "questions": pending(&state, &run_id) })))
+}
+
+/// The body of an answer.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerRequest {
+    /// The option's accelerator key.
+    pub key: Option<String>,
+    /// The option's label (or target); with `text`, the freeform edge.
+    pub label: Option<String>,
+    /// Free text.
+    pub text: Option<String>,
+}
+
+/// What was chosen.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Answered {
+    /// The chosen option's key (`freeform` for free text).
+    pub selected_key: String,
+    /// The chosen option's label.
+    pub label: String,
+}
+
+/// Answers a pending question.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/questions/{question_id}/answer",
+    params(("id" = String, Path, description = "run id or unique prefix"), ("question_id" = String, Path, description = "question id")),
+    request_body = AnswerRequest,
+    responses((status = 200, body = Answered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn answer(
+    State(state): State<AppState>,
+    Path((id, question_id)): Path<(String, String)>,
+    body: Result<Json<AnswerRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Answered>, ApiError> {
+    let Json(request) = body?;
+    let value = match (&request.key, &request.label, &request.text) {
+        (Some(key), None, None) => key.clone(),
+        (None, Some(label), _) => label.clone(),
+        (None, None, Some(_)) => String::new(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give one of 'key' and 'label', with 'text' for free text",
+            ))
+        }
+    };
+    let run_id = match state.active_by_prefix(&id) {
+        Some(active) => active.run_id.clone(),
+        None => super::require_run(&state, &id).await?.run_id,
+    };
+    let Some(active) = state.active(&run_id) else {
+        return answer_file(&state, &run_id, &question_id, value, request.text).await;
+    };
+    let answered = match &request.text {
+        Some(text) => active.answers.answer_text(&question_id, &value, text),
+        None => active.answers.answer(&question_id, &value),
+    };
+    match answered {
+        Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
+        Err(AnswerError::NotPending { .. }) => Err(not_pending(&state, &run_id, &question_id)),
+        Err(error @ AnswerError::Rejected { .. }) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "no_such_option",
+            error.to_string(),
+        )),
+    }
+}
+
+/// 404 for a question never asked, 409 for one answered already (its id is in the
+/// run's events).
+fn not_pending(state: &AppState, run_id: &str, question_id: &str) -> ApiError {
+    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
+    let asked = fs_err::read_to_string(paths.events())
+        .map(|text| {
+            text.contains(&format!(
+                "\"question_id\":\"{}\"",
+                question_id.escape_default()
+            ))
+        })
+        .unwrap_or(false);
+    if asked {
+        ApiError::conflict(format!("question {question_id} is already answered"))
+    } else {
+        ApiError::not_found(format!("no question {question_id} in run {run_id}"))
+    }
+}
+
+async fn answer_file(
+    state: &AppState,
+    run_id: &str,
+    question_id: &str,
+    value: String,
+    text: Option<String>,
+) -> Result<Json<Answered>, ApiError> {
+    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
+    let run_dir = paths.run_dir().to_path_buf();
+    let pending = fabro_engine::interviewer::pending_question(&run_dir)
+        .ok()
+        .flatten();
+    if pending
+        .as_ref()
+        .is_none_or(|question| question.id() != question_id)
+    {
+        return Err(not_pending(state, run_id, question_id));
+    }
+    let answered = tokio::task::spawn_blocking(move || {
+        fabro_engine::interviewer::answer_pending(&run_dir, &value, text.as_deref(), FILE_PATIENCE)
+    })
+    .await
+    .map_err(|error| ApiError::internal(error.to_string()))?;
+    match answered {
+        Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
+        Err(fabro_engine::interviewer::AnswerFileError::NoQuestion) => {
+            Err(not_pending(state, run_id, question_id))
+        }
+        Err(error) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "no_such_option",
+            fabro_engine::error_chain(&error),
+        )),
+    }
+}
+
+fn describe(question: &Question, answer: &fabro_engine::interviewer::Answer) -> Answered {
+    match answer {
+        fabro_engine::interviewer::Answer::Option(index) => {
+            let option = question.options().get(*index);
+            Answered {
+                selected_key: option
+                    .map(|option| option.key().to_owned())
+                    .unwrap_or_default(),
+                label: option
+                    .map(|option| option.label().to_owned())
+                    .unwrap_or_default(),
+            }
+        }
+        fabro_engine::interviewer::Answer::Freeform(_) => Answered {
+            selected_key: "freeform".to_owned(),
+            label: String::new(),
+        },
+    }
+}

@@ -1,0 +1,501 @@
+//! Everything the server asks of the engine, in one place (the seam to switch to the
+//! engine's `RunStore` when it lands): preparing new and resumed runs with the
+//! configuration layers of SPEC 12.3 (`server.toml` between `.fabro/project.toml` and
+//! `settings.toml`), and reading run records ([`records`]).
+
+pub mod records;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
+use fabro_engine::interviewer::Interviewer;
+use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
+use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
+use fabro_engine::run_dir::RunPaths;
+use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
+use fabro_engine::sandbox::SandboxEnv;
+use fabro_engine::source::{CatalogModels, FsLoader};
+use fabro_language::{ModelCatalog, SourceLoader};
+use fabro_llm::Provider;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+pub use fabro_engine::event::{EventEnvelope, EventSink};
+pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
+pub use fabro_engine::run::RunReport;
+pub use fabro_engine::run_index::RunStatus;
+pub use fabro_engine::traversal::RunEnd;
+
+use crate::error::ApiError;
+
+/// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
+pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The body of `POST /api/v1/runs`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// A workflow path (relative to `work_dir`) or a bare workflow name.
+    pub workflow: Option<String>,
+    /// DOT text, instead of `workflow`; `@path` references resolve against `work_dir`.
+    pub source: Option<String>,
+    /// Working directory; default: the first root.
+    pub work_dir: Option<String>,
+    /// Goal.
+    pub goal: Option<String>,
+    /// Variables.
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+    /// Model.
+    pub model: Option<String>,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Like `--auto-approve`.
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Like `--answer NODE=LABEL`, one per node.
+    #[serde(default)]
+    pub answers: BTreeMap<String, String>,
+    /// A dry run.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// The run id to use.
+    pub run_id: Option<String>,
+}
+
+/// The body of `POST /api/v1/runs/{id}/resume`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// Like `--auto-approve`.
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Like `--answer NODE=LABEL`.
+    #[serde(default)]
+    pub answers: BTreeMap<String, String>,
+}
+
+/// The engine as the server uses it: the storage root and the configured roots.
+#[derive(Debug, Clone)]
+pub struct EngineBridge {
+    root: PathBuf,
+    roots: Vec<PathBuf>,
+}
+
+impl EngineBridge {
+    /// A bridge over the storage `root`, admitting paths under `roots` (canonical).
+    pub fn new(root: PathBuf, roots: Vec<PathBuf>) -> EngineBridge {
+        EngineBridge { root, roots }
+    }
+
+    /// The storage root (`{root}` of SPEC 11.1).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The configured roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// Resolves `path` (symlinks included) and checks it lies inside a root: 403
+    /// otherwise, 400 when it does not exist.
+    pub fn inside_roots(&self, path: &Path) -> Result<PathBuf, ApiError> {
+        let resolved = fs_err::canonicalize(path)
+            .map_err(|_| ApiError::bad_request(format!("{} does not exist", path.display())))?;
+        if self.roots.iter().any(|root| resolved.starts_with(root)) {
+            Ok(resolved)
+        } else {
+            Err(ApiError::forbidden(format!(
+                "{} is outside the server's roots",
+                path.display()
+            )))
+        }
+    }
+
+    /// PARSE to INITIALIZE of a new run (SPEC 4.1) for `request`; the run's gates that
+    /// no answer or auto-approval covers ask `interviewer`.
+    pub fn prepare_new(
+        &self,
+        request: &StartRequest,
+        interviewer: Arc<dyn Interviewer>,
+    ) -> Result<PreparedRun, ApiError> {
+        check_provider(request.provider.as_deref())?;
+        let work_dir = match &request.work_dir {
+            Some(work_dir) => self.inside_roots(Path::new(work_dir))?,
+            None => self
+                .roots
+                .first()
+                .cloned()
+                .ok_or_else(|| ApiError::forbidden("the server has no roots"))?,
+        };
+        let (workflow_path, run_config, loader): (PathBuf, Option<PathBuf>, Box<dyn SourceLoader>) =
+            match (&request.workflow, &request.source) {
+                (Some(workflow), None) => {
+                    let located = self.inside_roots(&locate_workflow(&work_dir, workflow))?;
+                    if located
+                        .extension()
+                        .is_some_and(|extension| extension == "toml")
+                    {
+                        let graph = config::workflow_graph(&located, &FsConfigReader)
+                            .map_err(config_error)?;
+                        (
+                            self.inside_roots(&graph)?,
+                            Some(located),
+                            Box::new(FsLoader),
+                        )
+                    } else {
+                        (located, None, Box::new(FsLoader))
+                    }
+                }
+                (None, Some(source)) => {
+                    let path = self.store_source(source)?;
+                    let loader = RebasedLoader {
+                        from: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                        to: work_dir.clone(),
+                    };
+                    (path, None, Box::new(loader))
+                }
+                _ => {
+                    return Err(ApiError::bad_request(
+                        "give exactly one of 'workflow' and 'source'",
+                    ))
+                }
+            };
+        let config = self.run_config(&workflow_path, run_config)?;
+        let mut options = self.options(workflow_path, config, &request.model, &request.provider)?;
+        options.goal = request.goal.clone();
+        options.dry_run = request.dry_run;
+        options.auto_approve = request.auto_approve;
+        options.answers = request.answers.clone().into_iter().collect();
+        options.vars.extend(request.vars.clone());
+        options.run_id = request.run_id.clone();
+        options.work_dir = Some(work_dir);
+        options.interviewer = Some(interviewer);
+        let catalog = catalog_for(&options);
+        let source_file = request
+            .source
+            .is_some()
+            .then(|| options.workflow_path.clone());
+        let prepared = prepare(options, loader.as_ref(), catalog);
+        // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
+        if let Some(path) = source_file {
+            let _ = fs_err::remove_file(path);
+        }
+        let mut prepared = prepared.map_err(run_error)?;
+        prepared.set_origin(fabro_engine::record::RunOrigin::Server);
+        Ok(prepared)
+    }
+
+    /// Writes the DOT text of a `source` request where the run can read it.
+    fn store_source(&self, source: &str) -> Result<PathBuf, ApiError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(ApiError::too_large("source is larger than 4 MiB"));
+        }
+        let directory = self.root.join("server").join("sources");
+        fs_err::create_dir_all(&directory)
+            .map_err(|error| ApiError::internal(error.to_string()))?;
+        let path = directory.join(format!("{}.fabro", fabro_engine::run::new_run_id()));
+        fs_err::write(&path, source).map_err(|error| ApiError::internal(error.to_string()))?;
+        Ok(path)
+    }
+
+    /// Continues run `run_id` from its newest checkpoint (SPEC 8.7), with the records'
+    /// workflow, goal, variables and configuration.
+    pub fn prepare_resume(
+        &self,
+        run_id: &str,
+        request: &ResumeRequest,
+        interviewer: Arc<dyn Interviewer>,
+    ) -> Result<PreparedRun, ApiError> {
+        let paths = RunPaths::new(&self.root, run_id);
+        let lock = RunLock::acquire(paths.run_dir()).map_err(|error| match error.kind() {
+            RunIndexErrorKind::Locked => {
+                ApiError::conflict(format!("run {run_id} is running in another process"))
+            }
+            _ => ApiError::internal(fabro_engine::error_chain(&error)),
+        })?;
+        let manifest = read_manifest(paths.run_dir())
+            .map_err(|error| ApiError::conflict(fabro_engine::error_chain(&error)))?;
+        let refused = |message: String| ApiError::conflict(message);
+        let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
+            (Some(_), Some(repo_root)) => fabro_engine::checkpoint::load_newest_from_git(
+                Path::new(repo_root),
+                paths.run_dir(),
+                run_id,
+            )
+            .map_err(|error| refused(fabro_engine::error_chain(&error)))?
+            .or(fabro_engine::checkpoint::load_newest(paths.run_dir())
+                .map_err(|error| refused(fabro_engine::error_chain(&error)))?
+                .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
+                .map(|mut checkpoint| {
+                    checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
+                    checkpoint
+                })),
+            _ => fabro_engine::checkpoint::load_newest(paths.run_dir())
+                .map_err(|error| refused(fabro_engine::error_chain(&error)))?,
+        }
+        .ok_or_else(|| refused(format!("run {run_id} has no checkpoint to resume from")))?;
+        let config_text = fs_err::read(paths.config())
+            .map_err(|error| refused(format!("cannot read the run's configuration: {error}")))?;
+        let config: RunConfig = serde_json::from_slice(&config_text)
+            .map_err(|error| refused(format!("invalid run configuration: {error}")))?;
+        let work_dir = checkpoint
+            .context_values
+            .get("internal.work_dir")
+            .and_then(serde_json::Value::as_str)
+            .map(PathBuf::from);
+        let mut options = self.options(paths.graph(), config, &None, &None)?;
+        options.goal = Some(manifest.goal);
+        options.dry_run = manifest.dry_run;
+        options.auto_approve = request.auto_approve;
+        options.answers = request.answers.clone().into_iter().collect();
+        options.run_id = Some(run_id.to_owned());
+        options.parent_run_id = manifest.parent_run_id;
+        options.work_dir = work_dir;
+        options.interviewer = Some(interviewer);
+        let catalog = catalog_for(&options);
+        prepare_resume(options, checkpoint, lock, &FsLoader, catalog).map_err(|error| match error {
+            RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
+                refused(fabro_engine::error_chain(&error))
+            }
+            error => run_error(error),
+        })
+    }
+
+    /// The file layers of SPEC 12.3 for a run the server starts: run config >
+    /// `.fabro/project.toml` > `{root}/server.toml` (without its `[server]` table) >
+    /// `{root}/settings.toml`.
+    fn run_config(
+        &self,
+        workflow: &Path,
+        run_config: Option<PathBuf>,
+    ) -> Result<RunConfig, ApiError> {
+        // `load` with a root that holds no settings file reads the upper layers only.
+        let sources = ConfigSources {
+            root: self.root.join("server").join("no-settings"),
+            workflow: workflow.to_path_buf(),
+            run_configs: run_config.into_iter().collect(),
+        };
+        let upper = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+        let settings = read_layer(&self.root.join("settings.toml"), None)?;
+        let server = read_layer(&crate::settings::server_toml(&self.root), Some("server"))?;
+        Ok(upper.over(server.over(settings)))
+    }
+
+    /// Run options from the environment and `config`, as `fabro run` makes them.
+    fn options(
+        &self,
+        workflow_path: PathBuf,
+        config: RunConfig,
+        model: &Option<String>,
+        provider: &Option<String>,
+    ) -> Result<RunOptions, ApiError> {
+        let secrets = fabro_llm::redact::secrets();
+        let env = |name: &str| {
+            secrets
+                .get_str(name)
+                .map(str::to_owned)
+                .or_else(|| std::env::var(name).ok())
+                .filter(|value| !value.is_empty())
+        };
+        let providers = ProviderSettings::from_env(&env, &config.llm);
+        let credentials = providers.credentials();
+        let random_seed = match env("FABRO_RANDOM_SEED") {
+            Some(seed) => Some(seed.parse().map_err(|_| {
+                ApiError::bad_request("FABRO_RANDOM_SEED must be an unsigned integer")
+            })?),
+            None => None,
+        };
+        Ok(RunOptions {
+            workflow_path,
+            goal: None,
+            dry_run: false,
+            auto_approve: false,
+            answers: Vec::new(),
+            vars: config.run.vars.clone(),
+            run_id: None,
+            fabro_home: self.root.clone(),
+            interviewer: None,
+            llm: LlmDefaults {
+                cli_model: model.clone(),
+                cli_provider: provider.clone(),
+                env_model: env("FABRO_MODEL"),
+                env_provider: env("FABRO_PROVIDER"),
+                config_model: config.llm.model.clone(),
+                config_provider: config.llm.provider.clone(),
+                credentials,
+                providers,
+            },
+            simulated_responses: env("FABRO_SIMULATED_RESPONSES")
+                .map(PathBuf::from)
+                .or_else(|| config.llm.simulated_responses.clone()),
+            random_seed,
+            sandbox_env: SandboxEnv::new(
+                std::env::vars_os().chain(
+                    secrets
+                        .variables()
+                        .map(|(name, value)| (name.clone(), value.clone())),
+                ),
+                config
+                    .sandbox
+                    .env_passthrough
+                    .as_deref()
+                    .unwrap_or_default(),
+                &config.sandbox.env,
+            ),
+            config,
+            parent_run_id: None,
+            fallback_goal: None,
+            work_dir: None,
+            detached_worker: false,
+        })
+    }
+}
+
+/// A bare name is `.fabro/workflows/{name}/workflow.fabro` under the nearest ancestor
+/// of `work_dir` holding `.fabro/`; anything else is a path relative to `work_dir`.
+fn locate_workflow(work_dir: &Path, workflow: &str) -> PathBuf {
+    let argument = Path::new(workflow);
+    let direct = work_dir.join(argument);
+    let bare = argument.components().count() == 1 && argument.extension().is_none();
+    if direct.exists() || !bare {
+        return direct;
+    }
+    work_dir
+        .ancestors()
+        .find(|directory| directory.join(".fabro").is_dir())
+        .map(|directory| {
+            directory
+                .join(".fabro/workflows")
+                .join(argument)
+                .join("workflow.fabro")
+        })
+        .unwrap_or(direct)
+}
+
+/// One configuration file as a layer; `without` names a table that is not part of the
+/// run configuration schema (`[server]`). Absent files are empty layers.
+fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError> {
+    let text = match FsConfigReader.read(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(RunConfig::default())
+        }
+        Err(error) => {
+            return Err(ApiError::internal(format!(
+                "cannot read {}: {error}",
+                path.display()
+            )))
+        }
+    };
+    let text = match without {
+        Some(table) => {
+            let mut document = text.parse::<toml::Table>().map_err(|error| {
+                ApiError::bad_request(format!("{}: {}", path.display(), error.message()))
+            })?;
+            document.remove(table);
+            toml::to_string(&document).map_err(|error| ApiError::internal(error.to_string()))?
+        }
+        None => text,
+    };
+    config::parse(&text, path).map_err(config_error)
+}
+
+/// A `provider` naming no provider of SPEC 10.1 is a bad request.
+fn check_provider(provider: Option<&str>) -> Result<(), ApiError> {
+    match provider {
+        Some(name) if Provider::parse(name).is_none() => Err(ApiError::bad_request(format!(
+            "unknown provider '{}'",
+            name.escape_debug()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Configuration errors are the request's fault.
+fn config_error(error: config::ConfigError) -> ApiError {
+    ApiError::bad_request(fabro_engine::error_chain(&error))
+}
+
+/// The catalog of `fabro run`: any provider for dry runs and simulated runs.
+fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
+    let llm = &options.llm;
+    let provider = llm
+        .cli_provider
+        .as_deref()
+        .or(llm.env_provider.as_deref())
+        .or(llm.config_provider.as_deref());
+    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
+        &AnyProvider
+    } else {
+        &CatalogModels
+    }
+}
+
+/// The LLM catalog for models; any provider name is accepted.
+struct AnyProvider;
+
+impl ModelCatalog for AnyProvider {
+    fn is_known(&self, model: &str) -> bool {
+        CatalogModels.is_known(model)
+    }
+
+    fn is_provider_known(&self, _provider: &str) -> bool {
+        true
+    }
+}
+
+/// Reads `@path` references of a `source` workflow against `work_dir`: paths under the
+/// directory the source was stored in are read from the same place under `to`.
+struct RebasedLoader {
+    from: PathBuf,
+    to: PathBuf,
+}
+
+impl SourceLoader for RebasedLoader {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        match path.strip_prefix(&self.from) {
+            Ok(relative) => FsLoader.read(&self.to.join(relative)),
+            Err(_) => FsLoader.read(path),
+        }
+    }
+
+    fn home_dir(&self) -> Option<PathBuf> {
+        FsLoader.home_dir()
+    }
+}
+
+/// A run that could not be prepared, as an API error (SPEC 14.3).
+fn run_error(error: RunError) -> ApiError {
+    match error {
+        RunError::InvalidWorkflow {
+            path,
+            text,
+            checked,
+        } => {
+            let diagnostics = records::diagnostics_json(&path, &text, &checked.diagnostics);
+            ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                code: "invalid_workflow",
+                message: format!("workflow {} has errors", path.display()),
+                diagnostics: Some(diagnostics),
+            }
+        }
+        RunError::RunExists { run_id } => {
+            ApiError::conflict(format!("run {run_id} already exists"))
+        }
+        RunError::Io { .. } | RunError::Store(_) => {
+            ApiError::internal(fabro_engine::error_chain(&error))
+        }
+        error @ (RunError::Unparsed { .. } | RunError::UnknownAnswerNodes { .. }) => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_workflow",
+            fabro_engine::error_chain(&error),
+        ),
+        error => ApiError::bad_request(fabro_engine::error_chain(&error)),
+    }
+}

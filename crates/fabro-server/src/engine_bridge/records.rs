@@ -1,0 +1,533 @@
+//! The read side: run records as the API shows them (SPEC 14.3), from the run index,
+//! the manifest, the checkpoint, the stage directories, `events.jsonl` and the
+//! artifacts directory. The documents have the fields of the CLI's `--json` output.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use fabro_engine::record::StageStatusFile;
+use fabro_engine::run_index::{read_manifest, RunIndex, RunIndexErrorKind, RunRecord, RunStatus};
+use fabro_engine::run_stages::{list_stages, StageDir};
+use fabro_language::{Diagnostic, LineIndex};
+use serde_json::{json, Map, Value};
+
+use crate::error::ApiError;
+
+/// The stage files of SPEC 11.1 the API serves.
+pub const STAGE_FILES: [&str; 6] = [
+    "prompt.md",
+    "response.md",
+    "status.json",
+    "stdout.log",
+    "stderr.log",
+    "diff.patch",
+];
+
+/// The events of which exactly one ends a finished run (SPEC 11.3).
+pub const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
+
+fn storage(error: impl std::error::Error) -> ApiError {
+    ApiError::internal(fabro_engine::error_chain(&error))
+}
+
+/// Every run of the index, newest first.
+pub fn list_runs(root: &Path) -> Result<Vec<RunRecord>, ApiError> {
+    RunIndex::open(root)
+        .and_then(|mut index| index.list())
+        .map_err(storage)
+}
+
+/// The run `run` names (an id or a unique prefix of at least 4 characters); 404 when
+/// none or several do.
+pub fn resolve(root: &Path, run: &str) -> Result<RunRecord, ApiError> {
+    let mut index = RunIndex::open(root).map_err(storage)?;
+    index.resolve(run).map_err(|error| match error.kind() {
+        RunIndexErrorKind::NoSuchRun => ApiError::not_found(error.to_string()),
+        _ => storage(error),
+    })
+}
+
+/// Whether a process holds the run's lock.
+pub fn is_locked(run_dir: &Path) -> bool {
+    fabro_engine::run_index::RunLock::is_held(run_dir)
+}
+
+/// `checkpoint.json` as loose JSON.
+fn checkpoint(run_dir: &Path) -> Option<Value> {
+    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn checkpoint_str(checkpoint: Option<&Value>, key: &str) -> Option<String> {
+    checkpoint?.get(key)?.as_str().map(str::to_owned)
+}
+
+/// One element of `GET /api/v1/runs`: `fabro runs --json` plus `current_node`, `usage`,
+/// `cost_usd` and `pending_question` (filled by the caller).
+pub fn run_summary(record: &RunRecord) -> Value {
+    let manifest = read_manifest(&record.run_dir).ok();
+    let stages = stage_rows(&record.run_dir, record.status);
+    let totals = totals(&stages);
+    let mut summary = json!({
+        "run_id": record.run_id,
+        "workflow_name": record.workflow_name,
+        "status": record.status.as_str(),
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "run_dir": record.run_dir.display().to_string(),
+        "goal": record.goal,
+        "simulated_llm": manifest.as_ref().is_some_and(|manifest| manifest.simulated_llm),
+        "current_node": checkpoint_str(checkpoint(&record.run_dir).as_ref(), "current_node"),
+        "usage": {"input_tokens": totals["input_tokens"], "output_tokens": totals["output_tokens"], "tokens": totals["tokens"]},
+        "cost_usd": totals["cost_usd"],
+        "pending_question": Value::Null,
+    });
+    if let (Some(reason), Value::Object(map)) = (&record.reason, &mut summary) {
+        map.insert("reason".into(), Value::String(reason.clone()));
+    }
+    summary
+}
+
+/// The `fabro inspect --json` document of a run.
+pub fn inspect(record: &RunRecord) -> Result<Value, ApiError> {
+    let manifest = read_manifest(&record.run_dir).map_err(storage)?;
+    let checkpoint = checkpoint(&record.run_dir);
+    let stages = stage_rows(&record.run_dir, record.status);
+    let totals = totals(&stages);
+    let duration_ms = record
+        .duration(SystemTime::now())
+        .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+    Ok(json!({
+        "run_id": record.run_id,
+        "workflow_name": record.workflow_name,
+        "workflow_path": record.workflow_path,
+        "goal": record.goal,
+        "status": record.status.as_str(),
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "duration_ms": duration_ms,
+        "run_dir": record.run_dir.display().to_string(),
+        "base_sha": manifest.base_sha,
+        "run_branch": manifest.run_branch,
+        "simulated_llm": manifest.simulated_llm,
+        "dry_run": manifest.dry_run,
+        "parent_run_id": record.parent_run_id,
+        "current_node": checkpoint_str(checkpoint.as_ref(), "current_node"),
+        "next_node_id": checkpoint_str(checkpoint.as_ref(), "next_node_id"),
+        "stages": stages.iter().map(|row| row.inspect.clone()).collect::<Vec<_>>(),
+        "totals": totals,
+        "pending_question": Value::Null,
+    }))
+}
+
+/// One stage as the API shows it.
+struct StageRow {
+    inspect: Value,
+    detail: Value,
+}
+
+fn stage_rows(run_dir: &Path, run_status: RunStatus) -> Vec<StageRow> {
+    list_stages(run_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|stage| stage_row(&stage, stage.status(), run_status))
+        .collect()
+}
+
+fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunStatus) -> StageRow {
+    let files: Vec<&str> = STAGE_FILES
+        .iter()
+        .copied()
+        .filter(|name| stage.path.join(name).is_file())
+        .collect();
+    let Some(status) = status else {
+        let state = if run_status == RunStatus::Running {
+            "running"
+        } else {
+            "incomplete"
+        };
+        let inspect = json!({
+            "rank": stage.rank, "node_id": stage.node_id, "visit": stage.visit, "handler": null,
+            "status": state, "attempts": null, "duration_ms": null, "tokens": null,
+            "input_tokens": null, "output_tokens": null, "cost_usd": null, "files_touched": [],
+        });
+        let detail = json!({
+            "rank": stage.rank, "node_id": stage.node_id, "visit": stage.visit, "handler": null,
+            "status": state, "attempts": null, "started_at": null, "finished_at": null,
+            "duration_ms": null, "model": null, "usage": null, "cost_usd": null,
+            "files_touched": [], "files": files,
+        });
+        return StageRow { inspect, detail };
+    };
+    let usage = status.usage.as_ref();
+    let inspect = json!({
+        "rank": status.rank, "node_id": status.node_id, "visit": status.visit,
+        "handler": status.handler, "status": status.status.as_str(), "attempts": status.attempt,
+        "duration_ms": status.duration_ms,
+        "tokens": usage.map(|usage| usage.input_tokens.saturating_add(usage.output_tokens)),
+        "input_tokens": usage.map(|usage| usage.input_tokens),
+        "output_tokens": usage.map(|usage| usage.output_tokens),
+        "cost_usd": usage.and_then(|usage| usage.cost_usd),
+        "files_touched": status.files_touched,
+    });
+    let detail = json!({
+        "rank": status.rank, "node_id": status.node_id, "visit": status.visit,
+        "handler": status.handler, "status": status.status.as_str(), "attempts": status.attempt,
+        "started_at": status.started_at, "finished_at": status.finished_at,
+        "duration_ms": status.duration_ms, "model": status.model,
+        "usage": usage.map(|usage| json!({
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "reasoning_tokens": usage.reasoning_tokens, "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        })),
+        "cost_usd": usage.and_then(|usage| usage.cost_usd),
+        "files_touched": status.files_touched, "files": files,
+    });
+    StageRow { inspect, detail }
+}
+
+fn totals(stages: &[StageRow]) -> Value {
+    let sum = |key: &str| {
+        stages
+            .iter()
+            .filter_map(|row| row.inspect[key].as_u64())
+            .fold(0_u64, u64::saturating_add)
+    };
+    let costs: Vec<f64> = stages
+        .iter()
+        .filter_map(|row| row.inspect["cost_usd"].as_f64())
+        .collect();
+    let files: BTreeSet<&str> = stages
+        .iter()
+        .filter_map(|row| row.inspect["files_touched"].as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    json!({
+        "stages": stages.len(), "attempts": sum("attempts"), "duration_ms": sum("duration_ms"),
+        "tokens": sum("tokens"), "input_tokens": sum("input_tokens"), "output_tokens": sum("output_tokens"),
+        "cost_usd": (!costs.is_empty()).then(|| costs.iter().sum::<f64>()),
+        "files_touched": files,
+    })
+}
+
+/// `GET /api/v1/runs/{id}/stages`: stages in rank order.
+pub fn stages(record: &RunRecord) -> Vec<Value> {
+    stage_rows(&record.run_dir, record.status)
+        .into_iter()
+        .map(|row| row.detail)
+        .collect()
+}
+
+/// The stage of `rank`.
+fn stage_by_rank(run_dir: &Path, rank: u32) -> Result<StageDir, ApiError> {
+    list_stages(run_dir)
+        .map_err(storage)?
+        .into_iter()
+        .find(|stage| stage.rank == rank)
+        .ok_or_else(|| ApiError::not_found(format!("no stage of rank {rank}")))
+}
+
+/// One stage file of SPEC 11.1 as text; 404 for any other name.
+pub fn stage_file(run_dir: &Path, rank: u32, name: &str) -> Result<Vec<u8>, ApiError> {
+    if !STAGE_FILES.contains(&name) {
+        return Err(ApiError::not_found(format!("no stage file named '{name}'")));
+    }
+    let stage = stage_by_rank(run_dir, rank)?;
+    fs_err::read(stage.path.join(name))
+        .map_err(|_| ApiError::not_found(format!("stage {rank} has no {name}")))
+}
+
+/// The stage's run-branch commit against its parent, as a unified diff; 404 without git
+/// checkpoints.
+pub fn stage_diff(record: &RunRecord, rank: u32) -> Result<Vec<u8>, ApiError> {
+    let stage = stage_by_rank(&record.run_dir, rank)?;
+    let lines = fabro_engine::run_diff::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
+        .map_err(|error| match error {
+            fabro_engine::run_diff::DiffError::Git { .. } => storage(error),
+            error => ApiError::not_found(error.to_string()),
+        })?;
+    Ok(lines.into_iter().flat_map(|line| line.text).collect())
+}
+
+/// The captured assets of a run (SPEC 7.8): `{path, size, node_id, attempt}`, `path`
+/// relative to `artifacts/files/`.
+pub fn artifacts(run_dir: &Path) -> Vec<Value> {
+    let base = run_dir.join("artifacts").join("files");
+    let mut found = Vec::new();
+    let mut pending = vec![base.clone()];
+    while let Some(directory) = pending.pop() {
+        let Ok(entries) = fs_err::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file() {
+                let Ok(relative) = path.strip_prefix(&base) else {
+                    continue;
+                };
+                let mut parts = relative
+                    .components()
+                    .filter_map(|part| part.as_os_str().to_str());
+                let node = parts.next().unwrap_or_default().to_owned();
+                let attempt = parts
+                    .next()
+                    .and_then(|part| part.strip_prefix("retry_"))
+                    .and_then(|number| number.parse::<u32>().ok());
+                found.push(json!({
+                    "path": relative.to_string_lossy(),
+                    "size": entry.metadata().map(|metadata| metadata.len()).unwrap_or(0),
+                    "node_id": node,
+                    "attempt": attempt,
+                }));
+            }
+        }
+    }
+    found.sort_by(|left, right| left["path"].as_str().cmp(&right["path"].as_str()));
+    found
+}
+
+/// The file of artifact `path` (relative to `artifacts/files/`), or `None` for any path
+/// that leaves that directory: `..`, absolute paths, and symlinks anywhere on the way.
+pub fn artifact_file(run_dir: &Path, path: &str) -> Option<PathBuf> {
+    let relative = Path::new(path);
+    if path.is_empty()
+        || !relative
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)))
+    {
+        return None;
+    }
+    let base = run_dir.join("artifacts").join("files");
+    let mut current = base.clone();
+    for component in relative.components() {
+        current.push(component);
+        let metadata = fs_err::symlink_metadata(&current).ok()?;
+        if metadata.file_type().is_symlink() {
+            return None;
+        }
+    }
+    let canonical_base = fs_err::canonicalize(&base).ok()?;
+    let canonical = fs_err::canonicalize(&current).ok()?;
+    (canonical.starts_with(&canonical_base) && canonical.is_file()).then_some(canonical)
+}
+
+/// The workflow as `fabro graph` renders it, each node carrying
+/// `status-{…}` and `data-visits="{n}"`.
+pub fn graph_svg(record: &RunRecord) -> Result<String, ApiError> {
+    let path = record.run_dir.join("graph.fabro");
+    let text = fs_err::read_to_string(&path)
+        .map_err(|_| ApiError::not_found("the run has no stored graph"))?;
+    let options = fabro_language::CheckOptions {
+        loader: &fabro_engine::source::FsLoader,
+        variables: &fabro_language::Variables::default(),
+        models: &fabro_engine::source::CatalogModels,
+    };
+    let checked = fabro_language::check(&path, &text, &options);
+    let workflow = checked
+        .workflow
+        .ok_or_else(|| ApiError::internal("the stored graph does not parse"))?;
+    let mut svg = fabro_language::render::render_svg(&workflow, &record.workflow_name);
+    let mut latest: BTreeMap<String, (String, u32)> = BTreeMap::new();
+    for stage in list_stages(&record.run_dir).unwrap_or_default() {
+        let status = match stage.status() {
+            Some(status) => status.status.as_str().to_owned(),
+            None if record.status == RunStatus::Running => "running".to_owned(),
+            None => "pending".to_owned(),
+        };
+        let entry = latest
+            .entry(stage.node_id.clone())
+            .or_insert((String::new(), 0));
+        entry.0 = status;
+        entry.1 += 1;
+    }
+    // Nodes are rendered in input order, one `<g class="node" id=…>` each.
+    const MARKER: &str = "<g class=\"node\" id=";
+    let mut parts = svg.split(MARKER);
+    let mut annotated = parts.next().unwrap_or_default().to_owned();
+    for (node, part) in workflow.nodes().iter().zip(parts) {
+        let (status, visits) = latest
+            .get(&node.id)
+            .cloned()
+            .unwrap_or(("pending".to_owned(), 0));
+        let status = if status == "retry" {
+            "running".to_owned()
+        } else {
+            status
+        };
+        annotated.push_str(&format!(
+            "<g class=\"node status-{status}\" data-visits=\"{visits}\" id="
+        ));
+        annotated.push_str(part);
+    }
+    svg = annotated;
+    Ok(svg)
+}
+
+/// `fabro validate --json` diagnostics of a workflow text.
+pub fn diagnostics_json(path: &Path, text: &str, diagnostics: &[Diagnostic]) -> Value {
+    let index = LineIndex::new(text);
+    let file = path.display().to_string();
+    Value::Array(
+        diagnostics
+            .iter()
+            .map(|diagnostic| {
+                json!({
+                    "file": file,
+                    "rule": diagnostic.rule.id(),
+                    "severity": diagnostic.severity().as_str(),
+                    "message": diagnostic.message,
+                    "node_id": diagnostic.node_id,
+                    "edge": diagnostic.edge.as_ref().map(|edge| json!({"from": edge.from, "to": edge.to})),
+                    "span": diagnostic.span.map(|span| index.line_column(text, span)),
+                    "fix": diagnostic.fix,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// `GET /api/v1/workflows`: `.fabro/workflows/*/workflow.fabro` and `*.fabro` files
+/// directly in each root.
+pub fn workflows(roots: &[PathBuf]) -> Vec<Value> {
+    let mut found = Vec::new();
+    for root in roots {
+        let mut candidates: Vec<(String, PathBuf)> = Vec::new();
+        if let Ok(entries) = fs_err::read_dir(root.join(".fabro").join("workflows")) {
+            for entry in entries.flatten() {
+                let path = entry.path().join("workflow.fabro");
+                if path.is_file() {
+                    candidates.push((entry.file_name().to_string_lossy().into_owned(), path));
+                }
+            }
+        }
+        if let Ok(entries) = fs_err::read_dir(root) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path
+                    .extension()
+                    .is_some_and(|extension| extension == "fabro")
+                    && path.is_file()
+                {
+                    let name = path
+                        .file_stem()
+                        .map(|stem| stem.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    candidates.push((name, path));
+                }
+            }
+        }
+        candidates.sort();
+        for (name, path) in candidates {
+            found.push(workflow_entry(&name, &path));
+        }
+    }
+    found
+}
+
+fn workflow_entry(name: &str, path: &Path) -> Value {
+    let text =
+        fabro_engine::source::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
+            .ok()
+            .and_then(|read| String::from_utf8(read.bytes).ok())
+            .unwrap_or_default();
+    let options = fabro_language::CheckOptions {
+        loader: &fabro_engine::source::FsLoader,
+        variables: &fabro_language::Variables::default(),
+        models: &fabro_engine::source::CatalogModels,
+    };
+    let checked = fabro_language::check(path, &text, &options);
+    let (goal, node_count) = checked.workflow.as_ref().map_or((None, 0), |workflow| {
+        (Some(workflow.settings.goal.clone()), workflow.nodes().len())
+    });
+    json!({
+        "name": name,
+        "path": path.display().to_string(),
+        "goal": goal,
+        "node_count": node_count,
+        "diagnostics_count": checked.diagnostics.len(),
+    })
+}
+
+/// Reads `events.jsonl` from a byte offset: only newline-terminated lines count.
+#[derive(Debug)]
+pub struct EventTail {
+    path: PathBuf,
+    offset: u64,
+    pending: Vec<u8>,
+}
+
+/// One stored event: its id, its name and the stored line.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    /// `id`.
+    pub id: u64,
+    /// `event`.
+    pub name: String,
+    /// The envelope as stored, without its newline.
+    pub line: String,
+}
+
+impl EventTail {
+    /// A reader of the run's `events.jsonl` from its start.
+    pub fn new(run_dir: &Path) -> EventTail {
+        EventTail {
+            path: run_dir.join("events.jsonl"),
+            offset: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The complete events appended since the last call (a file that shrank, as a
+    /// resume's repair of a torn line does, is read again from where it now ends).
+    pub fn read_new(&mut self) -> Vec<StoredEvent> {
+        let Ok(mut file) = fs_err::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+        if length < self.offset {
+            self.offset = length;
+            self.pending.clear();
+        }
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut bytes = Vec::new();
+        let read = file.read_to_end(&mut bytes).unwrap_or(0);
+        self.offset += read as u64;
+        self.pending
+            .extend_from_slice(&bytes[..read.min(bytes.len())]);
+        let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
+            return Vec::new();
+        };
+        let complete: Vec<u8> = self.pending.drain(..=end).collect();
+        complete
+            .split(|&byte| byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .filter_map(|line| {
+                let value: Map<String, Value> = serde_json::from_slice(line).ok()?;
+                Some(StoredEvent {
+                    id: value.get("id")?.as_u64()?,
+                    name: value.get("event")?.as_str()?.to_owned(),
+                    line: String::from_utf8_lossy(line).into_owned(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether the run's manifest says a server started it (`"origin": "server"`).
+pub fn started_by_server(run_dir: &Path) -> bool {
+    read_manifest(run_dir)
+        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::record::RunOrigin::Server))
+}
+
+/// A run of the index, as the API's handlers pass it around.
+pub type RunRecordRef = RunRecord;

@@ -1,0 +1,56 @@
+//! The OpenAPI 3.1 document at `/api/v1/openapi.json` (SPEC 14.3), generated from the
+//! handlers' `#[utoipa::path]` annotations and the request and response types, so that
+//! it cannot drift from the routes.
+
+use axum::Json;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::api;
+
+/// The document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "fabro", description = "The fabro server API (SPEC section 14)"),
+    paths(
+        api::health,
+        document,
+        api::list_runs,
+        api::create_run,
+        api::get_run,
+        api::cancel_run,
+        api::resume_run,
+        api::events::events,
+        api::files::graph_svg,
+        api::files::stages,
+        api::files::stage_file,
+        api::files::stage_diff,
+        api::files::artifacts,
+        api::files::artifact,
+        api::questions::questions,
+        api::questions::answer,
+        api::list_workflows,
+    ),
+    components(schemas(crate::error::ErrorBody, crate::error::ErrorDetail)),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI 3.1 document of every route.
+#[utoipa::path(get, path = "/api/v1/openapi.json", security(()), responses((status = 200, body = Object)))]
+pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

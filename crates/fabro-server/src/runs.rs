@@ -1,0 +1,216 @@
+//! Starting, queueing, cancelling and resuming runs in the server process (SPEC 14.2),
+//! and what happens to them when the server stops (SPEC 14.1).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabro_engine::run::PreparedRun;
+
+use crate::engine_bridge::{records, ChannelInterviewer, ResumeRequest, RunStatus, StartRequest};
+use crate::error::ApiError;
+use crate::state::{ActiveRun, AppState, NotifySink};
+
+/// How long shutdown waits for cancelled runs to write their final records.
+pub const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(8);
+
+/// How long a resume waits for a cancelled run of this server to stop.
+const STOP_PATIENCE: Duration = Duration::from_secs(10);
+
+/// A run accepted by [`start`] or [`resume`].
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The run id.
+    pub run_id: String,
+    /// `queued` or `running`.
+    pub status: &'static str,
+}
+
+fn refuse_when_stopping(state: &AppState) -> Result<(), ApiError> {
+    if state.shutdown_token().is_cancelled() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down",
+        ));
+    }
+    Ok(())
+}
+
+/// Validates and prepares a new run, then queues it.
+pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, ApiError> {
+    refuse_when_stopping(state)?;
+    if let Some(run_id) = &request.run_id {
+        if state.active(run_id).is_some() {
+            return Err(ApiError::conflict(format!("run {run_id} already exists")));
+        }
+    }
+    let (interviewer, answers) = ChannelInterviewer::new();
+    let bridge = state.bridge().clone();
+    let workflow_name = request
+        .workflow
+        .as_deref()
+        .map(|workflow| {
+            std::path::Path::new(workflow)
+                .file_stem()
+                .map_or_else(String::new, |stem| stem.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    let prepared =
+        tokio::task::spawn_blocking(move || bridge.prepare_new(&request, Arc::new(interviewer)))
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))??;
+    Ok(launch(state, prepared, answers, workflow_name))
+}
+
+/// Resumes run `run_id` (SPEC 8.7) in this process.
+pub async fn resume(
+    state: &AppState,
+    run_id: &str,
+    request: ResumeRequest,
+) -> Result<Accepted, ApiError> {
+    refuse_when_stopping(state)?;
+    // A run cancelled a moment ago may still be writing its final records.
+    let deadline = tokio::time::Instant::now() + STOP_PATIENCE;
+    while state
+        .active(run_id)
+        .is_some_and(|active| active.cancel.is_cancelled())
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if state.active(run_id).is_some() {
+        return Err(ApiError::conflict(format!("run {run_id} is running")));
+    }
+    let (interviewer, answers) = ChannelInterviewer::new();
+    let bridge = state.bridge().clone();
+    let id = run_id.to_owned();
+    let prepared = tokio::task::spawn_blocking(move || {
+        bridge.prepare_resume(&id, &request, Arc::new(interviewer))
+    })
+    .await
+    .map_err(|error| ApiError::internal(error.to_string()))??;
+    Ok(launch(state, prepared, answers, String::new()))
+}
+
+/// Registers `prepared` and spawns its task: it waits for a slot (`queued`), then
+/// executes. A run cancelled while queued executes with its token already fired, so it
+/// ends `canceled` before its first stage.
+fn launch(
+    state: &AppState,
+    prepared: PreparedRun,
+    answers: crate::engine_bridge::AnswerHandle,
+    workflow_name: String,
+) -> Accepted {
+    let run_id = prepared.run_id().to_owned();
+    let active = Arc::new(ActiveRun::new(
+        run_id.clone(),
+        prepared.run_dir().to_path_buf(),
+        answers,
+        workflow_name,
+    ));
+    state.insert(Arc::clone(&active));
+    let slots = state.slots();
+    let task_state = state.clone();
+    let task_run = Arc::clone(&active);
+    state.tasks().spawn(async move {
+        let permit = tokio::select! {
+            biased;
+            () = task_run.cancel.cancelled() => None,
+            permit = slots.acquire_owned() => permit.ok(),
+        };
+        task_run.mark_started();
+        let sink = Arc::new(NotifySink(Arc::clone(&task_run.notify)));
+        let result = prepared.execute(task_run.cancel.clone(), vec![sink]).await;
+        if let Err(error) = &result {
+            tracing::error!(run_id = %task_run.run_id, error = %fabro_engine::error_chain(error), "run stopped with an engine error");
+        }
+        task_state.remove(&task_run.run_id);
+        task_run.notify.notify_waiters();
+        drop(permit);
+    });
+    Accepted {
+        run_id,
+        status: if active.is_queued() && state.slots().available_permits() == 0 {
+            "queued"
+        } else {
+            "running"
+        },
+    }
+}
+
+/// Cancels a run (SPEC 14.2): a run of this server through its token; a run another
+/// process executes through SIGINT to the holder of its lock. 409 when it is neither
+/// running nor queued.
+pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
+    if let Some(active) = state.active_by_prefix(run) {
+        if active.cancel.is_cancelled() {
+            return Err(ApiError::conflict(format!(
+                "run {} is being canceled already",
+                active.run_id
+            )));
+        }
+        active.cancel.cancel();
+        return Ok(active.run_id.clone());
+    }
+    let record = records::resolve(state.bridge().root(), run)?;
+    if record.status != RunStatus::Running {
+        return Err(ApiError::conflict(format!(
+            "run {} is not running (status {})",
+            record.run_id,
+            record.status.as_str()
+        )));
+    }
+    let pid = fabro_engine::run_index::lock_pid(&record.run_dir)
+        .and_then(|pid| i32::try_from(pid).ok())
+        .filter(|_| records::is_locked(&record.run_dir))
+        .ok_or_else(|| ApiError::conflict(format!("run {} is not running", record.run_id)))?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .map_err(|error| ApiError::conflict(format!("cannot signal run {}: {error}", record.run_id)))?;
+    Ok(record.run_id)
+}
+
+/// Graceful shutdown (SPEC 14.1): refuse new runs, cancel every run as a first Ctrl-C
+/// would, and wait (bounded) until they have written their final records.
+pub async fn shut_down(state: &AppState) {
+    state.shutdown_token().cancel();
+    for active in state.all_active() {
+        active.cancel.cancel();
+    }
+    state.tasks().close();
+    if tokio::time::timeout(SHUTDOWN_PATIENCE, state.tasks().wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("runs did not stop within {}s", SHUTDOWN_PATIENCE.as_secs());
+    }
+}
+
+/// `[server] resume_interrupted` (SPEC 14.1): resumes every interrupted run that a
+/// server started under this root. Returns the ids resumed.
+pub async fn resume_interrupted(state: &AppState) -> Vec<String> {
+    let root = state.bridge().root().to_path_buf();
+    let candidates = tokio::task::spawn_blocking(move || {
+        records::list_runs(&root)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|record| record.status == RunStatus::Interrupted)
+            .filter(|record| records::started_by_server(&record.run_dir))
+            .map(|record| record.run_id)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let mut resumed = Vec::new();
+    for run_id in candidates {
+        match resume(state, &run_id, ResumeRequest::default()).await {
+            Ok(accepted) => resumed.push(accepted.run_id),
+            Err(error) => {
+                tracing::warn!(%run_id, message = %error.message, "cannot resume interrupted run")
+            }
+        }
+    }
+    resumed
+}

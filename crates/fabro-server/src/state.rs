@@ -1,0 +1,210 @@
+//! The server's shared state: the engine bridge, the token, the settings, and the runs
+//! this process executes or holds `queued` (SPEC 14.2): at most `max_concurrent_runs`
+//! execute at once, the rest wait first in, first out on a fair semaphore.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{json, Value};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Token;
+use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
+use crate::settings::ServerSettings;
+
+/// At most this many event streams are open at once (SPEC 14.3).
+pub const MAX_EVENT_STREAMS: usize = 512;
+
+/// Shared by every request handler.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    bridge: EngineBridge,
+    token: Token,
+    settings: ServerSettings,
+    runs: Mutex<HashMap<String, Arc<ActiveRun>>>,
+    slots: Arc<Semaphore>,
+    streams: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// A run this server executes, or holds queued.
+pub struct ActiveRun {
+    /// The run id.
+    pub run_id: String,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Fired by the API's cancel and by shutdown.
+    pub cancel: CancellationToken,
+    /// Answers the run's human gates.
+    pub answers: AnswerHandle,
+    /// Wakes event streams when the run emits.
+    pub notify: Arc<Notify>,
+    /// The workflow as the request named it (for a queued run's summary).
+    pub workflow_name: String,
+    queued: AtomicBool,
+}
+
+impl ActiveRun {
+    /// A new, queued run.
+    pub fn new(
+        run_id: String,
+        run_dir: PathBuf,
+        answers: AnswerHandle,
+        workflow_name: String,
+    ) -> ActiveRun {
+        ActiveRun {
+            run_id,
+            run_dir,
+            cancel: CancellationToken::new(),
+            answers,
+            notify: Arc::new(Notify::new()),
+            workflow_name,
+            queued: AtomicBool::new(true),
+        }
+    }
+
+    /// Still waiting for a slot.
+    pub fn is_queued(&self) -> bool {
+        self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Got its slot.
+    pub fn mark_started(&self) {
+        self.queued.store(false, Ordering::SeqCst);
+    }
+
+    /// The summary of a run that is not in the run index yet.
+    pub fn queued_summary(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "workflow_name": self.workflow_name,
+            "status": if self.is_queued() { "queued" } else { "running" },
+            "started_at": null,
+            "finished_at": null,
+            "run_dir": self.run_dir.display().to_string(),
+            "goal": "",
+            "simulated_llm": false,
+            "current_node": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "tokens": 0},
+            "cost_usd": null,
+            "pending_question": null,
+        })
+    }
+}
+
+/// Wakes a run's event streams after each event is appended to `events.jsonl`.
+pub struct NotifySink(pub Arc<Notify>);
+
+impl EventSink for NotifySink {
+    fn emit(&self, _envelope: &EventEnvelope) {
+        self.0.notify_waiters();
+    }
+}
+
+impl AppState {
+    /// The state of a server over `bridge`.
+    pub fn new(bridge: EngineBridge, token: Token, settings: ServerSettings) -> AppState {
+        let slots = Arc::new(Semaphore::new(settings.max_concurrent_runs.max(1)));
+        AppState {
+            inner: Arc::new(Inner {
+                bridge,
+                token,
+                settings,
+                runs: Mutex::new(HashMap::new()),
+                slots,
+                streams: Arc::new(Semaphore::new(MAX_EVENT_STREAMS)),
+                shutdown: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The engine.
+    pub fn bridge(&self) -> &EngineBridge {
+        &self.inner.bridge
+    }
+
+    /// The token.
+    pub fn token(&self) -> &Token {
+        &self.inner.token
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ServerSettings {
+        &self.inner.settings
+    }
+
+    /// Execution slots.
+    pub fn slots(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.inner.slots)
+    }
+
+    /// Event-stream slots.
+    pub fn streams(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.inner.streams)
+    }
+
+    /// Fired when the server shuts down.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    /// The run tasks, awaited at shutdown.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.inner.tasks
+    }
+
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `run`.
+    pub fn insert(&self, run: Arc<ActiveRun>) {
+        self.runs().insert(run.run_id.clone(), run);
+    }
+
+    /// Forgets run `run_id`.
+    pub fn remove(&self, run_id: &str) {
+        self.runs().remove(run_id);
+    }
+
+    /// The active run with this id.
+    pub fn active(&self, run_id: &str) -> Option<Arc<ActiveRun>> {
+        self.runs().get(run_id).cloned()
+    }
+
+    /// The active run whose id `run` is or uniquely starts (at least 4 characters).
+    pub fn active_by_prefix(&self, run: &str) -> Option<Arc<ActiveRun>> {
+        let runs = self.runs();
+        if let Some(found) = runs.get(run) {
+            return Some(Arc::clone(found));
+        }
+        if run.len() < 4 {
+            return None;
+        }
+        let mut matching = runs
+            .values()
+            .filter(|active| active.run_id.starts_with(run));
+        match (matching.next(), matching.next()) {
+            (Some(found), None) => Some(Arc::clone(found)),
+            _ => None,
+        }
+    }
+
+    /// Every active run.
+    pub fn all_active(&self) -> Vec<Arc<ActiveRun>> {
+        self.runs().values().cloned().collect()
+    }
+}
