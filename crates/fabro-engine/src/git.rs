@@ -34,6 +34,7 @@ mod refname;
 mod run_git;
 #[cfg(test)]
 mod test_repo;
+mod worktree;
 
 use std::path::PathBuf;
 

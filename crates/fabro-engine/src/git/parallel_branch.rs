@@ -131,7 +131,7 @@ impl CheckedOutBranch<'_> {
         let path = site.branches_dir().join(target);
         let registration = registration_name(self.run_id, site, target);
         let admin_dir = common_dir.join("worktrees").join(&registration);
-        let _lock = super::run_git::RepoLock::acquire(&common_dir)?;
+        let _lock = super::worktree::RepoLock::acquire(&common_dir)?;
         remove_dir_if_present(&path)?;
         remove_dir_if_present(&admin_dir)?;
         let branch = main
@@ -306,7 +306,7 @@ impl BranchCleanup {
     pub fn remove(&self) -> Result<(), GitError> {
         // `{common_dir}/worktrees/{registration}`.
         let _lock = match self.admin_dir.parent().and_then(Path::parent) {
-            Some(common_dir) => Some(super::run_git::RepoLock::acquire(common_dir)?),
+            Some(common_dir) => Some(super::worktree::RepoLock::acquire(common_dir)?),
             None => None,
         };
         remove_dir_if_present(&self.path)?;
