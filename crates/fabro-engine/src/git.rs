@@ -32,8 +32,10 @@ mod pack;
 mod parallel_branch;
 mod refname;
 mod run_git;
+mod stage;
 #[cfg(test)]
 mod test_repo;
+mod watch;
 mod worktree;
 
 use std::path::PathBuf;

@@ -1,14 +1,15 @@
 //! [`RunGit`]: one run's branch, worktree and metadata ref (SPEC 8.2–8.4, 8.6, 8.7 step 4).
 //!
 //! The repository is opened once, at the run's linked worktree; refs and objects are shared with
-//! the user's repository, while `HEAD` and the index are the worktree's own. A stage commit
-//! scans the worktree once (a workdir-only status with the index's stat cache), updates only the
-//! changed index entries, and writes the tree from the index's cache tree, so unchanged
-//! directories are not rehashed.
+//! the user's repository, while `HEAD` and the index are the worktree's own. A file-system
+//! watch on the worktree ([`WorktreeWatch`]) starts with it; a stage commit examines only the
+//! paths it reported (a full scan when it cannot tell, with a `full_scan` warning once per
+//! run), updates only the changed index entries, and builds the tree from the parent tree, so
+//! unchanged directories are neither scanned nor rehashed (see [`stage_worktree`]).
 
 use std::path::{Path, PathBuf};
 
-use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
+use git2::{Oid, Repository};
 
 use super::exclude::Excludes;
 use super::history::metadata_tip;
@@ -16,6 +17,8 @@ use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
 use super::object::{commit_data, ObjectKind, RawObject};
 use super::pack::PackStore;
+use super::stage::{stage_worktree, Scope};
+use super::watch::{Changes, WorktreeWatch};
 use super::worktree::{
     add_worktree, find_commit, open, remote_tracking_refs, remove_dir_if_present,
     remove_lock_files, remove_worktree_files, worktree_admin_dir, RepoLock,
@@ -82,6 +85,14 @@ pub struct RunGit {
     packs: PackStore,
     /// Packs merged away since `repo` was opened.
     removed_packs: usize,
+    /// The worktree's change feed, or why there is none.
+    watch: Result<WorktreeWatch, String>,
+    /// The next stage scans the whole worktree whatever the watch says (after a resume).
+    full_scan_next: bool,
+    /// Why a stage fell back to a full scan, until [`RunGit::take_full_scan_warning`].
+    full_scan_warning: Option<String>,
+    /// Whether the `full_scan` warning was handed out (once per run).
+    full_scan_warned: bool,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -94,6 +105,23 @@ impl std::fmt::Debug for RunGit {
             .field("metadata_tip", &self.metadata_tip)
             .finish_non_exhaustive()
     }
+}
+
+/// The touched `paths`, plus the directory of every touched `.gitignore`: its rules may now
+/// admit files that were ignored before and are otherwise unchanged. `None` (scan the whole
+/// worktree) when the root's `.gitignore` changed.
+fn with_ignore_scopes(mut paths: Vec<String>) -> Option<Vec<String>> {
+    let mut directories = Vec::new();
+    for path in &paths {
+        if path == ".gitignore" {
+            return None;
+        }
+        if let Some(directory) = path.strip_suffix("/.gitignore") {
+            directories.push(directory.to_owned());
+        }
+    }
+    paths.extend(directories);
+    Some(paths)
 }
 
 impl RunGit {
@@ -136,7 +164,7 @@ impl RunGit {
             }
             return Err(error);
         }
-        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+        RunGit::open_worktree(&main, run_id, worktree_path, settings, false)
     }
 
     /// Re-attaches a fresh worktree at `worktree_path` to the existing run branch and resets
@@ -224,7 +252,7 @@ impl RunGit {
         )
         .map_err(GitError::git(format!("reset branch {branch_name}")))?;
         add_worktree(&main, run_id, worktree_path)?;
-        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+        RunGit::open_worktree(&main, run_id, worktree_path, settings, true)
     }
 
     fn open_worktree(
@@ -232,6 +260,7 @@ impl RunGit {
         run_id: &str,
         worktree_path: &Path,
         settings: RunGitSettings,
+        resumed: bool,
     ) -> Result<RunGit, GitError> {
         // Refs are only ever pointed at commits fabro has just written (and synced), so
         // libgit2's existence check before each ref update (a lookup through every pack)
@@ -248,6 +277,10 @@ impl RunGit {
             .id();
         let metadata_tip = metadata_tip(&repo, run_id)?;
         let excludes = Excludes::new(&settings.work_dir_relative, &settings.exclude_globs)?;
+        let watch = WorktreeWatch::start(
+            worktree_path,
+            &worktree_admin_dir(main.commondir(), run_id).join("fabro-watch"),
+        );
         Ok(RunGit {
             common_dir: main.commondir().to_path_buf(),
             repo,
@@ -261,6 +294,10 @@ impl RunGit {
             metadata_tree: None,
             packs: PackStore::new(&main.commondir().join("objects"), true),
             removed_packs: 0,
+            watch,
+            full_scan_next: resumed,
+            full_scan_warning: None,
+            full_scan_warned: false,
         })
     }
 
@@ -484,64 +521,66 @@ impl RunGit {
     }
 
     /// Stages every change in the worktree except the exclusions of SPEC 8.3 (configured
-    /// globs, `.fabro/blobs/`, `.fabro/artifacts/`, and files the repository ignores), in one
-    /// scan, and writes the staged tree. Nothing is committed yet.
+    /// globs, `.fabro/blobs/`, `.fabro/artifacts/`, and files the repository ignores) and
+    /// writes the staged tree. Nothing is committed yet. Only the paths the watch reported
+    /// are examined; the whole worktree when the watch cannot tell (then
+    /// [`take_full_scan_warning`](RunGit::take_full_scan_warning) has the reason) and in the
+    /// first stage after a resume.
     pub fn stage(&mut self) -> Result<StagedChanges, GitError> {
         let parent_tree = self
             .repo
             .find_commit(self.head)
             .map_err(GitError::git("read the run branch tip"))?
             .tree_id();
-        let mut options = StatusOptions::new();
-        options
-            .show(StatusShow::Workdir)
-            .include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(false)
-            .exclude_submodules(true)
-            .renames_index_to_workdir(false);
-        let statuses = self
-            .repo
-            .statuses(Some(&mut options))
-            .map_err(GitError::git("scan the run worktree"))?;
-        let mut index = self
-            .repo
-            .index()
-            .map_err(GitError::git("read the worktree index"))?;
-        let mut changed = false;
-        for entry in statuses.iter() {
-            let Ok(path) = std::str::from_utf8(entry.path_bytes()) else {
-                continue;
-            };
-            // A trailing slash marks a nested repository, which fabro does not stage.
-            if path.ends_with('/') || self.excludes.is_excluded(path) {
-                continue;
-            }
-            let status = entry.status();
-            let stage_error = GitError::git(format!("stage {path}"));
-            if status.contains(Status::WT_DELETED) {
-                index.remove_path(Path::new(path)).map_err(stage_error)?;
-                changed = true;
-            } else if status
-                .intersects(Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE)
-            {
-                index.add_path(Path::new(path)).map_err(stage_error)?;
-                changed = true;
-            }
-        }
-        drop(statuses);
-        let tree = if changed {
-            let tree = index
-                .write_tree()
-                .map_err(GitError::git("write the staged tree"))?;
-            index
-                .write()
-                .map_err(GitError::git("write the worktree index"))?;
-            tree
-        } else {
-            parent_tree
+        let changes = match &mut self.watch {
+            Ok(watch) => watch.changes(),
+            Err(reason) => Changes::Unknown(format!("no file-system watch: {reason}")),
         };
+        let full_scan_next = std::mem::take(&mut self.full_scan_next);
+        let paths = match changes {
+            Changes::Paths(paths) if !full_scan_next => with_ignore_scopes(paths),
+            Changes::Paths(_) => None,
+            Changes::Unknown(reason) => {
+                if !self.full_scan_warned {
+                    self.full_scan_warned = true;
+                    self.full_scan_warning = Some(reason);
+                }
+                None
+            }
+        };
+        let scope = match &paths {
+            Some(paths) => Scope::Paths(paths),
+            None => Scope::Full,
+        };
+        let tree = stage_worktree(&self.repo, parent_tree, &self.excludes, scope)?;
         Ok(StagedChanges { tree, parent_tree })
+    }
+
+    /// Test hook: this run stages with full scans only, as without a watch.
+    #[cfg(test)]
+    pub(crate) fn without_watch(mut self) -> RunGit {
+        self.watch = Err("disabled by a test".to_owned());
+        self
+    }
+
+    /// Test hook: commits are not synced to disk (many stages in a test stay fast).
+    #[cfg(test)]
+    pub(crate) fn volatile(mut self) -> RunGit {
+        self.packs = PackStore::new(&self.common_dir.join("objects"), false);
+        self
+    }
+
+    /// Test hook: the worktree's watch, if it has one.
+    #[cfg(test)]
+    pub(crate) fn watch(&self) -> Option<&WorktreeWatch> {
+        self.watch.as_ref().ok()
+    }
+
+    /// Why a stage scanned the whole worktree instead of the watched paths, once per run
+    /// (the `Warning` with code `full_scan`); `None` otherwise and after the first call
+    /// that returned it.
+    pub fn take_full_scan_warning(&mut self) -> Option<String> {
+        self.full_scan_warning.take()
     }
 
     /// The patch of `staged` against the previous run-branch commit (the stage's
@@ -637,8 +676,10 @@ impl RunGit {
             run_id,
             worktree_path,
             common_dir,
+            watch,
             ..
         } = self;
+        drop(watch);
         drop(repo);
         let _lock = RepoLock::acquire(&common_dir)?;
         remove_dir_if_present(&worktree_path)?;
