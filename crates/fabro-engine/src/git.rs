@@ -50,6 +50,7 @@ pub use parallel_branch::{
 };
 pub use refname::{parse_run_ref, RunRef, RunRefKind};
 pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
+pub(crate) use watch::ChangeFeed;
 
 /// Name and email used as author and committer of fabro's commits (SPEC 8.3, `[git]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -876,6 +876,7 @@ impl PreparedRun {
                 );
                 let mut checkpointer = Checkpointer::new(self.paths.run_dir());
                 if let Some(git) = run_git {
+                    services.assets.follow_git(&git);
                     checkpointer.attach_git(git);
                 }
                 checkpointer
@@ -889,6 +890,7 @@ impl PreparedRun {
                 let mut checkpointer = Checkpointer::resume(self.paths.run_dir())
                     .map_err(|error| self.resume_error(ResumeError::Checkpoints(error)))?;
                 if let Some(git) = run_git {
+                    services.assets.follow_git(&git);
                     checkpointer.attach_git(git);
                 }
                 checkpointer
@@ -981,6 +983,7 @@ impl PreparedRun {
                         settings,
                     ) {
                         Ok(git) => {
+                            traversal.services.assets.follow_git(&git);
                             if let Some(checkpointer) = traversal.checkpointer.as_mut() {
                                 checkpointer.attach_git(git);
                             }

@@ -576,6 +576,13 @@ impl RunGit {
         self.watch.as_ref().ok()
     }
 
+    /// A second reader of the worktree's watch (asset capture), with the working directory
+    /// relative to the worktree root; `None` without a watch.
+    pub(crate) fn change_feed(&self) -> Option<(super::ChangeFeed, PathBuf)> {
+        let watch = self.watch.as_ref().ok()?;
+        Some((watch.feed(), self.work_dir_relative.clone()))
+    }
+
     /// Why a stage scanned the whole worktree instead of the watched paths, once per run
     /// (the `Warning` with code `full_scan`); `None` otherwise and after the first call
     /// that returned it.

@@ -76,10 +76,85 @@ struct State {
     lost: Option<String>,
     /// The newest marker whose event has arrived.
     marker_seen: u64,
+    /// The readers of [`ChangeFeed`]s, by id.
+    feeds: Vec<FeedState>,
+    /// The watch was dropped or cannot be trusted any more.
+    closed: bool,
     /// Test hook: while set, the watch thread blocks in its handler, so the kernel queue
     /// fills up and overflows.
     #[cfg(test)]
     stalled: bool,
+}
+
+/// What one [`ChangeFeed`] has not read yet.
+#[derive(Default)]
+struct FeedState {
+    changed: BTreeSet<String>,
+    lost: bool,
+    marker_seen: u64,
+}
+
+/// A second reader of a [`WorktreeWatch`] (asset capture): the paths touched since its
+/// own previous read, independently of the stage commits.
+pub(crate) struct ChangeFeed {
+    shared: Arc<Shared>,
+    root: PathBuf,
+    sync_dir: PathBuf,
+    id: usize,
+    next_marker: u64,
+}
+
+impl std::fmt::Debug for ChangeFeed {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ChangeFeed")
+            .field("root", &self.root)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChangeFeed {
+    /// The paths touched since the previous call (relative to the root, sorted; a
+    /// directory stands for its subtree), once every write made before this call has been
+    /// reported; `None` when the watch cannot tell (the caller scans).
+    pub(crate) fn changes(&mut self) -> Option<Vec<String>> {
+        self.next_marker += 1;
+        let marker = self.next_marker;
+        let name = |number: u64| self.sync_dir.join(format!("feed{}-{number}", self.id));
+        let moved = match std::fs::rename(name(marker - 1), name(marker)) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::write(name(marker), b"")
+            }
+            other => other,
+        };
+        let deadline = Instant::now() + SYNC_TIMEOUT;
+        let mut state = lock(&self.shared);
+        let arrived = moved.is_ok()
+            && loop {
+                let feed = &state.feeds[self.id];
+                if state.closed || feed.lost {
+                    break false;
+                }
+                if feed.marker_seen >= marker {
+                    break true;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break false;
+                }
+                state = self
+                    .shared
+                    .arrived
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            };
+        let feed = &mut state.feeds[self.id];
+        let changed = std::mem::take(&mut feed.changed);
+        feed.lost = false;
+        arrived.then(|| changed.into_iter().collect())
+    }
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
@@ -141,6 +216,7 @@ impl WorktreeWatch {
             // Directories created while events were lost may be unwatched: watch them all.
             if let Err(error) = self.watcher.watch(&self.root, RecursiveMode::Recursive) {
                 self.broken = Some(format!("cannot watch {}: {error}", self.root.display()));
+                lock(&self.shared).closed = true;
             }
             self.take();
             return Changes::Unknown(reason);
@@ -148,6 +224,7 @@ impl WorktreeWatch {
         for path in &changed {
             if let Err(reason) = self.watch_new_directory(&self.root.join(path)) {
                 self.broken = Some(reason.clone());
+                lock(&self.shared).closed = true;
                 return Changes::Unknown(reason);
             }
         }
@@ -232,10 +309,30 @@ impl WorktreeWatch {
         Ok(())
     }
 
+    /// A new reader of this watch's events; see [`ChangeFeed`].
+    pub(crate) fn feed(&self) -> ChangeFeed {
+        let mut state = lock(&self.shared);
+        state.feeds.push(FeedState::default());
+        ChangeFeed {
+            shared: Arc::clone(&self.shared),
+            root: self.root.clone(),
+            sync_dir: self.sync_dir.clone(),
+            id: state.feeds.len() - 1,
+            next_marker: 0,
+        }
+    }
+
     /// Test hook: blocks (or releases) the watch thread in its event handler.
     #[cfg(test)]
     pub(crate) fn stall(&self, stalled: bool) {
         lock(&self.shared).stalled = stalled;
+        self.shared.arrived.notify_all();
+    }
+}
+
+impl Drop for WorktreeWatch {
+    fn drop(&mut self) {
+        lock(&self.shared).closed = true;
         self.shared.arrived.notify_all();
     }
 }
@@ -254,6 +351,22 @@ fn handle(shared: &Shared, root: &Path, sync_dir: &Path, result: notify::Result<
             .wait(state)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
     }
+    record(&mut state, shared, root, sync_dir, result);
+    if state.lost.is_some() {
+        for feed in &mut state.feeds {
+            feed.lost = true;
+            feed.changed.clear();
+        }
+    }
+}
+
+fn record(
+    state: &mut State,
+    shared: &Shared,
+    root: &Path,
+    sync_dir: &Path,
+    result: notify::Result<Event>,
+) {
     let event = match result {
         Ok(event) => event,
         Err(error) => {
@@ -280,10 +393,23 @@ fn handle(shared: &Shared, root: &Path, sync_dir: &Path, result: notify::Result<
     }
     for path in &event.paths {
         if let Ok(name) = path.strip_prefix(sync_dir) {
-            if let Some(marker) = name.to_str().and_then(|name| name.parse::<u64>().ok()) {
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if let Ok(marker) = name.parse::<u64>() {
                 state.marker_seen = state.marker_seen.max(marker);
-                shared.arrived.notify_all();
+            } else if let Some((id, marker)) = name
+                .strip_prefix("feed")
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(id, marker)| {
+                    Some((id.parse::<usize>().ok()?, marker.parse::<u64>().ok()?))
+                })
+            {
+                if let Some(feed) = state.feeds.get_mut(id) {
+                    feed.marker_seen = feed.marker_seen.max(marker);
+                }
             }
+            shared.arrived.notify_all();
             continue;
         }
         let Ok(relative) = path.strip_prefix(root) else {
@@ -307,6 +433,13 @@ fn handle(shared: &Shared, root: &Path, sync_dir: &Path, result: notify::Result<
                 .get_or_insert_with(|| format!("more than {MAX_PATHS} paths changed in one stage"));
             shared.arrived.notify_all();
             continue;
+        }
+        for feed in &mut state.feeds {
+            if feed.changed.len() < MAX_PATHS {
+                feed.changed.insert(relative.to_owned());
+            } else {
+                feed.lost = true;
+            }
         }
         state.changed.insert(relative.to_owned());
     }

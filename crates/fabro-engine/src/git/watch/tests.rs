@@ -9,6 +9,7 @@ use std::process::Command;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::asset_capture::{AssetScanner, CaptureLimits};
 use crate::git::test_repo::TestRepo;
 use crate::git::{inspect, RepoState, RunGit, RunGitSettings};
 
@@ -120,7 +121,14 @@ fn random_op(rng: &mut StdRng, root: &Path, stage: usize) -> Op {
         (!list.is_empty()).then(|| list[rng.random_range(0..list.len())].clone())
     };
     let parent = |rng: &mut StdRng| -> String {
-        const SPECIAL: [&str; 3] = ["ignored_dir", "excluded", "a/b/c"];
+        const SPECIAL: [&str; 6] = [
+            "ignored_dir",
+            "excluded",
+            "a/b/c",
+            "cypress/videos",
+            "node_modules/m",
+            "e/playwright-report",
+        ];
         if rng.random_range(0..6) == 0 {
             return SPECIAL[rng.random_range(0..SPECIAL.len())].to_owned();
         }
@@ -317,19 +325,47 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
     };
     let git = git2::Repository::open(repo.path()).unwrap();
     let mut stages = 0;
+    let mut captured = 0;
     for seed in 0..6u64 {
         let mut watched = run(&repo, &format!("W{seed}"));
         let mut scanned = run(&repo, &format!("F{seed}")).without_watch();
         assert!(watched.watch().is_some(), "the watch must start");
+        let scanner =
+            || AssetScanner::new(&["*.png".to_owned()], CaptureLimits::default()).unwrap();
+        let (followed, walked) = (scanner(), scanner());
+        let (feed, prefix) = watched.change_feed().unwrap();
+        followed.follow(feed, watched.worktree_path(), &prefix);
+        let assets = repo.outside(&format!("assets{seed}"));
         let mut rng = StdRng::seed_from_u64(seed);
         let mut history = Vec::new();
-        for stage in 1..=90 {
+        for stage in 1..=85 {
+            let followed_baseline = followed.baseline(watched.worktree_path());
+            let walked_baseline = walked.baseline(scanned.worktree_path());
             for _ in 0..rng.random_range(1..5) {
                 let op = random_op(&mut rng, watched.worktree_path(), stage);
                 apply(watched.worktree_path(), &op);
                 apply(scanned.worktree_path(), &op);
                 history.push(op);
             }
+            let paths = |report: crate::asset_capture::CaptureReport| -> Vec<String> {
+                report
+                    .captured
+                    .into_iter()
+                    .map(|asset| asset.path)
+                    .collect()
+            };
+            let from_feed = paths(
+                followed.capture(&followed_baseline, &assets.join(format!("followed{stage}"))),
+            );
+            let from_walk =
+                paths(walked.capture(&walked_baseline, &assets.join(format!("walked{stage}"))));
+            assert_eq!(
+                from_feed,
+                from_walk,
+                "seed {seed} stage {stage}: asset captures differ; last changes: {:?}",
+                &history[history.len().saturating_sub(4)..]
+            );
+            captured += from_walk.len();
             let node = format!("n{stage}");
             let watched_sha = watched.commit_stage(&node, "success", stage, "m").unwrap();
             let scanned_sha = scanned.commit_stage(&node, "success", stage, "m").unwrap();
@@ -358,6 +394,7 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
         assert_eq!(status, expected, "seed {seed}");
     }
     assert!(stages >= 500);
+    assert!(captured >= 50, "only {captured} assets were captured");
 }
 
 #[test]
