@@ -110,7 +110,7 @@ impl std::fmt::Debug for RunGit {
 /// The touched `paths`, plus the directory of every touched `.gitignore`: its rules may now
 /// admit files that were ignored before and are otherwise unchanged. `None` (scan the whole
 /// worktree) when the root's `.gitignore` changed.
-fn with_ignore_scopes(mut paths: Vec<String>) -> Option<Vec<String>> {
+pub(super) fn with_ignore_scopes(mut paths: Vec<String>) -> Option<Vec<String>> {
     let mut directories = Vec::new();
     for path in &paths {
         if path == ".gitignore" {
