@@ -107,7 +107,7 @@ fn generate_repository(repo: &Path, files: usize) -> Result<(usize, Vec<String>)
     // Top-level directories: the largest divisor of `dirs` not above its square root.
     let top = (1..=dirs)
         .take_while(|candidate| candidate * candidate <= dirs)
-        .filter(|candidate| dirs % candidate == 0)
+        .filter(|candidate| dirs.is_multiple_of(*candidate))
         .last()
         .unwrap_or(1);
     let per_top = dirs / top;

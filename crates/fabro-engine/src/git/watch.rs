@@ -124,7 +124,7 @@ impl ChangeFeed {
         let name = |number: u64| self.sync_dir.join(format!("feed{}-{number}", self.id));
         let moved = match std::fs::rename(name(marker - 1), name(marker)) {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::write(name(marker), b"")
+                fs_err::write(name(marker), b"")
             }
             other => other,
         };
@@ -244,9 +244,7 @@ impl WorktreeWatch {
         let marker = self.next_marker;
         let path = self.sync_dir.join(marker.to_string());
         let moved = match std::fs::rename(&previous, &path) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::write(&path, b"")
-            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => fs_err::write(&path, b""),
             other => other,
         };
         moved.map_err(|error| {

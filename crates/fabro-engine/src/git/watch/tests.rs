@@ -223,7 +223,7 @@ fn make_parent(path: &Path) {
     for blocker in blockers {
         clear(&blocker);
     }
-    std::fs::create_dir_all(parent).unwrap();
+    fs_err::create_dir_all(parent).unwrap();
 }
 
 fn apply(root: &Path, op: &Op) {
@@ -235,7 +235,7 @@ fn apply(root: &Path, op: &Op) {
             if std::fs::symlink_metadata(&path).is_ok_and(|metadata| !metadata.is_file()) {
                 clear(&path);
             }
-            std::fs::write(path, content).unwrap();
+            fs_err::write(path, content).unwrap();
         }
         Op::Append(path, content) => {
             use std::io::Write;
@@ -283,8 +283,8 @@ fn apply(root: &Path, op: &Op) {
             if std::fs::symlink_metadata(&path).is_ok_and(|metadata| !metadata.is_dir()) {
                 clear(&path);
             }
-            std::fs::create_dir_all(&path).unwrap();
-            std::fs::write(path.join("inner.txt"), "inner\n").unwrap();
+            fs_err::create_dir_all(&path).unwrap();
+            fs_err::write(path.join("inner.txt"), "inner\n").unwrap();
         }
         Op::Child(path, content) => {
             let path = at(path);
@@ -405,7 +405,7 @@ fn an_overflowed_watch_falls_back_to_one_full_scan_with_a_warning() {
     let git = git2::Repository::open(repo.path()).unwrap();
     let mut watched = run(&repo, "WATCHED");
     let mut scanned = run(&repo, "SCANNED").without_watch();
-    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+    let limit: usize = fs_err::read_to_string("/proc/sys/fs/inotify/max_queued_events")
         .ok()
         .and_then(|text| text.trim().parse().ok())
         .unwrap_or(16_384);
@@ -415,7 +415,12 @@ fn an_overflowed_watch_falls_back_to_one_full_scan_with_a_warning() {
     // One modification event per write; alternating files, so none merges with the last.
     let noise: Vec<std::fs::File> = ["noise1.log", "noise2.log"]
         .iter()
-        .map(|name| std::fs::File::create(watched.worktree_path().join(name)).unwrap())
+        .map(|name| {
+            fs_err::File::create(watched.worktree_path().join(name))
+                .unwrap()
+                .into_parts()
+                .0
+        })
         .collect();
     for index in 0..limit + 100 {
         use std::os::unix::fs::FileExt;
