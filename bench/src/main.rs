@@ -14,6 +14,7 @@ mod engine;
 mod generate;
 mod llm;
 mod measure;
+mod w6;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,7 +51,10 @@ fn main() -> ExitCode {
             print_out(&measure::phases(size));
             ExitCode::SUCCESS
         }
-        Some("engine") => match engine::engine_benchmark(&fabro_binary(), 5) {
+        Some("engine") => match engine::engine_benchmark(&fabro_binary(), 5).and_then(|table| {
+            let w6 = w6::w6_benchmark(&fabro_binary(), &[20_000, 100_000], 3)?;
+            Ok(format!("{table}\nW6 (issue 20), 50 command stages in a generated repository, git checkpoints on:\n\n{w6}"))
+        }) {
             Ok(table) => {
                 print_out(&table);
                 ExitCode::SUCCESS
@@ -60,6 +64,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("w6") => {
+            let sizes: Vec<usize> = args.iter().skip(1).filter_map(|size| size.parse().ok()).collect();
+            let sizes = if sizes.is_empty() { vec![20_000, 100_000] } else { sizes };
+            match w6::w6_benchmark(&fabro_binary(), &sizes, 3) {
+                Ok(table) => {
+                    print_out(&table);
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    report(&format!("error: {error}"));
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some("llm") => match llm::llm_benchmark() {
             Ok(table) => {
                 print_out(&table);
@@ -79,7 +97,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench llm | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench w6 [FILES…] | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -16,9 +16,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use crate::git::ChangeFeed;
 
 /// Directories whose files are all candidates, at any depth (SPEC 7.8).
 const ASSET_DIRS: [&str; 2] = ["playwright-report", "test-results"];
@@ -65,6 +68,19 @@ pub struct AssetScanner {
     /// Directories never entered (canonical paths): fabro's own storage when it lies
     /// inside the working directory.
     skipped: Vec<PathBuf>,
+    /// The run worktree's change feed, when the run has one (see [`AssetScanner::follow`]).
+    followed: Arc<Mutex<Option<Followed>>>,
+}
+
+/// A working directory whose changes come from a file-system watch, and its candidates as
+/// of the last read of the feed.
+#[derive(Debug)]
+struct Followed {
+    feed: ChangeFeed,
+    work_dir: PathBuf,
+    /// The working directory relative to the feed's root.
+    prefix: PathBuf,
+    files: Option<HashMap<String, Fingerprint>>,
 }
 
 /// The candidate files before an attempt, and when the attempt started.
@@ -239,6 +255,7 @@ impl AssetScanner {
             include,
             limits,
             skipped: Vec::new(),
+            followed: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -255,15 +272,100 @@ impl AssetScanner {
     /// Call it right before the attempt runs. Unreadable directories are passed over.
     pub fn baseline(&self, work_dir: &Path) -> Baseline {
         let started = SystemTime::now();
-        let (candidates, _) = self.scan(work_dir);
+        let mut followed = self.follow_for(work_dir);
+        if let Some(followed) = followed.as_mut().and_then(|guard| guard.as_mut()) {
+            let previous = followed.files.take();
+            if let (Some(mut files), Some(changed)) = (previous, self.changed_paths(followed)) {
+                self.refresh(work_dir, &mut files, &changed);
+                followed.files = Some(files.clone());
+                return Baseline {
+                    work_dir: work_dir.to_path_buf(),
+                    started,
+                    files,
+                };
+            }
+        }
+        let (candidates, timed_out) = self.scan(work_dir);
+        let files: HashMap<String, Fingerprint> = candidates
+            .into_iter()
+            .map(|candidate| (candidate.path, candidate.fingerprint))
+            .collect();
+        if let Some(followed) = followed.as_mut().and_then(|guard| guard.as_mut()) {
+            followed.files = (!timed_out).then(|| files.clone());
+        }
         Baseline {
             work_dir: work_dir.to_path_buf(),
             started,
-            files: candidates
-                .into_iter()
-                .map(|candidate| (candidate.path, candidate.fingerprint))
-                .collect(),
+            files,
         }
+    }
+
+    /// Takes the candidates of `work_dir` (a run worktree's working directory, `prefix`
+    /// below the feed's root) from `feed` from now on: baselines and rescans examine only
+    /// the touched paths instead of walking the tree.
+    pub(crate) fn follow(&self, feed: ChangeFeed, work_dir: &Path, prefix: &Path) {
+        if let Ok(mut followed) = self.followed.lock() {
+            *followed = Some(Followed {
+                feed,
+                work_dir: work_dir.to_path_buf(),
+                prefix: prefix.to_path_buf(),
+                files: None,
+            });
+        }
+    }
+
+    /// The followed state, locked, when it is about `work_dir`.
+    fn follow_for(&self, work_dir: &Path) -> Option<std::sync::MutexGuard<'_, Option<Followed>>> {
+        let guard = self.followed.lock().ok()?;
+        guard
+            .as_ref()
+            .is_some_and(|followed| followed.work_dir == work_dir)
+            .then_some(guard)
+    }
+
+    /// The paths the feed reports, relative to the working directory; `None` when the feed
+    /// cannot tell or the working directory itself was touched.
+    fn changed_paths(&self, followed: &mut Followed) -> Option<Vec<String>> {
+        let mut changed = Vec::new();
+        for path in followed.feed.changes()? {
+            match Path::new(&path).strip_prefix(&followed.prefix) {
+                Ok(relative) if !relative.as_os_str().is_empty() => {
+                    changed.push(relative.to_str()?.to_owned());
+                }
+                Ok(_) => return None,
+                Err(_) if followed.prefix.starts_with(&path) => return None,
+                Err(_) => {}
+            }
+        }
+        Some(changed)
+    }
+
+    /// Re-examines `changed` paths (relative to `work_dir`; a directory with its subtree)
+    /// in `files`, and returns the candidates found there, sorted by path.
+    fn refresh(
+        &self,
+        work_dir: &Path,
+        files: &mut HashMap<String, Fingerprint>,
+        changed: &[String],
+    ) -> Vec<Candidate> {
+        let mut walk = Walk {
+            scanner: self,
+            deadline: Instant::now() + self.limits.scan_timeout,
+            timed_out: false,
+            found: Vec::new(),
+        };
+        for path in changed {
+            let below = format!("{path}/");
+            files.retain(|file, _| file != path && !file.starts_with(&below));
+            walk.path(work_dir, path);
+        }
+        let mut found = walk.found;
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        found.dedup_by(|a, b| a.path == b.path);
+        for candidate in &found {
+            files.insert(candidate.path.clone(), candidate.fingerprint);
+        }
+        found
     }
 
     /// Rescans the baseline's working directory and copies the new or changed candidates
@@ -279,12 +381,47 @@ impl AssetScanner {
         baseline: &Baseline,
         asset_dir: &Path,
     ) -> (CaptureReport, Snapshot) {
+        let mut followed = self.follow_for(&baseline.work_dir);
+        if let Some(followed) = followed.as_mut().and_then(|guard| guard.as_mut()) {
+            if let Some(changed) = self.changed_paths(followed) {
+                let mut files = baseline.files.clone();
+                let candidates = self.refresh(&baseline.work_dir, &mut files, &changed);
+                followed.files = Some(files.clone());
+                let report = self.copy_new(baseline, candidates, asset_dir, false);
+                let snapshot = Snapshot {
+                    work_dir: baseline.work_dir.clone(),
+                    files,
+                    timed_out: false,
+                };
+                return (report, snapshot);
+            }
+        }
         let (candidates, timed_out) = self.scan(&baseline.work_dir);
-        let mut snapshot = Snapshot {
+        let snapshot = Snapshot {
             work_dir: baseline.work_dir.clone(),
-            files: HashMap::with_capacity(candidates.len()),
+            files: candidates
+                .iter()
+                .map(|candidate| (candidate.path.clone(), candidate.fingerprint))
+                .collect(),
             timed_out,
         };
+        if let Some(followed) = followed.as_mut().and_then(|guard| guard.as_mut()) {
+            followed.files = (!timed_out).then(|| snapshot.files.clone());
+        }
+        drop(followed);
+        let report = self.copy_new(baseline, candidates, asset_dir, timed_out);
+        (report, snapshot)
+    }
+
+    /// Copies the `candidates` (sorted by path) that are new or changed since `baseline`
+    /// and not older than its start, within the limits.
+    fn copy_new(
+        &self,
+        baseline: &Baseline,
+        candidates: Vec<Candidate>,
+        asset_dir: &Path,
+        timed_out: bool,
+    ) -> CaptureReport {
         let earliest = baseline
             .started
             .checked_sub(MTIME_TOLERANCE)
@@ -292,9 +429,6 @@ impl AssetScanner {
         let mut report = CaptureReport::default();
         let mut total: u64 = 0;
         for candidate in candidates {
-            snapshot
-                .files
-                .insert(candidate.path.clone(), candidate.fingerprint);
             let unchanged = baseline.files.get(&candidate.path) == Some(&candidate.fingerprint);
             if unchanged || candidate.fingerprint.modified < earliest {
                 continue;
@@ -345,7 +479,7 @@ impl AssetScanner {
                 after: self.limits.scan_timeout,
             });
         }
-        (report, snapshot)
+        report
     }
 
     /// Every candidate under `work_dir`, sorted by path, and whether the scan timed out.
@@ -463,6 +597,50 @@ impl Walk<'_> {
                     },
                 });
             }
+        }
+    }
+
+    /// Adds the candidates at `path` (relative to `work_dir`): the file itself, or the
+    /// directory's subtree, unless an ancestor is never scanned.
+    fn path(&mut self, work_dir: &Path, path: &str) {
+        let components: Vec<&str> = path.split('/').collect();
+        let Some((name, ancestors)) = components.split_last() else {
+            return;
+        };
+        let mut parent: Option<&str> = None;
+        let mut in_asset_dir = false;
+        let mut absolute = work_dir.to_path_buf();
+        for ancestor in ancestors {
+            absolute.push(ancestor);
+            if never_scanned(parent, ancestor) || self.is_skipped(&absolute, ancestor) {
+                return;
+            }
+            in_asset_dir = in_asset_dir || is_asset_dir(parent, ancestor);
+            parent = Some(ancestor);
+        }
+        absolute.push(name);
+        let Ok(metadata) = std::fs::symlink_metadata(&absolute) else {
+            return;
+        };
+        if metadata.is_dir() {
+            if never_scanned(parent, name) || self.is_skipped(&absolute, name) {
+                return;
+            }
+            let asset_dir = in_asset_dir || is_asset_dir(parent, name);
+            self.directory(&absolute, path, asset_dir);
+        } else if metadata.is_file() && (in_asset_dir || is_asset_file(name) || self.included(path))
+        {
+            let Ok(modified) = metadata.modified() else {
+                return;
+            };
+            self.found.push(Candidate {
+                absolute,
+                path: path.to_owned(),
+                fingerprint: Fingerprint {
+                    size: metadata.len(),
+                    modified,
+                },
+            });
         }
     }
 

@@ -177,6 +177,9 @@ pub(crate) struct CycleShas {
     pub(crate) git_commit_sha: Option<String>,
     /// The metadata commit of this checkpoint.
     pub(crate) metadata_sha: Option<String>,
+    /// Why the stage's changes were found by scanning the whole worktree (the `full_scan`
+    /// warning, once per run).
+    pub(crate) full_scan: Option<String>,
 }
 
 impl Checkpointer {
@@ -296,6 +299,7 @@ impl Checkpointer {
                     Some(staged) => staged,
                     None => git.stage()?,
                 };
+                let full_scan = git.take_full_scan_warning();
                 if let Some(patch) = git.diff_patch(&staged, crate::git::METADATA_FILE_LIMIT)? {
                     let path = stage_dir.join("diff.patch");
                     let patch = fabro_llm::redact::redactor().redact_bytes(patch.as_ref());
@@ -321,6 +325,7 @@ impl Checkpointer {
                 Ok(CycleShas {
                     git_commit_sha: Some(sha.clone()),
                     metadata_sha: Some(metadata.sha),
+                    full_scan,
                 })
             }
             Cycle::Initial | Cycle::Final => {
@@ -354,6 +359,7 @@ impl Checkpointer {
                 Ok(CycleShas {
                     git_commit_sha: Some(head),
                     metadata_sha: Some(metadata.sha),
+                    full_scan: None,
                 })
             }
         }

@@ -32,8 +32,11 @@ mod pack;
 mod parallel_branch;
 mod refname;
 mod run_git;
+mod stage;
 #[cfg(test)]
 mod test_repo;
+mod watch;
+mod worktree;
 
 use std::path::PathBuf;
 
@@ -47,6 +50,7 @@ pub use parallel_branch::{
 };
 pub use refname::{parse_run_ref, RunRef, RunRefKind};
 pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
+pub(crate) use watch::ChangeFeed;
 
 /// Name and email used as author and committer of fabro's commits (SPEC 8.3, `[git]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

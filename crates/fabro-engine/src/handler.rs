@@ -176,6 +176,15 @@ impl AssetCapture {
         }
     }
 
+    /// Takes the candidates of the run's working directory from the run worktree's watch
+    /// instead of walking the tree around every command (SPEC 7.8, issue 20).
+    pub(crate) fn follow_git(&self, git: &crate::git::RunGit) {
+        if let Some((feed, work_dir_relative)) = git.change_feed() {
+            self.scanner
+                .follow(feed, &git.work_dir(), &work_dir_relative);
+        }
+    }
+
     /// Counts a stage (every handler kind, every branch) as started and, until the guard
     /// is dropped, as running: a stage that started since a rescan, or that runs beside
     /// the one that scans, may have written files the rescan does not account for.

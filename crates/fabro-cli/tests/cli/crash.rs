@@ -295,3 +295,85 @@ fn runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result() {
         "seed {seed}: only {interrupted} of 30 runs were killed"
     );
 }
+
+/// A stage that renames, creates and changes modes in nested directories, killed while it
+/// sleeps, then resumed: the run branch ends as in an uninterrupted run, neither run falls
+/// back to a full scan with a `full_scan` warning (the watch is rebuilt on resume and its
+/// first stage scans fully without one), and the stages' file changes are all committed.
+#[test]
+fn a_run_killed_inside_a_watched_stage_resumes_to_the_same_branch_content() {
+    if !git_available() {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    let env = TestEnv::new("crash_watched_stage");
+    let crash = Crash {
+        env: &env,
+        trace: env.fabro_home().join("trace"),
+    };
+    let trace = crash.trace.display();
+    env.write(
+        "w.fabro",
+        &format!(
+            r#"digraph watched {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script="mkdir -p n1/n2 && echo a > n1/n2/a.txt && echo more >> keep.txt"]
+  b [shape=parallelogram, script="mkdir -p deep/x/y && echo b > deep/x/y/b.txt && mv n1 moved && chmod +x moved/n2/a.txt && echo b >> {trace} && sleep 1"]
+  c [shape=parallelogram, script="ln -s moved/n2/a.txt link && rm -rf deep/x && echo c > c.txt"]
+  start -> a -> b -> c -> exit
+}}
+"#
+        ),
+    );
+    env.write("keep.txt", "kept\n");
+    env.write("responses.json", "{}");
+    crash.git(&["init", "-q", "-b", "main"]);
+    crash.git(&["add", "w.fabro", "keep.txt", "responses.json"]);
+    crash.git(&["commit", "-q", "-m", "init"]);
+
+    let reference = crash.fabro(&["run", "w.fabro", "--run-id", "reference"]);
+    assert_eq!(code(&reference), 0, "{}", stderr(&reference));
+    let reference_tree = crash.git(&["rev-parse", "fabro/run/reference^{tree}"]);
+    let files = crash.git(&["ls-tree", "-r", "--name-only", "fabro/run/reference"]);
+    for file in ["moved/n2/a.txt", "link", "c.txt", "keep.txt"] {
+        assert!(files.lines().any(|line| line == file), "{file} in {files}");
+    }
+    assert!(
+        !files.contains("deep/") && !files.contains("n1/"),
+        "{files}"
+    );
+    let listing = crash.git(&["ls-tree", "-r", "fabro/run/reference"]);
+    for (mode, file) in [("100755", "moved/n2/a.txt"), ("120000", "link")] {
+        assert!(
+            listing
+                .lines()
+                .any(|line| line.starts_with(mode) && line.ends_with(&format!("\t{file}"))),
+            "{file} has mode {mode}: {listing}"
+        );
+    }
+
+    let _ = fs_err::remove_file(&crash.trace);
+    let mut child = crash.spawn("killed");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !crash.trace().iter().any(|line| line == "b") {
+        assert!(Instant::now() < deadline, "stage b never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("killed");
+    child.wait().expect("reaped");
+    let resumed = crash.fabro(&["resume", "killed"]);
+    assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
+    assert_eq!(
+        crash.git(&["rev-parse", "fabro/run/killed^{tree}"]),
+        reference_tree
+    );
+    for run_id in ["reference", "killed"] {
+        let full_scans: Vec<Value> = events(&crash.run_dir(run_id))
+            .into_iter()
+            .filter(|event| event["event"] == "Warning")
+            .filter(|event| event["properties"]["code"] == "full_scan")
+            .collect();
+        assert!(full_scans.is_empty(), "{run_id}: {full_scans:?}");
+    }
+}

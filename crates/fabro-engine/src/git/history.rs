@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{Oid, Repository};
 
 use super::message::trailer;
-use super::run_git::remote_tracking_refs;
+use super::worktree::remote_tracking_refs;
 use super::{metadata_ref_name, run_branch_name, GitError};
 
 /// A repository opened for reading runs' refs (any directory inside it, or a worktree).

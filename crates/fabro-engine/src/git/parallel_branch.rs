@@ -131,7 +131,7 @@ impl CheckedOutBranch<'_> {
         let path = site.branches_dir().join(target);
         let registration = registration_name(self.run_id, site, target);
         let admin_dir = common_dir.join("worktrees").join(&registration);
-        let _lock = super::run_git::RepoLock::acquire(&common_dir)?;
+        let _lock = super::worktree::RepoLock::acquire(&common_dir)?;
         remove_dir_if_present(&path)?;
         remove_dir_if_present(&admin_dir)?;
         let branch = main
@@ -153,7 +153,14 @@ impl CheckedOutBranch<'_> {
             "open the repository at {}",
             path.display()
         )))?;
+        // A branch without a watch scans its whole worktree after every stage.
+        let watch = super::watch::WorktreeWatch::start(&path, &admin_dir.join("fabro-watch"))
+            .map_err(
+                |reason| tracing::debug!(%reason, "parallel branch without a file-system watch"),
+            )
+            .ok();
         Ok(BranchWorktree {
+            watch,
             repo,
             label: format!("{}@{}/{target}", site.node_id, site.visit),
             reference: format!("refs/heads/{branch_name}"),
@@ -211,6 +218,8 @@ impl CheckedOutBranch<'_> {
 
 /// One parallel branch's own branch and worktree, owned by the branch's traversal.
 pub struct BranchWorktree {
+    /// The worktree's change feed (see [`RunGit`](super::RunGit)); `None` means full scans.
+    watch: Option<super::watch::WorktreeWatch>,
     repo: Repository,
     /// `{node_id}@{visit}/{target}`, the `Fabro-Parallel` trailer.
     label: String,
@@ -272,14 +281,24 @@ impl BranchWorktree {
     /// the run branch's subject and the `Fabro-Run` and `Fabro-Parallel` trailers; returns
     /// the new head.
     pub fn commit_stage(&mut self, node_id: &str, status: &str) -> Result<String, GitError> {
-        let tree = match stage_changes(&self.repo, self.head, &self.excludes)? {
-            Some(tree) => tree,
-            None => self
-                .repo
-                .find_commit(self.head)
-                .map_err(GitError::git("read the branch tip"))?
-                .tree_id(),
+        let parent_tree = self
+            .repo
+            .find_commit(self.head)
+            .map_err(GitError::git("read the branch tip"))?
+            .tree_id();
+        let paths = match self
+            .watch
+            .as_mut()
+            .map(super::watch::WorktreeWatch::changes)
+        {
+            Some(super::watch::Changes::Paths(paths)) => super::run_git::with_ignore_scopes(paths),
+            _ => None,
         };
+        let scope = match &paths {
+            Some(paths) => super::stage::Scope::Paths(paths),
+            None => super::stage::Scope::Full,
+        };
+        let tree = super::stage::stage_worktree(&self.repo, parent_tree, &self.excludes, scope)?;
         let message = branch_commit_message(&self.run_id, node_id, status, &self.label);
         self.head = commit(
             &self.repo,
@@ -306,7 +325,7 @@ impl BranchCleanup {
     pub fn remove(&self) -> Result<(), GitError> {
         // `{common_dir}/worktrees/{registration}`.
         let _lock = match self.admin_dir.parent().and_then(Path::parent) {
-            Some(common_dir) => Some(super::run_git::RepoLock::acquire(common_dir)?),
+            Some(common_dir) => Some(super::worktree::RepoLock::acquire(common_dir)?),
             None => None,
         };
         remove_dir_if_present(&self.path)?;

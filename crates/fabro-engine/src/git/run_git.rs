@@ -1,14 +1,15 @@
 //! [`RunGit`]: one run's branch, worktree and metadata ref (SPEC 8.2–8.4, 8.6, 8.7 step 4).
 //!
 //! The repository is opened once, at the run's linked worktree; refs and objects are shared with
-//! the user's repository, while `HEAD` and the index are the worktree's own. A stage commit
-//! scans the worktree once (a workdir-only status with the index's stat cache), updates only the
-//! changed index entries, and writes the tree from the index's cache tree, so unchanged
-//! directories are not rehashed.
+//! the user's repository, while `HEAD` and the index are the worktree's own. A file-system
+//! watch on the worktree ([`WorktreeWatch`]) starts with it; a stage commit examines only the
+//! paths it reported (a full scan when it cannot tell, with a `full_scan` warning once per
+//! run), updates only the changed index entries, and builds the tree from the parent tree, so
+//! unchanged directories are neither scanned nor rehashed (see [`stage_worktree`]).
 
 use std::path::{Path, PathBuf};
 
-use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
+use git2::{Oid, Repository};
 
 use super::exclude::Excludes;
 use super::history::metadata_tip;
@@ -16,6 +17,12 @@ use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
 use super::object::{commit_data, ObjectKind, RawObject};
 use super::pack::PackStore;
+use super::stage::{stage_worktree, Scope};
+use super::watch::{Changes, WorktreeWatch};
+use super::worktree::{
+    add_worktree, find_commit, open, remote_tracking_refs, remove_dir_if_present,
+    remove_lock_files, remove_worktree_files, worktree_admin_dir, RepoLock,
+};
 use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
 
 /// Per-run settings of [`RunGit`].
@@ -78,6 +85,14 @@ pub struct RunGit {
     packs: PackStore,
     /// Packs merged away since `repo` was opened.
     removed_packs: usize,
+    /// The worktree's change feed, or why there is none.
+    watch: Result<WorktreeWatch, String>,
+    /// The next stage scans the whole worktree whatever the watch says (after a resume).
+    full_scan_next: bool,
+    /// Why a stage fell back to a full scan, until [`RunGit::take_full_scan_warning`].
+    full_scan_warning: Option<String>,
+    /// Whether the `full_scan` warning was handed out (once per run).
+    full_scan_warned: bool,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -90,6 +105,23 @@ impl std::fmt::Debug for RunGit {
             .field("metadata_tip", &self.metadata_tip)
             .finish_non_exhaustive()
     }
+}
+
+/// The touched `paths`, plus the directory of every touched `.gitignore`: its rules may now
+/// admit files that were ignored before and are otherwise unchanged. `None` (scan the whole
+/// worktree) when the root's `.gitignore` changed.
+pub(super) fn with_ignore_scopes(mut paths: Vec<String>) -> Option<Vec<String>> {
+    let mut directories = Vec::new();
+    for path in &paths {
+        if path == ".gitignore" {
+            return None;
+        }
+        if let Some(directory) = path.strip_suffix("/.gitignore") {
+            directories.push(directory.to_owned());
+        }
+    }
+    paths.extend(directories);
+    Some(paths)
 }
 
 impl RunGit {
@@ -132,7 +164,7 @@ impl RunGit {
             }
             return Err(error);
         }
-        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+        RunGit::open_worktree(&main, run_id, worktree_path, settings, false)
     }
 
     /// Re-attaches a fresh worktree at `worktree_path` to the existing run branch and resets
@@ -220,7 +252,7 @@ impl RunGit {
         )
         .map_err(GitError::git(format!("reset branch {branch_name}")))?;
         add_worktree(&main, run_id, worktree_path)?;
-        RunGit::open_worktree(&main, run_id, worktree_path, settings)
+        RunGit::open_worktree(&main, run_id, worktree_path, settings, true)
     }
 
     fn open_worktree(
@@ -228,6 +260,7 @@ impl RunGit {
         run_id: &str,
         worktree_path: &Path,
         settings: RunGitSettings,
+        resumed: bool,
     ) -> Result<RunGit, GitError> {
         // Refs are only ever pointed at commits fabro has just written (and synced), so
         // libgit2's existence check before each ref update (a lookup through every pack)
@@ -244,6 +277,10 @@ impl RunGit {
             .id();
         let metadata_tip = metadata_tip(&repo, run_id)?;
         let excludes = Excludes::new(&settings.work_dir_relative, &settings.exclude_globs)?;
+        let watch = WorktreeWatch::start(
+            worktree_path,
+            &worktree_admin_dir(main.commondir(), run_id).join("fabro-watch"),
+        );
         Ok(RunGit {
             common_dir: main.commondir().to_path_buf(),
             repo,
@@ -257,6 +294,10 @@ impl RunGit {
             metadata_tree: None,
             packs: PackStore::new(&main.commondir().join("objects"), true),
             removed_packs: 0,
+            watch,
+            full_scan_next: resumed,
+            full_scan_warning: None,
+            full_scan_warned: false,
         })
     }
 
@@ -480,64 +521,73 @@ impl RunGit {
     }
 
     /// Stages every change in the worktree except the exclusions of SPEC 8.3 (configured
-    /// globs, `.fabro/blobs/`, `.fabro/artifacts/`, and files the repository ignores), in one
-    /// scan, and writes the staged tree. Nothing is committed yet.
+    /// globs, `.fabro/blobs/`, `.fabro/artifacts/`, and files the repository ignores) and
+    /// writes the staged tree. Nothing is committed yet. Only the paths the watch reported
+    /// are examined; the whole worktree when the watch cannot tell (then
+    /// [`take_full_scan_warning`](RunGit::take_full_scan_warning) has the reason) and in the
+    /// first stage after a resume.
     pub fn stage(&mut self) -> Result<StagedChanges, GitError> {
         let parent_tree = self
             .repo
             .find_commit(self.head)
             .map_err(GitError::git("read the run branch tip"))?
             .tree_id();
-        let mut options = StatusOptions::new();
-        options
-            .show(StatusShow::Workdir)
-            .include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_ignored(false)
-            .exclude_submodules(true)
-            .renames_index_to_workdir(false);
-        let statuses = self
-            .repo
-            .statuses(Some(&mut options))
-            .map_err(GitError::git("scan the run worktree"))?;
-        let mut index = self
-            .repo
-            .index()
-            .map_err(GitError::git("read the worktree index"))?;
-        let mut changed = false;
-        for entry in statuses.iter() {
-            let Ok(path) = std::str::from_utf8(entry.path_bytes()) else {
-                continue;
-            };
-            // A trailing slash marks a nested repository, which fabro does not stage.
-            if path.ends_with('/') || self.excludes.is_excluded(path) {
-                continue;
-            }
-            let status = entry.status();
-            let stage_error = GitError::git(format!("stage {path}"));
-            if status.contains(Status::WT_DELETED) {
-                index.remove_path(Path::new(path)).map_err(stage_error)?;
-                changed = true;
-            } else if status
-                .intersects(Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE)
-            {
-                index.add_path(Path::new(path)).map_err(stage_error)?;
-                changed = true;
-            }
-        }
-        drop(statuses);
-        let tree = if changed {
-            let tree = index
-                .write_tree()
-                .map_err(GitError::git("write the staged tree"))?;
-            index
-                .write()
-                .map_err(GitError::git("write the worktree index"))?;
-            tree
-        } else {
-            parent_tree
+        let changes = match &mut self.watch {
+            Ok(watch) => watch.changes(),
+            Err(reason) => Changes::Unknown(format!("no file-system watch: {reason}")),
         };
+        let full_scan_next = std::mem::take(&mut self.full_scan_next);
+        let paths = match changes {
+            Changes::Paths(paths) if !full_scan_next => with_ignore_scopes(paths),
+            Changes::Paths(_) => None,
+            Changes::Unknown(reason) => {
+                if !self.full_scan_warned {
+                    self.full_scan_warned = true;
+                    self.full_scan_warning = Some(reason);
+                }
+                None
+            }
+        };
+        let scope = match &paths {
+            Some(paths) => Scope::Paths(paths),
+            None => Scope::Full,
+        };
+        let tree = stage_worktree(&self.repo, parent_tree, &self.excludes, scope)?;
         Ok(StagedChanges { tree, parent_tree })
+    }
+
+    /// Test hook: this run stages with full scans only, as without a watch.
+    #[cfg(test)]
+    pub(crate) fn without_watch(mut self) -> RunGit {
+        self.watch = Err("disabled by a test".to_owned());
+        self
+    }
+
+    /// Test hook: commits are not synced to disk (many stages in a test stay fast).
+    #[cfg(test)]
+    pub(crate) fn volatile(mut self) -> RunGit {
+        self.packs = PackStore::new(&self.common_dir.join("objects"), false);
+        self
+    }
+
+    /// Test hook: the worktree's watch, if it has one.
+    #[cfg(test)]
+    pub(crate) fn watch(&self) -> Option<&WorktreeWatch> {
+        self.watch.as_ref().ok()
+    }
+
+    /// A second reader of the worktree's watch (asset capture), with the working directory
+    /// relative to the worktree root; `None` without a watch.
+    pub(crate) fn change_feed(&self) -> Option<(super::ChangeFeed, PathBuf)> {
+        let watch = self.watch.as_ref().ok()?;
+        Some((watch.feed(), self.work_dir_relative.clone()))
+    }
+
+    /// Why a stage scanned the whole worktree instead of the watched paths, once per run
+    /// (the `Warning` with code `full_scan`); `None` otherwise and after the first call
+    /// that returned it.
+    pub fn take_full_scan_warning(&mut self) -> Option<String> {
+        self.full_scan_warning.take()
     }
 
     /// The patch of `staged` against the previous run-branch commit (the stage's
@@ -659,215 +709,15 @@ impl RunGit {
             run_id,
             worktree_path,
             common_dir,
+            watch,
             ..
         } = self;
+        drop(watch);
         drop(repo);
         let _lock = RepoLock::acquire(&common_dir)?;
         remove_dir_if_present(&worktree_path)?;
         remove_dir_if_present(&worktree_admin_dir(&common_dir, &run_id))
     }
-}
-
-/// Serialises the changes of worktree registrations and fabro's branch creation between
-/// processes and threads sharing a repository: an exclusive `flock` on
-/// `{common_dir}/fabro.lock`, held while a worktree is added or removed. libgit2's worktree
-/// add is not safe against a concurrent one: it reads every registration to check that the
-/// branch is not checked out elsewhere (a half-written registration reads as "already
-/// checked out") and fails when another process creates `.git/worktrees` at the same time.
-/// Released when dropped.
-pub(crate) struct RepoLock {
-    // Held for its lock; closing the descriptor releases it.
-    _file: std::fs::File,
-}
-
-impl RepoLock {
-    /// Waits for and takes the lock of the repository whose common directory is
-    /// `common_dir`.
-    pub(crate) fn acquire(common_dir: &Path) -> Result<RepoLock, GitError> {
-        let path = common_dir.join("fabro.lock");
-        let file = fs_err::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(GitError::io("open", path.clone()))?;
-        file.file().lock().map_err(GitError::io("lock", path))?;
-        Ok(RepoLock {
-            _file: file.into_parts().0,
-        })
-    }
-}
-
-fn open(path: &Path) -> Result<Repository, GitError> {
-    Repository::open(path).map_err(GitError::git(format!(
-        "open the repository at {}",
-        path.display()
-    )))
-}
-
-fn find_commit<'r>(repo: &'r Repository, sha: &str) -> Result<git2::Commit<'r>, GitError> {
-    Oid::from_str(sha)
-        .and_then(|oid| repo.find_commit(oid))
-        .map_err(|_| GitError::UnknownCommit {
-            sha: sha.to_owned(),
-        })
-}
-
-/// The name of the run's entry in `.git/worktrees`.
-fn worktree_name(run_id: &str) -> String {
-    format!("fabro-run-{run_id}")
-}
-
-fn worktree_admin_dir(common_dir: &Path, run_id: &str) -> PathBuf {
-    common_dir.join("worktrees").join(worktree_name(run_id))
-}
-
-fn add_worktree(main: &Repository, run_id: &str, worktree_path: &Path) -> Result<(), GitError> {
-    if let Some(parent) = worktree_path.parent() {
-        fs_err::create_dir_all(parent).map_err(|source| GitError::Io {
-            action: "create",
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
-    let branch_ref = main
-        .find_reference(&format!("refs/heads/{}", run_branch_name(run_id)))
-        .map_err(GitError::git(format!("find {}", run_branch_name(run_id))))?;
-    let mut options = git2::WorktreeAddOptions::new();
-    options.reference(Some(&branch_ref));
-    let admin_dir = worktree_admin_dir(main.commondir(), run_id);
-    let admin_existed = admin_dir.exists();
-    if let Err(source) = main.worktree(&worktree_name(run_id), worktree_path, Some(&options)) {
-        // libgit2 registers the worktree before creating its directory; a failure after that
-        // would otherwise leave a registration that blocks the next attempt.
-        if !admin_existed {
-            if let Err(cleanup) = remove_dir_if_present(&admin_dir) {
-                tracing::warn!(error = %cleanup, "cannot remove a half-made worktree registration");
-            }
-        }
-        return Err(GitError::Git {
-            action: format!("add worktree {}", worktree_path.display()),
-            source,
-        });
-    }
-    Ok(())
-}
-
-/// Deletes the run's worktree registration and the directory at `worktree_path`, after
-/// checking that the directory is this run's worktree (or empty).
-/// Removes every `*.lock` file under `directory` (the run's parallel branch refs): locks a
-/// killed process left while moving one of them. Missing directories are fine.
-fn remove_lock_files(directory: &Path) {
-    let Ok(entries) = std::fs::read_dir(directory) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() => remove_lock_files(&path),
-            Ok(_)
-                if path
-                    .extension()
-                    .is_some_and(|extension| extension == "lock") =>
-            {
-                if let Err(error) = fs_err::remove_file(&path) {
-                    tracing::warn!(%error, "cannot remove a stale ref lock");
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-fn remove_worktree_files(
-    main: &Repository,
-    run_id: &str,
-    worktree_path: &Path,
-) -> Result<(), GitError> {
-    let admin_dir = worktree_admin_dir(main.commondir(), run_id);
-    if worktree_path.exists() && !is_own_worktree(&admin_dir, worktree_path) {
-        return Err(GitError::WorktreePathOccupied {
-            path: worktree_path.to_path_buf(),
-            run_id: run_id.to_owned(),
-        });
-    }
-    remove_dir_if_present(worktree_path)?;
-    remove_dir_if_present(&admin_dir)
-}
-
-/// Whether the existing directory `worktree_path` may be deleted as this run's worktree: it
-/// is empty, its `.git` file points at the run's registration, or the registration points at
-/// it.
-fn is_own_worktree(admin_dir: &Path, worktree_path: &Path) -> bool {
-    let empty = std::fs::read_dir(worktree_path)
-        .map(|mut entries| entries.next().is_none())
-        .unwrap_or(false);
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    let gitfile_points_here = fs_err::read_to_string(worktree_path.join(".git"))
-        .ok()
-        .and_then(|text| {
-            text.trim()
-                .strip_prefix("gitdir:")
-                .map(|dir| same(Path::new(dir.trim()), admin_dir))
-        })
-        .unwrap_or(false);
-    let registration_points_here = fs_err::read_to_string(admin_dir.join("gitdir"))
-        .ok()
-        .and_then(|text| {
-            Path::new(text.trim())
-                .parent()
-                .map(|dir| same(dir, worktree_path))
-        })
-        .unwrap_or(false);
-    // A process killed while libgit2 was adding the worktree leaves this run's
-    // registration without its `gitdir` file (written after the directory and, possibly
-    // empty, `.git` link): this run's unfinished worktree, which no other can claim.
-    let half_made = admin_dir.is_dir() && !admin_dir.join("gitdir").exists();
-    empty || half_made || gitfile_points_here || registration_points_here
-}
-
-fn remove_dir_if_present(path: &Path) -> Result<(), GitError> {
-    match fs_err::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(GitError::Io {
-            action: "remove",
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
-}
-
-/// Remote-tracking refs `refs/remotes/*/{branch}` with their targets, sorted by name.
-pub(crate) fn remote_tracking_refs(
-    repo: &Repository,
-    branch: &str,
-) -> Result<Vec<(String, Oid)>, GitError> {
-    let suffix = format!("/{branch}");
-    let mut found = Vec::new();
-    let references = repo
-        .references_glob("refs/remotes/*")
-        .map_err(GitError::git("list remote-tracking refs"))?;
-    for reference in references.flatten() {
-        let (Some(name), Some(target)) = (reference.name(), reference.target()) else {
-            continue;
-        };
-        let Some(remote_part) = name
-            .strip_prefix("refs/remotes/")
-            .and_then(|rest| rest.strip_suffix(&suffix))
-        else {
-            continue;
-        };
-        if !remote_part.is_empty() && !remote_part.contains('/') {
-            found.push((name.to_owned(), target));
-        }
-    }
-    found.sort();
-    Ok(found)
 }
 
 #[cfg(test)]

@@ -34,11 +34,24 @@ impl TestRepo {
 
     /// An initialised repository without commits, or `None` when `git` is absent.
     pub(crate) fn empty() -> Option<TestRepo> {
+        TestRepo::empty_in(None)
+    }
+
+    /// [`TestRepo::empty`] in memory (`/dev/shm`) where there is one: for tests that write
+    /// many files, which a nearly full disk makes slow to allocate.
+    pub(crate) fn empty_in_memory() -> Option<TestRepo> {
+        TestRepo::empty_in(Some(Path::new("/dev/shm")).filter(|shm| shm.is_dir()))
+    }
+
+    fn empty_in(parent: Option<&Path>) -> Option<TestRepo> {
         if Command::new("git").arg("--version").output().is_err() {
             eprintln!("skipping: the git command is not installed");
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
+        let dir = match parent {
+            Some(parent) => tempfile::tempdir_in(parent).unwrap(),
+            None => tempfile::tempdir().unwrap(),
+        };
         let repo = TestRepo { dir };
         std::fs::create_dir(repo.path()).unwrap();
         repo.git(&["init", "-q", "-b", "main"]);

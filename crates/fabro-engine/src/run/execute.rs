@@ -134,6 +134,7 @@ impl PreparedRun {
         let services = self.services(&emitter, &budget, llm, cancel)?;
         let (state, mut checkpointer) = self.restore(start, &services, &work_dir)?;
         if let Some(git) = run_git {
+            services.assets.follow_git(&git);
             checkpointer.attach_git(git);
         }
         let cause = Arc::new(CancelCause::default());
@@ -499,6 +500,7 @@ impl PreparedRun {
             settings,
         ) {
             Ok(git) => {
+                launch.services.assets.follow_git(&git);
                 if let Some(checkpointer) = launch.traversal.checkpointer_mut() {
                     checkpointer.attach_git(git);
                 }

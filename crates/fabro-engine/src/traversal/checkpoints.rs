@@ -101,6 +101,9 @@ impl Traversal {
                 })
             }
         };
+        if let Some(reason) = &shas.full_scan {
+            self.emit(Event::warning(None, "full_scan", reason));
+        }
         self.emit(Event::node(
             &current,
             CheckpointCompleted {
