@@ -25,12 +25,6 @@ const KNOWN_LONG_FUNCTIONS: &[(&str, &str)] = &[
     ("crates/fabro-engine/src/parallel.rs", "run_parallel_inner"),
     ("crates/fabro-engine/src/run.rs", "execute"),
     ("crates/fabro-engine/src/traversal.rs", "run_stage"),
-    ("crates/fabro-language/src/lower.rs", "lower_indexed"),
-    ("crates/fabro-language/src/render/svg.rs", "new"),
-    (
-        "crates/fabro-language/src/transform.rs",
-        "resolve_references",
-    ),
     ("crates/fabro-twin/src/lib.rs", "handle"),
     ("crates/fabro-twin/src/wire.rs", "stream_events"),
 ];
@@ -40,7 +34,6 @@ const KNOWN_LONG_MODULES: &[&str] = &[
     "crates/fabro-engine/src/git/run_git.rs",
     "crates/fabro-engine/src/run.rs",
     "crates/fabro-engine/src/traversal.rs",
-    "crates/fabro-language/src/syntax/parser.rs",
 ];
 
 /// Import edges of `fabro-engine` that close circles, when the check was introduced:
