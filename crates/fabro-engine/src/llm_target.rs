@@ -344,8 +344,6 @@ impl LlmSetup {
         simulated: Arc<SimulatedClient>,
         dry_run: bool,
     ) -> Result<LlmSetup, LlmSetupError> {
-        let mut targets = BTreeMap::new();
-        let mut simulated_by_default = false;
         // SPEC 17.3: `simulated` chosen by flag, environment or configuration applies to
         // every LLM node, even those that name a provider or model of their own; each keeps
         // the model it would have used.
@@ -357,107 +355,24 @@ impl LlmSetup {
             .and_then(Provider::parse)
             == Some(Provider::Simulated);
         let simulated_client: Arc<dyn LlmClient> = simulated.clone();
-        let mut clients: BTreeMap<Provider, Arc<dyn LlmClient>> = BTreeMap::new();
-        clients.insert(Provider::Simulated, simulated_client.clone());
-        let settings = &defaults.providers;
-        let mut client_for = |provider: Provider| -> Result<Arc<dyn LlmClient>, LlmSetupError> {
-            if let Some(client) = clients.get(&provider) {
-                return Ok(client.clone());
-            }
-            let http = settings.http_settings(provider)?;
-            let client = http_client(provider, http)
-                .unwrap_or_else(|| Ok(simulated_client.clone()))
-                .map_err(|error| LlmSetupError::Client {
-                    provider,
-                    message: error.message,
-                })?;
-            clients.insert(provider, client.clone());
-            Ok(client)
+        let mut resolver = Resolver {
+            defaults,
+            simulated_client: simulated_client.clone(),
+            clients: BTreeMap::from([(Provider::Simulated, simulated_client.clone())]),
+            dry_run,
+            simulate_all,
         };
+        let mut targets = BTreeMap::new();
+        let mut simulated_by_default = false;
         for node in workflow.nodes() {
             let is_llm = node.handler.is_llm()
                 || (node.handler == HandlerKind::FanIn && !node.llm.prompt.is_empty());
             if !is_llm {
                 continue;
             }
-            let model_choice = model_choice(node, workflow, defaults);
-            let named = provider_choice(node, workflow, defaults, simulate_all);
-            let no_calls = dry_run || simulate_all;
-            let provider =
-                match node_provider(node, named, model_choice.as_deref(), defaults, no_calls)? {
-                    Some(provider) => provider,
-                    None => {
-                        // An acp agent does not use the provider it resolves to, so it does
-                        // not make the run a simulated one; nor does simulating everything.
-                        if external_backend(node) != Some(Backend::Acp) && !simulate_all {
-                            simulated_by_default = true;
-                        }
-                        Provider::Simulated
-                    }
-                };
-            let model = match model_choice {
-                Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
-                None => catalog::default_model(provider)
-                    .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
-            };
-            let provider = if simulate_all {
-                Provider::Simulated
-            } else {
-                provider
-            };
-            let (client, fallbacks) = if dry_run || provider == Provider::Simulated {
-                (simulated_client.clone(), Vec::new())
-            } else if let Some(backend) = external_backend(node) {
-                // SPEC 5.2.2, 5.2.3: an external agent brings its own credentials and
-                // calls no provider API through fabro, so it needs no key, no client
-                // and no failover chain.
-                let client: Arc<dyn LlmClient> = Arc::new(NoApiClient { backend, provider });
-                (client, Vec::new())
-            } else if !defaults.credentials.contains(&provider)
-                && provider != Provider::OpenAiCompatible
-            {
-                return Err(LlmSetupError::MissingCredentials {
-                    provider,
-                    variable: credential_variable(provider),
-                });
-            } else {
-                let client = client_for(provider)?;
-                let mut fallbacks = Vec::new();
-                let chain = settings
-                    .fallbacks
-                    .get(provider.as_str())
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                for name in chain {
-                    let fallback = Provider::parse(name)
-                        .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(name.clone()))?;
-                    if fallback == provider || !settings.usable(fallback) {
-                        continue;
-                    }
-                    let require_tools = node.handler == HandlerKind::Agent;
-                    // SPEC 9.4: a provider without a qualifying model is skipped.
-                    let Some(info) = catalog::closest_model(&model, fallback, require_tools) else {
-                        continue;
-                    };
-                    fallbacks.push(Route {
-                        provider: fallback,
-                        model: info.id.to_owned(),
-                        client: client_for(fallback)?,
-                    });
-                }
-                (client, fallbacks)
-            };
-            targets.insert(
-                node.id.clone(),
-                LlmTarget {
-                    provider,
-                    model,
-                    client,
-                    fallbacks,
-                    simulated_everywhere: simulate_all,
-                    timing: Timing::default(),
-                },
-            );
+            let (target, by_default) = resolver.target(node, workflow)?;
+            simulated_by_default |= by_default;
+            targets.insert(node.id.clone(), target);
         }
         Ok(LlmSetup {
             targets,
@@ -499,6 +414,146 @@ impl LlmSetup {
     /// The simulated client, for saving and restoring its cursors.
     pub fn simulated(&self) -> &SimulatedClient {
         &self.simulated
+    }
+}
+
+/// Resolves the LLM nodes of one workflow, building one HTTP client per provider in use.
+struct Resolver<'a> {
+    defaults: &'a LlmDefaults,
+    simulated_client: Arc<dyn LlmClient>,
+    /// The clients built so far, the simulated one included.
+    clients: BTreeMap<Provider, Arc<dyn LlmClient>>,
+    dry_run: bool,
+    /// The run simulates every node (SPEC 17.3).
+    simulate_all: bool,
+}
+
+impl Resolver<'_> {
+    /// The target of one LLM node, and whether the last fallback of SPEC 10.2 chose the
+    /// simulated provider for it (in a way that makes the run a simulated one).
+    fn target(
+        &mut self,
+        node: &fabro_language::Node,
+        workflow: &Workflow,
+    ) -> Result<(LlmTarget, bool), LlmSetupError> {
+        let defaults = self.defaults;
+        let model_choice = model_choice(node, workflow, defaults);
+        let named = provider_choice(node, workflow, defaults, self.simulate_all);
+        let no_calls = self.dry_run || self.simulate_all;
+        let mut simulated_by_default = false;
+        let provider =
+            match node_provider(node, named, model_choice.as_deref(), defaults, no_calls)? {
+                Some(provider) => provider,
+                None => {
+                    // An acp agent does not use the provider it resolves to, so it does
+                    // not make the run a simulated one; nor does simulating everything.
+                    if external_backend(node) != Some(Backend::Acp) && !self.simulate_all {
+                        simulated_by_default = true;
+                    }
+                    Provider::Simulated
+                }
+            };
+        let model = match model_choice {
+            Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
+            None => catalog::default_model(provider)
+                .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
+        };
+        let provider = if self.simulate_all {
+            Provider::Simulated
+        } else {
+            provider
+        };
+        let (client, fallbacks) = self.connection(node, provider, &model)?;
+        let target = LlmTarget {
+            provider,
+            model,
+            client,
+            fallbacks,
+            simulated_everywhere: self.simulate_all,
+            timing: Timing::default(),
+        };
+        Ok((target, simulated_by_default))
+    }
+
+    /// The client a node calls `model` of `provider` through, and its failover routes.
+    fn connection(
+        &mut self,
+        node: &fabro_language::Node,
+        provider: Provider,
+        model: &str,
+    ) -> Result<(Arc<dyn LlmClient>, Vec<Route>), LlmSetupError> {
+        if self.dry_run || provider == Provider::Simulated {
+            return Ok((self.simulated_client.clone(), Vec::new()));
+        }
+        if let Some(backend) = external_backend(node) {
+            // SPEC 5.2.2, 5.2.3: an external agent brings its own credentials and
+            // calls no provider API through fabro, so it needs no key, no client
+            // and no failover chain.
+            let client: Arc<dyn LlmClient> = Arc::new(NoApiClient { backend, provider });
+            return Ok((client, Vec::new()));
+        }
+        if !self.defaults.credentials.contains(&provider) && provider != Provider::OpenAiCompatible
+        {
+            return Err(LlmSetupError::MissingCredentials {
+                provider,
+                variable: credential_variable(provider),
+            });
+        }
+        let client = self.client_for(provider)?;
+        let fallbacks = self.fallback_routes(node, provider, model)?;
+        Ok((client, fallbacks))
+    }
+
+    /// The failover routes of `[llm.fallbacks]` for `provider`: per usable fallback
+    /// provider, its model closest to `model` (SPEC 9.4).
+    fn fallback_routes(
+        &mut self,
+        node: &fabro_language::Node,
+        provider: Provider,
+        model: &str,
+    ) -> Result<Vec<Route>, LlmSetupError> {
+        let defaults = self.defaults;
+        let settings = &defaults.providers;
+        let mut fallbacks = Vec::new();
+        let chain = settings
+            .fallbacks
+            .get(provider.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for name in chain {
+            let fallback = Provider::parse(name)
+                .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(name.clone()))?;
+            if fallback == provider || !settings.usable(fallback) {
+                continue;
+            }
+            let require_tools = node.handler == HandlerKind::Agent;
+            // SPEC 9.4: a provider without a qualifying model is skipped.
+            let Some(info) = catalog::closest_model(model, fallback, require_tools) else {
+                continue;
+            };
+            fallbacks.push(Route {
+                provider: fallback,
+                model: info.id.to_owned(),
+                client: self.client_for(fallback)?,
+            });
+        }
+        Ok(fallbacks)
+    }
+
+    /// The client of `provider`, built on first use.
+    fn client_for(&mut self, provider: Provider) -> Result<Arc<dyn LlmClient>, LlmSetupError> {
+        if let Some(client) = self.clients.get(&provider) {
+            return Ok(client.clone());
+        }
+        let http = self.defaults.providers.http_settings(provider)?;
+        let client = http_client(provider, http)
+            .unwrap_or_else(|| Ok(self.simulated_client.clone()))
+            .map_err(|error| LlmSetupError::Client {
+                provider,
+                message: error.message,
+            })?;
+        self.clients.insert(provider, client.clone());
+        Ok(client)
     }
 }
 

@@ -23,7 +23,9 @@ use crate::model::{
 };
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
-use crate::syntax::{Attribute, Attributes, KeySet, SyntaxGraph};
+use crate::syntax::{
+    Attribute, Attributes, KeySet, SyntaxCluster, SyntaxEdge, SyntaxGraph, SyntaxNode,
+};
 use crate::value;
 use node_key::{Key, Slots};
 
@@ -54,8 +56,32 @@ pub(crate) fn lower_indexed(
         };
         reader.graph_settings(&syntax.attributes)
     };
-    let clusters = syntax
-        .clusters
+    let clusters = lower_clusters(syntax.clusters);
+    let mut nodes = lower_nodes(
+        syntax.nodes,
+        syntax.derived_classes,
+        &settings,
+        source,
+        &mut diagnostics,
+    );
+    apply_stylesheet(&settings.stylesheet, &mut nodes);
+    let edges = lower_edges(syntax.edges, &nodes, source, &mut diagnostics);
+    let mut workflow = Workflow::new(
+        syntax.id,
+        settings,
+        syntax.attributes,
+        nodes,
+        edges,
+        index,
+        keys,
+    );
+    workflow.clusters = clusters;
+    (workflow, diagnostics)
+}
+
+/// The cluster subgraphs, with member positions as [`NodeIndex`]es.
+fn lower_clusters(clusters: Vec<SyntaxCluster>) -> Vec<Cluster> {
+    clusters
         .into_iter()
         .map(|cluster| Cluster {
             name: cluster.name,
@@ -67,14 +93,25 @@ pub(crate) fn lower_indexed(
                 .collect(),
             parent: cluster.parent,
         })
-        .collect();
-    let mut nodes = Vec::with_capacity(syntax.nodes.len());
+        .collect()
+}
+
+/// The typed nodes, in syntax order, each with its own classes followed by those its
+/// subgraphs derived (`derived` is ascending by node position).
+fn lower_nodes(
+    syntax_nodes: Vec<SyntaxNode>,
+    derived: Vec<(usize, String)>,
+    settings: &GraphSettings,
+    source: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Node> {
+    let mut nodes = Vec::with_capacity(syntax_nodes.len());
     // Ascending by node: each node's derived classes are the next run of entries.
-    let mut derived = syntax.derived_classes.into_iter().peekable();
-    for (position, syntax_node) in syntax.nodes.into_iter().enumerate() {
+    let mut derived = derived.into_iter().peekable();
+    for (position, syntax_node) in syntax_nodes.into_iter().enumerate() {
         let mut reader = Reader {
             source,
-            diagnostics: &mut diagnostics,
+            diagnostics,
             node: Some(&syntax_node.id),
         };
         let slots = Slots::new(&syntax_node.attributes);
@@ -91,50 +128,41 @@ pub(crate) fn lower_indexed(
             declared: syntax_node.declared,
             quoted: syntax_node.quoted,
         };
-        nodes.push(reader.node(&slots, &settings, classes.into_boxed_slice(), place));
+        nodes.push(reader.node(&slots, settings, classes.into_boxed_slice(), place));
         if let Some(pushed) = nodes.last_mut() {
             pushed.id = syntax_node.id;
             pushed.attributes = syntax_node.attributes;
         }
     }
-    apply_stylesheet(&settings.stylesheet, &mut nodes);
+    nodes
+}
+
+/// The typed edges and, beside them, each edge's `[from, to]` endpoint spans.
+fn lower_edges(
+    syntax_edges: Vec<SyntaxEdge>,
+    nodes: &[Node],
+    source: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> (Vec<Edge>, Vec<[Span; 2]>) {
     // Edges of one workflow repeat a few condition texts many times; a parsed condition
     // is shared, so each distinct text is parsed once.
     let mut conditions: IdHashMap<Arc<str>, Condition> = IdHashMap::default();
-    let mut edge_spans = Vec::with_capacity(syntax.edges.len());
+    let mut edge_spans = Vec::with_capacity(syntax_edges.len());
     // Collected rather than pushed: each edge is then written straight into the vector
     // instead of being built aside and copied in. An `Edge` is no larger than a
     // `SyntaxEdge` (the spans go to `edge_spans`), so the collection reuses the syntax
     // edges' buffer rather than allocating a second one.
-    let edges: Vec<Edge> = syntax
-        .edges
+    let edges: Vec<Edge> = syntax_edges
         .into_iter()
         .map(|syntax_edge| {
             edge_spans.push([syntax_edge.from_span, syntax_edge.to_span]);
-            let from_id = &nodes[syntax_edge.from].id;
-            let to_id = &nodes[syntax_edge.to].id;
             let mut reader = Reader {
                 source,
-                diagnostics: &mut diagnostics,
+                diagnostics: &mut *diagnostics,
                 node: None,
             };
+            let condition = reader.edge_condition(&syntax_edge, nodes, &mut conditions);
             let attributes = &syntax_edge.attributes;
-            let condition = match attributes.get("condition") {
-                Some(attribute) => match conditions.get(&attribute.value) {
-                    Some(parsed) => Some(parsed.clone()),
-                    None => {
-                        let parsed = reader.condition(Some(attribute), |diagnostic| {
-                            diagnostic.edge(from_id, to_id)
-                        });
-                        // Only parsed conditions are shared: each failing edge reports its own error.
-                        if let Some(condition) = &parsed {
-                            conditions.insert(attribute.value.clone(), condition.clone());
-                        }
-                        parsed
-                    }
-                },
-                None => None,
-            };
             let weight = reader
                 .parsed(attributes.get("weight"), "a number", value::parse_float)
                 .unwrap_or(0.0);
@@ -152,17 +180,7 @@ pub(crate) fn lower_indexed(
             }
         })
         .collect();
-    let mut workflow = Workflow::new(
-        syntax.id,
-        settings,
-        syntax.attributes,
-        nodes,
-        (edges, edge_spans),
-        index,
-        keys,
-    );
-    workflow.clusters = clusters;
-    (workflow, diagnostics)
+    (edges, edge_spans)
 }
 
 fn node_classes(class: Option<&str>) -> Vec<String> {
@@ -485,6 +503,29 @@ impl Reader<'_, '_> {
                 Stylesheet::default()
             }
         }
+    }
+
+    /// The edge's parsed `condition`, shared through `conditions` with earlier edges of the
+    /// same text; a condition that does not parse is reported at this edge each time.
+    fn edge_condition(
+        &mut self,
+        edge: &SyntaxEdge,
+        nodes: &[Node],
+        conditions: &mut IdHashMap<Arc<str>, Condition>,
+    ) -> Option<Condition> {
+        let attribute = edge.attributes.get("condition")?;
+        if let Some(parsed) = conditions.get(&attribute.value) {
+            return Some(parsed.clone());
+        }
+        let (from_id, to_id) = (&nodes[edge.from].id, &nodes[edge.to].id);
+        let parsed = self.condition(Some(attribute), |diagnostic| {
+            diagnostic.edge(from_id, to_id)
+        });
+        // Only parsed conditions are shared: each failing edge reports its own error.
+        if let Some(condition) = &parsed {
+            conditions.insert(attribute.value.clone(), condition.clone());
+        }
+        parsed
     }
 
     fn condition(

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{Diagnostic, Rule, Severity};
-use crate::model::{HandlerKind, OutputSchema, Workflow};
+use crate::model::{HandlerKind, Node, OutputSchema, Workflow};
 use crate::schema;
 use crate::span::LineIndex;
 use crate::syntax::Attribute;
@@ -66,66 +66,110 @@ pub(crate) fn resolve_references(
     let base_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let loader = options.loader;
     for node in workflow.nodes_mut() {
-        if let Some(attribute) = node.attributes.get_any(&["prompt", "llm_prompt"]) {
-            if let Some(reference) = file_reference(&attribute.value) {
-                let target = resolve_path(loader, &base_dir, reference);
-                match loader.read(&target) {
-                    Ok(text) => node.llm.prompt = text.into(),
-                    Err(error) => {
-                        diagnostics.push(unresolved(attribute, &target, &error, &node.id))
-                    }
-                }
-            }
-        }
-        if let Some(attribute) = node.attributes.get("output_schema") {
-            if let Some(reference) = file_reference(attribute.value.trim()) {
-                let target = resolve_path(loader, &base_dir, reference);
-                match loader.read(&target) {
-                    Ok(text) => match schema::parse_schema(&text) {
-                        Ok(schema) => node.llm.set_output_schema(Some(OutputSchema::Json(schema))),
-                        Err(message) => diagnostics.push(
-                            Diagnostic::new(
-                                Rule::OutputSchemaInvalid,
-                                format!(
-                                    "output schema file '{}' is not a valid JSON Schema: {message}",
-                                    target.display()
-                                ),
-                            )
-                            .at(attribute.key_span)
-                            .node(&node.id),
-                        ),
-                    },
-                    Err(error) => {
-                        diagnostics.push(unresolved(attribute, &target, &error, &node.id))
-                    }
-                }
-            }
-        }
+        inline_prompt(node, loader, &base_dir, diagnostics);
+        inline_output_schema(node, loader, &base_dir, diagnostics);
     }
-    let mut children = Vec::new();
     let graph_attribute = workflow
         .attributes
         .get_any(&["stack.child_workflow", "stack.child_dotfile"])
         .cloned();
-    for node in workflow.nodes() {
+    let children = Children {
+        options,
+        base_dir: &base_dir,
+        graph_attribute: graph_attribute.as_ref(),
+    };
+    workflow
+        .nodes()
+        .iter()
+        .filter_map(|node| children.load(node, stack, diagnostics))
+        .collect()
+}
+
+/// Replaces an `@path` prompt with the file's text.
+fn inline_prompt(
+    node: &mut Node,
+    loader: &dyn SourceLoader,
+    base_dir: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let Some(attribute) = node.attributes.get_any(&["prompt", "llm_prompt"]) else {
+        return;
+    };
+    let Some(reference) = file_reference(&attribute.value) else {
+        return;
+    };
+    let target = resolve_path(loader, base_dir, reference);
+    match loader.read(&target) {
+        Ok(text) => node.llm.prompt = text.into(),
+        Err(error) => diagnostics.push(unresolved(attribute, &target, &error, &node.id)),
+    }
+}
+
+/// Replaces an `@path` output schema with the JSON Schema the file holds.
+fn inline_output_schema(
+    node: &mut Node,
+    loader: &dyn SourceLoader,
+    base_dir: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let Some(attribute) = node.attributes.get("output_schema") else {
+        return;
+    };
+    let Some(reference) = file_reference(attribute.value.trim()) else {
+        return;
+    };
+    let target = resolve_path(loader, base_dir, reference);
+    match loader.read(&target) {
+        Ok(text) => match schema::parse_schema(&text) {
+            Ok(schema) => node.llm.set_output_schema(Some(OutputSchema::Json(schema))),
+            Err(message) => diagnostics.push(
+                Diagnostic::new(
+                    Rule::OutputSchemaInvalid,
+                    format!(
+                        "output schema file '{}' is not a valid JSON Schema: {message}",
+                        target.display()
+                    ),
+                )
+                .at(attribute.key_span)
+                .node(&node.id),
+            ),
+        },
+        Err(error) => diagnostics.push(unresolved(attribute, &target, &error, &node.id)),
+    }
+}
+
+/// Loads and checks the child workflows of one workflow's sub_workflow nodes.
+struct Children<'a> {
+    options: &'a CheckOptions<'a>,
+    /// The directory child paths are relative to.
+    base_dir: &'a Path,
+    /// The graph-level child attribute, used by nodes that set none of their own.
+    graph_attribute: Option<&'a Attribute>,
+}
+
+impl Children<'_> {
+    /// The child workflow of `node`, `None` when it is no sub_workflow node with a child,
+    /// or when the child cannot be loaded (reported in `diagnostics`). A child that loads
+    /// but has errors is returned, with one diagnostic naming its first error.
+    fn load(
+        &self,
+        node: &Node,
+        stack: &mut Vec<PathBuf>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Option<ChildWorkflow> {
         if node.handler != HandlerKind::SubWorkflow {
-            continue;
+            return None;
         }
-        let Some(reference) = node
+        let reference = node
             .sub_workflow
             .as_ref()
-            .and_then(|settings| settings.child_workflow.clone())
-        else {
-            continue;
-        };
-        let Some(attribute) = node
+            .and_then(|settings| settings.child_workflow.clone())?;
+        let attribute = node
             .attributes
             .get_any(&["stack.child_workflow", "stack.child_dotfile"])
-            .or(graph_attribute.as_ref())
-        else {
-            continue;
-        };
-        let target = resolve_path(loader, &base_dir, &reference);
+            .or(self.graph_attribute)?;
+        let loader = self.options.loader;
+        let target = resolve_path(loader, self.base_dir, &reference);
         if stack.contains(&target) || stack.len() >= MAX_CHILD_DEPTH {
             diagnostics.push(
                 Diagnostic::new(
@@ -138,51 +182,56 @@ pub(crate) fn resolve_references(
                 .at(attribute.key_span)
                 .node(&node.id),
             );
-            continue;
+            return None;
         }
         let text = match loader.read(&target) {
             Ok(text) => text,
             Err(error) => {
                 diagnostics.push(unresolved(attribute, &target, &error, &node.id));
-                continue;
+                return None;
             }
         };
         stack.push(target.clone());
-        let checked = check_source(&target, &text, options, stack);
+        let checked = check_source(&target, &text, self.options, stack);
         stack.pop();
         if let Some(first) = checked
             .diagnostics
             .iter()
             .find(|diagnostic| diagnostic.severity() == Severity::Error)
         {
-            let location = match first.span {
-                Some(span) => {
-                    let (line, column) = LineIndex::new(&text).position(&text, span.start);
-                    format!("{}:{line}:{column}", target.display())
-                }
-                None => target.display().to_string(),
-            };
             diagnostics.push(
-                Diagnostic::new(
-                    Rule::ChildWorkflow,
-                    format!(
-                        "child workflow '{reference}' is invalid: {location}: error[{}]: {}",
-                        first.rule.id(),
-                        first.message
-                    ),
-                )
-                .at(attribute.key_span)
-                .node(&node.id),
+                invalid_child(first, &reference, &target, &text)
+                    .at(attribute.key_span)
+                    .node(&node.id),
             );
         }
-        children.push(ChildWorkflow {
+        Some(ChildWorkflow {
             node_id: node.id.clone(),
             reference,
             path: target,
             checked: Box::new(checked),
-        });
+        })
     }
-    children
+}
+
+/// The `child_workflow` error of a child whose first error is `first`, located in the
+/// child's `text` at `target`.
+fn invalid_child(first: &Diagnostic, reference: &str, target: &Path, text: &str) -> Diagnostic {
+    let location = match first.span {
+        Some(span) => {
+            let (line, column) = LineIndex::new(text).position(text, span.start);
+            format!("{}:{line}:{column}", target.display())
+        }
+        None => target.display().to_string(),
+    };
+    Diagnostic::new(
+        Rule::ChildWorkflow,
+        format!(
+            "child workflow '{reference}' is invalid: {location}: error[{}]: {}",
+            first.rule.id(),
+            first.message
+        ),
+    )
 }
 
 fn unresolved(

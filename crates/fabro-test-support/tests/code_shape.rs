@@ -21,19 +21,10 @@ const MAX_MODULE_LINES: usize = 800;
 
 /// Functions over the limit when it was introduced: `(file, function)`.
 const KNOWN_LONG_FUNCTIONS: &[(&str, &str)] = &[
-    ("crates/fabro-engine/src/llm_target.rs", "resolve"),
-    ("crates/fabro-language/src/lower.rs", "lower_indexed"),
-    ("crates/fabro-language/src/render/svg.rs", "new"),
-    (
-        "crates/fabro-language/src/transform.rs",
-        "resolve_references",
-    ),
-    ("crates/fabro-twin/src/lib.rs", "handle"),
-    ("crates/fabro-twin/src/wire.rs", "stream_events"),
 ];
 
 /// Modules over the limit when it was introduced.
-const KNOWN_LONG_MODULES: &[&str] = &["crates/fabro-language/src/syntax/parser.rs"];
+const KNOWN_LONG_MODULES: &[&str] = &[];
 
 /// Import edges of `fabro-engine` that close circles, when the check was introduced:
 /// `(from module, to module)`. Removing one of them must break its circle.

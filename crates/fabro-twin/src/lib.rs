@@ -352,6 +352,52 @@ impl Drop for Twin {
 }
 
 async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Body> {
+    let (recorded, call) = read_request(request).await;
+    let reply = {
+        let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.requests.push(recorded);
+        let fallback = state.fallback.clone();
+        state.queue.pop_front().or(fallback)
+    };
+    let Some(format) = call.format else {
+        return plain(StatusCode::NOT_FOUND, "the twin does not serve this path");
+    };
+    let mut reply = reply.unwrap_or(Reply::server_error());
+    if format == Format::Anthropic {
+        if let Some(message) = wire::anthropic_thinking_error(&call.body) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_body(format, 400, "invalid_request_error", &message),
+            );
+        }
+        // With thinking enabled the API's turns always start with a thinking block.
+        if let Reply::Turn(turn) = &mut reply {
+            if call.body["thinking"]["type"] == "enabled" && turn.thinking.is_none() {
+                turn.thinking = Some(("Thinking.".to_owned(), "twin-signature".to_owned()));
+            }
+        }
+    }
+    if let Reply::Hang = reply {
+        std::future::pending::<()>().await;
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, "unreachable");
+    }
+    respond(&call, format, reply)
+}
+
+/// What the replies need of one request.
+struct Call {
+    /// The format the path selected.
+    format: Option<Format>,
+    /// The body parsed as JSON (`Null` when it was not JSON).
+    body: serde_json::Value,
+    /// The model named in a Gemini path (`…/models/{model}:…`), empty for other paths.
+    path_model: String,
+    /// The API key the request carried.
+    key: String,
+}
+
+/// Reads a request: its record for [`Twin::requests`] and what the replies need of it.
+async fn read_request(request: Request<Body>) -> (Recorded, Call) {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path_and_query().map_or_else(
         || parts.uri.path().to_owned(),
@@ -368,51 +414,38 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         .rsplit_once("/models/")
         .map(|(_, rest)| rest.split(':').next().unwrap_or_default().to_owned())
         .unwrap_or_default();
-    let headers = header_list(&parts.headers);
-    let key = key_of(&parts.headers);
-    let reply = {
-        let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.requests.push(Recorded {
-            path,
-            format,
-            headers,
-            body: body.clone(),
-        });
-        let fallback = state.fallback.clone();
-        state.queue.pop_front().or(fallback)
+    let recorded = Recorded {
+        path,
+        format,
+        headers: header_list(&parts.headers),
+        body: body.clone(),
     };
-    let Some(format) = format else {
-        return plain(StatusCode::NOT_FOUND, "the twin does not serve this path");
+    let call = Call {
+        format,
+        body,
+        path_model,
+        key: key_of(&parts.headers),
     };
+    (recorded, call)
+}
+
+/// The response that plays `reply` (anything but [`Reply::Hang`]) in `format`.
+fn respond(call: &Call, format: Format, reply: Reply) -> Response<Body> {
+    let (body, path_model) = (&call.body, call.path_model.as_str());
     let streaming = match format {
         Format::GeminiStream => true,
         Format::Gemini => false,
         _ => body["stream"] == true,
     };
-    let mut reply = reply.unwrap_or(Reply::server_error());
-    if format == Format::Anthropic {
-        if let Some(message) = wire::anthropic_thinking_error(&body) {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &wire::error_body(format, 400, "invalid_request_error", &message),
-            );
-        }
-        // With thinking enabled the API's turns always start with a thinking block.
-        if let Reply::Turn(turn) = &mut reply {
-            if body["thinking"]["type"] == "enabled" && turn.thinking.is_none() {
-                turn.thinking = Some(("Thinking.".to_owned(), "twin-signature".to_owned()));
-            }
-        }
-    }
     match reply {
         Reply::Turn(turn) if streaming => sse(
-            wire::stream_events(format, &body, &path_model, &turn),
+            wire::stream_events(format, body, path_model, &turn),
             turn.chunk_delay,
             None,
         ),
-        Reply::Turn(turn) => json_response(
+        Reply::Turn(turn) | Reply::WholeJson(turn) => json_response(
             StatusCode::OK,
-            &wire::whole(format, &body, &path_model, &turn),
+            &wire::whole(format, body, path_model, &turn),
         ),
         Reply::Status {
             status,
@@ -420,7 +453,7 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
             message,
             retry_after,
         } => {
-            let message = message.replace("{api_key}", &key);
+            let message = message.replace("{api_key}", &call.key);
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut response = json_response(
                 code,
@@ -431,14 +464,11 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
             }
             response
         }
-        Reply::Hang => {
-            std::future::pending::<()>().await;
-            plain(StatusCode::INTERNAL_SERVER_ERROR, "unreachable")
-        }
+        Reply::Hang => plain(StatusCode::INTERNAL_SERVER_ERROR, "unreachable"),
         Reply::DropMidStream { text_before } => {
             let mut turn = Turn::text(&text_before);
             turn.chunk_size = text_before.len().max(1);
-            let mut events = wire::stream_events(format, &body, &path_model, &turn);
+            let mut events = wire::stream_events(format, body, path_model, &turn);
             // Keep the first half of the stream: some text, never the completion.
             events.truncate((events.len() / 2).max(1));
             sse(events, Duration::ZERO, Some(()))
@@ -460,7 +490,7 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         } => {
             let mut turn = Turn::text(&text_before);
             turn.chunk_size = text_before.chars().count().max(1);
-            let mut events = wire::stream_events(format, &body, &path_model, &turn);
+            let mut events = wire::stream_events(format, body, path_model, &turn);
             // Keep the text, never the completion, then the error.
             let kept = events.len().saturating_sub(wire::completion_events(format));
             events.truncate(kept);
@@ -472,10 +502,6 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
             ));
             sse(events, Duration::ZERO, None)
         }
-        Reply::WholeJson(turn) => json_response(
-            StatusCode::OK,
-            &wire::whole(format, &body, &path_model, &turn),
-        ),
         Reply::Raw {
             status,
             content_type,

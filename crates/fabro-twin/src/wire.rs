@@ -102,252 +102,278 @@ pub(crate) fn stream_events(
     turn: &Turn,
 ) -> Vec<Event> {
     let model = model_of(format, request, path_model);
-    let mut events = Vec::new();
     match format {
-        Format::Anthropic => {
-            let name = |name: &'static str| Some(name);
-            let usage = json!({"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
-                               "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0});
-            let start_usage = if turn.usage_in_message_delta {
-                json!({"input_tokens": 0, "output_tokens": 1})
-            } else {
-                let mut start = usage.clone();
-                start["output_tokens"] = json!(1);
-                start
-            };
-            let mut delta_usage = if turn.usage_in_message_delta {
-                usage
-            } else {
-                json!({})
-            };
-            delta_usage["output_tokens"] = json!(turn.output_tokens);
-            events.push(Event::json(name("message_start"), &json!({"type": "message_start", "message": {
-                "id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": [],
-                "usage": start_usage}})));
-            events.push(Event::json(name("ping"), &json!({"type": "ping"})));
-            let mut index = 0;
-            if let Some((thinking, signature)) = &turn.thinking {
-                events.push(Event::json(
-                    name("content_block_start"),
-                    &json!({"type": "content_block_start", "index": index,
-                    "content_block": {"type": "thinking", "thinking": ""}}),
-                ));
-                for piece in chunks(thinking, turn.chunk_size) {
-                    events.push(Event::json(
-                        name("content_block_delta"),
-                        &json!({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "thinking_delta", "thinking": piece}}),
-                    ));
-                }
-                events.push(Event::json(
-                    name("content_block_delta"),
-                    &json!({"type": "content_block_delta", "index": index,
-                    "delta": {"type": "signature_delta", "signature": signature}}),
-                ));
-                events.push(Event::json(
-                    name("content_block_stop"),
-                    &json!({"type": "content_block_stop", "index": index}),
-                ));
-                index += 1;
-            }
-            if !turn.text.is_empty() {
-                events.push(Event::json(
-                    name("content_block_start"),
-                    &json!({"type": "content_block_start", "index": index,
-                    "content_block": {"type": "text", "text": ""}}),
-                ));
-                for piece in chunks(&turn.text, turn.chunk_size) {
-                    events.push(Event::json(
-                        name("content_block_delta"),
-                        &json!({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "text_delta", "text": piece}}),
-                    ));
-                }
-                events.push(Event::json(
-                    name("content_block_stop"),
-                    &json!({"type": "content_block_stop", "index": index}),
-                ));
-                index += 1;
-            }
-            for (id, tool, args) in &turn.tool_calls {
-                events.push(Event::json(
-                    name("content_block_start"),
-                    &json!({"type": "content_block_start", "index": index,
-                    "content_block": {"type": "tool_use", "id": id, "name": tool, "input": {}}}),
-                ));
-                for piece in chunks(args, turn.chunk_size) {
-                    events.push(Event::json(
-                        name("content_block_delta"),
-                        &json!({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                    ));
-                }
-                events.push(Event::json(
-                    name("content_block_stop"),
-                    &json!({"type": "content_block_stop", "index": index}),
-                ));
-                index += 1;
-            }
-            let stop = if turn.content_filter {
-                "refusal"
-            } else if turn.tool_calls.is_empty() {
-                "end_turn"
-            } else {
-                "tool_use"
-            };
-            events.push(Event::json(
-                name("message_delta"),
-                &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop}, "usage": delta_usage}),
-            ));
-            events.push(Event::json(
-                name("message_stop"),
-                &json!({"type": "message_stop"}),
-            ));
-        }
-        Format::OpenAiResponses => {
-            let push = |events: &mut Vec<Event>, kind: &'static str, mut value: Value| {
-                value["type"] = json!(kind);
-                events.push(Event::json(Some(kind), &value));
-            };
+        Format::Anthropic => anthropic_events(turn, &model),
+        Format::OpenAiResponses => responses_events(turn, &model),
+        Format::Gemini | Format::GeminiStream => gemini_events(turn, &model),
+        Format::ChatCompletions => chat_events(turn, &model),
+    }
+}
+
+/// A Messages stream: `message_start`, one content block per thinking, text and tool
+/// call, then `message_delta` with the stop reason and usage and `message_stop`.
+fn anthropic_events(turn: &Turn, model: &str) -> Vec<Event> {
+    let name = |name: &'static str| Some(name);
+    let mut events = Vec::new();
+    let usage = json!({"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
+                       "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0});
+    let start_usage = if turn.usage_in_message_delta {
+        json!({"input_tokens": 0, "output_tokens": 1})
+    } else {
+        let mut start = usage.clone();
+        start["output_tokens"] = json!(1);
+        start
+    };
+    let mut delta_usage = if turn.usage_in_message_delta {
+        usage
+    } else {
+        json!({})
+    };
+    delta_usage["output_tokens"] = json!(turn.output_tokens);
+    events.push(Event::json(
+        name("message_start"),
+        &json!({"type": "message_start", "message": {
+        "id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": [],
+        "usage": start_usage}}),
+    ));
+    events.push(Event::json(name("ping"), &json!({"type": "ping"})));
+    let mut index = 0;
+    if let Some((thinking, signature)) = &turn.thinking {
+        let mut deltas: Vec<Value> = chunks(thinking, turn.chunk_size)
+            .into_iter()
+            .map(|piece| json!({"type": "thinking_delta", "thinking": piece}))
+            .collect();
+        deltas.push(json!({"type": "signature_delta", "signature": signature}));
+        let block = json!({"type": "thinking", "thinking": ""});
+        anthropic_block(&mut events, index, block, deltas);
+        index += 1;
+    }
+    if !turn.text.is_empty() {
+        let deltas = chunks(&turn.text, turn.chunk_size)
+            .into_iter()
+            .map(|piece| json!({"type": "text_delta", "text": piece}))
+            .collect();
+        anthropic_block(
+            &mut events,
+            index,
+            json!({"type": "text", "text": ""}),
+            deltas,
+        );
+        index += 1;
+    }
+    for (id, tool, args) in &turn.tool_calls {
+        let deltas = chunks(args, turn.chunk_size)
+            .into_iter()
+            .map(|piece| json!({"type": "input_json_delta", "partial_json": piece}))
+            .collect();
+        let block = json!({"type": "tool_use", "id": id, "name": tool, "input": {}});
+        anthropic_block(&mut events, index, block, deltas);
+        index += 1;
+    }
+    let stop = if turn.content_filter {
+        "refusal"
+    } else if turn.tool_calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    events.push(Event::json(
+        name("message_delta"),
+        &json!({"type": "message_delta",
+        "delta": {"stop_reason": stop}, "usage": delta_usage}),
+    ));
+    events.push(Event::json(
+        name("message_stop"),
+        &json!({"type": "message_stop"}),
+    ));
+    events
+}
+
+/// One Messages content block at `index`: its start, its deltas and its stop.
+fn anthropic_block(
+    events: &mut Vec<Event>,
+    index: usize,
+    content_block: Value,
+    deltas: Vec<Value>,
+) {
+    events.push(Event::json(
+        Some("content_block_start"),
+        &json!({"type": "content_block_start", "index": index,
+        "content_block": content_block}),
+    ));
+    for delta in deltas {
+        events.push(Event::json(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": index,
+            "delta": delta}),
+        ));
+    }
+    events.push(Event::json(
+        Some("content_block_stop"),
+        &json!({"type": "content_block_stop", "index": index}),
+    ));
+}
+
+/// A Responses stream: `response.created`, one output item per message and function
+/// call with their deltas, then `response.completed` (or `response.incomplete`).
+fn responses_events(turn: &Turn, model: &str) -> Vec<Event> {
+    let mut events = Vec::new();
+    let push = |events: &mut Vec<Event>, kind: &'static str, mut value: Value| {
+        value["type"] = json!(kind);
+        events.push(Event::json(Some(kind), &value));
+    };
+    push(
+        &mut events,
+        "response.created",
+        json!({"response": {"id": "resp_twin", "status": "in_progress", "model": model}}),
+    );
+    let mut output_index = 0;
+    if !turn.text.is_empty() {
+        push(
+            &mut events,
+            "response.output_item.added",
+            json!({"output_index": output_index,
+            "item": {"type": "message", "id": "msg_twin", "role": "assistant", "content": []}}),
+        );
+        for piece in chunks(&turn.text, turn.chunk_size) {
             push(
                 &mut events,
-                "response.created",
-                json!({"response": {"id": "resp_twin", "status": "in_progress", "model": model}}),
+                "response.output_text.delta",
+                json!({"item_id": "msg_twin",
+                "output_index": output_index, "content_index": 0, "delta": piece}),
             );
-            let mut output_index = 0;
-            if !turn.text.is_empty() {
-                push(
-                    &mut events,
-                    "response.output_item.added",
-                    json!({"output_index": output_index,
-                    "item": {"type": "message", "id": "msg_twin", "role": "assistant", "content": []}}),
-                );
-                for piece in chunks(&turn.text, turn.chunk_size) {
-                    push(
-                        &mut events,
-                        "response.output_text.delta",
-                        json!({"item_id": "msg_twin",
-                        "output_index": output_index, "content_index": 0, "delta": piece}),
-                    );
-                }
-                push(
-                    &mut events,
-                    "response.output_text.done",
-                    json!({"item_id": "msg_twin", "output_index": output_index,
-                    "content_index": 0, "text": turn.text}),
-                );
-                output_index += 1;
-            }
-            for (number, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
-                let item_id = format!("fc_twin_{number}");
-                push(
-                    &mut events,
-                    "response.output_item.added",
-                    json!({"output_index": output_index,
-                    "item": {"type": "function_call", "id": item_id, "call_id": id, "name": tool, "arguments": ""}}),
-                );
-                for piece in chunks(args, turn.chunk_size) {
-                    push(
-                        &mut events,
-                        "response.function_call_arguments.delta",
-                        json!({"item_id": item_id,
-                        "output_index": output_index, "delta": piece}),
-                    );
-                }
-                push(
-                    &mut events,
-                    "response.function_call_arguments.done",
-                    json!({"item_id": item_id,
-                    "output_index": output_index, "arguments": args}),
-                );
-                output_index += 1;
-            }
-            let usage = json!({"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
-                               "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}});
-            if turn.content_filter {
-                push(
-                    &mut events,
-                    "response.incomplete",
-                    json!({"response": {"id": "resp_twin", "status": "incomplete", "model": model,
-                    "incomplete_details": {"reason": "content_filter"}, "usage": usage}}),
-                );
-            } else {
-                push(
-                    &mut events,
-                    "response.completed",
-                    json!({"response": {"id": "resp_twin", "status": "completed",
-                    "model": model, "usage": usage}}),
-                );
-            }
         }
-        Format::Gemini | Format::GeminiStream => {
-            for piece in chunks(&turn.text, turn.chunk_size) {
-                events.push(Event::json(None, &json!({"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]},
-                    "index": 0}], "modelVersion": model})));
-            }
-            if !turn.tool_calls.is_empty() {
-                let parts: Vec<Value> = turn
-                    .tool_calls
-                    .iter()
-                    .map(|(_, tool, args)| json!({"functionCall": {"name": tool, "args": arguments(args)}}))
-                    .collect();
-                events.push(Event::json(None, &json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
-                    "modelVersion": model})));
-            }
-            events.push(Event::json(None, &gemini_final(turn, &model, Vec::new())));
+        push(
+            &mut events,
+            "response.output_text.done",
+            json!({"item_id": "msg_twin", "output_index": output_index,
+            "content_index": 0, "text": turn.text}),
+        );
+        output_index += 1;
+    }
+    for (number, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
+        let item_id = format!("fc_twin_{number}");
+        push(
+            &mut events,
+            "response.output_item.added",
+            json!({"output_index": output_index,
+            "item": {"type": "function_call", "id": item_id, "call_id": id, "name": tool, "arguments": ""}}),
+        );
+        for piece in chunks(args, turn.chunk_size) {
+            push(
+                &mut events,
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id,
+                "output_index": output_index, "delta": piece}),
+            );
         }
-        Format::ChatCompletions => {
-            let chunk = |delta: Value, finish: Value| {
-                json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-            };
+        push(
+            &mut events,
+            "response.function_call_arguments.done",
+            json!({"item_id": item_id,
+            "output_index": output_index, "arguments": args}),
+        );
+        output_index += 1;
+    }
+    let usage = json!({"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
+                       "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}});
+    if turn.content_filter {
+        push(
+            &mut events,
+            "response.incomplete",
+            json!({"response": {"id": "resp_twin", "status": "incomplete", "model": model,
+            "incomplete_details": {"reason": "content_filter"}, "usage": usage}}),
+        );
+    } else {
+        push(
+            &mut events,
+            "response.completed",
+            json!({"response": {"id": "resp_twin", "status": "completed",
+            "model": model, "usage": usage}}),
+        );
+    }
+    events
+}
+
+/// A `streamGenerateContent` stream: one chunk per piece of text, one with every function
+/// call, then the final chunk with the finish reason and usage.
+fn gemini_events(turn: &Turn, model: &str) -> Vec<Event> {
+    let mut events = Vec::new();
+    for piece in chunks(&turn.text, turn.chunk_size) {
+        events.push(Event::json(
+            None,
+            &json!({"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]},
+            "index": 0}], "modelVersion": model}),
+        ));
+    }
+    if !turn.tool_calls.is_empty() {
+        let parts: Vec<Value> = turn
+            .tool_calls
+            .iter()
+            .map(|(_, tool, args)| json!({"functionCall": {"name": tool, "args": arguments(args)}}))
+            .collect();
+        events.push(Event::json(
+            None,
+            &json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+            "modelVersion": model}),
+        ));
+    }
+    events.push(Event::json(None, &gemini_final(turn, model, Vec::new())));
+    events
+}
+
+/// A Chat Completions stream: chunks of text and tool-call deltas, the finish reason,
+/// a usage chunk and `[DONE]`.
+fn chat_events(turn: &Turn, model: &str) -> Vec<Event> {
+    let mut events = Vec::new();
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    events.push(Event::json(
+        None,
+        &chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+    ));
+    for piece in chunks(&turn.text, turn.chunk_size) {
+        events.push(Event::json(
+            None,
+            &chunk(json!({"content": piece}), Value::Null),
+        ));
+    }
+    for (index, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
+        events.push(Event::json(
+            None,
+            &chunk(
+                json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+            "function": {"name": tool, "arguments": ""}}]}),
+                Value::Null,
+            ),
+        ));
+        for piece in chunks(args, turn.chunk_size) {
             events.push(Event::json(
                 None,
-                &chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+                &chunk(
+                    json!({"tool_calls": [{"index": index,
+                "function": {"arguments": piece}}]}),
+                    Value::Null,
+                ),
             ));
-            for piece in chunks(&turn.text, turn.chunk_size) {
-                events.push(Event::json(
-                    None,
-                    &chunk(json!({"content": piece}), Value::Null),
-                ));
-            }
-            for (index, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
-                events.push(Event::json(
-                    None,
-                    &chunk(
-                        json!({"tool_calls": [{"index": index, "id": id, "type": "function",
-                    "function": {"name": tool, "arguments": ""}}]}),
-                        Value::Null,
-                    ),
-                ));
-                for piece in chunks(args, turn.chunk_size) {
-                    events.push(Event::json(
-                        None,
-                        &chunk(
-                            json!({"tool_calls": [{"index": index,
-                        "function": {"arguments": piece}}]}),
-                            Value::Null,
-                        ),
-                    ));
-                }
-            }
-            let finish = if turn.content_filter {
-                "content_filter"
-            } else if turn.tool_calls.is_empty() {
-                "stop"
-            } else {
-                "tool_calls"
-            };
-            events.push(Event::json(None, &chunk(json!({}), json!(finish))));
-            events.push(Event::json(
-                None,
-                &json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
-                "choices": [], "usage": chat_usage(turn)}),
-            ));
-            events.push(Event::new(None, "[DONE]"));
         }
     }
+    let finish = if turn.content_filter {
+        "content_filter"
+    } else if turn.tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    events.push(Event::json(None, &chunk(json!({}), json!(finish))));
+    events.push(Event::json(
+        None,
+        &json!({"id": "chatcmpl-twin", "object": "chat.completion.chunk", "model": model,
+        "choices": [], "usage": chat_usage(turn)}),
+    ));
+    events.push(Event::new(None, "[DONE]"));
     events
 }
 

@@ -261,150 +261,29 @@ impl Scene {
                 Label::parse(edge.label, names, EDGE_FONT_SIZE)
             })
             .collect();
-        let label_size = |index: usize| {
-            edge_labels
-                .get(index)
-                .filter(|label| !label.is_empty())
-                .map(Label::size)
-        };
-
-        // Self-loops are numbered per node, innermost first, in input order.
-        let mut loops: Vec<Vec<Option<Size>>> = vec![Vec::new(); nodes.len()];
-        for (index, edge) in edges.iter().enumerate() {
-            if edge.from == edge.to {
-                if let Some(list) = loops.get_mut(edge.from) {
-                    list.push(label_size(index));
-                }
-            }
-        }
-        let loop_plans: Vec<LoopPlan> = loops
-            .iter()
-            .map(|labels| LoopPlan::new(rankdir, labels))
-            .collect();
-
-        let layout_nodes: Vec<LayoutNode> = nodes
-            .iter()
-            .zip(&node_sizes)
-            .zip(&loop_plans)
-            .map(|((node, &size), plan)| LayoutNode {
-                size,
-                reserve: plan.reserve(),
-                root: node.shape == NodeShape::Mdiamond,
-            })
-            .collect();
-        let layout_edges: Vec<LayoutEdge> = edges
-            .iter()
-            .enumerate()
-            .map(|(index, edge)| LayoutEdge {
-                from: edge.from,
-                to: edge.to,
-                label: label_size(index),
-            })
-            .collect();
-        let placed = layout::compute(rankdir, &layout_nodes, &layout_edges);
-
-        // Shift everything so the drawing starts at the margin.
-        let offset = Point::new(MARGIN, MARGIN) - placed.bounds.min;
-        let size = Size::new(
-            placed.bounds.max.x - placed.bounds.min.x + 2.0 * MARGIN,
-            placed.bounds.max.y - placed.bounds.min.y + 2.0 * MARGIN,
+        let loop_plans = loop_plans(rankdir, nodes.len(), edges, &edge_labels);
+        let placement = Placement::new(
+            rankdir,
+            nodes,
+            &node_sizes,
+            &loop_plans,
+            edges,
+            &edge_labels,
         );
-        let centers: Vec<Point> = placed.nodes.iter().map(|&center| center + offset).collect();
-        let outlines: Vec<Vec<Point>> = nodes
-            .iter()
-            .zip(&centers)
-            .zip(&node_sizes)
-            .map(|((node, &center), &size)| shape::outline(node.shape, center, size))
-            .collect();
-        let routes: Vec<EdgeRoute> = placed
-            .edges
-            .into_iter()
-            .map(|route| EdgeRoute {
-                points: route.points.iter().map(|&point| point + offset).collect(),
-                label: route.label.map(|center| center + offset),
-            })
-            .collect();
-
-        // Edges are drawn in input order; `loops_drawn` counts the self-loops already drawn per node, which
-        // picks the next loop's place.
-        let count = centers.len().min(node_sizes.len()).min(outlines.len());
-        let mut loops_drawn = vec![0usize; nodes.len()];
-        let drawings: Vec<Option<EdgeDrawing>> = edges
-            .iter()
-            .enumerate()
-            .map(|(index, edge)| {
-                if edge.from >= count || edge.to >= count {
-                    return None;
-                }
-                if edge.from == edge.to {
-                    let drawn = loops_drawn.get_mut(edge.from)?;
-                    let placed = loop_plans.get(edge.from).and_then(|plan| {
-                        plan.stroke(
-                            rankdir,
-                            *drawn,
-                            centers[edge.from],
-                            node_sizes[edge.from],
-                            &outlines[edge.from],
-                        )
-                    });
-                    *drawn += 1;
-                    return Some(match placed {
-                        Some((stroke, label)) => EdgeDrawing {
-                            stroke: Some(stroke),
-                            label,
-                        },
-                        None => EdgeDrawing {
-                            stroke: None,
-                            label: None,
-                        },
-                    });
-                }
-                let route = routes.get(index);
-                let stroke = route::edge_stroke(
-                    route.map_or(&[][..], |route| route.points.as_slice()),
-                    &outlines[edge.from],
-                    &outlines[edge.to],
-                );
-                Some(EdgeDrawing {
-                    stroke,
-                    label: route.and_then(|route| route.label),
-                })
-            })
-            .collect();
-
-        let cluster_boxes =
-            cluster_boxes(clusters, &centers, &node_sizes, &loop_plans, rankdir, title);
-
-        // The view box: the layout's bounds with their margins, grown to hold whatever reaches further
-        // (curves bending past their bends, clusters' boxes) with a margin of its own.
-        let mut reach = Bounds::EMPTY;
-        for (drawing, label) in drawings.iter().zip(&edge_labels) {
-            let Some(drawing) = drawing else { continue };
-            if let Some(stroke) = &drawing.stroke {
-                reach.include(stroke.extent.min);
-                reach.include(stroke.extent.max);
-            }
-            if let Some(center) = drawing.label.filter(|_| !label.is_empty()) {
-                reach.include_box(center, label.size());
-            }
-        }
-        for (bounds, _) in cluster_boxes.iter().flatten() {
-            reach.include(bounds.min);
-            reach.include(bounds.max);
-        }
-        let mut view = Bounds {
-            min: Point::default(),
-            max: Point::new(size.width, size.height),
-        };
-        if !reach.is_empty() {
-            let margin = Point::new(MARGIN, MARGIN);
-            view.include(reach.min - margin);
-            view.include(reach.max + margin);
-        }
+        let drawings = placement.draw_edges(rankdir, edges, &node_sizes, &loop_plans);
+        let cluster_boxes = cluster_boxes(
+            clusters,
+            &placement.centers,
+            &node_sizes,
+            &loop_plans,
+            rankdir,
+            title,
+        );
+        let view = view_box(placement.size, &drawings, &edge_labels, &cluster_boxes);
         Scene {
             node_labels,
             node_sizes,
-            centers,
+            centers: placement.centers,
             edge_labels,
             edges: drawings,
             clusters: cluster_boxes,
@@ -443,6 +322,201 @@ impl Scene {
         label.write(out, shape::label_center(node.shape, center, size));
         out.push_str("</g>\n");
     }
+}
+/// The size of edge `index`'s label, `None` when it has none.
+fn edge_label_size(edge_labels: &[Label], index: usize) -> Option<Size> {
+    edge_labels
+        .get(index)
+        .filter(|label| !label.is_empty())
+        .map(Label::size)
+}
+
+/// Per node, the plan of its self-loops: numbered per node, innermost first, in input
+/// order.
+fn loop_plans(
+    rankdir: RankDir,
+    node_count: usize,
+    edges: &[SvgEdge<'_>],
+    edge_labels: &[Label],
+) -> Vec<LoopPlan> {
+    let mut loops: Vec<Vec<Option<Size>>> = vec![Vec::new(); node_count];
+    for (index, edge) in edges.iter().enumerate() {
+        if edge.from == edge.to {
+            if let Some(list) = loops.get_mut(edge.from) {
+                list.push(edge_label_size(edge_labels, index));
+            }
+        }
+    }
+    loops
+        .iter()
+        .map(|labels| LoopPlan::new(rankdir, labels))
+        .collect()
+}
+
+/// The layout's result moved into document coordinates: the drawing starts at the margin.
+struct Placement {
+    /// The drawing's size, margins included.
+    size: Size,
+    /// Node centres.
+    centers: Vec<Point>,
+    /// Node outlines around their centres.
+    outlines: Vec<Vec<Point>>,
+    /// Per edge, the route the layout gave it.
+    routes: Vec<EdgeRoute>,
+}
+
+impl Placement {
+    /// Lays the nodes and edges out and shifts the result by the margin.
+    fn new(
+        rankdir: RankDir,
+        nodes: &[SvgNode<'_>],
+        node_sizes: &[Size],
+        loop_plans: &[LoopPlan],
+        edges: &[SvgEdge<'_>],
+        edge_labels: &[Label],
+    ) -> Placement {
+        let layout_nodes: Vec<LayoutNode> = nodes
+            .iter()
+            .zip(node_sizes)
+            .zip(loop_plans)
+            .map(|((node, &size), plan)| LayoutNode {
+                size,
+                reserve: plan.reserve(),
+                root: node.shape == NodeShape::Mdiamond,
+            })
+            .collect();
+        let layout_edges: Vec<LayoutEdge> = edges
+            .iter()
+            .enumerate()
+            .map(|(index, edge)| LayoutEdge {
+                from: edge.from,
+                to: edge.to,
+                label: edge_label_size(edge_labels, index),
+            })
+            .collect();
+        let placed = layout::compute(rankdir, &layout_nodes, &layout_edges);
+
+        // Shift everything so the drawing starts at the margin.
+        let offset = Point::new(MARGIN, MARGIN) - placed.bounds.min;
+        let size = Size::new(
+            placed.bounds.max.x - placed.bounds.min.x + 2.0 * MARGIN,
+            placed.bounds.max.y - placed.bounds.min.y + 2.0 * MARGIN,
+        );
+        let centers: Vec<Point> = placed.nodes.iter().map(|&center| center + offset).collect();
+        let outlines: Vec<Vec<Point>> = nodes
+            .iter()
+            .zip(&centers)
+            .zip(node_sizes)
+            .map(|((node, &center), &size)| shape::outline(node.shape, center, size))
+            .collect();
+        let routes: Vec<EdgeRoute> = placed
+            .edges
+            .into_iter()
+            .map(|route| EdgeRoute {
+                points: route.points.iter().map(|&point| point + offset).collect(),
+                label: route.label.map(|center| center + offset),
+            })
+            .collect();
+        Placement {
+            size,
+            centers,
+            outlines,
+            routes,
+        }
+    }
+
+    /// Per edge, its drawing; `None` for an edge whose ends are out of range.
+    fn draw_edges(
+        &self,
+        rankdir: RankDir,
+        edges: &[SvgEdge<'_>],
+        node_sizes: &[Size],
+        loop_plans: &[LoopPlan],
+    ) -> Vec<Option<EdgeDrawing>> {
+        let (centers, outlines) = (&self.centers, &self.outlines);
+        // Edges are drawn in input order; `loops_drawn` counts the self-loops already drawn per node, which
+        // picks the next loop's place.
+        let count = centers.len().min(node_sizes.len()).min(outlines.len());
+        let mut loops_drawn = vec![0usize; loop_plans.len()];
+        edges
+            .iter()
+            .enumerate()
+            .map(|(index, edge)| {
+                if edge.from >= count || edge.to >= count {
+                    return None;
+                }
+                if edge.from == edge.to {
+                    let drawn = loops_drawn.get_mut(edge.from)?;
+                    let placed = loop_plans.get(edge.from).and_then(|plan| {
+                        plan.stroke(
+                            rankdir,
+                            *drawn,
+                            centers[edge.from],
+                            node_sizes[edge.from],
+                            &outlines[edge.from],
+                        )
+                    });
+                    *drawn += 1;
+                    return Some(match placed {
+                        Some((stroke, label)) => EdgeDrawing {
+                            stroke: Some(stroke),
+                            label,
+                        },
+                        None => EdgeDrawing {
+                            stroke: None,
+                            label: None,
+                        },
+                    });
+                }
+                let route = self.routes.get(index);
+                let stroke = route::edge_stroke(
+                    route.map_or(&[][..], |route| route.points.as_slice()),
+                    &outlines[edge.from],
+                    &outlines[edge.to],
+                );
+                Some(EdgeDrawing {
+                    stroke,
+                    label: route.and_then(|route| route.label),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The view box: the layout's bounds (`size`) with their margins, grown to hold whatever
+/// reaches further (curves bending past their bends, clusters' boxes) with a margin of its
+/// own.
+fn view_box(
+    size: Size,
+    drawings: &[Option<EdgeDrawing>],
+    edge_labels: &[Label],
+    cluster_boxes: &[Option<(Bounds, Label)>],
+) -> Bounds {
+    let mut reach = Bounds::EMPTY;
+    for (drawing, label) in drawings.iter().zip(edge_labels) {
+        let Some(drawing) = drawing else { continue };
+        if let Some(stroke) = &drawing.stroke {
+            reach.include(stroke.extent.min);
+            reach.include(stroke.extent.max);
+        }
+        if let Some(center) = drawing.label.filter(|_| !label.is_empty()) {
+            reach.include_box(center, label.size());
+        }
+    }
+    for (bounds, _) in cluster_boxes.iter().flatten() {
+        reach.include(bounds.min);
+        reach.include(bounds.max);
+    }
+    let mut view = Bounds {
+        min: Point::default(),
+        max: Point::new(size.width, size.height),
+    };
+    if !reach.is_empty() {
+        let margin = Point::new(MARGIN, MARGIN);
+        view.include(reach.min - margin);
+        view.include(reach.max + margin);
+    }
+    view
 }
 
 /// The box and label of every cluster, in document coordinates: its nodes (with their self-loops' room) and

@@ -1,6 +1,8 @@
 //! Tests of the DOT parser: statements, scoping, errors and never-panic properties.
 
 use super::*;
+use crate::span::LineIndex;
+use crate::syntax::SyntaxNode;
 
 fn parse_ok(text: &str) -> SyntaxGraph {
     match parse(text) {
