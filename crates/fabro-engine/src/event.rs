@@ -357,6 +357,7 @@ mod tests {
                 attempt: 1,
                 branch: None,
                 handler: "start".to_owned(),
+                isolation: None,
                 rank: 1,
                 visit: 1,
             },

@@ -652,12 +652,19 @@ impl Traversal {
         if let Err(error) = fs_err::create_dir_all(&stage_dir) {
             return Outcome::engine_error(error);
         }
+        let isolation = crate::sandbox::stage_isolation(
+            &self.services.sandbox_env,
+            &self.services.emitter,
+            &spec.id,
+            spec.handler,
+        );
         self.emit(Event::node(
             &spec.id,
             StageStarted {
                 attempt: 1,
                 branch: self.branch.clone(),
                 handler: spec.handler.as_str().to_owned(),
+                isolation,
                 rank,
                 visit,
             },

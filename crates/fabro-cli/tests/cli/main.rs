@@ -14,6 +14,7 @@ mod graph;
 mod human;
 mod in_place;
 mod inspect;
+mod isolation;
 mod lifecycle;
 mod llm;
 mod logs;
