@@ -134,13 +134,13 @@ pub(crate) fn stage_isolation(
         }
     }
     Some(kind::StageIsolation {
-        mode: report.mode.as_str().to_owned(),
-        network: report.network,
         enforced: report
             .enforced
             .iter()
             .map(|mechanism| mechanism.as_str().to_owned())
             .collect(),
+        mode: report.mode.as_str().to_owned(),
+        network: report.network,
     })
 }
 

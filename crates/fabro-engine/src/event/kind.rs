@@ -280,12 +280,12 @@ pub struct StageStarted {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageIsolation {
+    /// What the kernel applies: `landlock`, `mount_namespace`, `network_namespace`.
+    pub enforced: Vec<String>,
     /// `none` or `workspace`.
     pub mode: String,
     /// Whether the stage's processes have a network.
     pub network: bool,
-    /// What the kernel applies: `landlock`, `mount_namespace`, `network_namespace`.
-    pub enforced: Vec<String>,
 }
 
 /// `StageCompleted {status, outcome, duration_ms, files_touched, usage, failure_reason,

@@ -70,9 +70,9 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 branch: Some(text("style")),
                 handler: text("agent"),
                 isolation: Some(StageIsolation {
+                    enforced: vec![text("landlock"), text("network_namespace")],
                     mode: text("workspace"),
                     network: false,
-                    enforced: vec![text("landlock"), text("network_namespace")],
                 }),
                 rank: 2,
                 visit: 1,
