@@ -356,6 +356,10 @@ pub enum IsolationError {
 
 /// One stage's confinement: what its processes may write and see.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Linux enforces the policy")
+)]
 pub(crate) struct Confinement {
     tmpdir: PathBuf,
     network: bool,

@@ -188,6 +188,15 @@ async fn hidden_paths_cannot_be_read() {
     let (code, text) = sh(&env, &fixture.tree, &format!("cat '{}'", secret.display())).await;
     assert_ne!(code, Some(0), "{text}");
     assert!(!text.contains("s3cret"), "{text}");
+    // A hidden file reads as empty.
+    let mut isolation = settings(IsolationMode::Workspace, KernelSupport::detect());
+    isolation.hidden_paths = vec![secret.clone()];
+    let file_env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
+        .with_isolation(isolation)
+        .for_stage(ProcessKind::Agent, &fixture.tree.with_file_name("tmp"))
+        .expect("stage environment");
+    let (_, text) = sh(&file_env, &fixture.tree, &format!("cat '{}'", secret.display())).await;
+    assert!(!text.contains("s3cret"), "{text}");
     let none = stage_env(&fixture, IsolationMode::None, true);
     let (code, text) = sh(&none, &fixture.tree, &format!("cat '{}'", secret.display())).await;
     assert_eq!((code, text.as_str()), (Some(0), "s3cret"));
