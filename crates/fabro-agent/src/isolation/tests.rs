@@ -195,7 +195,12 @@ async fn hidden_paths_cannot_be_read() {
         .with_isolation(isolation)
         .for_stage(ProcessKind::Agent, &fixture.tree.with_file_name("tmp"))
         .expect("stage environment");
-    let (_, text) = sh(&file_env, &fixture.tree, &format!("cat '{}'", secret.display())).await;
+    let (_, text) = sh(
+        &file_env,
+        &fixture.tree,
+        &format!("cat '{}'", secret.display()),
+    )
+    .await;
     assert!(!text.contains("s3cret"), "{text}");
     let none = stage_env(&fixture, IsolationMode::None, true);
     let (code, text) = sh(&none, &fixture.tree, &format!("cat '{}'", secret.display())).await;
