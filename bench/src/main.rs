@@ -7,11 +7,13 @@
 //! reaped child's usage, and peak resident memory from separate runs under GNU `time`.
 //! `llm` measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
 //! streaming a 1 MB response beyond the raw transfer, and 100 concurrent calls. It prints a
-//! Markdown table for `docs/benchmarks.md`. It times the `fabro` binary beside its own
+//! Markdown table for `docs/benchmarks.md`. `isolation [ROUNDS]` compares W2 under the
+//! isolation modes of SPEC 16 and measures the added cost of one process start. It times the `fabro` binary beside its own
 //! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
 
 mod engine;
 mod generate;
+mod isolation;
 mod llm;
 mod measure;
 mod w6;
@@ -78,6 +80,22 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("isolation") => {
+            let rounds = args
+                .get(1)
+                .and_then(|rounds| rounds.parse().ok())
+                .unwrap_or(3);
+            match isolation::isolation_benchmark(&fabro_binary(), rounds) {
+                Ok(table) => {
+                    print_out(&table);
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    report(&format!("error: {error}"));
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some("llm") => match llm::llm_benchmark() {
             Ok(table) => {
                 print_out(&table);
@@ -97,7 +115,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench w6 [FILES…] | fabro-bench llm | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

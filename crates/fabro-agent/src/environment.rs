@@ -1,7 +1,11 @@
-//! The environment the `shell` tool and agent CLIs run with (SPEC 13.5).
+//! The environment the `shell` tool, agent CLIs and command nodes run with (SPEC
+//! 13.5), and the isolation they run under (SPEC 16).
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+use crate::isolation::{Confinement, IsolationError, IsolationSettings, ProcessKind};
 
 /// Suffixes that mark a variable as a secret (case-insensitive).
 const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL"];
@@ -14,10 +18,14 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// Variables for child processes: the parent's environment minus secret-looking names
 /// (unless passed through), plus configured extras. Children get exactly these
-/// (`env_clear` first).
+/// (`env_clear` first). It also carries the run's [`IsolationSettings`] and, once
+/// resolved for a stage ([`ProcessEnv::for_stage`]), the stage's confinement, which
+/// [`ProcessEnv::command`] applies to every child.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessEnv {
     variables: BTreeMap<OsString, OsString>,
+    isolation: IsolationSettings,
+    confinement: Option<Confinement>,
 }
 
 impl ProcessEnv {
@@ -38,7 +46,61 @@ impl ProcessEnv {
         for (name, value) in extra {
             variables.insert(name.into(), value.into());
         }
-        ProcessEnv { variables }
+        ProcessEnv {
+            variables,
+            isolation: IsolationSettings::default(),
+            confinement: None,
+        }
+    }
+
+    /// The same environment with the run's isolation settings.
+    pub fn with_isolation(mut self, isolation: IsolationSettings) -> ProcessEnv {
+        self.isolation = isolation;
+        self
+    }
+
+    /// The run's isolation settings.
+    pub fn isolation(&self) -> &IsolationSettings {
+        &self.isolation
+    }
+
+    /// The environment of one stage's processes of `kind`. Under `workspace` it creates
+    /// `tmpdir`, the stage's private temporary directory, points `TMPDIR` at it and
+    /// confines every child made by [`ProcessEnv::command`].
+    pub fn for_stage(
+        &self,
+        kind: ProcessKind,
+        tmpdir: &Path,
+    ) -> Result<ProcessEnv, IsolationError> {
+        let mut env = self.clone();
+        env.confinement = self.isolation.confinement(kind, tmpdir);
+        if let Some(confinement) = &env.confinement {
+            fs_err::create_dir_all(confinement.tmpdir())
+                .map_err(|source| IsolationError::TempDir { source })?;
+            let tmpdir = confinement.tmpdir().as_os_str().to_owned();
+            env.set("TMPDIR", tmpdir);
+        }
+        Ok(env)
+    }
+
+    /// Whether children run confined (`workspace`).
+    pub fn is_confined(&self) -> bool {
+        self.confinement.is_some()
+    }
+
+    /// A command for `program` in `cwd` with exactly these variables, confined when the
+    /// stage is.
+    pub fn command(
+        &self,
+        program: impl AsRef<OsStr>,
+        cwd: &Path,
+    ) -> Result<tokio::process::Command, IsolationError> {
+        let mut command = tokio::process::Command::new(program);
+        command.current_dir(cwd).env_clear().envs(self.iter());
+        if let Some(confinement) = &self.confinement {
+            confinement.apply(&mut command, cwd)?;
+        }
+        Ok(command)
     }
 
     /// The current process's environment, filtered, without extras.

@@ -27,6 +27,18 @@ pub(crate) struct SystemPromptInput<'a> {
     pub(crate) project_memory: bool,
     /// Today's date `YYYY-MM-DD`; the system clock when `None`.
     pub(crate) date: Option<&'a str>,
+    /// Whether shell commands run confined to the working tree (SPEC 16).
+    pub(crate) confined: bool,
+}
+
+/// What the model is told about writes outside the working directory, so that it does
+/// not retry refused ones.
+fn write_policy(confined: bool) -> &'static str {
+    if confined {
+        "Writes outside the working directory are refused: the file tools reject them, and shell commands (and everything they start) may write only inside it and in $TMPDIR, anywhere else they fail with Permission denied. Do not retry such writes."
+    } else {
+        "Writes outside the working directory are refused: the file tools reject them. Do not retry such writes."
+    }
 }
 
 /// Base instructions, environment block and project instructions.
@@ -37,8 +49,9 @@ pub(crate) fn system_prompt(input: &SystemPromptInput<'_>) -> String {
         .date
         .map_or_else(|| utc_date(SystemTime::now()), str::to_owned);
     let mut prompt = format!(
-        "{}\n\n<environment>\nWorking directory: {}\nGit repository: {}\nGit branch: {}\nPlatform: {}\nToday's date: {date}\nModel: {}\n</environment>",
+        "{}\n{}\n\n<environment>\nWorking directory: {}\nGit repository: {}\nGit branch: {}\nPlatform: {}\nToday's date: {date}\nModel: {}\n</environment>",
         base_instructions(input.provider),
+        write_policy(input.confined),
         input.working_dir.display(),
         if git_root.is_some() { "yes" } else { "no" },
         branch.as_deref().unwrap_or("(none)"),
@@ -164,8 +177,12 @@ mod tests {
             working_dir: &sub,
             project_memory: true,
             date: Some("2026-01-02"),
+            confined: true,
         });
         assert!(prompt.contains("Git repository: yes\nGit branch: feature\n"));
+        assert!(prompt.contains(
+            "shell commands (and everything they start) may write only inside it and in $TMPDIR"
+        ));
         assert!(prompt.contains("Today's date: 2026-01-02\nModel: claude-sonnet-4-6"));
         assert!(prompt.contains("<project_instructions>\nroot agents\n\nroot claude\n\nsub agents\n</project_instructions>"));
         let without = system_prompt(&SystemPromptInput {
@@ -176,9 +193,11 @@ mod tests {
                 working_dir: &sub,
                 project_memory: true,
                 date: None,
+                confined: false,
             }
         });
         assert!(!without.contains("project_instructions"));
+        assert!(without.contains("Writes outside the working directory are refused: the file tools reject them. Do not retry"));
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod event;
 mod failure;
 mod history;
 mod instructions;
+pub mod isolation;
 mod loop_detection;
 mod process;
 mod scope;

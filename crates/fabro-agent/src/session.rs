@@ -150,6 +150,7 @@ impl AgentSession {
             working_dir: tree.root(),
             project_memory: config.project_memory,
             date: config.date.as_deref(),
+            confined: config.env.is_confined(),
         });
         let context_window = config
             .context_window

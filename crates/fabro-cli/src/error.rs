@@ -55,6 +55,9 @@ pub(crate) enum CliError {
     /// A configuration file is invalid.
     #[error(transparent)]
     Config(ConfigError),
+    /// `require_isolation` on a kernel that cannot isolate (SPEC 16).
+    #[error(transparent)]
+    Isolation(fabro_engine::sandbox::IsolationUnavailable),
     /// The async runtime a run executes on could not be started.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -114,6 +117,7 @@ impl CliError {
             | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
+            | CliError::Isolation(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)
             | CliError::EncodeJson(_)

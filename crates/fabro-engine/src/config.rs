@@ -7,12 +7,13 @@
 
 mod keys;
 
-use keys::{dirty_worktree, sandbox_provider, RUN_KEYS};
+use keys::{dirty_worktree, isolation_mode, sandbox_provider, RUN_KEYS};
 pub use keys::{CostLimit, DirtyWorktree, DEFAULT_MAX_STAGES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use fabro_agent::isolation::IsolationMode;
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
@@ -156,6 +157,24 @@ pub struct SandboxConfig {
     /// `[sandbox.docker] image` (future).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub docker_image: Option<String>,
+    /// `agent_isolation` (SPEC 16); `workspace` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_isolation: Option<IsolationMode>,
+    /// `command_isolation` (SPEC 16); `none` when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_isolation: Option<IsolationMode>,
+    /// `network` (SPEC 16); true when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    /// `writable_paths`, added to the defaults (SPEC 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writable_paths: Option<Vec<String>>,
+    /// `hidden_paths`, added to the defaults (SPEC 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_paths: Option<Vec<String>>,
+    /// `require_isolation` (SPEC 16); false when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_isolation: Option<bool>,
 }
 
 /// Where commands and tools run.
@@ -261,6 +280,18 @@ pub enum ConfigError {
     /// A `[sandbox] provider` other than `local` or `docker`.
     #[error("unknown sandbox provider '{value}' in {}:{line}; expected 'local'", .file.display())]
     SandboxProvider {
+        /// The value found.
+        value: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+    },
+    /// An `agent_isolation` or `command_isolation` other than `none` or `workspace`.
+    #[error("unknown {key} '{value}' in {}:{line}; expected 'none' or 'workspace'", .file.display())]
+    IsolationMode {
+        /// The key.
+        key: &'static str,
         /// The value found.
         value: String,
         /// The file.
@@ -434,6 +465,12 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         config.sandbox.provider = sandbox_provider(&sandbox)?;
         config.sandbox.env = sandbox.string_table("env")?;
         config.sandbox.env_passthrough = sandbox.strings("env_passthrough")?;
+        config.sandbox.agent_isolation = isolation_mode(&sandbox, "agent_isolation")?;
+        config.sandbox.command_isolation = isolation_mode(&sandbox, "command_isolation")?;
+        config.sandbox.network = sandbox.boolean("network")?;
+        config.sandbox.writable_paths = sandbox.strings("writable_paths")?;
+        config.sandbox.hidden_paths = sandbox.strings("hidden_paths")?;
+        config.sandbox.require_isolation = sandbox.boolean("require_isolation")?;
         if let Some(docker) = sandbox.section("docker", &["image"])? {
             config.sandbox.docker_image = docker.string("image")?;
         }
@@ -503,6 +540,21 @@ impl RunConfig {
                     .env_passthrough
                     .or(lower.sandbox.env_passthrough),
                 docker_image: self.sandbox.docker_image.or(lower.sandbox.docker_image),
+                agent_isolation: self
+                    .sandbox
+                    .agent_isolation
+                    .or(lower.sandbox.agent_isolation),
+                command_isolation: self
+                    .sandbox
+                    .command_isolation
+                    .or(lower.sandbox.command_isolation),
+                network: self.sandbox.network.or(lower.sandbox.network),
+                writable_paths: self.sandbox.writable_paths.or(lower.sandbox.writable_paths),
+                hidden_paths: self.sandbox.hidden_paths.or(lower.sandbox.hidden_paths),
+                require_isolation: self
+                    .sandbox
+                    .require_isolation
+                    .or(lower.sandbox.require_isolation),
             },
             artifacts: ArtifactsConfig {
                 include: self.artifacts.include.or(lower.artifacts.include),
@@ -545,7 +597,18 @@ fn redacted_values<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     serializer.collect_map(table.keys().map(|key| (key, fabro_llm::REDACTED)))
 }
-const SANDBOX_KEYS: &[&str] = &["provider", "env", "env_passthrough", "docker"];
+const SANDBOX_KEYS: &[&str] = &[
+    "provider",
+    "env",
+    "env_passthrough",
+    "docker",
+    "agent_isolation",
+    "command_isolation",
+    "network",
+    "writable_paths",
+    "hidden_paths",
+    "require_isolation",
+];
 
 /// Key names that hold credentials, matched whole or as a `_`/`-` suffix.
 const CREDENTIAL_NAMES: &[&str] = &["api_key", "apikey", "token", "secret", "password"];
@@ -624,6 +687,50 @@ mod tests {
                 .map(|(path, text)| (PathBuf::from(path), (*text).to_owned()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn isolation_keys_parse_and_reach_config_json() {
+        let config = check(
+            r#"[sandbox]
+agent_isolation = "none"
+command_isolation = "workspace"
+network = false
+writable_paths = ["~/.gradle"]
+hidden_paths = ["/srv/secrets"]
+require_isolation = true
+"#,
+        )
+        .unwrap();
+        let sandbox = &config.sandbox;
+        assert_eq!(sandbox.agent_isolation, Some(IsolationMode::None));
+        assert_eq!(sandbox.command_isolation, Some(IsolationMode::Workspace));
+        assert_eq!(sandbox.network, Some(false));
+        assert_eq!(
+            sandbox.writable_paths.as_deref(),
+            Some(&["~/.gradle".to_owned()][..])
+        );
+        assert_eq!(
+            sandbox.hidden_paths.as_deref(),
+            Some(&["/srv/secrets".to_owned()][..])
+        );
+        assert_eq!(sandbox.require_isolation, Some(true));
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["sandbox"]["command_isolation"], "workspace");
+        assert_eq!(json["sandbox"]["network"], false);
+        check_error(
+            "[sandbox]\nagent_isolation = \"vm\"\n",
+            "unknown agent_isolation 'vm' in conf/run.toml:2; expected 'none' or 'workspace'",
+        );
+        let lower = check("[sandbox]\nnetwork = false\nagent_isolation = \"none\"\n").unwrap();
+        let merged = check("[sandbox]\nagent_isolation = \"workspace\"\n")
+            .unwrap()
+            .over(lower);
+        assert_eq!(
+            merged.sandbox.agent_isolation,
+            Some(IsolationMode::Workspace)
+        );
+        assert_eq!(merged.sandbox.network, Some(false));
     }
 
     #[test]

@@ -404,6 +404,7 @@ mod tests {
                 attempt: 1,
                 branch: None,
                 handler: "start".to_owned(),
+                isolation: None,
                 rank: 1,
                 visit: 1,
             },

@@ -1,7 +1,231 @@
 //! The environment commands, tools and agent CLIs run with (SPEC 13.5): the parent's
 //! environment minus secret-looking names (unless passed through), plus configured
-//! extras. One implementation serves the engine's commands and the agent's tools, so it
-//! lives in `fabro-agent`; the engine names it `SandboxEnv`, the seam a remote sandbox
-//! will implement later.
+//! extras, and the kernel isolation they run under (SPEC 16). One implementation
+//! serves the engine's commands and the agent's tools, so it lives in `fabro-agent`
+//! (`fabro_agent::isolation`); the engine names it `SandboxEnv`, the seam a remote
+//! sandbox will implement later.
+//!
+//! Here: the `[sandbox]` isolation settings with SPEC 16's defaults
+//! ([`isolation_settings`]), a stage's environment with its private `TMPDIR`
+//! ([`stage_env`]), and the `isolation` of `StageStarted` with the one
+//! `isolation_unavailable` warning of a run ([`stage_isolation`]).
 
+use std::path::{Path, PathBuf};
+
+pub use fabro_agent::isolation::{
+    IsolationError, IsolationMode, IsolationSettings, KernelSupport, Mechanism, ProcessKind,
+};
 pub use fabro_agent::{is_secret_name, ProcessEnv as SandboxEnv};
+use fabro_language::HandlerKind;
+
+use crate::config::SandboxConfig;
+use crate::event::{kind, Emitter, Event};
+
+/// Writable for isolated processes besides their working directory and `TMPDIR`:
+/// the package caches, so builds work (SPEC 16).
+pub const DEFAULT_WRITABLE_PATHS: [&str; 4] =
+    ["~/.cache", "~/.cargo/registry", "~/.cargo/git", "~/.npm"];
+
+/// Hidden from isolated processes (SPEC 16); `{root}` is `$FABRO_HOME`.
+pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    "~/.config/gcloud",
+    "~/.docker",
+    "~/.netrc",
+    "{root}/blobs",
+    "{root}/runs.db",
+    "{root}/server.token",
+];
+
+/// The isolation settings of `config` with SPEC 16's defaults (`agent_isolation =
+/// workspace`, `command_isolation = none`, network on, the default writable and hidden
+/// paths plus the configured ones), `~` expanded against `home` and `{root}` against
+/// `fabro_home`.
+pub fn isolation_settings(
+    config: &SandboxConfig,
+    home: Option<&Path>,
+    fabro_home: &Path,
+    support: KernelSupport,
+) -> IsolationSettings {
+    let mut settings = IsolationSettings::new(
+        config.agent_isolation.unwrap_or(IsolationMode::Workspace),
+        config.command_isolation.unwrap_or(IsolationMode::None),
+        support,
+    );
+    settings.network = config.network.unwrap_or(true);
+    let expand = |paths: &[&str], configured: &Option<Vec<String>>| -> Vec<PathBuf> {
+        paths
+            .iter()
+            .copied()
+            .chain(configured.iter().flatten().map(String::as_str))
+            .filter_map(|path| expand_path(path, home, fabro_home))
+            .collect()
+    };
+    settings.writable_paths = expand(&DEFAULT_WRITABLE_PATHS, &config.writable_paths);
+    settings.hidden_paths = expand(&DEFAULT_HIDDEN_PATHS, &config.hidden_paths);
+    settings
+}
+
+/// `~/x` against `home` (dropped without a home), `{root}/x` against `fabro_home`.
+fn expand_path(path: &str, home: Option<&Path>, fabro_home: &Path) -> Option<PathBuf> {
+    if let Some(rest) = path.strip_prefix("{root}") {
+        return Some(fabro_home.join(rest.trim_start_matches('/')));
+    }
+    if path == "~" {
+        return home.map(Path::to_path_buf);
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        return home.map(|home| home.join(rest));
+    }
+    Some(PathBuf::from(path))
+}
+
+/// What `require_isolation` refuses: the settings need mechanisms the kernel lacks.
+#[derive(Debug, thiserror::Error)]
+#[error("[sandbox] require_isolation is set but this system cannot enforce isolation: it lacks {}", fabro_agent::isolation::names(.missing))]
+pub struct IsolationUnavailable {
+    /// The missing mechanisms.
+    pub missing: Vec<Mechanism>,
+}
+
+/// `Err` when `require` is set and the kernel lacks a mechanism `settings` need.
+pub fn check_required(
+    settings: &IsolationSettings,
+    require: bool,
+) -> Result<(), IsolationUnavailable> {
+    let missing = settings.missing();
+    if require && !missing.is_empty() {
+        return Err(IsolationUnavailable { missing });
+    }
+    Ok(())
+}
+
+/// The process kind of a handler: agent nodes run what a model decides, command nodes
+/// what the author wrote; other handlers start no processes.
+fn process_kind(handler: HandlerKind) -> Option<ProcessKind> {
+    match handler {
+        HandlerKind::Agent => Some(ProcessKind::Agent),
+        HandlerKind::Command => Some(ProcessKind::Command),
+        _ => None,
+    }
+}
+
+/// The `isolation` of `StageStarted` for command and agent stages. The first stage of
+/// a run that should be confined on a kernel lacking something emits the one
+/// `isolation_unavailable` warning first.
+pub(crate) fn stage_isolation(
+    env: &SandboxEnv,
+    emitter: &Emitter,
+    node_id: &str,
+    handler: HandlerKind,
+) -> Option<kind::StageIsolation> {
+    let kind = process_kind(handler)?;
+    let settings = env.isolation();
+    let report = settings.report(kind);
+    if report.mode == IsolationMode::Workspace {
+        if let Some(message) = settings.take_warning() {
+            emitter.emit(Event::warning(
+                Some(node_id),
+                "isolation_unavailable",
+                &message,
+            ));
+        }
+    }
+    Some(kind::StageIsolation {
+        enforced: report
+            .enforced
+            .iter()
+            .map(|mechanism| mechanism.as_str().to_owned())
+            .collect(),
+        mode: report.mode.as_str().to_owned(),
+        network: report.network,
+    })
+}
+
+/// The environment of one stage's processes of `kind`: under `workspace` confined, with
+/// its private `TMPDIR` at `{run_dir}/cache/tmp/{stage}` (SPEC 11.1's scratch space).
+pub(crate) fn stage_env(
+    env: &SandboxEnv,
+    stage_dir: &Path,
+    kind: ProcessKind,
+) -> Result<SandboxEnv, IsolationError> {
+    env.for_stage(kind, &stage_tmpdir(stage_dir))
+}
+
+/// `{run_dir}/cache/tmp/{name}` for `{run_dir}/stages/{name}`.
+fn stage_tmpdir(stage_dir: &Path) -> PathBuf {
+    match (
+        stage_dir.parent().and_then(Path::parent),
+        stage_dir.file_name(),
+    ) {
+        (Some(run_dir), Some(name)) => run_dir.join("cache").join("tmp").join(name),
+        _ => stage_dir.join("tmp"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_configured_paths_are_expanded() {
+        let config = SandboxConfig {
+            writable_paths: Some(vec!["~/.gradle".to_owned(), "/opt/cache".to_owned()]),
+            hidden_paths: Some(vec!["{root}/secrets".to_owned()]),
+            ..SandboxConfig::default()
+        };
+        let settings = isolation_settings(
+            &config,
+            Some(Path::new("/home/u")),
+            Path::new("/fh"),
+            KernelSupport::all(),
+        );
+        assert_eq!(settings.agent, IsolationMode::Workspace);
+        assert_eq!(settings.command, IsolationMode::None);
+        assert!(settings.network);
+        assert_eq!(settings.writable_paths.len(), 6);
+        assert_eq!(settings.writable_paths[0], Path::new("/home/u/.cache"));
+        assert_eq!(settings.writable_paths[4], Path::new("/home/u/.gradle"));
+        assert_eq!(settings.writable_paths[5], Path::new("/opt/cache"));
+        assert!(settings
+            .hidden_paths
+            .contains(&PathBuf::from("/home/u/.ssh")));
+        assert!(settings
+            .hidden_paths
+            .contains(&PathBuf::from("/fh/runs.db")));
+        assert_eq!(
+            settings.hidden_paths.last(),
+            Some(&PathBuf::from("/fh/secrets"))
+        );
+        let homeless = isolation_settings(&config, None, Path::new("/fh"), KernelSupport::all());
+        assert_eq!(homeless.writable_paths, [PathBuf::from("/opt/cache")]);
+    }
+
+    #[test]
+    fn require_isolation_names_what_is_missing() {
+        let mut settings = isolation_settings(
+            &SandboxConfig::default(),
+            None,
+            Path::new("/fh"),
+            KernelSupport::all().without(Mechanism::Landlock),
+        );
+        assert!(check_required(&settings, false).is_ok());
+        let error = check_required(&settings, true).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "[sandbox] require_isolation is set but this system cannot enforce isolation: it lacks landlock"
+        );
+        settings.agent = IsolationMode::None;
+        assert!(check_required(&settings, true).is_ok());
+    }
+
+    #[test]
+    fn stage_tmpdirs_live_in_the_run_scratch_space() {
+        assert_eq!(
+            stage_tmpdir(Path::new("/r/stages/002-build@1")),
+            Path::new("/r/cache/tmp/002-build@1")
+        );
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
 use crate::environment::ProcessEnv;
@@ -75,11 +75,13 @@ pub async fn run_acp_agent(
         })?;
     let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
     let before = GitSnapshot::take(tree.root(), &config.env).await;
-    let mut child = Command::new(&program)
+    let mut child = config
+        .env
+        .command(&program, tree.root())
+        .map_err(|error| AgentError::Configuration {
+            message: error.to_string(),
+        })?
         .args(&config.command[1..])
-        .current_dir(tree.root())
-        .env_clear()
-        .envs(config.env.iter())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -8,7 +8,6 @@ use std::time::Duration;
 use fabro_llm::{Provider, Usage};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::environment::ProcessEnv;
@@ -140,15 +139,17 @@ pub async fn run_cli_agent(
 ) -> Result<AgentOutcome, AgentError> {
     let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
     let before = GitSnapshot::take(tree.root(), &config.env).await;
-    let mut command = Command::new(&config.program);
+    let mut command = config
+        .env
+        .command(&config.program, tree.root())
+        .map_err(|error| AgentError::Configuration {
+            message: error.to_string(),
+        })?;
     command.args(&config.args);
     if let Some(model) = &config.model {
         command.arg("--model").arg(model);
     }
     let mut child = command
-        .current_dir(tree.root())
-        .env_clear()
-        .envs(config.env.iter())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,7 +7,6 @@ use std::time::Duration;
 use fabro_llm::BoxFuture;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::process::Command;
 
 use super::{parse_arguments, Tool, ToolContext, ToolError, MAX_SHELL_TIMEOUT};
 use crate::process::{Capture, ProcessGroup};
@@ -79,12 +78,12 @@ async fn run_shell(
     timeout: Duration,
     context: &ToolContext,
 ) -> Result<String, ToolError> {
-    let mut child = Command::new("/bin/sh")
+    let mut child = context
+        .env
+        .command("/bin/sh", context.tree.root())
+        .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?
         .arg("-c")
         .arg(command)
-        .current_dir(context.tree.root())
-        .env_clear()
-        .envs(context.env.iter())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

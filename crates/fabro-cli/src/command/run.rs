@@ -9,7 +9,7 @@ use fabro_engine::event::EventSink;
 use fabro_engine::interviewer::{FileInterviewer, Interviewer};
 use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
-use fabro_engine::sandbox::SandboxEnv;
+use fabro_engine::sandbox::{self, KernelSupport, Mechanism, SandboxEnv};
 use fabro_engine::{RunEnd, StopCause};
 use fabro_language::ModelCatalog;
 use fabro_llm::Provider;
@@ -404,6 +404,62 @@ pub(crate) fn apply_budget_flags(stages: &StageArgs, config: &mut RunConfig) {
     run.max_duration = stages.max_duration.clone().or(run.max_duration.take());
 }
 
+/// The environment of commands, tools and agent CLIs (SPEC 13.5) with the isolation
+/// settings of SPEC 16; the kernel is probed only when something is to be isolated.
+/// `FABRO_TEST_KERNEL_LACKS` (comma-separated mechanism names) simulates a kernel
+/// without them, for tests. `require_isolation` on a kernel lacking a needed mechanism
+/// is an error (exit 2).
+fn sandbox_env(
+    config: &RunConfig,
+    fabro_home: &Path,
+    secrets: &fabro_llm::redact::SecretStore,
+) -> Result<SandboxEnv, CliError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut isolation = sandbox::isolation_settings(
+        &config.sandbox,
+        home.as_deref(),
+        fabro_home,
+        KernelSupport::none(),
+    );
+    if !isolation.required().is_empty() {
+        isolation.support = KernelSupport::detect();
+        if let Some(lacks) = std::env::var_os("FABRO_TEST_KERNEL_LACKS") {
+            for name in lacks
+                .to_string_lossy()
+                .split(',')
+                .filter(|name| !name.is_empty())
+            {
+                let mechanism = Mechanism::parse(name).ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "FABRO_TEST_KERNEL_LACKS: unknown mechanism '{name}'"
+                    ))
+                })?;
+                isolation.support = isolation.support.without(mechanism);
+            }
+        }
+    }
+    sandbox::check_required(
+        &isolation,
+        config.sandbox.require_isolation.unwrap_or(false),
+    )
+    .map_err(CliError::Isolation)?;
+    Ok(SandboxEnv::new(
+        // The secrets take part so that `env_passthrough` can let some through.
+        std::env::vars_os().chain(
+            secrets
+                .variables()
+                .map(|(name, value)| (name.clone(), value.clone())),
+        ),
+        config
+            .sandbox
+            .env_passthrough
+            .as_deref()
+            .unwrap_or_default(),
+        &config.sandbox.env,
+    )
+    .with_isolation(isolation))
+}
+
 /// `--answer NODE=LABEL` values (SPEC 12.1).
 pub(crate) fn parse_answers(answers: &[String]) -> Result<Vec<(String, String)>, CliError> {
     answers
@@ -441,6 +497,7 @@ pub(crate) fn environment_options(
         })?),
         None => None,
     };
+    let sandbox_env = sandbox_env(&config, &fabro_home, secrets)?;
     Ok(RunOptions {
         workflow_path,
         goal: None,
@@ -465,20 +522,7 @@ pub(crate) fn environment_options(
             .map(PathBuf::from)
             .or_else(|| config.llm.simulated_responses.clone()),
         random_seed,
-        sandbox_env: SandboxEnv::new(
-            // The secrets take part so that `env_passthrough` can let some through.
-            std::env::vars_os().chain(
-                secrets
-                    .variables()
-                    .map(|(name, value)| (name.clone(), value.clone())),
-            ),
-            config
-                .sandbox
-                .env_passthrough
-                .as_deref()
-                .unwrap_or_default(),
-            &config.sandbox.env,
-        ),
+        sandbox_env,
         config,
         parent_run_id: None,
         fallback_goal: None,

@@ -57,8 +57,20 @@ fn repository_with(env: &TestEnv, workflow: &str) {
     git(env, &["commit", "-q", "-m", "init"]);
 }
 
+/// The fake agents record into the side directory `log`, outside the working tree:
+/// `agent_isolation` (SPEC 16) must let them, as `writable_paths` in `settings.toml`.
+fn allow_side_log(env: &TestEnv) {
+    let log = side_dir(env, "log");
+    fs_err::write(
+        env.fabro_home().join("settings.toml"),
+        format!("[sandbox]\nwritable_paths = [\"{}\"]\n", log.display()),
+    )
+    .expect("settings.toml");
+}
+
 /// `fabro run w.fabro --run-id r1` with `PATH` = `path` and no API key anywhere.
 fn run(env: &TestEnv, path: &str) -> Output {
+    allow_side_log(env);
     env.command(env!("CARGO_BIN_EXE_fabro"))
         .args(["run", "w.fabro", "--run-id", "r1"])
         .env("PATH", path)
@@ -469,6 +481,7 @@ echo '{{"response": "It works.", "stats": {{"models": {{"gemini-3.1-pro-preview"
 "#
         ),
     );
+    allow_side_log(&env);
     let output = env
         .command(env!("CARGO_BIN_EXE_fabro"))
         .args(["run", "w.fabro", "--run-id", "r1"])

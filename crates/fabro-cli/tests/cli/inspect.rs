@@ -428,7 +428,9 @@ fn events_print_human_lines_or_stored_envelopes_and_resolve_prefixes() {
         .find(|line| line.contains(" StageStarted a "))
         .expect("stage a started");
     assert!(
-        stage_started.ends_with(" attempt=1 handler=command rank=2 visit=1"),
+        stage_started.ends_with(
+            r#" attempt=1 handler=command isolation={"enforced":[],"mode":"none","network":true} rank=2 visit=1"#
+        ),
         "{stage_started}"
     );
     assert!(lines

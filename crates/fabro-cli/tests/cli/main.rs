@@ -16,6 +16,7 @@ mod help;
 mod human;
 mod in_place;
 mod inspect;
+mod isolation;
 mod lifecycle;
 mod llm;
 mod logs;

@@ -1,10 +1,11 @@
 //! Keys whose values are checked beyond their TOML type: the `[run]` budgets (SPEC
-//! 17.1), `[run] dirty_worktree` (SPEC 17.2) and `[sandbox] provider`.
+//! 17.1), `[run] dirty_worktree` (SPEC 17.2), `[sandbox] provider` and the isolation
+//! modes (SPEC 16).
 
 use serde::{Deserialize, Serialize};
 use toml::de::DeValue;
 
-use super::{ConfigError, SandboxProvider, Section};
+use super::{ConfigError, IsolationMode, SandboxProvider, Section};
 
 /// The default of `[run] max_stages` (SPEC 17.1).
 pub const DEFAULT_MAX_STAGES: u64 = 1000;
@@ -158,5 +159,29 @@ pub(super) fn sandbox_provider(
             file,
             line,
         }),
+    }
+}
+
+/// `[sandbox] agent_isolation` or `command_isolation` (SPEC 16).
+pub(super) fn isolation_mode(
+    sandbox: &Section<'_, '_>,
+    key: &'static str,
+) -> Result<Option<IsolationMode>, ConfigError> {
+    let Some(value) = sandbox.get(key) else {
+        return Ok(None);
+    };
+    let line = sandbox.context.line(value.span().start);
+    match sandbox.string(key)? {
+        None => Ok(None),
+        Some(text) => {
+            IsolationMode::parse(&text)
+                .map(Some)
+                .ok_or_else(|| ConfigError::IsolationMode {
+                    key,
+                    value: text,
+                    file: sandbox.context.file.to_path_buf(),
+                    line,
+                })
+        }
     }
 }

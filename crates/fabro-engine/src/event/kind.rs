@@ -256,7 +256,7 @@ pub struct WorkflowRunFailed {
     pub reason: String,
 }
 
-/// `StageStarted {handler, visit, attempt, rank, branch?}`.
+/// `StageStarted {handler, visit, attempt, rank, branch?, isolation?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageStarted {
@@ -267,10 +267,25 @@ pub struct StageStarted {
     pub branch: Option<String>,
     /// Handler type.
     pub handler: String,
+    /// How the stage's processes are isolated (SPEC 16); command and agent stages only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<StageIsolation>,
     /// Stage rank in the run.
     pub rank: u32,
     /// Run-wide visit number.
     pub visit: u32,
+}
+
+/// `isolation: {mode, network, enforced}` of `StageStarted` (SPEC 16).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageIsolation {
+    /// What the kernel applies: `landlock`, `mount_namespace`, `network_namespace`.
+    pub enforced: Vec<String>,
+    /// `none` or `workspace`.
+    pub mode: String,
+    /// Whether the stage's processes have a network.
+    pub network: bool,
 }
 
 /// `StageCompleted {status, outcome, duration_ms, files_touched, usage, failure_reason,

@@ -47,7 +47,7 @@ impl AgentConversation {
     ) -> Result<AgentConversation, Failure> {
         let node = input.node;
         let services = input.services;
-        let env = process_env(input, target.provider);
+        let env = process_env(input, target.provider)?;
         let started = |backend: &str| {
             services.emitter.emit(Event::node(
                 &node.id,
@@ -209,10 +209,19 @@ fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
     format!("{original}\n\nYour previous response:\n\n{rejected}\n\n{message}")
 }
 
-/// The environment of agent tools and processes (SPEC 13.5); external CLIs get their
-/// own provider's key back (gemini's under both of its names, SPEC 10.1).
-fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
-    let mut env = input.services.sandbox_env.clone();
+/// The environment of agent tools and processes (SPEC 13.5), isolated under
+/// `agent_isolation` (SPEC 16); external CLIs get their own provider's key back
+/// (gemini's under both of its names, SPEC 10.1).
+fn process_env(input: &StageInput<'_>, provider: Provider) -> Result<ProcessEnv, Failure> {
+    let mut env = crate::sandbox::stage_env(
+        &input.services.sandbox_env,
+        input.stage_dir,
+        crate::sandbox::ProcessKind::Agent,
+    )
+    .map_err(|error| Failure {
+        reason: crate::error_chain(&error),
+        class: FailureClass::Deterministic,
+    })?;
     if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
         let extra: &[&str] = match provider {
             Provider::Gemini => &["GOOGLE_API_KEY"],
@@ -229,7 +238,7 @@ fn process_env(input: &StageInput<'_>, provider: Provider) -> ProcessEnv {
             }
         }
     }
-    env
+    Ok(env)
 }
 
 /// The reply of an external agent: usage only when the agent reported some (SPEC

@@ -15,7 +15,7 @@ use fabro_language::model::ScriptLanguage;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::StageInput;
 use crate::blob::{BlobError, BlobStore};
@@ -161,6 +161,8 @@ enum CommandError {
     StorePanicked { stream: &'static str },
     #[error("preparing the log files panicked")]
     PreparePanicked,
+    #[error("cannot isolate the script (SPEC 16)")]
+    Isolation(#[from] crate::sandbox::IsolationError),
 }
 
 impl CommandError {
@@ -401,12 +403,15 @@ async fn supervise(
     stdout: &mut Capture,
     stderr: &mut Capture,
 ) -> Result<Ending, CommandError> {
-    let mut child = Command::new(interpreter.program)
+    let env = crate::sandbox::stage_env(
+        &input.services.sandbox_env,
+        input.stage_dir,
+        crate::sandbox::ProcessKind::Command,
+    )?;
+    let mut child = env
+        .command(interpreter.program, input.work_dir)?
         .arg("-c")
         .arg(script)
-        .current_dir(input.work_dir)
-        .env_clear()
-        .envs(input.services.sandbox_env.iter())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -140,12 +140,19 @@ impl Traversal {
             let _ = fs_err::remove_dir_all(&stage_dir);
         }
         fs_err::create_dir_all(&stage_dir)?;
+        let isolation = crate::sandbox::stage_isolation(
+            &self.run.services.sandbox_env,
+            &self.run.services.emitter,
+            &spec.id,
+            spec.handler,
+        );
         self.emit(Event::node(
             &spec.id,
             StageStarted {
                 attempt: 1,
                 branch: self.role.branch_target().map(str::to_owned),
                 handler: spec.handler.as_str().to_owned(),
+                isolation,
                 rank,
                 visit,
             },

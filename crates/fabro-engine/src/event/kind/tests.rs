@@ -69,6 +69,11 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 attempt: 1,
                 branch: Some(text("style")),
                 handler: text("agent"),
+                isolation: Some(StageIsolation {
+                    enforced: vec![text("landlock"), text("network_namespace")],
+                    mode: text("workspace"),
+                    network: false,
+                }),
                 rank: 2,
                 visit: 1,
             }
@@ -80,6 +85,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 attempt: 1,
                 branch: None,
                 handler: text("agent"),
+                isolation: None,
                 rank: 2,
                 visit: 1,
             }

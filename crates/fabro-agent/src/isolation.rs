@@ -1,0 +1,405 @@
+//! Kernel-enforced isolation of the processes models and workflows start (SPEC 16).
+//!
+//! `workspace` confines a process and everything it starts: it may write only inside
+//! its working directory, a private per-stage `TMPDIR`, the configured writable paths
+//! and `/dev/null`, `/dev/zero`, `/dev/tty` (Landlock); `hidden_paths` are covered by
+//! empty read-only mounts and `network = false` leaves it a network namespace of its
+//! own without any interface up (unprivileged user, mount and network namespaces).
+//!
+//! The settings ([`IsolationSettings`]) travel with the [`crate::ProcessEnv`] every
+//! spawn site already uses; [`crate::ProcessEnv::for_stage`] resolves them for one
+//! stage and [`crate::ProcessEnv::command`] applies them to a child.
+//!
+//! Enforcement happens in the child between `fork` and `exec` (a `pre_exec` step), not
+//! in a re-executed `fabro` launcher: the library crates are used without the `fabro`
+//! binary (unit tests, other embedders), a launcher would add a second `exec` to every
+//! process start, and everything that allocates or may lock (path resolution, the
+//! Landlock ruleset and its rules, the namespace maps) is prepared in the parent before
+//! `fork`, so the child only makes raw system calls (`unshare`, `open`, `write`,
+//! `mount`, `prctl`, `landlock_restrict_self`), which are async-signal-safe.
+//!
+//! What the kernel supports is detected once per process ([`KernelSupport::detect`]);
+//! a kernel without a mechanism runs without it and the engine emits the
+//! `isolation_unavailable` warning, or refuses to start under `require_isolation`.
+//! Systems other than Linux support nothing, so there every mode acts like `none`.
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// `[sandbox] agent_isolation` and `command_isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// No confinement.
+    #[default]
+    None,
+    /// Writes confined to the working tree, hidden paths, optional network cut.
+    Workspace,
+}
+
+impl IsolationMode {
+    /// The configuration and event spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationMode::None => "none",
+            IsolationMode::Workspace => "workspace",
+        }
+    }
+
+    /// Parses `none` or `workspace`.
+    pub fn parse(text: &str) -> Option<IsolationMode> {
+        match text {
+            "none" => Some(IsolationMode::None),
+            "workspace" => Some(IsolationMode::Workspace),
+            _ => None,
+        }
+    }
+}
+
+/// A kernel mechanism isolation uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mechanism {
+    /// Landlock: the writable set.
+    Landlock,
+    /// An unprivileged user and mount namespace: `hidden_paths`.
+    MountNamespace,
+    /// An unprivileged user and network namespace: `network = false`.
+    NetworkNamespace,
+}
+
+impl Mechanism {
+    /// Every mechanism, in reporting order.
+    pub const ALL: [Mechanism; 3] = [
+        Mechanism::Landlock,
+        Mechanism::MountNamespace,
+        Mechanism::NetworkNamespace,
+    ];
+
+    /// The name used in events, warnings and errors.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::Landlock => "landlock",
+            Mechanism::MountNamespace => "mount_namespace",
+            Mechanism::NetworkNamespace => "network_namespace",
+        }
+    }
+
+    /// The mechanism named `name`.
+    pub fn parse(name: &str) -> Option<Mechanism> {
+        Mechanism::ALL
+            .into_iter()
+            .find(|mechanism| mechanism.as_str() == name.trim())
+    }
+}
+
+/// What the running kernel can enforce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KernelSupport {
+    landlock: bool,
+    mount_namespace: bool,
+    network_namespace: bool,
+}
+
+impl KernelSupport {
+    /// Probes the kernel once per process: the Landlock ABI, and whether a child can
+    /// enter a new user namespace with a mount (or network) namespace. Nothing outside
+    /// Linux.
+    pub fn detect() -> KernelSupport {
+        static DETECTED: OnceLock<KernelSupport> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            #[cfg(target_os = "linux")]
+            {
+                linux::detect()
+            }
+            #[cfg(not(target_os = "linux"))]
+            {
+                KernelSupport::none()
+            }
+        })
+    }
+
+    /// A kernel without any of the mechanisms.
+    pub const fn none() -> KernelSupport {
+        KernelSupport {
+            landlock: false,
+            mount_namespace: false,
+            network_namespace: false,
+        }
+    }
+
+    /// A kernel with every mechanism.
+    pub const fn all() -> KernelSupport {
+        KernelSupport {
+            landlock: true,
+            mount_namespace: true,
+            network_namespace: true,
+        }
+    }
+
+    /// Whether `mechanism` is available.
+    pub fn supports(self, mechanism: Mechanism) -> bool {
+        match mechanism {
+            Mechanism::Landlock => self.landlock,
+            Mechanism::MountNamespace => self.mount_namespace,
+            Mechanism::NetworkNamespace => self.network_namespace,
+        }
+    }
+
+    /// The same support less `mechanism` (to simulate an older kernel).
+    pub fn without(mut self, mechanism: Mechanism) -> KernelSupport {
+        match mechanism {
+            Mechanism::Landlock => self.landlock = false,
+            Mechanism::MountNamespace => self.mount_namespace = false,
+            Mechanism::NetworkNamespace => self.network_namespace = false,
+        }
+        self
+    }
+}
+
+/// Whose processes: what a model decides to run, or a workflow's command node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// The `shell` tool and `cli`/`acp` agent processes (`agent_isolation`).
+    Agent,
+    /// Command nodes (`command_isolation`).
+    Command,
+}
+
+/// The isolation settings of SPEC 16, paths expanded and defaults included, with the
+/// kernel's support. The default isolates nothing; the CLI applies SPEC 16's defaults.
+#[derive(Debug, Clone)]
+pub struct IsolationSettings {
+    /// `agent_isolation`.
+    pub agent: IsolationMode,
+    /// `command_isolation`.
+    pub command: IsolationMode,
+    /// `network`: false cuts isolated processes off every network.
+    pub network: bool,
+    /// Writable besides the working directory and the private `TMPDIR`.
+    pub writable_paths: Vec<PathBuf>,
+    /// Unreadable for isolated processes.
+    pub hidden_paths: Vec<PathBuf>,
+    /// What the kernel can enforce.
+    pub support: KernelSupport,
+    /// Set once the `isolation_unavailable` warning was taken.
+    warned: Arc<AtomicBool>,
+}
+
+impl Default for IsolationSettings {
+    fn default() -> IsolationSettings {
+        IsolationSettings::new(
+            IsolationMode::None,
+            IsolationMode::None,
+            KernelSupport::none(),
+        )
+    }
+}
+
+impl PartialEq for IsolationSettings {
+    fn eq(&self, other: &IsolationSettings) -> bool {
+        self.agent == other.agent
+            && self.command == other.command
+            && self.network == other.network
+            && self.writable_paths == other.writable_paths
+            && self.hidden_paths == other.hidden_paths
+            && self.support == other.support
+    }
+}
+
+impl IsolationSettings {
+    /// Settings with the given modes, network on and no extra paths.
+    pub fn new(
+        agent: IsolationMode,
+        command: IsolationMode,
+        support: KernelSupport,
+    ) -> IsolationSettings {
+        IsolationSettings {
+            agent,
+            command,
+            network: true,
+            writable_paths: Vec::new(),
+            hidden_paths: Vec::new(),
+            support,
+            warned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The mode for `kind`.
+    pub fn mode(&self, kind: ProcessKind) -> IsolationMode {
+        match kind {
+            ProcessKind::Agent => self.agent,
+            ProcessKind::Command => self.command,
+        }
+    }
+
+    fn confines_anything(&self) -> bool {
+        self.agent == IsolationMode::Workspace || self.command == IsolationMode::Workspace
+    }
+
+    /// The mechanisms these settings call for: Landlock for any `workspace` mode, a
+    /// mount namespace when there are hidden paths, a network namespace when `network`
+    /// is false.
+    pub fn required(&self) -> Vec<Mechanism> {
+        if !self.confines_anything() {
+            return Vec::new();
+        }
+        Mechanism::ALL
+            .into_iter()
+            .filter(|mechanism| match mechanism {
+                Mechanism::Landlock => true,
+                Mechanism::MountNamespace => !self.hidden_paths.is_empty(),
+                Mechanism::NetworkNamespace => !self.network,
+            })
+            .collect()
+    }
+
+    /// The required mechanisms the kernel lacks.
+    pub fn missing(&self) -> Vec<Mechanism> {
+        self.required()
+            .into_iter()
+            .filter(|mechanism| !self.support.supports(*mechanism))
+            .collect()
+    }
+
+    /// The `isolation_unavailable` warning text, the first time it is asked for while
+    /// something is missing (one warning per run: clones share the flag).
+    pub fn take_warning(&self) -> Option<String> {
+        let missing = self.missing();
+        if missing.is_empty() || self.warned.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(format!(
+            "kernel isolation unavailable: this system lacks {}; isolated processes run without it",
+            names(&missing)
+        ))
+    }
+
+    /// What a stage of `kind` runs with, for `StageStarted`.
+    pub fn report(&self, kind: ProcessKind) -> IsolationReport {
+        let mode = self.mode(kind);
+        if mode == IsolationMode::None {
+            return IsolationReport {
+                mode,
+                network: true,
+                enforced: Vec::new(),
+            };
+        }
+        let hidden = self.hidden_paths.iter().any(|path| path.exists());
+        let enforced = Mechanism::ALL
+            .into_iter()
+            .filter(|mechanism| self.support.supports(*mechanism))
+            .filter(|mechanism| match mechanism {
+                Mechanism::Landlock => true,
+                Mechanism::MountNamespace => hidden,
+                Mechanism::NetworkNamespace => !self.network,
+            })
+            .collect();
+        IsolationReport {
+            mode,
+            network: self.network,
+            enforced,
+        }
+    }
+
+    /// The confinement of one stage's processes, `None` for `none`.
+    pub(crate) fn confinement(&self, kind: ProcessKind, tmpdir: &Path) -> Option<Confinement> {
+        (self.mode(kind) == IsolationMode::Workspace).then(|| Confinement {
+            tmpdir: tmpdir.to_path_buf(),
+            network: self.network,
+            writable: self.writable_paths.clone(),
+            hidden: self.hidden_paths.clone(),
+            support: self.support,
+        })
+    }
+}
+
+/// Comma-separated mechanism names.
+pub fn names(mechanisms: &[Mechanism]) -> String {
+    mechanisms
+        .iter()
+        .map(|mechanism| mechanism.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `isolation` of `StageStarted`: mode, network, and what the kernel applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsolationReport {
+    /// The stage's mode.
+    pub mode: IsolationMode,
+    /// Whether isolated processes have a network.
+    pub network: bool,
+    /// What the kernel applies (empty for `none`).
+    pub enforced: Vec<Mechanism>,
+}
+
+/// Why a confined child could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    /// The private temporary directory could not be created.
+    #[error("cannot create the private temporary directory: {source}")]
+    TempDir {
+        /// Why (the error names the path).
+        source: std::io::Error,
+    },
+    /// The Landlock ruleset could not be built.
+    #[error("cannot prepare the Landlock rules: {message}")]
+    Landlock {
+        /// The library's message.
+        message: String,
+    },
+}
+
+/// One stage's confinement: what its processes may write and see.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "only Linux enforces the policy")
+)]
+pub(crate) struct Confinement {
+    tmpdir: PathBuf,
+    network: bool,
+    writable: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
+    support: KernelSupport,
+}
+
+impl Confinement {
+    /// The private temporary directory.
+    pub(crate) fn tmpdir(&self) -> &Path {
+        &self.tmpdir
+    }
+
+    /// Arranges for the child of `command` to enter the confinement before `exec`;
+    /// `cwd` is its working directory (writable).
+    pub(crate) fn apply(
+        &self,
+        command: &mut tokio::process::Command,
+        cwd: &Path,
+    ) -> Result<(), IsolationError> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
+            writable.extend(self.writable.iter().cloned());
+            let plan = linux::ChildPlan::prepare(&linux::Policy {
+                writable: &writable,
+                hidden: &self.hidden,
+                network: self.network,
+                support: self.support,
+            })?;
+            plan.install(command);
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (command, cwd);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

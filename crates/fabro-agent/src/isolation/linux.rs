@@ -1,0 +1,312 @@
+//! The Linux mechanisms of SPEC 16: a Landlock ruleset for the writable set, and an
+//! unprivileged user namespace with a mount namespace (empty read-only mounts over
+//! hidden paths) and a network namespace (no interface up, loopback included).
+//!
+//! [`ChildPlan::prepare`] does all the work that allocates or resolves paths, in the
+//! parent. [`ChildPlan::enter`] runs in the forked child before `exec` and makes raw,
+//! async-signal-safe system calls only: no allocation, no locks, no Rust I/O types.
+//! Order in the child: the namespaces first (their mounts need privileges Landlock
+//! would deny), then Landlock, which also forbids the child to undo the mounts.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{path_beneath_rules, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
+use nix::libc;
+
+use super::{IsolationError, KernelSupport, Mechanism};
+
+/// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI.
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// Device files every isolated process may write.
+const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/tty"];
+
+/// Where the namespace probe mounts a tmpfs (inside its own namespace only).
+const PROBE_MOUNT_POINT: &CStr = c"/tmp";
+
+/// What one child is confined to.
+pub(super) struct Policy<'a> {
+    /// Writable directories (working directory and `TMPDIR` first).
+    pub(super) writable: &'a [PathBuf],
+    /// Paths to hide.
+    pub(super) hidden: &'a [PathBuf],
+    /// False: a network namespace of its own.
+    pub(super) network: bool,
+    /// What the kernel can do.
+    pub(super) support: KernelSupport,
+}
+
+/// Everything the child needs, prepared before `fork`.
+pub(super) struct ChildPlan {
+    namespaces: Option<Namespaces>,
+    /// The Landlock ruleset, `None` without Landlock.
+    ruleset: Option<OwnedFd>,
+}
+
+impl ChildPlan {
+    /// Builds the ruleset and the namespace plan for `policy`.
+    pub(super) fn prepare(policy: &Policy<'_>) -> Result<ChildPlan, IsolationError> {
+        let ruleset = if policy.support.supports(Mechanism::Landlock) {
+            Some(ruleset(policy.writable)?)
+        } else {
+            None
+        };
+        let mut flags = 0;
+        let (mut dirs, mut files) = (Vec::new(), Vec::new());
+        if policy.support.supports(Mechanism::MountNamespace) {
+            for path in policy.hidden {
+                let Ok(resolved) = path.canonicalize() else {
+                    continue;
+                };
+                let Some(name) = c_path(&resolved) else {
+                    continue;
+                };
+                if resolved.is_dir() {
+                    dirs.push(name);
+                } else {
+                    files.push(name);
+                }
+            }
+            if !dirs.is_empty() || !files.is_empty() {
+                flags |= libc::CLONE_NEWNS;
+            }
+        }
+        if !policy.network && policy.support.supports(Mechanism::NetworkNamespace) {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let namespaces = (flags != 0).then(|| Namespaces::new(flags, dirs, files));
+        Ok(ChildPlan {
+            namespaces,
+            ruleset,
+        })
+    }
+
+    /// Installs the plan as the child's last step before `exec`.
+    #[allow(
+        unsafe_code,
+        reason = "pre_exec runs in the forked child; ChildPlan::enter is async-signal-safe"
+    )]
+    pub(super) fn install(self, command: &mut tokio::process::Command) {
+        if self.namespaces.is_none() && self.ruleset.is_none() {
+            return;
+        }
+        // SAFETY: the closure only calls `ChildPlan::enter`, which makes raw system calls
+        // on data prepared before fork; it neither allocates nor takes locks.
+        unsafe {
+            command.pre_exec(move || self.enter());
+        }
+    }
+
+    /// In the child: enters the namespaces, then restricts itself with Landlock.
+    fn enter(&self) -> io::Result<()> {
+        if let Some(namespaces) = &self.namespaces {
+            namespaces.enter()?;
+        }
+        if let Some(ruleset) = &self.ruleset {
+            restrict_self(ruleset)?;
+        }
+        Ok(())
+    }
+}
+
+/// The Landlock ruleset: every write right handled, all of them granted beneath the
+/// writable directories, file write rights on the device files.
+fn ruleset(writable: &[PathBuf]) -> Result<OwnedFd, IsolationError> {
+    let error = |error: landlock::RulesetError| IsolationError::Landlock {
+        message: error.to_string(),
+    };
+    // ABI 3's write rights (file writes, creation, removal, renames, truncation). Later
+    // ABIs add device ioctls and Unix socket connections, which are not writes.
+    let access = AccessFs::from_write(ABI::V3);
+    let existing: Vec<&Path> = writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(WRITABLE_DEVICES.iter().map(Path::new))
+        .filter(|path| path.exists())
+        .collect();
+    let created = Ruleset::default()
+        .handle_access(access)
+        .map_err(error)?
+        .create()
+        .map_err(error)?
+        .add_rules(path_beneath_rules(existing, access))
+        .map_err(error)?;
+    Option::<OwnedFd>::from(created).ok_or_else(|| IsolationError::Landlock {
+        message: "the kernel refused to create a ruleset".to_owned(),
+    })
+}
+
+/// A path as a C string (`None` for one with an interior NUL, which cannot exist).
+fn c_path(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+/// The namespaces of one child: which to unshare, its uid and gid maps, and the
+/// mounts that hide paths.
+struct Namespaces {
+    flags: libc::c_int,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    hidden_dirs: Vec<CString>,
+    hidden_files: Vec<CString>,
+}
+
+impl Namespaces {
+    /// A new user namespace plus `flags`, mapping the caller's ids to themselves.
+    fn new(flags: libc::c_int, hidden_dirs: Vec<CString>, hidden_files: Vec<CString>) -> Self {
+        let uid = nix::unistd::getuid();
+        let gid = nix::unistd::getgid();
+        Namespaces {
+            flags: flags | libc::CLONE_NEWUSER,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            hidden_dirs,
+            hidden_files,
+        }
+    }
+
+    /// In the child: unshares, writes the id maps, mounts over the hidden paths.
+    #[allow(
+        unsafe_code,
+        reason = "raw system calls on C strings prepared before fork"
+    )]
+    fn enter(&self) -> io::Result<()> {
+        // SAFETY: plain system calls; every pointer is a NUL-terminated string that
+        // outlives the call.
+        unsafe {
+            check(libc::unshare(self.flags))?;
+            match write_file(c"/proc/self/setgroups", b"deny") {
+                // Kernels before 3.19 have no setgroups file and need no denial.
+                Err(error) if error.raw_os_error() == Some(libc::ENOENT) => {}
+                other => other?,
+            }
+            write_file(c"/proc/self/uid_map", &self.uid_map)?;
+            write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            for dir in &self.hidden_dirs {
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=4k,mode=0555".as_ptr().cast(),
+                ))?;
+            }
+            for file in &self.hidden_files {
+                check(libc::mount(
+                    c"/dev/null".as_ptr(),
+                    file.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `-1` as the last OS error.
+fn check(result: libc::c_int) -> io::Result<()> {
+    if result == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` with raw system calls (async-signal-safe).
+#[allow(unsafe_code, reason = "raw open, write and close in the forked child")]
+fn write_file(path: &CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` is NUL-terminated, `bytes` is valid for its length, and the
+    // descriptor is closed on every path.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if usize::try_from(written).ok() == Some(bytes.len()) {
+            Ok(())
+        } else {
+            Err(error)
+        }
+    }
+}
+
+/// `no_new_privs`, then `landlock_restrict_self` (async-signal-safe).
+#[allow(
+    unsafe_code,
+    reason = "raw prctl and landlock system calls in the forked child"
+)]
+fn restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain system calls with integer arguments.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        let result = libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset.as_raw_fd(),
+            0 as libc::c_uint,
+        );
+        if result == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// What this kernel supports; the namespaces are tried in a short-lived child.
+pub(super) fn detect() -> KernelSupport {
+    KernelSupport {
+        landlock: landlock_abi() >= 1,
+        mount_namespace: probe(libc::CLONE_NEWNS),
+        network_namespace: probe(libc::CLONE_NEWNET),
+    }
+}
+
+/// The Landlock ABI version, or a negative number without Landlock.
+#[allow(unsafe_code, reason = "the Landlock ABI query is a raw system call")]
+fn landlock_abi() -> libc::c_long {
+    // SAFETY: a null attribute with size 0 and the VERSION flag only returns a number.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0_usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    }
+}
+
+/// Whether a child can enter a user namespace plus `flag` (for a mount namespace also
+/// mount a tmpfs in it) and then run `/bin/sh`.
+#[allow(
+    unsafe_code,
+    reason = "pre_exec runs in the forked child; the probe is async-signal-safe"
+)]
+fn probe(flag: libc::c_int) -> bool {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let dirs = if flag == libc::CLONE_NEWNS {
+        vec![PROBE_MOUNT_POINT.to_owned()]
+    } else {
+        Vec::new()
+    };
+    let namespaces = Namespaces::new(flag, dirs, Vec::new());
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", ":"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: `Namespaces::enter` makes raw system calls on data prepared before fork.
+    unsafe {
+        command.pre_exec(move || namespaces.enter());
+    }
+    command.status().is_ok_and(|status| status.success())
+}

@@ -1,0 +1,246 @@
+//! Isolation settings, reports and, where the kernel has the mechanisms, real children
+//! confined by [`crate::ProcessEnv::command`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+
+use super::*;
+use crate::ProcessEnv;
+
+fn settings(mode: IsolationMode, support: KernelSupport) -> IsolationSettings {
+    IsolationSettings::new(mode, mode, support)
+}
+
+#[test]
+fn modes_and_mechanisms_parse_and_print() {
+    assert_eq!(
+        IsolationMode::parse("workspace"),
+        Some(IsolationMode::Workspace)
+    );
+    assert_eq!(IsolationMode::parse("none"), Some(IsolationMode::None));
+    assert_eq!(IsolationMode::parse("docker"), None);
+    for mechanism in Mechanism::ALL {
+        assert_eq!(Mechanism::parse(mechanism.as_str()), Some(mechanism));
+    }
+    assert_eq!(
+        names(&Mechanism::ALL),
+        "landlock, mount_namespace, network_namespace"
+    );
+}
+
+#[test]
+fn required_follows_the_settings_and_missing_the_kernel() {
+    let mut isolation = settings(IsolationMode::None, KernelSupport::none());
+    assert!(isolation.required().is_empty());
+    isolation.agent = IsolationMode::Workspace;
+    assert_eq!(isolation.required(), [Mechanism::Landlock]);
+    isolation.hidden_paths.push("/nonexistent".into());
+    isolation.network = false;
+    assert_eq!(isolation.required(), Mechanism::ALL);
+    assert_eq!(isolation.missing(), Mechanism::ALL);
+    isolation.support = KernelSupport::all().without(Mechanism::NetworkNamespace);
+    assert_eq!(isolation.missing(), [Mechanism::NetworkNamespace]);
+}
+
+#[test]
+fn the_warning_is_given_once_across_clones() {
+    let isolation = settings(
+        IsolationMode::Workspace,
+        KernelSupport::all().without(Mechanism::Landlock),
+    );
+    let clone = isolation.clone();
+    let warning = isolation.take_warning().expect("landlock is missing");
+    assert!(warning.contains("landlock"), "{warning}");
+    assert_eq!(clone.take_warning(), None);
+    let supported = settings(IsolationMode::Workspace, KernelSupport::all());
+    assert_eq!(supported.take_warning(), None);
+}
+
+#[test]
+fn reports_list_what_is_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut isolation = IsolationSettings::new(
+        IsolationMode::Workspace,
+        IsolationMode::None,
+        KernelSupport::all(),
+    );
+    isolation.network = false;
+    isolation.hidden_paths = vec![dir.path().to_path_buf()];
+    let agent = isolation.report(ProcessKind::Agent);
+    assert_eq!(agent.mode, IsolationMode::Workspace);
+    assert!(!agent.network);
+    assert_eq!(agent.enforced, Mechanism::ALL);
+    let command = isolation.report(ProcessKind::Command);
+    assert_eq!(
+        command,
+        IsolationReport {
+            mode: IsolationMode::None,
+            network: true,
+            enforced: Vec::new()
+        }
+    );
+    isolation.support = KernelSupport::none();
+    assert!(isolation.report(ProcessKind::Agent).enforced.is_empty());
+}
+
+/// Runs `script` with `sh -c` in `cwd` under `env`; (exit code, stdout + stderr).
+async fn sh(env: &ProcessEnv, cwd: &Path, script: &str) -> (Option<i32>, String) {
+    let output = env
+        .command("/bin/sh", cwd)
+        .expect("prepared")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("spawned");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// A tree, a sibling outside it, a stage temp dir, and an environment of `mode`.
+struct Fixture {
+    _base: tempfile::TempDir,
+    tree: std::path::PathBuf,
+    outside: std::path::PathBuf,
+    hidden: std::path::PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().canonicalize().unwrap();
+    let (tree, outside, hidden) = (root.join("tree"), root.join("outside"), root.join("hidden"));
+    for dir in [&tree, &outside, &hidden] {
+        fs_err::create_dir_all(dir).unwrap();
+    }
+    fs_err::write(hidden.join("secret"), "s3cret").unwrap();
+    Fixture {
+        _base: base,
+        tree,
+        outside,
+        hidden,
+    }
+}
+
+fn stage_env(fixture: &Fixture, mode: IsolationMode, network: bool) -> ProcessEnv {
+    let mut isolation = settings(mode, KernelSupport::detect());
+    isolation.network = network;
+    isolation.hidden_paths = vec![fixture.hidden.clone()];
+    ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
+        .with_isolation(isolation)
+        .for_stage(ProcessKind::Command, &fixture.tree.with_file_name("tmp"))
+        .expect("stage environment")
+}
+
+/// Whether the kernel has `mechanism`; says so when it does not.
+fn kernel_has(mechanism: Mechanism) -> bool {
+    let has = KernelSupport::detect().supports(mechanism);
+    if !has {
+        println!("skipped: this kernel lacks {}", mechanism.as_str());
+    }
+    has
+}
+
+#[tokio::test]
+async fn workspace_confines_writes_to_the_tree_and_tmpdir_for_all_descendants() {
+    if !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    let fixture = fixture();
+    let env = stage_env(&fixture, IsolationMode::Workspace, true);
+    assert!(env.is_confined());
+    let outside = fixture.outside.join("escaped");
+    let (code, text) = sh(
+        &env,
+        &fixture.tree,
+        &format!("echo x > '{}'", outside.display()),
+    )
+    .await;
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    let nested = format!("sh -c \"echo x > '{}'\"", outside.display());
+    let (code, _) = sh(&env, &fixture.tree, &nested).await;
+    assert_ne!(code, Some(0));
+    assert!(!outside.exists());
+    let (code, text) = sh(
+        &env,
+        &fixture.tree,
+        "echo x > inside && echo y > \"$TMPDIR/t\" && cat inside \"$TMPDIR/t\" >/dev/null",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(fixture.tree.join("inside").exists());
+    assert!(fixture.tree.with_file_name("tmp").join("t").exists());
+}
+
+#[tokio::test]
+async fn hidden_paths_cannot_be_read() {
+    if !kernel_has(Mechanism::MountNamespace) {
+        return;
+    }
+    let fixture = fixture();
+    let env = stage_env(&fixture, IsolationMode::Workspace, true);
+    let secret = fixture.hidden.join("secret");
+    let (code, text) = sh(&env, &fixture.tree, &format!("cat '{}'", secret.display())).await;
+    assert_ne!(code, Some(0), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    // A hidden file reads as empty.
+    let mut isolation = settings(IsolationMode::Workspace, KernelSupport::detect());
+    isolation.hidden_paths = vec![secret.clone()];
+    let file_env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
+        .with_isolation(isolation)
+        .for_stage(ProcessKind::Agent, &fixture.tree.with_file_name("tmp"))
+        .expect("stage environment");
+    let (_, text) = sh(
+        &file_env,
+        &fixture.tree,
+        &format!("cat '{}'", secret.display()),
+    )
+    .await;
+    assert!(!text.contains("s3cret"), "{text}");
+    let none = stage_env(&fixture, IsolationMode::None, true);
+    let (code, text) = sh(&none, &fixture.tree, &format!("cat '{}'", secret.display())).await;
+    assert_eq!((code, text.as_str()), (Some(0), "s3cret"));
+}
+
+#[tokio::test]
+async fn without_network_loopback_is_unreachable() {
+    if !kernel_has(Mechanism::NetworkNamespace) {
+        return;
+    }
+    if !Path::new("/bin/bash").exists() {
+        println!("skipped: no /bin/bash for /dev/tcp");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("/bin/bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}'");
+    let fixture = fixture();
+    let cut = stage_env(&fixture, IsolationMode::Workspace, false);
+    let (code, text) = sh(&cut, &fixture.tree, &connect).await;
+    assert_ne!(code, Some(0), "{text}");
+    let open = stage_env(&fixture, IsolationMode::Workspace, true);
+    let (code, text) = sh(&open, &fixture.tree, &connect).await;
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[tokio::test]
+async fn none_confines_nothing() {
+    let fixture = fixture();
+    let env = stage_env(&fixture, IsolationMode::None, false);
+    assert!(!env.is_confined());
+    assert_eq!(env.get("TMPDIR"), std::env::var_os("TMPDIR").as_ref());
+    let outside = fixture.outside.join("written");
+    let (code, text) = sh(
+        &env,
+        &fixture.tree,
+        &format!("sh -c \"echo x > '{}'\"", outside.display()),
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(outside.exists());
+}
