@@ -47,6 +47,15 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro server                                      serve on 127.0.0.1:3210; open the printed link
+  fabro server --bind 127.0.0.1:0                   on a free port (the link names it)
+  fabro server --max-concurrent-runs 1              one run at a time, the rest queued
+                                                    (then: fabro run w.fabro --server URL)
+
+Exit codes:
+  0    stopped by SIGINT or SIGTERM after cancelling its running runs
+  2    usage or configuration error (server.toml), or the address cannot be bound")]
 pub(crate) struct ServerArgs {
     /// Listen address (default from server.toml, else 127.0.0.1:3210).
     #[arg(long, value_name = "ADDR")]

@@ -304,15 +304,23 @@ async fn follow_run(
             document["run_dir"].as_str().unwrap_or_default()
         ));
     }
-    let sink: Arc<dyn EventSink> = if json {
-        Arc::new(JsonSink::new())
-    } else {
-        Arc::new(ProgressSink::new(output.stderr_color()))
+    let progress = (!json).then(|| Arc::new(ProgressSink::new(output.stderr_color())));
+    let sink: Arc<dyn EventSink> = match &progress {
+        Some(progress) => progress.clone(),
+        None => Arc::new(JsonSink::new()),
     };
     let terminal = tokio::select! {
-        terminal = stream_events(remote, &run_id, sink.as_ref()) => terminal?,
-        () = interrupted(remote, &run_id) => return Ok(Status::Canceled),
+        terminal = stream_events(remote, &run_id, sink.as_ref()) => terminal,
+        () = interrupted(remote, &run_id) => {
+            if let Some(progress) = &progress {
+                progress.finish();
+            }
+            return Ok(Status::Canceled);
+        }
     };
+    // The live line stops before anything else is printed, as for a local run.
+    let summary = progress.as_ref().map(|progress| progress.finish());
+    let terminal = terminal?;
     let (_, document) = remote
         .send(
             reqwest::Method::GET,
@@ -321,6 +329,9 @@ async fn follow_run(
         )
         .await?;
     let run_status = document["status"].as_str().unwrap_or("fail").to_owned();
+    if let Some(summary) = summary {
+        output.err(&format!("{summary}\n"));
+    }
     if !json {
         let mut text = format!("status: {run_status}\n");
         if matches!(run_status.as_str(), "fail" | "canceled") {
