@@ -24,6 +24,9 @@ use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
     check_model_flags(&args.stages)?;
+    if let Some(url) = crate::command::remote::server_url(args.server.as_deref()) {
+        return crate::command::remote::resume(&url, args, output);
+    }
     let home = fabro_home();
     let run_id = identify(&args.target)?;
     let paths = RunPaths::new(&home, &run_id);
