@@ -635,3 +635,40 @@ fn runs_inspect_events_and_resume_against_a_server_print_what_they_print_locally
     same_with_and_without_server(&env, &url, &["resume", "ok-run"]);
     same_with_and_without_server(&env, &url, &["resume", "bad-run"]);
 }
+
+#[test]
+fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
+    let env = TestEnv::new("server-resume");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    for (run_id, marker) in [
+        ("nap-local", "napped-local"),
+        ("nap-remote", "napped-remote"),
+    ] {
+        let file = format!("{run_id}.fabro");
+        env.write(&file, &sleepy(marker));
+        let (status, body) = server.request(
+            "POST",
+            "/api/v1/runs",
+            Some(&json!({"workflow": file, "run_id": run_id})),
+        );
+        assert_eq!(status, 201, "{body}");
+        wait_for_file(&env.work_dir().join(marker));
+        let (status, body) = server.request("POST", &format!("/api/v1/runs/{run_id}/cancel"), None);
+        assert_eq!(status, 202, "{body}");
+        server.wait_status(run_id, &["canceled"]);
+    }
+    let local = fabro(&env, &["resume", "nap-local"]);
+    let remote = fabro(&env, &["resume", "nap-remote", "--server", &url]);
+    assert_eq!(code(&local), 0, "{}", stderr(&local));
+    assert_eq!(code(&remote), 0, "{}", stderr(&remote));
+    assert_eq!(
+        normalized(&stdout(&remote), "nap-remote"),
+        normalized(&stdout(&local), "nap-local")
+    );
+    assert_eq!(
+        normalized(&stderr(&remote), "nap-remote"),
+        normalized(&stderr(&local), "nap-local")
+    );
+    assert_eq!(server.get("/api/v1/runs/nap-remote")["status"], "success");
+}
