@@ -293,14 +293,16 @@ async fn follow_run(
         return Err(CliError::Usage(api_message(&reply)));
     }
     let run_id = reply["run_id"].as_str().unwrap_or_default().to_owned();
-    follow(remote, &run_id, json, output).await
+    follow(remote, &run_id, None, json, output).await
 }
 
 /// Prints the `run_id`/`run_dir` lines, drives the progress view from the run's event
 /// stream, prints the `status` lines and returns the run's exit status, as a local run.
+/// `after`: the id of the last event before this run (or resume) started.
 async fn follow(
     remote: &Remote,
     run_id: &str,
+    after: Option<u64>,
     json: bool,
     output: &mut Output,
 ) -> Result<Status, CliError> {
@@ -324,7 +326,7 @@ async fn follow(
         None => Arc::new(JsonSink::new()),
     };
     let terminal = tokio::select! {
-        terminal = stream_events(remote, &run_id, sink.as_ref()) => terminal,
+        terminal = stream_events(remote, &run_id, after, sink.as_ref()) => terminal,
         () = interrupted(remote, &run_id) => {
             if let Some(progress) = &progress {
                 progress.finish();
@@ -376,10 +378,11 @@ async fn follow(
 async fn stream_events(
     remote: &Remote,
     run_id: &str,
+    after: Option<u64>,
     sink: &dyn EventSink,
 ) -> Result<Option<EventEnvelope>, CliError> {
     let mut terminal = None;
-    stream_lines(remote, run_id, |line| {
+    stream_lines(remote, run_id, after, |line| {
         let Ok(envelope) = serde_json::from_str::<EventEnvelope>(line) else {
             return false;
         };
@@ -397,15 +400,17 @@ async fn stream_events(
 /// The events of which exactly one ends a finished run (SPEC 11.3).
 const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
-/// Hands each stored event line of the run's event stream to `each` (which says
-/// whether it was the terminal event), reconnecting with `Last-Event-ID` while the run
-/// is running or queued. Returns whether the terminal event came.
+/// Hands each stored event line after event `after` (from the first without it) of the
+/// run's event stream to `each` (which says whether it was the terminal event),
+/// reconnecting with `Last-Event-ID` while the run is running or queued. Returns whether
+/// the terminal event came.
 async fn stream_lines(
     remote: &Remote,
     run_id: &str,
+    after: Option<u64>,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<bool, CliError> {
-    let mut last: Option<u64> = None;
+    let mut last: Option<u64> = after;
     for _attempt in 0..100 {
         let mut request = remote
             .request(
@@ -589,7 +594,7 @@ pub(crate) fn events(
                 after = page["next_after"].as_u64().unwrap_or(u64::MAX);
             }
         }
-        let ended = stream_lines(&remote, &run_id, |line| {
+        let ended = stream_lines(&remote, &run_id, None, |line| {
             format_event(line, args.json).is_some_and(|(text, name)| {
                 output.out(&text);
                 TERMINAL_EVENTS.contains(&name.as_str())
@@ -624,17 +629,49 @@ pub(crate) fn resume(
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        // The resumed run's events follow the ones stored now; only those are shown.
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{}", args.target),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let run_id = reply["run_id"].as_str().unwrap_or(&args.target).to_owned();
+        let after = last_event_id(&remote, &run_id).await?;
         let (status, reply) = remote
             .send(
                 reqwest::Method::POST,
-                &format!("/api/v1/runs/{}/resume", args.target),
+                &format!("/api/v1/runs/{run_id}/resume"),
                 Some(&body),
             )
             .await?;
         if status != 202 {
             return Err(CliError::Usage(api_message(&reply)));
         }
-        let run_id = reply["run_id"].as_str().unwrap_or_default().to_owned();
-        follow(&remote, &run_id, args.json, output).await
+        follow(&remote, &run_id, after, args.json, output).await
     })
+}
+
+/// The id of the run's newest stored event, if it has any.
+async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, CliError> {
+    let mut last = None;
+    loop {
+        let after = last.unwrap_or(0);
+        let page = get(
+            remote,
+            &format!("/api/v1/runs/{run_id}/events?after={after}&limit=1000"),
+        )
+        .await?;
+        if page["events"].as_array().is_none_or(Vec::is_empty) {
+            return Ok(last);
+        }
+        last = page["next_after"].as_u64().or(last);
+        if last.is_none() {
+            return Ok(None);
+        }
+    }
 }
