@@ -38,7 +38,7 @@ fn render(view: &InspectView) -> String {
         format!("{} ({})", view.workflow_name, view.workflow_path),
     );
     line("goal", view.goal.clone());
-    line("status", view.status.to_owned());
+    line("status", view.status.clone());
     line("started", view.started_at.clone());
     line("finished", dash(view.finished_at.as_deref()));
     line(
