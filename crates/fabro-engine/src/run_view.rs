@@ -94,7 +94,7 @@ pub struct StageView {
     pub visit: u32,
     /// The node's handler; null until the stage finished.
     pub handler: Option<String>,
-    /// The run status (`running`, `success`, … as in the index).
+    /// The stage's status from `status.json`, else `running` or `incomplete`.
     pub status: String,
     /// The final attempt number.
     pub attempts: Option<u32>,
