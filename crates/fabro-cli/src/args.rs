@@ -140,6 +140,9 @@ pub(crate) struct RunsArgs {
     /// At most N runs, the newest (default: 50 on a terminal, all otherwise).
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,
+    /// List the runs through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 fn parse_run_status(text: &str) -> Result<fabro_engine::RunStatus, String> {
@@ -176,6 +179,9 @@ pub(crate) struct InspectArgs {
     /// Print one JSON document instead of the summary.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Inspect the run through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -261,6 +267,9 @@ pub(crate) struct EventsArgs {
     /// Print the stored event envelopes verbatim (NDJSON).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Read the events through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -389,6 +398,9 @@ pub(crate) struct ResumeArgs {
     /// Print NDJSON events on stdout instead of progress.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Resume on this fabro server instead of here (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -102,6 +102,7 @@ pub mod run_dir;
 pub mod run_index;
 pub mod run_stages;
 mod run_status;
+pub mod run_view;
 pub mod sandbox;
 pub mod source;
 pub mod stage_log;

@@ -26,6 +26,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
 pub(crate) fn run(args: &EventsArgs, output: &mut Output) -> Result<Status, CliError> {
+    if let Some(url) = crate::command::remote::server_url(args.server.as_deref()) {
+        return crate::command::remote::events(&url, args, output);
+    }
     let record = resolve_run(&args.run)?;
     let path = record.run_dir.join("events.jsonl");
     let mut reader = EventReader::open(&path)?;
@@ -126,20 +129,28 @@ impl EventReader {
         let Ok(line) = std::str::from_utf8(line) else {
             return;
         };
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            return;
+        if let Some((formatted, name)) = format_event(line, matches!(format, Format::Verbatim)) {
+            text.push_str(&formatted);
+            self.last_event = Some(name);
         }
-        let Ok(envelope) = serde_json::from_str::<EventEnvelope>(line) else {
-            return;
-        };
-        match format {
-            Format::Verbatim => text.push_str(line),
-            Format::Human => text.push_str(&human_line(&envelope)),
-        }
-        text.push('\n');
-        self.last_event = Some(envelope.name().to_owned());
     }
+}
+
+/// One stored event line as printed (verbatim or human, with its newline) and its event
+/// name; `None` for a line that is not an event envelope.
+pub(crate) fn format_event(line: &str, verbatim: bool) -> Option<(String, String)> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.trim().is_empty() {
+        return None;
+    }
+    let envelope = serde_json::from_str::<EventEnvelope>(line).ok()?;
+    let mut text = if verbatim {
+        line.to_owned()
+    } else {
+        human_line(&envelope)
+    };
+    text.push('\n');
+    Some((text, envelope.name().to_owned()))
 }
 
 /// `{ts} {event} {node_id} {key=value …}`; `-` stands for the node of run-level events.

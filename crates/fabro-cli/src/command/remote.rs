@@ -6,9 +6,11 @@
 use std::sync::Arc;
 
 use fabro_engine::event::{EventEnvelope, EventSink};
+use fabro_engine::run_view::{InspectView, RunView};
 use serde_json::{json, Map, Value};
 
 use crate::args::RunArgs;
+use crate::command::events::format_event;
 use crate::command::run::parse_answers;
 use crate::error::{CliError, Status};
 use crate::loader::fabro_home;
@@ -291,6 +293,20 @@ async fn follow_run(
         return Err(CliError::Usage(api_message(&reply)));
     }
     let run_id = reply["run_id"].as_str().unwrap_or_default().to_owned();
+    follow(remote, &run_id, None, json, output).await
+}
+
+/// Prints the `run_id`/`run_dir` lines, drives the progress view from the run's event
+/// stream, prints the `status` lines and returns the run's exit status, as a local run.
+/// `after`: the id of the last event before this run (or resume) started.
+async fn follow(
+    remote: &Remote,
+    run_id: &str,
+    after: Option<u64>,
+    json: bool,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let run_id = run_id.to_owned();
     let (_, document) = remote
         .send(
             reqwest::Method::GET,
@@ -310,7 +326,7 @@ async fn follow_run(
         None => Arc::new(JsonSink::new()),
     };
     let terminal = tokio::select! {
-        terminal = stream_events(remote, &run_id, sink.as_ref()) => terminal,
+        terminal = stream_events(remote, &run_id, after, sink.as_ref()) => terminal,
         () = interrupted(remote, &run_id) => {
             if let Some(progress) = &progress {
                 progress.finish();
@@ -362,10 +378,39 @@ async fn follow_run(
 async fn stream_events(
     remote: &Remote,
     run_id: &str,
+    after: Option<u64>,
     sink: &dyn EventSink,
 ) -> Result<Option<EventEnvelope>, CliError> {
-    let mut last: Option<u64> = None;
     let mut terminal = None;
+    stream_lines(remote, run_id, after, |line| {
+        let Ok(envelope) = serde_json::from_str::<EventEnvelope>(line) else {
+            return false;
+        };
+        sink.emit(&envelope);
+        let ends = TERMINAL_EVENTS.contains(&envelope.name());
+        if ends {
+            terminal = Some(envelope);
+        }
+        ends
+    })
+    .await?;
+    Ok(terminal)
+}
+
+/// The events of which exactly one ends a finished run (SPEC 11.3).
+const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
+
+/// Hands each stored event line after event `after` (from the first without it) of the
+/// run's event stream to `each` (which says whether it was the terminal event),
+/// reconnecting with `Last-Event-ID` while the run is running or queued. Returns whether
+/// the terminal event came.
+async fn stream_lines(
+    remote: &Remote,
+    run_id: &str,
+    after: Option<u64>,
+    mut each: impl FnMut(&str) -> bool,
+) -> Result<bool, CliError> {
+    let mut last: Option<u64> = after;
     for _attempt in 0..100 {
         let mut request = remote
             .request(
@@ -385,24 +430,18 @@ async fn stream_events(
             pending.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = pending.find("\n\n") {
                 let block: String = pending.drain(..end + 2).collect();
+                let id = block
+                    .lines()
+                    .find_map(|line| line.strip_prefix("id: "))
+                    .and_then(|id| id.parse::<u64>().ok());
                 let Some(data) = block.lines().find_map(|line| line.strip_prefix("data: ")) else {
                     continue;
                 };
-                let Ok(envelope) = serde_json::from_str::<EventEnvelope>(data) else {
-                    continue;
-                };
-                last = Some(envelope.id);
-                sink.emit(&envelope);
-                if matches!(
-                    envelope.name(),
-                    "WorkflowRunCompleted" | "WorkflowRunFailed"
-                ) {
-                    terminal = Some(envelope);
+                last = id.or(last);
+                if each(data) {
+                    return Ok(true);
                 }
             }
-        }
-        if terminal.is_some() {
-            return Ok(terminal);
         }
         // The stream ended without the terminal event: the server went away or the run
         // was interrupted; look again, as a reconnecting client does.
@@ -414,11 +453,11 @@ async fn stream_events(
             )
             .await?;
         if status != 200 || !matches!(document["status"].as_str(), Some("running" | "queued")) {
-            return Ok(None);
+            return Ok(false);
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    Ok(terminal)
+    Ok(false)
 }
 
 /// Completes on a second SIGINT or SIGTERM; the first one cancels the remote run.
@@ -439,4 +478,200 @@ async fn interrupted(remote: &Remote, run_id: &str) {
         )
         .await;
     tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+}
+
+/// A GET of the API: the body on 200, else the API's message as an error (exit 2, as
+/// for an unknown run locally).
+async fn get(remote: &Remote, path: &str) -> Result<Value, CliError> {
+    let (status, reply) = remote.send(reqwest::Method::GET, path, None).await?;
+    if status != 200 {
+        return Err(CliError::Usage(api_message(&reply)));
+    }
+    Ok(reply)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, CliError> {
+    serde_json::from_value(value).map_err(|error| {
+        CliError::Usage(format!(
+            "the fabro server at {url} sent a document this fabro cannot read: {error}"
+        ))
+    })
+}
+
+/// `fabro inspect RUN --server URL`: the server's `fabro inspect --json` document.
+pub(crate) fn inspect(url: &str, run: &str) -> Result<InspectView, CliError> {
+    let remote = remote(url);
+    let document = block_on(get(&remote, &format!("/api/v1/runs/{run}")))?;
+    decode(url, document)
+}
+
+/// How many runs one page of `GET /api/v1/runs` holds at most.
+const PAGE: usize = 200;
+
+/// `fabro runs --server URL`: the runs with one of `statuses` (all when empty), newest
+/// first, at most `limit`, each with its workflow's path.
+pub(crate) fn runs(
+    url: &str,
+    statuses: &[fabro_engine::RunStatus],
+    limit: Option<usize>,
+) -> Result<Vec<(RunView, String)>, CliError> {
+    let remote = remote(url);
+    let limit = limit.unwrap_or(usize::MAX);
+    let filter: String = statuses
+        .iter()
+        .map(|status| format!("&status={}", status.as_str()))
+        .collect();
+    block_on(async {
+        let mut found = Vec::new();
+        let mut before: Option<String> = None;
+        while found.len() < limit {
+            let page = PAGE.min(limit - found.len());
+            let after = before
+                .as_ref()
+                .map(|before| format!("&before={before}"))
+                .unwrap_or_default();
+            let mut reply = get(
+                &remote,
+                &format!("/api/v1/runs?limit={page}{filter}{after}"),
+            )
+            .await?;
+            for mut summary in reply["runs"]
+                .as_array_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+            {
+                // A queued run has not started yet.
+                if summary["started_at"].is_null() {
+                    summary["started_at"] = Value::String(String::new());
+                }
+                let path = summary["workflow_path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                found.push((decode::<RunView>(url, summary)?, path));
+            }
+            before = reply["next"].as_str().map(str::to_owned);
+            if before.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    })
+}
+
+/// `fabro events RUN [--follow] [--json] --server URL`: the stored events from the
+/// server's event stream, formatted as locally; a running run without `--follow` is
+/// read from the event pages instead, up to its newest event.
+pub(crate) fn events(
+    url: &str,
+    args: &crate::args::EventsArgs,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let document = get(&remote, &format!("/api/v1/runs/{}", args.run)).await?;
+        let run_id = document["run_id"].as_str().unwrap_or(&args.run).to_owned();
+        let live = matches!(document["status"].as_str(), Some("running" | "queued"));
+        if live && !args.follow {
+            let mut after = 0;
+            loop {
+                let page = get(
+                    &remote,
+                    &format!("/api/v1/runs/{run_id}/events?after={after}&limit=1000"),
+                )
+                .await?;
+                let events = page["events"].as_array().cloned().unwrap_or_default();
+                if events.is_empty() {
+                    return Ok(Status::Success);
+                }
+                let mut text = String::new();
+                for event in &events {
+                    if let Some((line, _)) = format_event(&event.to_string(), args.json) {
+                        text.push_str(&line);
+                    }
+                }
+                output.out(&text);
+                after = page["next_after"].as_u64().unwrap_or(u64::MAX);
+            }
+        }
+        let ended = stream_lines(&remote, &run_id, None, |line| {
+            format_event(line, args.json).is_some_and(|(text, name)| {
+                output.out(&text);
+                TERMINAL_EVENTS.contains(&name.as_str())
+            })
+        })
+        .await?;
+        if !ended && args.follow {
+            output.error(&CliError::Usage(format!(
+                "run {run_id} is interrupted: no process holds its lock and it has no terminal event"
+            )));
+            return Ok(Status::Failure);
+        }
+        Ok(Status::Success)
+    })
+}
+
+/// `fabro resume RUN --server URL`: the server resumes the run; this process follows it
+/// as `fabro run --server` does.
+pub(crate) fn resume(
+    url: &str,
+    args: &crate::args::ResumeArgs,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let answers: Map<String, Value> = parse_answers(&args.stages.answers)?
+        .into_iter()
+        .map(|(node, label)| (node, Value::String(label)))
+        .collect();
+    let body = json!({"auto_approve": args.stages.auto_approve, "answers": answers});
+    let remote = remote(url);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    runtime.block_on(async {
+        // The resumed run's events follow the ones stored now; only those are shown.
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::GET,
+                &format!("/api/v1/runs/{}", args.target),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        let run_id = reply["run_id"].as_str().unwrap_or(&args.target).to_owned();
+        let after = last_event_id(&remote, &run_id).await?;
+        let (status, reply) = remote
+            .send(
+                reqwest::Method::POST,
+                &format!("/api/v1/runs/{run_id}/resume"),
+                Some(&body),
+            )
+            .await?;
+        if status != 202 {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        follow(&remote, &run_id, after, args.json, output).await
+    })
+}
+
+/// The id of the run's newest stored event, if it has any.
+async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, CliError> {
+    let mut last = None;
+    loop {
+        let after = last.unwrap_or(0);
+        let page = get(
+            remote,
+            &format!("/api/v1/runs/{run_id}/events?after={after}&limit=1000"),
+        )
+        .await?;
+        if page["events"].as_array().is_none_or(Vec::is_empty) {
+            return Ok(last);
+        }
+        last = page["next_after"].as_u64().or(last);
+        if last.is_none() {
+            return Ok(None);
+        }
+    }
 }

@@ -24,6 +24,14 @@ use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
     check_model_flags(&args.stages)?;
+    match crate::command::remote::server_url(args.server.as_deref()) {
+        Some(url) => crate::command::remote::resume(&url, args, output),
+        None => resume_here(args, output),
+    }
+}
+
+/// The resume in this process.
+fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
     let home = fabro_home();
     let run_id = identify(&args.target)?;
     let paths = RunPaths::new(&home, &run_id);

@@ -4,90 +4,108 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use fabro_engine::run_index::{read_manifest, RunRecord};
+use fabro_engine::run_view::{run_view, RunView};
 
 use crate::args::RunsArgs;
-use crate::command::{format_elapsed, index_error, json_document, open_index, render_table};
+use crate::command::{
+    format_elapsed, index_error, json_document, open_index, remote, render_table,
+};
 use crate::error::{CliError, Status};
 use crate::output::Output;
-use crate::view::RunView;
 
 /// How many runs a terminal shows without `--limit` (SPEC 17.4).
 const TERMINAL_LIMIT: usize = 50;
 
 pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliError> {
-    let records = open_index()?.list().map_err(index_error)?;
     let limit = args
         .limit
         .or_else(|| (!args.json && output.stdout_is_terminal()).then_some(TERMINAL_LIMIT));
-    // `simulated_llm` is not a column of the index (SPEC 11.4); the manifest has it. An
-    // unreadable manifest only loses the note.
-    let runs: Vec<(RunRecord, bool)> = records
-        .into_iter()
-        .filter(|record| args.status.is_empty() || args.status.contains(&record.status))
-        .take(limit.unwrap_or(usize::MAX))
-        .map(|record| {
-            let simulated = read_manifest(&record.run_dir)
-                .map(|manifest| manifest.simulated_llm)
-                .unwrap_or(false);
-            (record, simulated)
-        })
-        .collect();
-    if args.json {
-        let views: Vec<RunView<'_>> = runs
-            .iter()
-            .map(|(record, simulated_llm)| RunView {
-                run_id: &record.run_id,
-                workflow_name: &record.workflow_name,
-                status: record.status.as_str(),
-                started_at: &record.started_at,
-                finished_at: record.finished_at.as_deref(),
-                run_dir: record.run_dir.display().to_string(),
-                goal: &record.goal,
-                simulated_llm: *simulated_llm,
-                reason: record.reason.as_deref(),
+    let runs: Vec<Listed> = match remote::server_url(args.server.as_deref()) {
+        Some(url) => remote::runs(&url, &args.status, limit)?
+            .into_iter()
+            .map(|(view, workflow_path)| Listed {
+                view,
+                workflow_path,
             })
-            .collect();
+            .collect(),
+        None => open_index()?
+            .list()
+            .map_err(index_error)?
+            .into_iter()
+            .filter(|record| args.status.is_empty() || args.status.contains(&record.status))
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|record| Listed {
+                view: run_view(&record),
+                workflow_path: record.workflow_path,
+            })
+            .collect(),
+    };
+    if args.json {
+        let views: Vec<&RunView> = runs.iter().map(|listed| &listed.view).collect();
         output.out(&json_document(&views)?);
         return Ok(Status::Success);
     }
-    let now = SystemTime::now();
+    output.out(&render(&runs, SystemTime::now()));
+    Ok(Status::Success)
+}
+
+/// One run of the listing and its workflow's path, which tells apart runs of workflows
+/// that share a name.
+struct Listed {
+    view: RunView,
+    workflow_path: String,
+}
+
+fn render(runs: &[Listed], now: SystemTime) -> String {
     let mut name_counts: HashMap<&str, usize> = HashMap::new();
-    for (record, _) in &runs {
+    for listed in runs {
         *name_counts
-            .entry(record.workflow_name.as_str())
+            .entry(listed.view.workflow_name.as_str())
             .or_default() += 1;
     }
     let rows: Vec<Vec<String>> = runs
         .iter()
-        .map(|(record, simulated_llm)| {
-            let status = match (&record.reason, *simulated_llm) {
-                (Some(reason), _) => format!("{} ({reason})", record.status),
-                (None, true) => format!("{} (simulated LLM)", record.status),
-                (None, false) => record.status.as_str().to_owned(),
-            };
-            // SPEC 17.4: the path tells apart runs of workflows that share a name.
-            let workflow = if name_counts.get(record.workflow_name.as_str()) > Some(&1) {
-                format!("{} ({})", record.workflow_name, record.workflow_path)
-            } else {
-                record.workflow_name.clone()
-            };
-            vec![
-                record.run_id.clone(),
-                workflow,
-                status,
-                local_start(&record.started_at, now),
-                record
-                    .duration(now)
-                    .map_or_else(|| "-".to_owned(), format_elapsed),
-            ]
-        })
+        .map(
+            |Listed {
+                 view,
+                 workflow_path,
+             }| {
+                let status = match (&view.reason, view.simulated_llm) {
+                    (Some(reason), _) => format!("{} ({reason})", view.status),
+                    (None, true) => format!("{} (simulated LLM)", view.status),
+                    (None, false) => view.status.clone(),
+                };
+                // SPEC 17.4: the path tells apart runs of workflows that share a name.
+                let workflow = if name_counts.get(view.workflow_name.as_str()) > Some(&1) {
+                    format!("{} ({workflow_path})", view.workflow_name)
+                } else {
+                    view.workflow_name.clone()
+                };
+                vec![
+                    view.run_id.clone(),
+                    workflow,
+                    status,
+                    local_start(&view.started_at, now),
+                    duration(view, now).map_or_else(|| "-".to_owned(), format_elapsed),
+                ]
+            },
+        )
         .collect();
-    output.out(&render_table(
+    render_table(
         &["RUN ID", "WORKFLOW", "STATUS", "STARTED", "DURATION"],
         &rows,
-    ));
-    Ok(Status::Success)
+    )
+}
+
+/// Wall-clock time; up to `now` while the run is running.
+fn duration(view: &RunView, now: SystemTime) -> Option<Duration> {
+    let started = fabro_engine::parse_rfc3339(&view.started_at)?;
+    let ended = match (&view.finished_at, view.status.as_str()) {
+        (Some(finished_at), _) => fabro_engine::parse_rfc3339(finished_at)?,
+        (None, "running") => now,
+        (None, _) => return None,
+    };
+    ended.duration_since(started).ok()
 }
 
 /// `2026-11-25 14:03 (2h ago)`: an RFC 3339 time in the local time zone (`TZ`, else the

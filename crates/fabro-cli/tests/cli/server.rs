@@ -558,3 +558,117 @@ fn fabro_answer_and_fabro_cancel_against_a_server() {
     let unknown = fabro(&env, &["cancel", "nope-nope", "--server", &url]);
     assert_eq!(code(&unknown), 2);
 }
+
+/// `args` run locally and with `--server`: the same stdout (ages and durations aside)
+/// and the same exit code.
+fn same_with_and_without_server(env: &TestEnv, url: &str, args: &[&str]) -> i32 {
+    let local = fabro(env, args);
+    let mut remote_args = args.to_vec();
+    remote_args.extend(["--server", url]);
+    let remote = fabro(env, &remote_args);
+    assert_eq!(
+        code(&remote),
+        code(&local),
+        "{args:?}: local {} / remote {}",
+        stderr(&local),
+        stderr(&remote)
+    );
+    assert_eq!(
+        normalized(&stdout(&remote), "-"),
+        normalized(&stdout(&local), "-"),
+        "{args:?}: {}",
+        stderr(&remote)
+    );
+    code(&local)
+}
+
+#[test]
+fn runs_inspect_events_and_resume_against_a_server_print_what_they_print_locally() {
+    let env = TestEnv::new("server-read");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    let frame = "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n";
+    env.write(
+        "ok.fabro",
+        &format!("{frame}  a [shape=parallelogram, script=\"echo a\"]\n  start -> a -> exit\n}}\n"),
+    );
+    env.write(
+        "bad.fabro",
+        &format!("{frame}  a [shape=parallelogram, script=\"exit 1\", goal_gate=true]\n  start -> a -> exit\n}}\n"),
+    );
+    assert_eq!(
+        code(&fabro(&env, &["run", "ok.fabro", "--run-id", "ok-run"])),
+        0
+    );
+    assert_eq!(
+        code(&fabro(&env, &["run", "bad.fabro", "--run-id", "bad-run"])),
+        1
+    );
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["runs", "--status", "fail"],
+        &["runs", "--limit", "1", "--json"],
+        &["inspect", "ok-run"],
+        &["inspect", "bad-run", "--json"],
+        &["events", "ok-run"],
+        &["events", "bad-run", "--json"],
+        &["events", "ok-run", "--follow"],
+    ] {
+        assert_eq!(
+            same_with_and_without_server(&env, &url, args),
+            0,
+            "{args:?}"
+        );
+    }
+    for args in [
+        &["inspect", "nope-nope"][..],
+        &["events", "nope-nope"],
+        &["resume", "nope-nope"],
+    ] {
+        assert_ne!(
+            same_with_and_without_server(&env, &url, args),
+            0,
+            "{args:?}"
+        );
+    }
+    same_with_and_without_server(&env, &url, &["resume", "ok-run"]);
+    same_with_and_without_server(&env, &url, &["resume", "bad-run"]);
+}
+
+#[test]
+fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
+    let env = TestEnv::new("server-resume");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    for (run_id, marker) in [
+        ("nap-local", "napped-local"),
+        ("nap-remote", "napped-remote"),
+    ] {
+        let file = format!("{run_id}.fabro");
+        env.write(&file, &sleepy(marker));
+        let (status, body) = server.request(
+            "POST",
+            "/api/v1/runs",
+            Some(&json!({"workflow": file, "run_id": run_id})),
+        );
+        assert_eq!(status, 201, "{body}");
+        wait_for_file(&env.work_dir().join(marker));
+        let (status, body) = server.request("POST", &format!("/api/v1/runs/{run_id}/cancel"), None);
+        assert_eq!(status, 202, "{body}");
+        server.wait_status(run_id, &["canceled"]);
+    }
+    let local = fabro(&env, &["resume", "nap-local"]);
+    let remote = fabro(&env, &["resume", "nap-remote", "--server", &url]);
+    assert_eq!(code(&local), 0, "{}", stderr(&local));
+    assert_eq!(code(&remote), 0, "{}", stderr(&remote));
+    assert_eq!(
+        normalized(&stdout(&remote), "nap-remote"),
+        normalized(&stdout(&local), "nap-local")
+    );
+    assert_eq!(
+        normalized(&stderr(&remote), "nap-remote"),
+        normalized(&stderr(&local), "nap-local")
+    );
+    assert_eq!(server.get("/api/v1/runs/nap-remote")["status"], "success");
+}

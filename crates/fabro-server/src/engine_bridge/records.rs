@@ -2,14 +2,14 @@
 //! the manifest, the checkpoint, the stage directories, `events.jsonl` and the
 //! artifacts directory. The documents have the fields of the CLI's `--json` output.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
-use std::time::SystemTime;
 
 use fabro_engine::record::StageStatusFile;
 use fabro_engine::run_index::{read_manifest, RunIndex, RunIndexErrorKind, RunRecord, RunStatus};
 use fabro_engine::run_stages::{list_stages, StageDir};
+use fabro_engine::run_view;
 use fabro_language::{Diagnostic, LineIndex};
 use serde_json::{json, Map, Value};
 
@@ -54,77 +54,55 @@ pub fn is_locked(run_dir: &Path) -> bool {
     fabro_engine::run_index::RunLock::is_held(run_dir)
 }
 
-/// `checkpoint.json` as loose JSON.
-fn checkpoint(run_dir: &Path) -> Option<Value> {
-    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-fn checkpoint_str(checkpoint: Option<&Value>, key: &str) -> Option<String> {
-    checkpoint?.get(key)?.as_str().map(str::to_owned)
-}
-
-/// One element of `GET /api/v1/runs`: `fabro runs --json` plus `current_node`, `usage`,
-/// `cost_usd` and `pending_question` (filled by the caller).
+/// One element of `GET /api/v1/runs`: `fabro runs --json` plus `workflow_path` (which
+/// the CLI's table shows for runs of workflows that share a name), `current_node`,
+/// `usage`, `cost_usd` and `pending_question` (filled by the caller).
 pub fn run_summary(record: &RunRecord) -> Value {
-    let manifest = read_manifest(&record.run_dir).ok();
-    let stages = stage_rows(&record.run_dir, record.status);
-    let totals = totals(&stages);
-    let mut summary = json!({
-        "run_id": record.run_id,
-        "workflow_name": record.workflow_name,
-        "status": record.status.as_str(),
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "run_dir": record.run_dir.display().to_string(),
-        "goal": record.goal,
-        "simulated_llm": manifest.as_ref().is_some_and(|manifest| manifest.simulated_llm),
-        "current_node": checkpoint_str(checkpoint(&record.run_dir).as_ref(), "current_node"),
-        "usage": {"input_tokens": totals["input_tokens"], "output_tokens": totals["output_tokens"], "tokens": totals["tokens"]},
-        "cost_usd": totals["cost_usd"],
-        "pending_question": Value::Null,
-    });
-    if let (Some(reason), Value::Object(map)) = (&record.reason, &mut summary) {
-        map.insert("reason".into(), Value::String(reason.clone()));
+    let mut summary = serde_json::to_value(run_view::run_view(record)).unwrap_or(Value::Null);
+    let inspected = run_view::inspect(record.clone()).ok();
+    if let Value::Object(map) = &mut summary {
+        map.insert(
+            "workflow_path".into(),
+            Value::String(record.workflow_path.clone()),
+        );
+        map.insert(
+            "current_node".into(),
+            inspected
+                .as_ref()
+                .and_then(|view| view.current_node.clone())
+                .map_or(Value::Null, Value::String),
+        );
+        let totals = inspected.as_ref().map(|view| &view.totals);
+        map.insert(
+            "usage".into(),
+            json!({
+                "input_tokens": totals.map_or(0, |totals| totals.input_tokens),
+                "output_tokens": totals.map_or(0, |totals| totals.output_tokens),
+                "tokens": totals.map_or(0, |totals| totals.tokens),
+            }),
+        );
+        map.insert(
+            "cost_usd".into(),
+            json!(totals.and_then(|totals| totals.cost_usd)),
+        );
+        map.insert("pending_question".into(), Value::Null);
     }
     summary
 }
 
-/// The `fabro inspect --json` document of a run.
+/// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
+/// caller).
 pub fn inspect(record: &RunRecord) -> Result<Value, ApiError> {
-    let manifest = read_manifest(&record.run_dir).map_err(storage)?;
-    let checkpoint = checkpoint(&record.run_dir);
-    let stages = stage_rows(&record.run_dir, record.status);
-    let totals = totals(&stages);
-    let duration_ms = record
-        .duration(SystemTime::now())
-        .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
-    Ok(json!({
-        "run_id": record.run_id,
-        "workflow_name": record.workflow_name,
-        "workflow_path": record.workflow_path,
-        "goal": record.goal,
-        "status": record.status.as_str(),
-        "started_at": record.started_at,
-        "finished_at": record.finished_at,
-        "duration_ms": duration_ms,
-        "run_dir": record.run_dir.display().to_string(),
-        "base_sha": manifest.base_sha,
-        "run_branch": manifest.run_branch,
-        "simulated_llm": manifest.simulated_llm,
-        "dry_run": manifest.dry_run,
-        "parent_run_id": record.parent_run_id,
-        "current_node": checkpoint_str(checkpoint.as_ref(), "current_node"),
-        "next_node_id": checkpoint_str(checkpoint.as_ref(), "next_node_id"),
-        "stages": stages.iter().map(|row| row.inspect.clone()).collect::<Vec<_>>(),
-        "totals": totals,
-        "pending_question": Value::Null,
-    }))
+    let view = run_view::inspect(record.clone()).map_err(storage)?;
+    let mut document = serde_json::to_value(view).map_err(storage)?;
+    if let Value::Object(map) = &mut document {
+        map.insert("pending_question".into(), Value::Null);
+    }
+    Ok(document)
 }
 
-/// One stage as the API shows it.
+/// One stage as `GET /api/v1/runs/{id}/stages` shows it.
 struct StageRow {
-    inspect: Value,
     detail: Value,
 }
 
@@ -148,30 +126,15 @@ fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunS
         } else {
             "incomplete"
         };
-        let inspect = json!({
-            "rank": stage.rank, "node_id": stage.node_id, "visit": stage.visit, "handler": null,
-            "status": state, "attempts": null, "duration_ms": null, "tokens": null,
-            "input_tokens": null, "output_tokens": null, "cost_usd": null, "files_touched": [],
-        });
         let detail = json!({
             "rank": stage.rank, "node_id": stage.node_id, "visit": stage.visit, "handler": null,
             "status": state, "attempts": null, "started_at": null, "finished_at": null,
             "duration_ms": null, "model": null, "usage": null, "cost_usd": null,
             "files_touched": [], "files": files,
         });
-        return StageRow { inspect, detail };
+        return StageRow { detail };
     };
     let usage = status.usage.as_ref();
-    let inspect = json!({
-        "rank": status.rank, "node_id": status.node_id, "visit": status.visit,
-        "handler": status.handler, "status": status.status.as_str(), "attempts": status.attempt,
-        "duration_ms": status.duration_ms,
-        "tokens": usage.map(|usage| usage.input_tokens.saturating_add(usage.output_tokens)),
-        "input_tokens": usage.map(|usage| usage.input_tokens),
-        "output_tokens": usage.map(|usage| usage.output_tokens),
-        "cost_usd": usage.and_then(|usage| usage.cost_usd),
-        "files_touched": status.files_touched,
-    });
     let detail = json!({
         "rank": status.rank, "node_id": status.node_id, "visit": status.visit,
         "handler": status.handler, "status": status.status.as_str(), "attempts": status.attempt,
@@ -185,32 +148,7 @@ fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunS
         "cost_usd": usage.and_then(|usage| usage.cost_usd),
         "files_touched": status.files_touched, "files": files,
     });
-    StageRow { inspect, detail }
-}
-
-fn totals(stages: &[StageRow]) -> Value {
-    let sum = |key: &str| {
-        stages
-            .iter()
-            .filter_map(|row| row.inspect[key].as_u64())
-            .fold(0_u64, u64::saturating_add)
-    };
-    let costs: Vec<f64> = stages
-        .iter()
-        .filter_map(|row| row.inspect["cost_usd"].as_f64())
-        .collect();
-    let files: BTreeSet<&str> = stages
-        .iter()
-        .filter_map(|row| row.inspect["files_touched"].as_array())
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    json!({
-        "stages": stages.len(), "attempts": sum("attempts"), "duration_ms": sum("duration_ms"),
-        "tokens": sum("tokens"), "input_tokens": sum("input_tokens"), "output_tokens": sum("output_tokens"),
-        "cost_usd": (!costs.is_empty()).then(|| costs.iter().sum::<f64>()),
-        "files_touched": files,
-    })
+    StageRow { detail }
 }
 
 /// `GET /api/v1/runs/{id}/stages`: stages in rank order.

@@ -1,0 +1,367 @@
+//! The documents `fabro runs --json` and `fabro inspect --json` print (SPEC 12.1),
+//! built from a run's records. The CLI prints them and the server (SPEC 14.3) serves
+//! them, so both show the same run the same way; the client side of `--server` reads
+//! them back.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::record::StageStatusFile;
+use crate::run_index::{read_manifest, RunIndexError, RunRecord, RunStatus};
+
+/// One element of `fabro runs --json` (SPEC 12.1), newest run first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    /// The run id.
+    pub run_id: String,
+    /// The workflow's name.
+    pub workflow_name: String,
+    /// `running`, `success`, `partial_success`, `fail`, `canceled`, `interrupted` or
+    /// `unreadable`.
+    pub status: String,
+    /// When the run started (RFC 3339 UTC).
+    pub started_at: String,
+    /// When the run finished, if it has.
+    pub finished_at: Option<String>,
+    /// The run directory.
+    pub run_dir: String,
+    /// The run's goal.
+    pub goal: String,
+    /// The simulated provider was chosen because no credentials were found (SPEC 10.2).
+    pub simulated_llm: bool,
+    /// Why the run is `unreadable` (its manifest cannot be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `fabro inspect --json` (SPEC 12.1): the run's summary, its stages by rank, and totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InspectView {
+    /// The run id.
+    pub run_id: String,
+    /// The workflow's name.
+    pub workflow_name: String,
+    /// The workflow file the run started from.
+    pub workflow_path: String,
+    /// The run's goal.
+    pub goal: String,
+    /// The run status (`running`, `success`, … as in the index).
+    pub status: String,
+    /// When the run started (RFC 3339 UTC).
+    pub started_at: String,
+    /// When the run finished, if it has.
+    pub finished_at: Option<String>,
+    /// Wall-clock time; up to now while the run is running.
+    pub duration_ms: Option<u64>,
+    /// The run directory.
+    pub run_dir: String,
+    /// The commit the run branched from (git checkpointing).
+    pub base_sha: Option<String>,
+    /// The run branch (git checkpointing).
+    pub run_branch: Option<String>,
+    /// The simulated provider was chosen because no credentials were found (SPEC 10.2).
+    pub simulated_llm: bool,
+    /// Whether the run is a dry run.
+    pub dry_run: bool,
+    /// The run this one is a child of.
+    pub parent_run_id: Option<String>,
+    /// The node whose stage is running; otherwise, from `checkpoint.json`, the node
+    /// that completed last (SPEC 17.7).
+    pub current_node: Option<String>,
+    /// From `checkpoint.json`: the node a resume would run next.
+    pub next_node_id: Option<String>,
+    /// One row per stage, by rank.
+    pub stages: Vec<StageView>,
+    /// Sums over the stages.
+    pub totals: TotalsView,
+}
+
+/// One stage visit, from `stages/{rank:03}-{node_id}@{visit}/status.json` (SPEC 7.5). A
+/// stage without a readable `status.json` has not finished: its status is `running`
+/// while the run runs, `incomplete` otherwise, and the fields only `status.json` knows
+/// are null.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageView {
+    /// The stage's rank (its order in the run).
+    pub rank: u32,
+    /// The stage's node.
+    pub node_id: String,
+    /// Which visit of the node this stage is.
+    pub visit: u32,
+    /// The node's handler; null until the stage finished.
+    pub handler: Option<String>,
+    /// The stage's status from `status.json`, else `running` or `incomplete`.
+    pub status: String,
+    /// The final attempt number.
+    pub attempts: Option<u32>,
+    /// Wall time; for a running stage, the time since it started.
+    pub duration_ms: Option<u64>,
+    /// Input plus output tokens; null for stages that made no LLM call.
+    pub tokens: Option<u64>,
+    /// Input tokens.
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    pub output_tokens: Option<u64>,
+    /// Cost in US dollars, when known.
+    pub cost_usd: Option<f64>,
+    /// Files the stage changed.
+    pub files_touched: Vec<String>,
+}
+
+/// Sums over the stages of `fabro inspect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TotalsView {
+    /// How many stages ran.
+    pub stages: usize,
+    /// Attempts over all stages.
+    pub attempts: u64,
+    /// Wall-clock time in milliseconds.
+    pub duration_ms: u64,
+    /// Input plus output tokens.
+    pub tokens: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Null when no stage reported a cost.
+    pub cost_usd: Option<f64>,
+    /// Distinct paths, sorted.
+    pub files_touched: Vec<String>,
+}
+
+/// The `fabro runs --json` element of a run. `simulated_llm` is not a column of the
+/// index (SPEC 11.4); the manifest has it, and an unreadable manifest only loses it.
+pub fn run_view(record: &RunRecord) -> RunView {
+    RunView {
+        run_id: record.run_id.clone(),
+        workflow_name: record.workflow_name.clone(),
+        status: record.status.as_str().to_owned(),
+        started_at: record.started_at.clone(),
+        finished_at: record.finished_at.clone(),
+        run_dir: record.run_dir.display().to_string(),
+        goal: record.goal.clone(),
+        simulated_llm: read_manifest(&record.run_dir)
+            .map(|manifest| manifest.simulated_llm)
+            .unwrap_or(false),
+        reason: record.reason.clone(),
+    }
+}
+
+/// The `fabro inspect --json` document of a run: its summary from the index, its
+/// manifest and checkpoint, one row per stage by rank, and totals.
+pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
+    let manifest = read_manifest(&record.run_dir)?;
+    let checkpoint = read_checkpoint(&record.run_dir);
+    let checkpoint_field = |key: &str| {
+        checkpoint
+            .as_ref()
+            .and_then(|checkpoint| checkpoint.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let stages = read_stages(&record.run_dir, record.status);
+    // SPEC 17.7: while a stage runs, its node is the current one.
+    let running_node = stages
+        .iter()
+        .rfind(|stage| stage.status == "running")
+        .map(|stage| stage.node_id.clone());
+    let totals = totals(&stages);
+    let duration_ms = record
+        .duration(SystemTime::now())
+        .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+    Ok(InspectView {
+        current_node: running_node.or_else(|| checkpoint_field("current_node")),
+        next_node_id: checkpoint_field("next_node_id"),
+        run_dir: record.run_dir.display().to_string(),
+        status: record.status.as_str().to_owned(),
+        run_id: record.run_id,
+        workflow_name: record.workflow_name,
+        workflow_path: record.workflow_path,
+        goal: record.goal,
+        started_at: record.started_at,
+        finished_at: record.finished_at,
+        duration_ms,
+        base_sha: manifest.base_sha,
+        run_branch: manifest.run_branch,
+        simulated_llm: manifest.simulated_llm,
+        dry_run: manifest.dry_run,
+        parent_run_id: record.parent_run_id,
+        stages,
+        totals,
+    })
+}
+
+/// `checkpoint.json` as loose JSON: inspect reads two fields and must not fail on a
+/// checkpoint of another version.
+fn read_checkpoint(run_dir: &Path) -> Option<Value> {
+    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// One row per stage directory, sorted by rank (then node and visit). Directories whose
+/// name is not `{rank}-{node_id}@{visit}` are not stages and are skipped.
+fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
+    let Ok(entries) = fs_err::read_dir(run_dir.join("stages")) else {
+        return Vec::new();
+    };
+    let now = SystemTime::now();
+    let started = if run_status == RunStatus::Running {
+        stage_start_times(run_dir)
+    } else {
+        HashMap::new()
+    };
+    let mut stages: Vec<StageView> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_str()?.to_owned();
+            let (rank, node_id, visit) = parse_stage_dir(&name)?;
+            let status = fs_err::read_to_string(entry.path().join("status.json"))
+                .ok()
+                .and_then(|text| serde_json::from_str::<StageStatusFile>(&text).ok());
+            Some(match status {
+                Some(status) => finished_stage(status),
+                None => StageView {
+                    rank,
+                    node_id: node_id.to_owned(),
+                    visit,
+                    handler: None,
+                    status: if run_status == RunStatus::Running {
+                        "running"
+                    } else {
+                        "incomplete"
+                    }
+                    .to_owned(),
+                    attempts: None,
+                    // SPEC 17.7: a running stage's elapsed time.
+                    duration_ms: started
+                        .get(&rank)
+                        .filter(|_| run_status == RunStatus::Running)
+                        .and_then(|started| now.duration_since(*started).ok())
+                        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
+                    tokens: None,
+                    input_tokens: None,
+                    output_tokens: None,
+                    cost_usd: None,
+                    files_touched: Vec::new(),
+                },
+            })
+        })
+        .collect();
+    stages.sort_by(|left, right| {
+        (left.rank, &left.node_id, left.visit).cmp(&(right.rank, &right.node_id, right.visit))
+    });
+    stages
+}
+
+/// How much of the end of `events.jsonl` is read for the start times of running stages.
+const EVENTS_TAIL_BYTES: u64 = 1 << 20;
+
+/// When the stages of the newest `StageStarted` events started, by rank, from the end
+/// of the run's `events.jsonl` (a running stage is among the newest events).
+fn stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
+    use std::io::{Read, Seek, SeekFrom};
+
+    let mut times = HashMap::new();
+    let Ok(mut file) = fs_err::File::open(run_dir.join("events.jsonl")) else {
+        return times;
+    };
+    let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    let mut bytes = Vec::new();
+    if file
+        .seek(SeekFrom::Start(length.saturating_sub(EVENTS_TAIL_BYTES)))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .is_err()
+    {
+        return times;
+    }
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        if !line.contains("\"StageStarted\"") {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let rank = event["properties"]["rank"]
+            .as_u64()
+            .and_then(|rank| u32::try_from(rank).ok());
+        let time = event["ts"].as_str().and_then(crate::parse_rfc3339);
+        if let (Some(rank), Some(time)) = (rank, time) {
+            times.insert(rank, time);
+        }
+    }
+    times
+}
+
+fn finished_stage(status: StageStatusFile) -> StageView {
+    let usage = status.usage;
+    StageView {
+        rank: status.rank,
+        node_id: status.node_id,
+        visit: status.visit,
+        handler: Some(status.handler),
+        status: status.status.as_str().to_owned(),
+        attempts: Some(status.attempt),
+        duration_ms: Some(status.duration_ms),
+        tokens: usage.map(|usage| usage.input_tokens.saturating_add(usage.output_tokens)),
+        input_tokens: usage.map(|usage| usage.input_tokens),
+        output_tokens: usage.map(|usage| usage.output_tokens),
+        cost_usd: usage.and_then(|usage| usage.cost_usd),
+        files_touched: status.files_touched,
+    }
+}
+
+/// `007-plan@2` → (7, "plan", 2).
+fn parse_stage_dir(name: &str) -> Option<(u32, &str, u32)> {
+    let (rank, rest) = name.split_once('-')?;
+    let (node_id, visit) = rest.rsplit_once('@')?;
+    if node_id.is_empty() {
+        return None;
+    }
+    Some((rank.parse().ok()?, node_id, visit.parse().ok()?))
+}
+
+fn totals(stages: &[StageView]) -> TotalsView {
+    let sum = |field: fn(&StageView) -> Option<u64>| {
+        stages
+            .iter()
+            .filter_map(field)
+            .fold(0_u64, u64::saturating_add)
+    };
+    let costs: Vec<f64> = stages.iter().filter_map(|stage| stage.cost_usd).collect();
+    let files: BTreeSet<&String> = stages
+        .iter()
+        .flat_map(|stage| &stage.files_touched)
+        .collect();
+    TotalsView {
+        stages: stages.len(),
+        attempts: sum(|stage| stage.attempts.map(u64::from)),
+        duration_ms: sum(|stage| stage.duration_ms),
+        tokens: sum(|stage| stage.tokens),
+        input_tokens: sum(|stage| stage.input_tokens),
+        output_tokens: sum(|stage| stage.output_tokens),
+        cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+        files_touched: files.into_iter().cloned().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_directory_names_give_rank_node_and_visit() {
+        let check = |name: &str, expected: Option<(u32, &str, u32)>| {
+            assert_eq!(parse_stage_dir(name), expected, "{name}");
+        };
+        check("007-plan@2", Some((7, "plan", 2)));
+        check("1234-a-b@c@10", Some((1234, "a-b@c", 10)));
+        check("001-@1", None);
+        check("x-plan@1", None);
+        check("001-plan", None);
+        check("001-plan@", None);
+    }
+}
