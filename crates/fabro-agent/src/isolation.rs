@@ -15,8 +15,11 @@
 //! binary (unit tests, other embedders), a launcher would add a second `exec` to every
 //! process start, and everything that allocates or may lock (path resolution, the
 //! Landlock ruleset and its rules, the namespace maps) is prepared in the parent before
-//! `fork`, so the child only makes raw system calls (`unshare`, `open`, `write`,
-//! `mount`, `prctl`, `landlock_restrict_self`), which are async-signal-safe.
+//! `fork`, so the child only makes raw system calls (`setns`, `chdir`, `prctl`,
+//! `landlock_restrict_self`), which are async-signal-safe. The namespaces are created
+//! once per run and set of hidden paths (a short-lived holder process unshares them
+//! and makes the hiding mounts) and joined by every child; the ruleset is reused while
+//! the writable set stays the same.
 //!
 //! What the kernel supports is detected once per process ([`KernelSupport::detect`]);
 //! a kernel without a mechanism runs without it and the engine emits the

@@ -3,10 +3,13 @@
 //! hidden paths) and a network namespace (no interface up, loopback included).
 //!
 //! [`ChildPlan::prepare`] does all the work that allocates or resolves paths, in the
-//! parent. [`ChildPlan::enter`] runs in the forked child before `exec` and makes raw,
-//! async-signal-safe system calls only: no allocation, no locks, no Rust I/O types.
-//! Order in the child: the namespaces first (their mounts need privileges Landlock
-//! would deny), then Landlock, which also forbids the child to undo the mounts.
+//! parent, and reuses across spawns what it can: the namespaces live as long as the
+//! run (created by a holder process, kept by descriptors) and the ruleset while the
+//! writable set is unchanged. [`ChildPlan::enter`] runs in the forked child before
+//! `exec` and makes raw, async-signal-safe system calls only: no allocation, no locks,
+//! no Rust I/O types. Order in the child: join the namespaces first (joining needs the
+//! privileges Landlock would deny), then Landlock, which also forbids the child to
+//! undo the mounts.
 
 use std::ffi::{CStr, CString};
 use std::io;
