@@ -15,8 +15,11 @@
 //! binary (unit tests, other embedders), a launcher would add a second `exec` to every
 //! process start, and everything that allocates or may lock (path resolution, the
 //! Landlock ruleset and its rules, the namespace maps) is prepared in the parent before
-//! `fork`, so the child only makes raw system calls (`unshare`, `open`, `write`,
-//! `mount`, `prctl`, `landlock_restrict_self`), which are async-signal-safe.
+//! `fork`, so the child only makes raw system calls (`setns`, `chdir`, `prctl`,
+//! `landlock_restrict_self`), which are async-signal-safe. The namespaces are created
+//! once per run and set of hidden paths (a short-lived holder process unshares them
+//! and makes the hiding mounts) and joined by every child; the ruleset is reused while
+//! the writable set stays the same.
 //!
 //! What the kernel supports is detected once per process ([`KernelSupport::detect`]);
 //! a kernel without a mechanism runs without it and the engine emits the
@@ -187,6 +190,8 @@ pub struct IsolationSettings {
     pub support: KernelSupport,
     /// Set once the `isolation_unavailable` warning was taken.
     warned: Arc<AtomicBool>,
+    /// What confined children reuse across spawns (shared by clones).
+    reuse: Reuse,
 }
 
 impl Default for IsolationSettings {
@@ -225,6 +230,7 @@ impl IsolationSettings {
             hidden_paths: Vec::new(),
             support,
             warned: Arc::new(AtomicBool::new(false)),
+            reuse: Reuse::default(),
         }
     }
 
@@ -313,6 +319,7 @@ impl IsolationSettings {
             writable: self.writable_paths.clone(),
             hidden: self.hidden_paths.clone(),
             support: self.support,
+            reuse: self.reuse.clone(),
         })
     }
 }
@@ -352,6 +359,36 @@ pub enum IsolationError {
         /// The library's message.
         message: String,
     },
+    /// The namespaces could not be created.
+    #[error("cannot prepare the namespaces: {message}")]
+    Namespaces {
+        /// What failed, and why.
+        message: String,
+    },
+}
+
+/// What the confined children of a run (the clones of one [`IsolationSettings`])
+/// reuse instead of building per process start: the Landlock ruleset of the last
+/// writable set and the namespaces (see `linux::ChildPlan::prepare`). Process starts
+/// were measured to cost several hundred microseconds more when every child created
+/// and tore down namespaces of its own (docs/benchmarks.md).
+#[derive(Clone, Default)]
+pub(crate) struct Reuse {
+    #[cfg(target_os = "linux")]
+    inner: Arc<std::sync::Mutex<linux::Reused>>,
+}
+
+impl std::fmt::Debug for Reuse {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Reuse")
+    }
+}
+
+/// A cache: equal whatever it holds.
+impl PartialEq for Reuse {
+    fn eq(&self, _other: &Reuse) -> bool {
+        true
+    }
 }
 
 /// One stage's confinement: what its processes may write and see.
@@ -366,6 +403,7 @@ pub(crate) struct Confinement {
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     support: KernelSupport,
+    reuse: Reuse,
 }
 
 impl Confinement {
@@ -385,12 +423,16 @@ impl Confinement {
         {
             let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
             writable.extend(self.writable.iter().cloned());
-            let plan = linux::ChildPlan::prepare(&linux::Policy {
-                writable: &writable,
-                hidden: &self.hidden,
-                network: self.network,
-                support: self.support,
-            })?;
+            let plan = linux::ChildPlan::prepare(
+                &linux::Policy {
+                    writable: &writable,
+                    hidden: &self.hidden,
+                    network: self.network,
+                    support: self.support,
+                    cwd,
+                },
+                &self.reuse.inner,
+            )?;
             plan.install(command);
         }
         #[cfg(not(target_os = "linux"))]

@@ -3,16 +3,20 @@
 //! hidden paths) and a network namespace (no interface up, loopback included).
 //!
 //! [`ChildPlan::prepare`] does all the work that allocates or resolves paths, in the
-//! parent. [`ChildPlan::enter`] runs in the forked child before `exec` and makes raw,
-//! async-signal-safe system calls only: no allocation, no locks, no Rust I/O types.
-//! Order in the child: the namespaces first (their mounts need privileges Landlock
-//! would deny), then Landlock, which also forbids the child to undo the mounts.
+//! parent, and reuses across spawns what it can: the namespaces live as long as the
+//! run (created by a holder process, kept by descriptors) and the ruleset while the
+//! writable set is unchanged. [`ChildPlan::enter`] runs in the forked child before
+//! `exec` and makes raw, async-signal-safe system calls only: no allocation, no locks,
+//! no Rust I/O types. Order in the child: join the namespaces first (joining needs the
+//! privileges Landlock would deny), then Landlock, which also forbids the child to
+//! undo the mounts.
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use landlock::{path_beneath_rules, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
 use nix::libc;
@@ -38,51 +42,64 @@ pub(super) struct Policy<'a> {
     pub(super) network: bool,
     /// What the kernel can do.
     pub(super) support: KernelSupport,
+    /// The child's working directory (it is entered again after joining a mount
+    /// namespace, which resets it).
+    pub(super) cwd: &'a Path,
+}
+
+/// What the confined children of one run reuse instead of building per spawn: the
+/// namespaces (created once, joined by every child) and the last Landlock ruleset.
+#[derive(Default)]
+pub(super) struct Reused {
+    namespaces: Option<Arc<SharedNamespaces>>,
+    ruleset: Option<(Vec<PathBuf>, Arc<OwnedFd>)>,
 }
 
 /// Everything the child needs, prepared before `fork`.
 pub(super) struct ChildPlan {
-    namespaces: Option<Namespaces>,
+    /// The namespaces to join and the working directory to enter again.
+    join: Option<(Arc<SharedNamespaces>, CString)>,
     /// The Landlock ruleset, `None` without Landlock.
-    ruleset: Option<OwnedFd>,
+    ruleset: Option<Arc<OwnedFd>>,
 }
 
 impl ChildPlan {
-    /// Builds the ruleset and the namespace plan for `policy`.
-    pub(super) fn prepare(policy: &Policy<'_>) -> Result<ChildPlan, IsolationError> {
+    /// The ruleset and the namespaces for `policy`, taken from `reused` when they were
+    /// built for the same writable set and the same hidden paths and network; what is
+    /// built here is left in `reused` for the next spawn. The hidden paths are resolved
+    /// on every spawn, so one created since the last spawn is hidden too.
+    pub(super) fn prepare(
+        policy: &Policy<'_>,
+        reused: &Mutex<Reused>,
+    ) -> Result<ChildPlan, IsolationError> {
+        let mut reused = reused.lock().unwrap_or_else(PoisonError::into_inner);
         let ruleset = if policy.support.supports(Mechanism::Landlock) {
-            Some(ruleset(policy.writable)?)
+            Some(reused_ruleset(&mut reused, policy.writable)?)
         } else {
             None
         };
-        let mut flags = 0;
-        let (mut dirs, mut files) = (Vec::new(), Vec::new());
-        if policy.support.supports(Mechanism::MountNamespace) {
-            for path in policy.hidden {
-                let Ok(resolved) = path.canonicalize() else {
-                    continue;
+        let wanted = NamespaceKey::of(policy);
+        let join = match wanted {
+            None => None,
+            Some(key) => {
+                let shared = match &reused.namespaces {
+                    Some(shared) if shared.key == key => Arc::clone(shared),
+                    _ => {
+                        let shared = Arc::new(SharedNamespaces::create(key)?);
+                        reused.namespaces = Some(Arc::clone(&shared));
+                        shared
+                    }
                 };
-                let Some(name) = c_path(&resolved) else {
-                    continue;
-                };
-                if resolved.is_dir() {
-                    dirs.push(name);
-                } else {
-                    files.push(name);
-                }
+                let cwd = std::path::absolute(policy.cwd)
+                    .ok()
+                    .and_then(|cwd| c_path(&cwd))
+                    .ok_or_else(|| IsolationError::Namespaces {
+                        message: format!("bad working directory {}", policy.cwd.display()),
+                    })?;
+                Some((shared, cwd))
             }
-            if !dirs.is_empty() || !files.is_empty() {
-                flags |= libc::CLONE_NEWNS;
-            }
-        }
-        if !policy.network && policy.support.supports(Mechanism::NetworkNamespace) {
-            flags |= libc::CLONE_NEWNET;
-        }
-        let namespaces = (flags != 0).then(|| Namespaces::new(flags, dirs, files));
-        Ok(ChildPlan {
-            namespaces,
-            ruleset,
-        })
+        };
+        Ok(ChildPlan { join, ruleset })
     }
 
     /// Installs the plan as the child's last step before `exec`.
@@ -91,7 +108,7 @@ impl ChildPlan {
         reason = "pre_exec runs in the forked child; ChildPlan::enter is async-signal-safe"
     )]
     pub(super) fn install(self, command: &mut tokio::process::Command) {
-        if self.namespaces.is_none() && self.ruleset.is_none() {
+        if self.join.is_none() && self.ruleset.is_none() {
             return;
         }
         // SAFETY: the closure only calls `ChildPlan::enter`, which makes raw system calls
@@ -101,13 +118,163 @@ impl ChildPlan {
         }
     }
 
-    /// In the child: enters the namespaces, then restricts itself with Landlock.
+    /// In the child: joins the namespaces, then restricts itself with Landlock.
     fn enter(&self) -> io::Result<()> {
-        if let Some(namespaces) = &self.namespaces {
-            namespaces.enter()?;
+        if let Some((namespaces, cwd)) = &self.join {
+            namespaces.join(cwd)?;
         }
         if let Some(ruleset) = &self.ruleset {
             restrict_self(ruleset)?;
+        }
+        Ok(())
+    }
+}
+
+/// The ruleset for `writable`: the one in `reused` when it was built for the same
+/// set, otherwise a new one, kept there.
+fn reused_ruleset(
+    reused: &mut Reused,
+    writable: &[PathBuf],
+) -> Result<Arc<OwnedFd>, IsolationError> {
+    if let Some((paths, ruleset)) = &reused.ruleset {
+        if paths.as_slice() == writable {
+            return Ok(Arc::clone(ruleset));
+        }
+    }
+    let ruleset = Arc::new(ruleset(writable)?);
+    reused.ruleset = Some((writable.to_vec(), Arc::clone(&ruleset)));
+    Ok(ruleset)
+}
+
+/// Which namespaces a child needs: the flags and the hidden paths that exist now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NamespaceKey {
+    flags: libc::c_int,
+    hidden_dirs: Vec<CString>,
+    hidden_files: Vec<CString>,
+}
+
+impl NamespaceKey {
+    /// The namespaces `policy` needs on this kernel; `None` for none. A mount namespace
+    /// only when a hidden path exists.
+    fn of(policy: &Policy<'_>) -> Option<NamespaceKey> {
+        let mut key = NamespaceKey {
+            flags: 0,
+            hidden_dirs: Vec::new(),
+            hidden_files: Vec::new(),
+        };
+        if policy.support.supports(Mechanism::MountNamespace) {
+            for path in policy.hidden {
+                let Ok(resolved) = path.canonicalize() else {
+                    continue;
+                };
+                let Some(name) = c_path(&resolved) else {
+                    continue;
+                };
+                if resolved.is_dir() {
+                    key.hidden_dirs.push(name);
+                } else {
+                    key.hidden_files.push(name);
+                }
+            }
+            if !key.hidden_dirs.is_empty() || !key.hidden_files.is_empty() {
+                key.flags |= libc::CLONE_NEWNS;
+            }
+        }
+        if !policy.network && policy.support.supports(Mechanism::NetworkNamespace) {
+            key.flags |= libc::CLONE_NEWNET;
+        }
+        (key.flags != 0).then_some(key)
+    }
+}
+
+/// A user namespace with a mount namespace (the hiding mounts made) and/or a network
+/// namespace, created once by a short-lived holder process and kept alive by these
+/// descriptors. Every confined child joins them with `setns`, which costs far less
+/// than creating (and, at exit, tearing down) namespaces of its own per process start.
+/// Children of one run share them: the mounts are read-only, and the network namespace
+/// has no interface up.
+struct SharedNamespaces {
+    key: NamespaceKey,
+    user: OwnedFd,
+    mount: Option<OwnedFd>,
+    network: Option<OwnedFd>,
+}
+
+impl SharedNamespaces {
+    /// Starts `/bin/sh` in the namespaces of `key` (it waits on its standard input),
+    /// opens its namespaces, and lets it exit.
+    #[allow(
+        unsafe_code,
+        reason = "pre_exec runs in the forked child; Namespaces::enter is async-signal-safe"
+    )]
+    fn create(key: NamespaceKey) -> Result<SharedNamespaces, IsolationError> {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let error = |what: &str, error: io::Error| IsolationError::Namespaces {
+            message: format!("{what}: {error}"),
+        };
+        let namespaces =
+            Namespaces::new(key.flags, key.hidden_dirs.clone(), key.hidden_files.clone());
+        let mut command = Command::new("/bin/sh");
+        command
+            .args(["-c", "read _"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: `Namespaces::enter` makes raw system calls on data prepared before fork.
+        unsafe {
+            command.pre_exec(move || namespaces.enter());
+        }
+        // `spawn` returns once the child has entered the namespaces and run `exec`.
+        let mut holder = command
+            .spawn()
+            .map_err(|source| error("cannot start the namespace holder", source))?;
+        let open = |name: &str| -> Result<OwnedFd, IsolationError> {
+            let path = format!("/proc/{}/ns/{name}", holder.id());
+            fs_err::File::open(&path)
+                .map(|file| OwnedFd::from(file.into_parts().0))
+                .map_err(|source| error("cannot open the namespace", source))
+        };
+        let opened = (|| {
+            let user = open("user")?;
+            let mount = (key.flags & libc::CLONE_NEWNS != 0)
+                .then(|| open("mnt"))
+                .transpose()?;
+            let network = (key.flags & libc::CLONE_NEWNET != 0)
+                .then(|| open("net"))
+                .transpose()?;
+            Ok((user, mount, network))
+        })();
+        // Closing its standard input ends the holder; the descriptors keep the
+        // namespaces.
+        drop(holder.stdin.take());
+        let _ = holder.wait();
+        let (user, mount, network) = opened?;
+        Ok(SharedNamespaces {
+            key,
+            user,
+            mount,
+            network,
+        })
+    }
+
+    /// In the child: joins the user namespace (which grants the rights to join the
+    /// others), the mount namespace (entering `cwd` again: joining one moves the
+    /// process to its root) and the network namespace.
+    #[allow(unsafe_code, reason = "raw setns and chdir in the forked child")]
+    fn join(&self, cwd: &CStr) -> io::Result<()> {
+        // SAFETY: plain system calls on descriptors and a NUL-terminated string that
+        // outlive the calls.
+        unsafe {
+            check(libc::setns(self.user.as_raw_fd(), libc::CLONE_NEWUSER))?;
+            if let Some(mount) = &self.mount {
+                check(libc::setns(mount.as_raw_fd(), libc::CLONE_NEWNS))?;
+                check(libc::chdir(cwd.as_ptr()))?;
+            }
+            if let Some(network) = &self.network {
+                check(libc::setns(network.as_raw_fd(), libc::CLONE_NEWNET))?;
+            }
         }
         Ok(())
     }

@@ -244,3 +244,61 @@ async fn none_confines_nothing() {
     assert_eq!(code, Some(0), "{text}");
     assert!(outside.exists());
 }
+
+#[tokio::test]
+async fn reused_namespaces_keep_the_working_directory_and_hide_paths_created_later() {
+    if !kernel_has(Mechanism::MountNamespace) || !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    let fixture = fixture();
+    let later = fixture.outside.join("later");
+    let mut isolation = settings(IsolationMode::Workspace, KernelSupport::detect());
+    isolation.hidden_paths = vec![fixture.hidden.clone(), later.clone()];
+    let env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
+        .with_isolation(isolation)
+        .for_stage(ProcessKind::Command, &fixture.tree.with_file_name("tmp"))
+        .expect("stage environment");
+    let read_secret = format!("cat '{}'", fixture.hidden.join("secret").display());
+    // Several starts share one set of namespaces; each still starts in its own
+    // working directory, writes there, and cannot read the hidden file.
+    for round in 0..3 {
+        let (code, text) = sh(
+            &env,
+            &fixture.tree,
+            &format!("pwd; echo {round} > r{round}"),
+        )
+        .await;
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!(text.trim(), fixture.tree.display().to_string());
+        assert!(fixture.tree.join(format!("r{round}")).exists());
+        let (code, text) = sh(&env, &fixture.tree, &read_secret).await;
+        assert_ne!(code, Some(0), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+    // A hidden path that appears after the namespaces were made is hidden from the
+    // next start too.
+    fs_err::create_dir_all(&later).unwrap();
+    fs_err::write(later.join("note"), "l4ter").unwrap();
+    let (_, text) = sh(
+        &env,
+        &fixture.tree,
+        &format!("cat '{}'", later.join("note").display()),
+    )
+    .await;
+    assert!(!text.contains("l4ter"), "{text}");
+    let (code, text) = sh(&env, &fixture.tree, &read_secret).await;
+    assert_ne!(code, Some(0), "{text}");
+    // Another stage of the run (another working directory and TMPDIR) is confined to
+    // its own.
+    let other = fixture.outside.join("other");
+    fs_err::create_dir_all(&other).unwrap();
+    let (code, text) = sh(
+        &env,
+        &other,
+        &format!("echo x > '{}'", fixture.tree.join("from-other").display()),
+    )
+    .await;
+    // `env` confines to the directory the command runs in: `other` now, not the tree.
+    assert_ne!(code, Some(0), "{text}");
+    assert!(!fixture.tree.join("from-other").exists());
+}
