@@ -155,7 +155,8 @@ pub(crate) fn engine_benchmark(fabro: &Path, runs: usize) -> Result<String, Stri
             let home = directory.join(format!("home-{key}-{with_git}-{round}"));
             let mut command = Command::new(fabro);
             command
-                .args(["run", &path.to_string_lossy()])
+                // W1 has 1,002 stages: above the default stage budget (SPEC 17.1).
+                .args(["run", &path.to_string_lossy(), "--max-stages", "100000"])
                 .env("FABRO_HOME", &home)
                 .current_dir(&run_directory);
             timed_run(command, &mut rss)
@@ -325,7 +326,14 @@ fn resume_after_1000(fabro: &Path, directory: &Path) -> Result<f64, String> {
     fs_err::write(&path, text).map_err(|error| error.to_string())?;
     let home = work.join("home");
     let mut child = Command::new(fabro)
-        .args(["run", "w.fabro", "--run-id", "resume1"])
+        .args([
+            "run",
+            "w.fabro",
+            "--run-id",
+            "resume1",
+            "--max-stages",
+            "100000",
+        ])
         .env("FABRO_HOME", &home)
         .current_dir(&work)
         .stdout(Stdio::null())
@@ -350,7 +358,7 @@ fn resume_after_1000(fabro: &Path, directory: &Path) -> Result<f64, String> {
     fs_err::write(work.join("go"), "").map_err(|error| error.to_string())?;
     let started = Instant::now();
     let status = Command::new(fabro)
-        .args(["resume", "resume1"])
+        .args(["resume", "resume1", "--max-stages", "100000"])
         .env("FABRO_HOME", &home)
         .current_dir(&work)
         .stdout(Stdio::null())
