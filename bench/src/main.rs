@@ -54,6 +54,10 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("engine") => match engine::engine_benchmark(&fabro_binary(), 5).and_then(|table| {
+            // `--without-w6`: only W0–W5, for comparing two builds in alternating runs.
+            if args.iter().any(|arg| arg == "--without-w6") {
+                return Ok(table);
+            }
             let w6 = w6::w6_benchmark(&fabro_binary(), &[20_000, 100_000], 3)?;
             Ok(format!("{table}\nW6 (issue 20), 50 command stages in a generated repository, git checkpoints on:\n\n{w6}"))
         }) {
@@ -115,7 +119,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench llm | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::isolation::{Confinement, IsolationError, IsolationSettings, ProcessKind};
 
@@ -21,10 +22,13 @@ pub fn is_secret_name(name: &str) -> bool {
 /// (`env_clear` first). It also carries the run's [`IsolationSettings`] and, once
 /// resolved for a stage ([`ProcessEnv::for_stage`]), the stage's confinement, which
 /// [`ProcessEnv::command`] applies to every child.
+///
+/// The variables and settings are shared between the copies made per stage (copied on
+/// the first [`ProcessEnv::set`]), so a stage's environment costs no copy of the map.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessEnv {
-    variables: BTreeMap<OsString, OsString>,
-    isolation: IsolationSettings,
+    variables: Arc<BTreeMap<OsString, OsString>>,
+    isolation: Arc<IsolationSettings>,
     confinement: Option<Confinement>,
 }
 
@@ -47,15 +51,15 @@ impl ProcessEnv {
             variables.insert(name.into(), value.into());
         }
         ProcessEnv {
-            variables,
-            isolation: IsolationSettings::default(),
+            variables: Arc::new(variables),
+            isolation: Arc::default(),
             confinement: None,
         }
     }
 
     /// The same environment with the run's isolation settings.
     pub fn with_isolation(mut self, isolation: IsolationSettings) -> ProcessEnv {
-        self.isolation = isolation;
+        self.isolation = Arc::new(isolation);
         self
     }
 
@@ -110,7 +114,7 @@ impl ProcessEnv {
 
     /// Sets one variable (a CLI backend gets its own provider's key back this way).
     pub fn set(&mut self, name: impl Into<OsString>, value: impl Into<OsString>) {
-        self.variables.insert(name.into(), value.into());
+        Arc::make_mut(&mut self.variables).insert(name.into(), value.into());
     }
 
     /// The value of `name`.
