@@ -34,6 +34,7 @@ mod stages;
 mod storage;
 mod terminal;
 mod validate;
+mod schemathesis;
 
 use std::process::Output;
 

@@ -15,15 +15,15 @@ use serde_json::{json, Value};
 use crate::{code, fabro, stderr, stdout};
 
 /// A running `fabro server`.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    address: String,
-    token: String,
+    pub(crate) address: String,
+    pub(crate) token: String,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
-    fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
@@ -59,7 +59,7 @@ impl Server {
     }
 
     /// One request; returns the status and the body.
-    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    pub(crate) fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
         request(&self.address, method, path, Some(&self.token), body)
     }
 
@@ -69,7 +69,7 @@ impl Server {
         serde_json::from_str(&body).unwrap_or(Value::Null)
     }
 
-    fn wait_status(&self, run_id: &str, statuses: &[&str]) -> Value {
+    pub(crate) fn wait_status(&self, run_id: &str, statuses: &[&str]) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let (_, body) = self.request("GET", &format!("/api/v1/runs/{run_id}"), None);
@@ -82,13 +82,13 @@ impl Server {
         }
     }
 
-    fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
         nix::sys::signal::kill(pid, signal).expect("signal the server");
     }
 
     /// Waits (at most `limit`) for the server to exit; returns its code.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -166,7 +166,7 @@ fn dechunk(mut text: &str) -> String {
     out
 }
 
-const TWO_STAGES: &str = "digraph two {
+pub(crate) const TWO_STAGES: &str = "digraph two {
   graph [goal=\"two stages\"]
   start [shape=Mdiamond]
   exit [shape=Msquare]
