@@ -275,9 +275,9 @@ pub async fn cancel_run(
 pub async fn resume_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Option<Json<ResumeRequest>>,
+    body: Result<Option<Json<ResumeRequest>>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let request = body.map(|Json(request)| request).unwrap_or_default();
+    let request = body?.map(|Json(request)| request).unwrap_or_default();
     let record = require_run(&state, &id).await?;
     let accepted = runs::resume(&state, &record.run_id, request).await?;
     Ok((StatusCode::ACCEPTED, Json(Started::from(accepted))).into_response())

@@ -136,6 +136,12 @@ impl EngineBridge {
             match (&request.workflow, &request.source) {
                 (Some(workflow), None) => {
                     let located = self.inside_roots(&locate_workflow(&work_dir, workflow))?;
+                    if !located.is_file() {
+                        return Err(ApiError::bad_request(format!(
+                            "{} is not a workflow file",
+                            located.display()
+                        )));
+                    }
                     if located
                         .extension()
                         .is_some_and(|extension| extension == "toml")
@@ -261,6 +267,11 @@ impl EngineBridge {
         prepare_resume(options, checkpoint, lock, &FsLoader, catalog).map_err(|error| match error {
             RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
                 refused(fabro_engine::error_chain(&error))
+            }
+            // The workflow is the stored one: an answer naming none of its gates is a
+            // bad body here, not an invalid workflow.
+            RunError::UnknownAnswerNodes { .. } => {
+                ApiError::bad_request(fabro_engine::error_chain(&error))
             }
             error => run_error(error),
         })
