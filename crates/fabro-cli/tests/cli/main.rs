@@ -35,6 +35,7 @@ mod storage;
 mod terminal;
 mod validate;
 mod schemathesis;
+mod server_stream;
 
 use std::process::Output;
 
