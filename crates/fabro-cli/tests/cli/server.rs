@@ -672,3 +672,56 @@ fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
     );
     assert_eq!(server.get("/api/v1/runs/nap-remote")["status"], "success");
 }
+
+/// The status of `run_id` in `fabro runs --json`.
+fn listed_status(env: &TestEnv, run_id: &str) -> Value {
+    let runs = fabro(env, &["runs", "--json"]);
+    let listed: Value = serde_json::from_str(&stdout(&runs)).expect("runs --json");
+    listed
+        .as_array()
+        .and_then(|runs| runs.iter().find(|run| run["run_id"] == run_id))
+        .map_or(Value::Null, |run| run["status"].clone())
+}
+
+#[test]
+fn a_queued_run_is_stored_queued_survives_sigterm_and_the_next_server_starts_it() {
+    let env = TestEnv::new("server-queue");
+    fs_err::write(
+        env.fabro_home().join("server.toml"),
+        "[server]\nmax_concurrent_runs = 1\n",
+    )
+    .expect("server.toml");
+    env.write("sleepy.fabro", &sleepy("napped"));
+    env.write("w.fabro", TWO_STAGES);
+    let mut server = Server::start(&env, &[]);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "first-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "w.fabro", "run_id": "waiting-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert!(body.contains("\"status\":\"queued\""), "{body}");
+    let listed = server.get("/api/v1/runs?status=queued");
+    assert_eq!(listed["runs"][0]["run_id"], "waiting-run", "{listed}");
+    assert_eq!(listed_status(&env, "waiting-run"), "queued");
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    // The running run was canceled; the queued one is still queued in the store.
+    assert_eq!(listed_status(&env, "first-run"), "canceled");
+    assert_eq!(listed_status(&env, "waiting-run"), "queued");
+    let next = Server::start(&env, &[]);
+    let document = next.wait_status("waiting-run", &["success", "fail", "canceled"]);
+    assert_eq!(document["status"], "success", "{document}");
+    assert_eq!(
+        file_json(env.fabro_home().join("scratch/waiting-run/manifest.json"))["origin"],
+        "server"
+    );
+    assert_eq!(listed_status(&env, "first-run"), "canceled");
+}
