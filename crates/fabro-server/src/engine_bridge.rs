@@ -21,7 +21,7 @@ use fabro_engine::sandbox::SandboxEnv;
 use fabro_engine::source::{CatalogModels, FsLoader};
 use fabro_language::{ModelCatalog, SourceLoader};
 use fabro_llm::Provider;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use fabro_engine::event::{EventEnvelope, EventSink};
@@ -35,8 +35,8 @@ use crate::error::ApiError;
 /// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The body of `POST /api/v1/runs`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// The body of `POST /api/v1/runs` (also kept in a queued run's `queued.json`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// A workflow path (relative to `work_dir`) or a bare workflow name.
