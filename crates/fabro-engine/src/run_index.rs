@@ -27,8 +27,8 @@ mod lock;
 mod queued;
 
 use database::{connect, is_corruption, remove_database, ConnectError};
-pub use queued::{queued_runs, read_queued, remove_queued, write_queued, QueuedRun, QUEUED_FILE};
 pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
+pub use queued::{queued_runs, read_queued, remove_queued, write_queued, QueuedRun, QUEUED_FILE};
 
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
 pub const MIN_PREFIX_LEN: usize = 4;

@@ -233,11 +233,12 @@ pub async fn get_run(
 ) -> Result<Json<Value>, ApiError> {
     match find_run(&state, &id).await? {
         // Not started: no manifest to inspect yet.
-        Some(record) if record.status == RunStatus::Queued => Ok(Json(
-            state
-                .active(&record.run_id)
-                .map_or_else(|| records::run_summary(&record), |active| active.queued_summary()),
-        )),
+        Some(record) if record.status == RunStatus::Queued => {
+            Ok(Json(state.active(&record.run_id).map_or_else(
+                || records::run_summary(&record),
+                |active| active.queued_summary(),
+            )))
+        }
         Some(record) => {
             let status = record.status;
             let run_id = record.run_id.clone();

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::interviewer::Interviewer;
-use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
 use fabro_engine::run_dir::RunPaths;
+use fabro_engine::run_env::{catalog_for, environment_options};
 use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
-use fabro_engine::sandbox::SandboxEnv;
-use fabro_engine::source::{CatalogModels, FsLoader};
-use fabro_language::{ModelCatalog, SourceLoader};
+use fabro_engine::source::FsLoader;
+use fabro_language::SourceLoader;
 use fabro_llm::Provider;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -306,65 +305,14 @@ impl EngineBridge {
         model: &Option<String>,
         provider: &Option<String>,
     ) -> Result<RunOptions, ApiError> {
-        let secrets = fabro_llm::redact::secrets();
-        let env = |name: &str| {
-            secrets
-                .get_str(name)
-                .map(str::to_owned)
-                .or_else(|| std::env::var(name).ok())
-                .filter(|value| !value.is_empty())
-        };
-        let providers = ProviderSettings::from_env(&env, &config.llm);
-        let credentials = providers.credentials();
-        let random_seed = match env("FABRO_RANDOM_SEED") {
-            Some(seed) => Some(seed.parse().map_err(|_| {
-                ApiError::bad_request("FABRO_RANDOM_SEED must be an unsigned integer")
-            })?),
-            None => None,
-        };
-        Ok(RunOptions {
+        environment_options(
             workflow_path,
-            goal: None,
-            dry_run: false,
-            auto_approve: false,
-            answers: Vec::new(),
-            vars: config.run.vars.clone(),
-            run_id: None,
-            fabro_home: self.root.clone(),
-            interviewer: None,
-            llm: LlmDefaults {
-                cli_model: model.clone(),
-                cli_provider: provider.clone(),
-                env_model: env("FABRO_MODEL"),
-                env_provider: env("FABRO_PROVIDER"),
-                config_model: config.llm.model.clone(),
-                config_provider: config.llm.provider.clone(),
-                credentials,
-                providers,
-            },
-            simulated_responses: env("FABRO_SIMULATED_RESPONSES")
-                .map(PathBuf::from)
-                .or_else(|| config.llm.simulated_responses.clone()),
-            random_seed,
-            sandbox_env: SandboxEnv::new(
-                std::env::vars_os().chain(
-                    secrets
-                        .variables()
-                        .map(|(name, value)| (name.clone(), value.clone())),
-                ),
-                config
-                    .sandbox
-                    .env_passthrough
-                    .as_deref()
-                    .unwrap_or_default(),
-                &config.sandbox.env,
-            ),
             config,
-            parent_run_id: None,
-            fallback_goal: None,
-            work_dir: None,
-            detached_worker: false,
-        })
+            self.root.clone(),
+            model.clone(),
+            provider.clone(),
+        )
+        .map_err(|error| ApiError::bad_request(fabro_engine::error_chain(&error)))
     }
 }
 
@@ -431,34 +379,6 @@ fn check_provider(provider: Option<&str>) -> Result<(), ApiError> {
 /// Configuration errors are the request's fault.
 fn config_error(error: config::ConfigError) -> ApiError {
     ApiError::bad_request(fabro_engine::error_chain(&error))
-}
-
-/// The catalog of `fabro run`: any provider for dry runs and simulated runs.
-fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
-    let llm = &options.llm;
-    let provider = llm
-        .cli_provider
-        .as_deref()
-        .or(llm.env_provider.as_deref())
-        .or(llm.config_provider.as_deref());
-    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
-        &AnyProvider
-    } else {
-        &CatalogModels
-    }
-}
-
-/// The LLM catalog for models; any provider name is accepted.
-struct AnyProvider;
-
-impl ModelCatalog for AnyProvider {
-    fn is_known(&self, model: &str) -> bool {
-        CatalogModels.is_known(model)
-    }
-
-    fn is_provider_known(&self, _provider: &str) -> bool {
-        true
-    }
 }
 
 /// Reads `@path` references of a `source` workflow against `work_dir`: paths under the

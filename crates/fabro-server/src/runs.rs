@@ -85,7 +85,8 @@ fn mark_queued(
     }
     let workflow_path = request.workflow.clone().unwrap_or_default();
     let goal = request.goal.clone().unwrap_or_default();
-    let stored = serde_json::to_value(&request).map_err(|error| ApiError::internal(error.to_string()))?;
+    let stored =
+        serde_json::to_value(&request).map_err(|error| ApiError::internal(error.to_string()))?;
     let queued = QueuedRun::now(
         prepared.run_id().to_owned(),
         workflow_name,
@@ -94,7 +95,10 @@ fn mark_queued(
         stored,
     );
     write_queued(prepared.run_dir(), &queued).map_err(|error| {
-        ApiError::internal(format!("cannot write {}: {error}", prepared.run_dir().display()))
+        ApiError::internal(format!(
+            "cannot write {}: {error}",
+            prepared.run_dir().display()
+        ))
     })
 }
 

@@ -27,15 +27,15 @@ mod records;
 mod resume;
 mod run;
 mod runs_list;
+mod schemathesis;
 mod secrets;
 mod server;
+mod server_stream;
 mod special_files;
 mod stages;
 mod storage;
 mod terminal;
 mod validate;
-mod schemathesis;
-mod server_stream;
 
 use std::process::Output;
 

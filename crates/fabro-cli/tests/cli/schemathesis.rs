@@ -44,7 +44,10 @@ fn st_run(st: &PathBuf, server: &Server, scratch: &std::path::Path, id: Option<&
     command
         .arg("run")
         .arg(format!("http://{}/api/v1/openapi.json", server.address))
-        .args(["--header", &format!("Authorization: Bearer {}", server.token)])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", server.token),
+        ])
         .args(["--checks", CHECKS])
         .args(["--max-examples", "25", "--seed", "18", "--workers", "2"])
         .args(["--request-timeout", "30", "--generation-database", "none"])
@@ -67,7 +70,10 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() {
             std::env::var_os("CI").is_none(),
             "CI must have schemathesis: .ci/run installs it into target/st-venv"
         );
-        skip(TEST, "schemathesis is not installed (pip install schemathesis)");
+        skip(
+            TEST,
+            "schemathesis is not installed (pip install schemathesis)",
+        );
         return;
     };
     let env = TestEnv::new("server-schemathesis");

@@ -20,7 +20,9 @@ type SseEvent = (u64, String, String);
 fn chain(n: usize) -> String {
     let mut text = String::from("digraph chain {\n  graph [goal=\"count\"]\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n");
     for index in 0..n {
-        text.push_str(&format!("  s{index} [shape=parallelogram, script=\"true\"]\n"));
+        text.push_str(&format!(
+            "  s{index} [shape=parallelogram, script=\"true\"]\n"
+        ));
     }
     text.push_str("  start");
     for index in 0..n {
@@ -142,7 +144,10 @@ fn fifty_forced_reconnects_during_a_300_stage_run_miss_and_repeat_no_event() {
     );
     for (line, (id, event, data)) in lines.iter().zip(&received) {
         assert_eq!(line, data, "event {id}");
-        assert!(line.contains(&format!("\"event\":\"{event}\"")), "event {id}");
+        assert!(
+            line.contains(&format!("\"event\":\"{event}\"")),
+            "event {id}"
+        );
     }
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
