@@ -147,7 +147,8 @@ pub(crate) struct RunsArgs {
 
 fn parse_run_status(text: &str) -> Result<fabro_engine::RunStatus, String> {
     use fabro_engine::RunStatus;
-    const ALL: [RunStatus; 7] = [
+    const ALL: [RunStatus; 8] = [
+        RunStatus::Queued,
         RunStatus::Running,
         RunStatus::Success,
         RunStatus::PartialSuccess,

@@ -99,6 +99,7 @@ mod routing;
 pub mod run;
 pub mod run_diff;
 pub mod run_dir;
+pub mod run_env;
 pub mod run_index;
 pub mod run_stages;
 mod run_status;

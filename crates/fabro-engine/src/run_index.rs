@@ -24,9 +24,11 @@ use crate::timestamp::parse_rfc3339;
 
 mod database;
 mod lock;
+mod queued;
 
 use database::{connect, is_corruption, remove_database, ConnectError};
 pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
+pub use queued::{queued_runs, read_queued, remove_queued, write_queued, QueuedRun, QUEUED_FILE};
 
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
 pub const MIN_PREFIX_LEN: usize = 4;
@@ -242,8 +244,9 @@ impl RunIndex {
 
     /// Every run, newest first (ties by run id, descending). A run whose `manifest.json`
     /// cannot be read or parsed is listed as [`RunStatus::Unreadable`] with the reason;
-    /// a run directory without any manifest is the leftover of a set-up that never
-    /// finished and is not listed.
+    /// a run directory without any manifest is listed as [`RunStatus::Queued`] when it
+    /// holds `queued.json`, else it is the leftover of a set-up that never finished and
+    /// is not listed.
     pub fn list(&mut self) -> Result<Vec<RunRecord>, RunIndexError> {
         let mut records = self.read(|index, unreadable| {
             let mut records = index.query(
@@ -254,7 +257,8 @@ impl RunIndex {
             Ok(records)
         })?;
         for record in &mut records {
-            if record.status == RunStatus::Unreadable {
+            // A queued run has no manifest yet (`queued.json` stands in for it).
+            if matches!(record.status, RunStatus::Unreadable | RunStatus::Queued) {
                 continue;
             }
             if let Err(error) = read_manifest(&record.run_dir) {
@@ -406,9 +410,10 @@ impl RunIndex {
     }
 
     /// Records for the run directories under `{root}/scratch` not in `known`, read from
-    /// their manifests and checkpoints, and (second) those whose manifest exists but
-    /// cannot be read, as [`RunStatus::Unreadable`]. Directories without a manifest are
-    /// skipped: they are what a set-up killed before INITIALIZE finished leaves.
+    /// their manifests and checkpoints (or `queued.json` for a queued run), and (second)
+    /// those whose manifest exists but cannot be read, as [`RunStatus::Unreadable`].
+    /// Other directories without a manifest are skipped: they are what a set-up killed
+    /// before INITIALIZE finished leaves.
     fn unindexed_runs(
         &self,
         known: &HashMap<String, PathBuf>,
@@ -442,6 +447,10 @@ impl RunIndex {
                 Err(RunIndexError::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::NotFound =>
                 {
+                    if let Some(waiting) = read_queued(paths.run_dir()) {
+                        records.push(queued::queued_record(&waiting, paths.run_dir()));
+                        continue;
+                    }
                     tracing::debug!(run_dir = %paths.run_dir().display(), "not listing a run directory without a manifest");
                 }
                 Err(error) => unreadable.push(unreadable_record(&name, paths.run_dir(), &error)),
@@ -576,6 +585,9 @@ fn effective_status(
         if status != RunStatus::Interrupted {
             return (status, finished_at);
         }
+    }
+    if stored == Some(RunStatus::Queued) && read_queued(run_dir).is_some() {
+        return (RunStatus::Queued, None);
     }
     if let Some(checkpoint) = read_checkpoint_status(run_dir) {
         if let Some(status) = RunStatus::parse(&checkpoint.run_status) {

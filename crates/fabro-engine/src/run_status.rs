@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// The status of a run as the index reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
+    /// Accepted by a server, waiting for a slot (SPEC 14.2): its directory holds
+    /// `queued.json` and no manifest yet.
+    Queued,
     /// A process is executing the run (it holds the run lock).
     Running,
     /// Reached exit with every goal met.
@@ -28,6 +31,7 @@ impl RunStatus {
     /// The word stored in the index and printed by the CLI.
     pub fn as_str(self) -> &'static str {
         match self {
+            RunStatus::Queued => "queued",
             RunStatus::Running => "running",
             RunStatus::Success => "success",
             RunStatus::PartialSuccess => "partial_success",
@@ -42,7 +46,8 @@ impl RunStatus {
     /// any case; the stage-status aliases (`succeeded`, `failed`, …) are accepted for
     /// the statuses they name (SPEC "Open questions decided" 1).
     pub fn parse(text: &str) -> Option<RunStatus> {
-        const WORDS: [(&str, RunStatus); 5] = [
+        const WORDS: [(&str, RunStatus); 6] = [
+            ("queued", RunStatus::Queued),
             ("running", RunStatus::Running),
             ("canceled", RunStatus::Canceled),
             ("cancelled", RunStatus::Canceled),
@@ -72,10 +77,10 @@ impl RunStatus {
         }
     }
 
-    /// Whether the run ended (every status but `running`).
+    /// Whether the run ended (every status but `queued` and `running`).
     pub fn is_finished(self) -> bool {
         match self {
-            RunStatus::Running => false,
+            RunStatus::Queued | RunStatus::Running => false,
             RunStatus::Success
             | RunStatus::PartialSuccess
             | RunStatus::Fail

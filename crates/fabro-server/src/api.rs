@@ -100,6 +100,14 @@ pub async fn list_runs(
     }
     for record in &records {
         let mut summary = records::run_summary(record);
+        // Started a moment ago: its manifest is not written yet.
+        if record.status == RunStatus::Queued
+            && state
+                .active(&record.run_id)
+                .is_some_and(|active| !active.is_queued())
+        {
+            summary["status"] = Value::from("running");
+        }
         summary["pending_question"] = pending_question(&state, &record.run_id, record.status);
         all.push(summary);
     }
@@ -224,6 +232,13 @@ pub async fn get_run(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     match find_run(&state, &id).await? {
+        // Not started: no manifest to inspect yet.
+        Some(record) if record.status == RunStatus::Queued => {
+            Ok(Json(state.active(&record.run_id).map_or_else(
+                || records::run_summary(&record),
+                |active| active.queued_summary(),
+            )))
+        }
         Some(record) => {
             let status = record.status;
             let run_id = record.run_id.clone();
@@ -275,9 +290,9 @@ pub async fn cancel_run(
 pub async fn resume_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Option<Json<ResumeRequest>>,
+    body: Result<Option<Json<ResumeRequest>>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let request = body.map(|Json(request)| request).unwrap_or_default();
+    let request = body?.map(|Json(request)| request).unwrap_or_default();
     let record = require_run(&state, &id).await?;
     let accepted = runs::resume(&state, &record.run_id, request).await?;
     Ok((StatusCode::ACCEPTED, Json(Started::from(accepted))).into_response())

@@ -3,6 +3,7 @@
 //! configuration layers of SPEC 12.3 (`server.toml` between `.fabro/project.toml` and
 //! `settings.toml`), and reading run records ([`records`]).
 
+mod event_tail;
 pub mod records;
 
 use std::collections::BTreeMap;
@@ -12,15 +13,14 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::interviewer::Interviewer;
-use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
 use fabro_engine::run_dir::RunPaths;
+use fabro_engine::run_env::{catalog_for, environment_options};
 use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
-use fabro_engine::sandbox::SandboxEnv;
-use fabro_engine::source::{CatalogModels, FsLoader};
-use fabro_language::{ModelCatalog, SourceLoader};
+use fabro_engine::source::FsLoader;
+use fabro_language::SourceLoader;
 use fabro_llm::Provider;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use fabro_engine::event::{EventEnvelope, EventSink};
@@ -34,8 +34,8 @@ use crate::error::ApiError;
 /// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The body of `POST /api/v1/runs`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// The body of `POST /api/v1/runs` (also kept in a queued run's `queued.json`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// A workflow path (relative to `work_dir`) or a bare workflow name.
@@ -136,6 +136,12 @@ impl EngineBridge {
             match (&request.workflow, &request.source) {
                 (Some(workflow), None) => {
                     let located = self.inside_roots(&locate_workflow(&work_dir, workflow))?;
+                    if !located.is_file() {
+                        return Err(ApiError::bad_request(format!(
+                            "{} is not a workflow file",
+                            located.display()
+                        )));
+                    }
                     if located
                         .extension()
                         .is_some_and(|extension| extension == "toml")
@@ -262,6 +268,11 @@ impl EngineBridge {
             RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
                 refused(fabro_engine::error_chain(&error))
             }
+            // The workflow is the stored one: an answer naming none of its gates is a
+            // bad body here, not an invalid workflow.
+            RunError::UnknownAnswerNodes { .. } => {
+                ApiError::bad_request(fabro_engine::error_chain(&error))
+            }
             error => run_error(error),
         })
     }
@@ -294,65 +305,14 @@ impl EngineBridge {
         model: &Option<String>,
         provider: &Option<String>,
     ) -> Result<RunOptions, ApiError> {
-        let secrets = fabro_llm::redact::secrets();
-        let env = |name: &str| {
-            secrets
-                .get_str(name)
-                .map(str::to_owned)
-                .or_else(|| std::env::var(name).ok())
-                .filter(|value| !value.is_empty())
-        };
-        let providers = ProviderSettings::from_env(&env, &config.llm);
-        let credentials = providers.credentials();
-        let random_seed = match env("FABRO_RANDOM_SEED") {
-            Some(seed) => Some(seed.parse().map_err(|_| {
-                ApiError::bad_request("FABRO_RANDOM_SEED must be an unsigned integer")
-            })?),
-            None => None,
-        };
-        Ok(RunOptions {
+        environment_options(
             workflow_path,
-            goal: None,
-            dry_run: false,
-            auto_approve: false,
-            answers: Vec::new(),
-            vars: config.run.vars.clone(),
-            run_id: None,
-            fabro_home: self.root.clone(),
-            interviewer: None,
-            llm: LlmDefaults {
-                cli_model: model.clone(),
-                cli_provider: provider.clone(),
-                env_model: env("FABRO_MODEL"),
-                env_provider: env("FABRO_PROVIDER"),
-                config_model: config.llm.model.clone(),
-                config_provider: config.llm.provider.clone(),
-                credentials,
-                providers,
-            },
-            simulated_responses: env("FABRO_SIMULATED_RESPONSES")
-                .map(PathBuf::from)
-                .or_else(|| config.llm.simulated_responses.clone()),
-            random_seed,
-            sandbox_env: SandboxEnv::new(
-                std::env::vars_os().chain(
-                    secrets
-                        .variables()
-                        .map(|(name, value)| (name.clone(), value.clone())),
-                ),
-                config
-                    .sandbox
-                    .env_passthrough
-                    .as_deref()
-                    .unwrap_or_default(),
-                &config.sandbox.env,
-            ),
             config,
-            parent_run_id: None,
-            fallback_goal: None,
-            work_dir: None,
-            detached_worker: false,
-        })
+            self.root.clone(),
+            model.clone(),
+            provider.clone(),
+        )
+        .map_err(|error| ApiError::bad_request(fabro_engine::error_chain(&error)))
     }
 }
 
@@ -419,34 +379,6 @@ fn check_provider(provider: Option<&str>) -> Result<(), ApiError> {
 /// Configuration errors are the request's fault.
 fn config_error(error: config::ConfigError) -> ApiError {
     ApiError::bad_request(fabro_engine::error_chain(&error))
-}
-
-/// The catalog of `fabro run`: any provider for dry runs and simulated runs.
-fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
-    let llm = &options.llm;
-    let provider = llm
-        .cli_provider
-        .as_deref()
-        .or(llm.env_provider.as_deref())
-        .or(llm.config_provider.as_deref());
-    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
-        &AnyProvider
-    } else {
-        &CatalogModels
-    }
-}
-
-/// The LLM catalog for models; any provider name is accepted.
-struct AnyProvider;
-
-impl ModelCatalog for AnyProvider {
-    fn is_known(&self, model: &str) -> bool {
-        CatalogModels.is_known(model)
-    }
-
-    fn is_provider_known(&self, _provider: &str) -> bool {
-        true
-    }
 }
 
 /// Reads `@path` references of a `source` workflow against `work_dir`: paths under the

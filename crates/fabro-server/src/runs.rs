@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fabro_engine::run::PreparedRun;
+use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 use crate::engine_bridge::{records, ChannelInterviewer, ResumeRequest, RunStatus, StartRequest};
 use crate::error::ApiError;
@@ -55,11 +56,83 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
                 .map_or_else(String::new, |stem| stem.to_string_lossy().into_owned())
         })
         .unwrap_or_default();
-    let prepared =
-        tokio::task::spawn_blocking(move || bridge.prepare_new(&request, Arc::new(interviewer)))
-            .await
-            .map_err(|error| ApiError::internal(error.to_string()))??;
+    let name = workflow_name.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let prepared = bridge.prepare_new(&request, Arc::new(interviewer))?;
+        mark_queued(&bridge, &prepared, request, name)?;
+        Ok::<_, ApiError>(prepared)
+    })
+    .await
+    .map_err(|error| ApiError::internal(error.to_string()))??;
     Ok(launch(state, prepared, answers, workflow_name))
+}
+
+/// Writes the run's `queued.json` (SPEC 14.2 status `queued`): the index lists the run
+/// as queued until its manifest exists, and a server that stops before starting it
+/// leaves the request for the next one.
+fn mark_queued(
+    bridge: &crate::engine_bridge::EngineBridge,
+    prepared: &PreparedRun,
+    mut request: StartRequest,
+    workflow_name: String,
+) -> Result<(), ApiError> {
+    request.run_id = Some(prepared.run_id().to_owned());
+    if request.work_dir.is_none() {
+        request.work_dir = bridge
+            .roots()
+            .first()
+            .map(|root| root.display().to_string());
+    }
+    let workflow_path = request.workflow.clone().unwrap_or_default();
+    let goal = request.goal.clone().unwrap_or_default();
+    let stored =
+        serde_json::to_value(&request).map_err(|error| ApiError::internal(error.to_string()))?;
+    let queued = QueuedRun::now(
+        prepared.run_id().to_owned(),
+        workflow_name,
+        workflow_path,
+        goal,
+        stored,
+    );
+    write_queued(prepared.run_dir(), &queued).map_err(|error| {
+        ApiError::internal(format!(
+            "cannot write {}: {error}",
+            prepared.run_dir().display()
+        ))
+    })
+}
+
+/// Starts the runs a previous server left `queued` under this root (SPEC 14.1), oldest
+/// first. Returns the ids started.
+pub async fn start_queued(state: &AppState) -> Vec<String> {
+    let root = state.bridge().root().to_path_buf();
+    let queued = tokio::task::spawn_blocking(move || queued_runs(&root))
+        .await
+        .unwrap_or_default();
+    let mut started = Vec::new();
+    for waiting in queued {
+        let run_dir = state.bridge().root().join("scratch").join(&waiting.run_id);
+        let request: StartRequest = match serde_json::from_value(waiting.request) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::warn!(run_id = %waiting.run_id, %error, "cannot read a queued run's request");
+                continue;
+            }
+        };
+        // Nothing ran yet: the directory holds only what preparing left; preparing
+        // again allocates it anew.
+        if let Err(error) = fs_err::remove_dir_all(&run_dir) {
+            tracing::warn!(run_id = %waiting.run_id, %error, "cannot restart a queued run");
+            continue;
+        }
+        match start(state, request).await {
+            Ok(accepted) => started.push(accepted.run_id),
+            Err(error) => {
+                tracing::warn!(run_id = %waiting.run_id, message = %error.message, "cannot start a queued run")
+            }
+        }
+    }
+    started
 }
 
 /// Resumes run `run_id` (SPEC 8.7) in this process.
@@ -112,17 +185,30 @@ fn launch(
     let slots = state.slots();
     let task_state = state.clone();
     let task_run = Arc::clone(&active);
+    let stopping = state.shutdown_token().clone();
     state.tasks().spawn(async move {
+        // Shutdown first: a run still waiting when the server stops stays queued in
+        // the store for the next server (SPEC 14.1), even if its token fired since.
         let permit = tokio::select! {
             biased;
+            () = stopping.cancelled() => None,
             () = task_run.cancel.cancelled() => None,
             permit = slots.acquire_owned() => permit.ok(),
         };
+        if stopping.is_cancelled() {
+            task_state.remove(&task_run.run_id);
+            task_run.notify.notify_waiters();
+            return;
+        }
         task_run.mark_started();
         let sink = Arc::new(NotifySink(Arc::clone(&task_run.notify)));
+        let run_dir = prepared.run_dir().to_path_buf();
         let result = prepared.execute(task_run.cancel.clone(), vec![sink]).await;
         if let Err(error) = &result {
             tracing::error!(run_id = %task_run.run_id, error = %fabro_engine::error_chain(error), "run stopped with an engine error");
+        }
+        if let Err(error) = remove_queued(&run_dir) {
+            tracing::warn!(run_id = %task_run.run_id, %error, "cannot remove queued.json");
         }
         task_state.remove(&task_run.run_id);
         task_run.notify.notify_waiters();
@@ -172,8 +258,9 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
     Ok(record.run_id)
 }
 
-/// Graceful shutdown (SPEC 14.1): refuse new runs, cancel every run as a first Ctrl-C
-/// would, and wait (bounded) until they have written their final records.
+/// Graceful shutdown (SPEC 14.1): refuse new runs, cancel every executing run as a
+/// first Ctrl-C would (queued ones stay queued: the shutdown token fires first), and
+/// wait (bounded) until they have written their final records.
 pub async fn shut_down(state: &AppState) {
     state.shutdown_token().cancel();
     for active in state.all_active() {

@@ -69,6 +69,32 @@ impl Remote {
         Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
 
+    /// `method path` with `body`: the reply when the status is `expected`, else the
+    /// API's message as an error (exit 2, as for an unknown run locally).
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        expected: u16,
+    ) -> Result<Value, CliError> {
+        let (status, reply) = self.send(method, path, body).await?;
+        if status != expected {
+            return Err(CliError::Usage(api_message(&reply)));
+        }
+        Ok(reply)
+    }
+
+    /// A GET answered 200 (see [`Remote::call`]).
+    async fn get(&self, path: &str) -> Result<Value, CliError> {
+        self.call(reqwest::Method::GET, path, None, 200).await
+    }
+
+    /// A GET whatever its status: the body, or null.
+    async fn peek(&self, path: &str) -> Result<Value, CliError> {
+        Ok(self.send(reqwest::Method::GET, path, None).await?.1)
+    }
+
     fn request(
         &self,
         method: reqwest::Method,
@@ -127,26 +153,18 @@ fn remote(url: &str) -> Remote {
 pub(crate) fn cancel(url: &str, run: &str, output: &mut Output) -> Result<Status, CliError> {
     let remote = remote(url);
     block_on(async {
-        let (status, reply) = remote
-            .send(
+        let reply = remote
+            .call(
                 reqwest::Method::POST,
                 &format!("/api/v1/runs/{run}/cancel"),
                 Some(&json!({})),
+                202,
             )
             .await?;
-        if status != 202 {
-            return Err(CliError::Usage(api_message(&reply)));
-        }
         let run_id = reply["run_id"].as_str().unwrap_or(run).to_owned();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            let (_, document) = remote
-                .send(
-                    reqwest::Method::GET,
-                    &format!("/api/v1/runs/{run_id}"),
-                    None,
-                )
-                .await?;
+            let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
             match document["status"].as_str() {
                 Some("canceled") => break,
                 Some("running" | "queued") if tokio::time::Instant::now() < deadline => {
@@ -175,16 +193,7 @@ pub(crate) fn answer(
     let remote = remote(url);
     block_on(async {
         let run = &args.run;
-        let (status, reply) = remote
-            .send(
-                reqwest::Method::GET,
-                &format!("/api/v1/runs/{run}/questions"),
-                None,
-            )
-            .await?;
-        if status != 200 {
-            return Err(CliError::Usage(api_message(&reply)));
-        }
+        let reply = remote.get(&format!("/api/v1/runs/{run}/questions")).await?;
         let Some(question) = reply["questions"].get(0).cloned() else {
             return Err(CliError::Usage(format!(
                 "run {run} has no pending human question"
@@ -195,16 +204,14 @@ pub(crate) fn answer(
             Some(text) => json!({"label": args.label, "text": text}),
             None => json!({"label": args.label}),
         };
-        let (status, reply) = remote
-            .send(
+        let reply = remote
+            .call(
                 reqwest::Method::POST,
                 &format!("/api/v1/runs/{run}/questions/{question_id}/answer"),
                 Some(&body),
+                200,
             )
             .await?;
-        if status != 200 {
-            return Err(CliError::Usage(api_message(&reply)));
-        }
         let key = reply["selected_key"].as_str().unwrap_or_default();
         let described = match &args.text {
             Some(text) => format!("\"{text}\""),
@@ -307,13 +314,7 @@ async fn follow(
     output: &mut Output,
 ) -> Result<Status, CliError> {
     let run_id = run_id.to_owned();
-    let (_, document) = remote
-        .send(
-            reqwest::Method::GET,
-            &format!("/api/v1/runs/{run_id}"),
-            None,
-        )
-        .await?;
+    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
     if !json {
         output.out(&format!(
             "run_id: {run_id}\nrun_dir: {}\n",
@@ -337,13 +338,7 @@ async fn follow(
     // The live line stops before anything else is printed, as for a local run.
     let summary = progress.as_ref().map(|progress| progress.finish());
     let terminal = terminal?;
-    let (_, document) = remote
-        .send(
-            reqwest::Method::GET,
-            &format!("/api/v1/runs/{run_id}"),
-            None,
-        )
-        .await?;
+    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
     let run_status = document["status"].as_str().unwrap_or("fail").to_owned();
     if let Some(summary) = summary {
         output.err(&format!("{summary}\n"));
@@ -480,16 +475,6 @@ async fn interrupted(remote: &Remote, run_id: &str) {
     tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
 }
 
-/// A GET of the API: the body on 200, else the API's message as an error (exit 2, as
-/// for an unknown run locally).
-async fn get(remote: &Remote, path: &str) -> Result<Value, CliError> {
-    let (status, reply) = remote.send(reqwest::Method::GET, path, None).await?;
-    if status != 200 {
-        return Err(CliError::Usage(api_message(&reply)));
-    }
-    Ok(reply)
-}
-
 fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, CliError> {
     serde_json::from_value(value).map_err(|error| {
         CliError::Usage(format!(
@@ -501,7 +486,7 @@ fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, 
 /// `fabro inspect RUN --server URL`: the server's `fabro inspect --json` document.
 pub(crate) fn inspect(url: &str, run: &str) -> Result<InspectView, CliError> {
     let remote = remote(url);
-    let document = block_on(get(&remote, &format!("/api/v1/runs/{run}")))?;
+    let document = block_on(remote.get(&format!("/api/v1/runs/{run}")))?;
     decode(url, document)
 }
 
@@ -530,11 +515,9 @@ pub(crate) fn runs(
                 .as_ref()
                 .map(|before| format!("&before={before}"))
                 .unwrap_or_default();
-            let mut reply = get(
-                &remote,
-                &format!("/api/v1/runs?limit={page}{filter}{after}"),
-            )
-            .await?;
+            let mut reply = remote
+                .get(&format!("/api/v1/runs?limit={page}{filter}{after}"))
+                .await?;
             for mut summary in reply["runs"]
                 .as_array_mut()
                 .map(std::mem::take)
@@ -569,17 +552,17 @@ pub(crate) fn events(
 ) -> Result<Status, CliError> {
     let remote = remote(url);
     block_on(async {
-        let document = get(&remote, &format!("/api/v1/runs/{}", args.run)).await?;
+        let document = remote.get(&format!("/api/v1/runs/{}", args.run)).await?;
         let run_id = document["run_id"].as_str().unwrap_or(&args.run).to_owned();
         let live = matches!(document["status"].as_str(), Some("running" | "queued"));
         if live && !args.follow {
             let mut after = 0;
             loop {
-                let page = get(
-                    &remote,
-                    &format!("/api/v1/runs/{run_id}/events?after={after}&limit=1000"),
-                )
-                .await?;
+                let page = remote
+                    .get(&format!(
+                        "/api/v1/runs/{run_id}/events?after={after}&limit=1000"
+                    ))
+                    .await?;
                 let events = page["events"].as_array().cloned().unwrap_or_default();
                 if events.is_empty() {
                     return Ok(Status::Success);
@@ -630,28 +613,17 @@ pub(crate) fn resume(
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
         // The resumed run's events follow the ones stored now; only those are shown.
-        let (status, reply) = remote
-            .send(
-                reqwest::Method::GET,
-                &format!("/api/v1/runs/{}", args.target),
-                None,
-            )
-            .await?;
-        if status != 200 {
-            return Err(CliError::Usage(api_message(&reply)));
-        }
+        let reply = remote.get(&format!("/api/v1/runs/{}", args.target)).await?;
         let run_id = reply["run_id"].as_str().unwrap_or(&args.target).to_owned();
         let after = last_event_id(&remote, &run_id).await?;
-        let (status, reply) = remote
-            .send(
+        remote
+            .call(
                 reqwest::Method::POST,
                 &format!("/api/v1/runs/{run_id}/resume"),
                 Some(&body),
+                202,
             )
             .await?;
-        if status != 202 {
-            return Err(CliError::Usage(api_message(&reply)));
-        }
         follow(&remote, &run_id, after, args.json, output).await
     })
 }
@@ -661,11 +633,11 @@ async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, Cli
     let mut last = None;
     loop {
         let after = last.unwrap_or(0);
-        let page = get(
-            remote,
-            &format!("/api/v1/runs/{run_id}/events?after={after}&limit=1000"),
-        )
-        .await?;
+        let page = remote
+            .get(&format!(
+                "/api/v1/runs/{run_id}/events?after={after}&limit=1000"
+            ))
+            .await?;
         if page["events"].as_array().is_none_or(Vec::is_empty) {
             return Ok(last);
         }

@@ -7,18 +7,16 @@ use std::sync::Arc;
 use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::event::EventSink;
 use fabro_engine::interviewer::{FileInterviewer, Interviewer};
-use fabro_engine::llm_target::{LlmDefaults, ProviderSettings};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
-use fabro_engine::sandbox::{self, KernelSupport, Mechanism, SandboxEnv};
+use fabro_engine::run_env::RunEnvError;
 use fabro_engine::{RunEnd, StopCause};
-use fabro_language::ModelCatalog;
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{RunArgs, StageArgs};
 use crate::console::ConsoleInterviewer;
 use crate::error::{CliError, Status};
-use crate::loader::{config_error, fabro_home, resolve_workflow, Catalog, FsLoader};
+use crate::loader::{config_error, fabro_home, resolve_workflow, FsLoader};
 use crate::output::Output;
 use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
@@ -95,36 +93,7 @@ pub(crate) fn check_model_flags(stages: &StageArgs) -> Result<(), CliError> {
     }
 }
 
-/// The catalog validation uses for a run: the LLM catalog, and every provider name
-/// accepted when the run never calls the providers a workflow names, that is a dry run
-/// (SPEC 4.9) or a run whose provider setting (flag, environment or configuration, the
-/// first one set) is `simulated` (17.3).
-pub(crate) fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
-    let llm = &options.llm;
-    let provider = llm
-        .cli_provider
-        .as_deref()
-        .or(llm.env_provider.as_deref())
-        .or(llm.config_provider.as_deref());
-    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
-        &AnyProvider
-    } else {
-        &Catalog
-    }
-}
-
-/// The LLM catalog for models; any provider name is accepted (see [`catalog_for`]).
-struct AnyProvider;
-
-impl ModelCatalog for AnyProvider {
-    fn is_known(&self, model: &str) -> bool {
-        Catalog.is_known(model)
-    }
-
-    fn is_provider_known(&self, _provider: &str) -> bool {
-        true
-    }
-}
+pub(crate) use fabro_engine::run_env::catalog_for;
 
 /// The human gates of a detached run wait for `fabro answer` (SPEC 17.4).
 pub(crate) fn detached_interviewer(fabro_home: &Path, run_id: &str) -> Arc<dyn Interviewer> {
@@ -404,62 +373,6 @@ pub(crate) fn apply_budget_flags(stages: &StageArgs, config: &mut RunConfig) {
     run.max_duration = stages.max_duration.clone().or(run.max_duration.take());
 }
 
-/// The environment of commands, tools and agent CLIs (SPEC 13.5) with the isolation
-/// settings of SPEC 16; the kernel is probed only when something is to be isolated.
-/// `FABRO_TEST_KERNEL_LACKS` (comma-separated mechanism names) simulates a kernel
-/// without them, for tests. `require_isolation` on a kernel lacking a needed mechanism
-/// is an error (exit 2).
-fn sandbox_env(
-    config: &RunConfig,
-    fabro_home: &Path,
-    secrets: &fabro_llm::redact::SecretStore,
-) -> Result<SandboxEnv, CliError> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut isolation = sandbox::isolation_settings(
-        &config.sandbox,
-        home.as_deref(),
-        fabro_home,
-        KernelSupport::none(),
-    );
-    if !isolation.required().is_empty() {
-        isolation.support = KernelSupport::detect();
-        if let Some(lacks) = std::env::var_os("FABRO_TEST_KERNEL_LACKS") {
-            for name in lacks
-                .to_string_lossy()
-                .split(',')
-                .filter(|name| !name.is_empty())
-            {
-                let mechanism = Mechanism::parse(name).ok_or_else(|| {
-                    CliError::Usage(format!(
-                        "FABRO_TEST_KERNEL_LACKS: unknown mechanism '{name}'"
-                    ))
-                })?;
-                isolation.support = isolation.support.without(mechanism);
-            }
-        }
-    }
-    sandbox::check_required(
-        &isolation,
-        config.sandbox.require_isolation.unwrap_or(false),
-    )
-    .map_err(CliError::Isolation)?;
-    Ok(SandboxEnv::new(
-        // The secrets take part so that `env_passthrough` can let some through.
-        std::env::vars_os().chain(
-            secrets
-                .variables()
-                .map(|(name, value)| (name.clone(), value.clone())),
-        ),
-        config
-            .sandbox
-            .env_passthrough
-            .as_deref()
-            .unwrap_or_default(),
-        &config.sandbox.env,
-    )
-    .with_isolation(isolation))
-}
-
 /// `--answer NODE=LABEL` values (SPEC 12.1).
 pub(crate) fn parse_answers(answers: &[String]) -> Result<Vec<(String, String)>, CliError> {
     answers
@@ -468,8 +381,9 @@ pub(crate) fn parse_answers(answers: &[String]) -> Result<Vec<(String, String)>,
         .collect()
 }
 
-/// Run options from the configuration, the environment and the model flags; the caller
-/// fills in what its command line says.
+/// Run options from the configuration, the environment and the model flags
+/// ([`fabro_engine::run_env::environment_options`]) with the console interviewer; the
+/// caller fills in what its command line says.
 pub(crate) fn environment_options(
     workflow_path: PathBuf,
     config: RunConfig,
@@ -477,58 +391,19 @@ pub(crate) fn environment_options(
     cli_model: Option<String>,
     cli_provider: Option<String>,
 ) -> Result<RunOptions, CliError> {
-    // Credentials were moved out of the environment at start-up (`crate::secrets`).
-    let secrets = fabro_llm::redact::secrets();
-    let env = |name: &str| {
-        secrets
-            .get_str(name)
-            .map(str::to_owned)
-            .or_else(|| std::env::var(name).ok())
-            .filter(|value| !value.is_empty())
-    };
-    // SPEC 12.4: keys and base URLs from the environment, the rest from `[llm]`.
-    let providers = ProviderSettings::from_env(&env, &config.llm);
-    let credentials = providers.credentials();
-    let random_seed = match env("FABRO_RANDOM_SEED") {
-        Some(seed) => Some(seed.parse().map_err(|_| {
-            CliError::Usage(format!(
-                "FABRO_RANDOM_SEED must be an unsigned integer, found '{seed}'"
-            ))
-        })?),
-        None => None,
-    };
-    let sandbox_env = sandbox_env(&config, &fabro_home, secrets)?;
-    Ok(RunOptions {
+    let mut options = fabro_engine::run_env::environment_options(
         workflow_path,
-        goal: None,
-        dry_run: false,
-        auto_approve: false,
-        answers: Vec::new(),
-        vars: config.run.vars.clone(),
-        run_id: None,
-        fabro_home,
-        interviewer: console_interviewer(),
-        llm: LlmDefaults {
-            cli_model,
-            cli_provider,
-            env_model: env("FABRO_MODEL"),
-            env_provider: env("FABRO_PROVIDER"),
-            config_model: config.llm.model.clone(),
-            config_provider: config.llm.provider.clone(),
-            credentials,
-            providers,
-        },
-        simulated_responses: env("FABRO_SIMULATED_RESPONSES")
-            .map(PathBuf::from)
-            .or_else(|| config.llm.simulated_responses.clone()),
-        random_seed,
-        sandbox_env,
         config,
-        parent_run_id: None,
-        fallback_goal: None,
-        work_dir: None,
-        detached_worker: false,
-    })
+        fabro_home,
+        cli_model,
+        cli_provider,
+    )
+    .map_err(|error| match error {
+        RunEnvError::Isolation(error) => CliError::Isolation(error),
+        error => CliError::Usage(error.to_string()),
+    })?;
+    options.interviewer = console_interviewer();
+    Ok(options)
 }
 
 fn split_pair(text: &str, flag: &str, form: &str) -> Result<(String, String), CliError> {

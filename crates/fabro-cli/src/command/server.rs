@@ -65,6 +65,9 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         let resume_interrupted = settings.resume_interrupted;
         let bridge = EngineBridge::new(root.clone(), settings.roots.clone());
         let state = AppState::new(bridge, token, settings);
+        for run_id in fabro_server::runs::start_queued(&state).await {
+            output.err(&format!("started queued run {run_id}\n"));
+        }
         if resume_interrupted {
             for run_id in fabro_server::runs::resume_interrupted(&state).await {
                 output.err(&format!("resumed interrupted run {run_id}\n"));

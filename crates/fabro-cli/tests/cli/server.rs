@@ -15,15 +15,15 @@ use serde_json::{json, Value};
 use crate::{code, fabro, stderr, stdout};
 
 /// A running `fabro server`.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    address: String,
-    token: String,
+    pub(crate) address: String,
+    pub(crate) token: String,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
-    fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
@@ -59,7 +59,7 @@ impl Server {
     }
 
     /// One request; returns the status and the body.
-    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    pub(crate) fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
         request(&self.address, method, path, Some(&self.token), body)
     }
 
@@ -69,7 +69,7 @@ impl Server {
         serde_json::from_str(&body).unwrap_or(Value::Null)
     }
 
-    fn wait_status(&self, run_id: &str, statuses: &[&str]) -> Value {
+    pub(crate) fn wait_status(&self, run_id: &str, statuses: &[&str]) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let (_, body) = self.request("GET", &format!("/api/v1/runs/{run_id}"), None);
@@ -82,13 +82,13 @@ impl Server {
         }
     }
 
-    fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
         nix::sys::signal::kill(pid, signal).expect("signal the server");
     }
 
     /// Waits (at most `limit`) for the server to exit; returns its code.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -166,7 +166,7 @@ fn dechunk(mut text: &str) -> String {
     out
 }
 
-const TWO_STAGES: &str = "digraph two {
+pub(crate) const TWO_STAGES: &str = "digraph two {
   graph [goal=\"two stages\"]
   start [shape=Mdiamond]
   exit [shape=Msquare]
@@ -671,4 +671,57 @@ fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
         normalized(&stderr(&local), "nap-local")
     );
     assert_eq!(server.get("/api/v1/runs/nap-remote")["status"], "success");
+}
+
+/// The status of `run_id` in `fabro runs --json`.
+fn listed_status(env: &TestEnv, run_id: &str) -> Value {
+    let runs = fabro(env, &["runs", "--json"]);
+    let listed: Value = serde_json::from_str(&stdout(&runs)).expect("runs --json");
+    listed
+        .as_array()
+        .and_then(|runs| runs.iter().find(|run| run["run_id"] == run_id))
+        .map_or(Value::Null, |run| run["status"].clone())
+}
+
+#[test]
+fn a_queued_run_is_stored_queued_survives_sigterm_and_the_next_server_starts_it() {
+    let env = TestEnv::new("server-queue");
+    fs_err::write(
+        env.fabro_home().join("server.toml"),
+        "[server]\nmax_concurrent_runs = 1\n",
+    )
+    .expect("server.toml");
+    env.write("sleepy.fabro", &sleepy("napped"));
+    env.write("w.fabro", TWO_STAGES);
+    let mut server = Server::start(&env, &[]);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "sleepy.fabro", "run_id": "first-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    wait_for_file(&env.work_dir().join("napped"));
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "w.fabro", "run_id": "waiting-run"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert!(body.contains("\"status\":\"queued\""), "{body}");
+    let listed = server.get("/api/v1/runs?status=queued");
+    assert_eq!(listed["runs"][0]["run_id"], "waiting-run", "{listed}");
+    assert_eq!(listed_status(&env, "waiting-run"), "queued");
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
+    // The running run was canceled; the queued one is still queued in the store.
+    assert_eq!(listed_status(&env, "first-run"), "canceled");
+    assert_eq!(listed_status(&env, "waiting-run"), "queued");
+    let next = Server::start(&env, &[]);
+    let document = next.wait_status("waiting-run", &["success", "fail", "canceled"]);
+    assert_eq!(document["status"], "success", "{document}");
+    assert_eq!(
+        file_json(env.fabro_home().join("scratch/waiting-run/manifest.json"))["origin"],
+        "server"
+    );
+    assert_eq!(listed_status(&env, "first-run"), "canceled");
 }

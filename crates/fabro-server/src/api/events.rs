@@ -95,7 +95,7 @@ pub async fn events(
         )
     })?;
     let follow = Follow {
-        tail: EventTail::new(&run_dir),
+        tail: EventTail::after(&run_dir, after),
         after,
         buffer: VecDeque::new(),
         state,
@@ -111,7 +111,7 @@ pub async fn events(
 }
 
 fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
-    let mut tail = EventTail::new(run_dir);
+    let mut tail = EventTail::after(run_dir, after);
     let events: Vec<StoredEvent> = tail
         .read_new()
         .into_iter()

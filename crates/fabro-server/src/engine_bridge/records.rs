@@ -3,7 +3,6 @@
 //! artifacts directory. The documents have the fields of the CLI's `--json` output.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
 use fabro_engine::record::StageStatusFile;
@@ -11,9 +10,11 @@ use fabro_engine::run_index::{read_manifest, RunIndex, RunIndexErrorKind, RunRec
 use fabro_engine::run_stages::{list_stages, StageDir};
 use fabro_engine::run_view;
 use fabro_language::{Diagnostic, LineIndex};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::error::ApiError;
+
+pub use super::event_tail::{EventTail, StoredEvent};
 
 /// The stage files of SPEC 11.1 the API serves.
 pub const STAGE_FILES: [&str; 6] = [
@@ -392,73 +393,6 @@ fn workflow_entry(name: &str, path: &Path) -> Value {
         "node_count": node_count,
         "diagnostics_count": checked.diagnostics.len(),
     })
-}
-
-/// Reads `events.jsonl` from a byte offset: only newline-terminated lines count.
-#[derive(Debug)]
-pub struct EventTail {
-    path: PathBuf,
-    offset: u64,
-    pending: Vec<u8>,
-}
-
-/// One stored event: its id, its name and the stored line.
-#[derive(Debug, Clone)]
-pub struct StoredEvent {
-    /// `id`.
-    pub id: u64,
-    /// `event`.
-    pub name: String,
-    /// The envelope as stored, without its newline.
-    pub line: String,
-}
-
-impl EventTail {
-    /// A reader of the run's `events.jsonl` from its start.
-    pub fn new(run_dir: &Path) -> EventTail {
-        EventTail {
-            path: run_dir.join("events.jsonl"),
-            offset: 0,
-            pending: Vec::new(),
-        }
-    }
-
-    /// The complete events appended since the last call (a file that shrank, as a
-    /// resume's repair of a torn line does, is read again from where it now ends).
-    pub fn read_new(&mut self) -> Vec<StoredEvent> {
-        let Ok(mut file) = fs_err::File::open(&self.path) else {
-            return Vec::new();
-        };
-        let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
-        if length < self.offset {
-            self.offset = length;
-            self.pending.clear();
-        }
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return Vec::new();
-        }
-        let mut bytes = Vec::new();
-        let read = file.read_to_end(&mut bytes).unwrap_or(0);
-        self.offset += read as u64;
-        self.pending
-            .extend_from_slice(&bytes[..read.min(bytes.len())]);
-        let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
-            return Vec::new();
-        };
-        let complete: Vec<u8> = self.pending.drain(..=end).collect();
-        complete
-            .split(|&byte| byte == b'\n')
-            .filter(|line| !line.is_empty())
-            .filter_map(|line| {
-                let value: Map<String, Value> = serde_json::from_slice(line).ok()?;
-                Some(StoredEvent {
-                    id: value.get("id")?.as_u64()?,
-                    name: value.get("event")?.as_str()?.to_owned(),
-                    line: String::from_utf8_lossy(line).into_owned(),
-                })
-            })
-            .collect()
-    }
 }
 
 /// Whether the run's manifest says a server started it (`"origin": "server"`).

@@ -102,3 +102,27 @@ fn random_bodies_and_path_parameters_never_get_a_5xx() {
         assert_eq!(document["status"], "success");
     });
 }
+
+/// What schemathesis found (issue 18 acceptance 3): each answer is a documented 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_as_workflow_and_bad_resume_bodies_are_400() {
+    let fixture = Fixture::new(2);
+    // `""` names the working directory itself: not a workflow file (was 500).
+    let reply = fixture.post("/api/v1/runs", json!({"workflow": ""})).await;
+    assert_eq!(reply.status.as_u16(), 400, "{}", reply.text());
+    assert_eq!(reply.json()["error"]["code"], "bad_request");
+    fixture
+        .start(json!({"source": chain(1), "run_id": "done-run"}))
+        .await;
+    fixture.wait_status("done-run", &["success"]).await;
+    for body in [
+        // An unknown field (was 422 from the JSON extractor).
+        json!({"answers": {}, "auto_approve": false, "unknown": 42}),
+        // An answer for a gate the stored workflow lacks (was 422 invalid_workflow).
+        json!({"answers": {"": ""}, "auto_approve": false}),
+    ] {
+        let reply = fixture.post("/api/v1/runs/done-run/resume", body).await;
+        assert_eq!(reply.status.as_u16(), 400, "{}", reply.text());
+        assert_eq!(reply.json()["error"]["code"], "bad_request");
+    }
+}

@@ -1,0 +1,209 @@
+//! Reading a run's `events.jsonl` incrementally, from the first event after a given id.
+//!
+//! Ids grow with each line (SPEC 11.3), so [`EventTail::after`] finds where a client
+//! that reconnects with `Last-Event-ID` resumes by a binary search over byte offsets:
+//! a reconnect to a long run reads a few lines, not the whole file. Only
+//! newline-terminated lines count: a line being appended is read once it is complete.
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Reads `events.jsonl` from a byte offset.
+#[derive(Debug)]
+pub struct EventTail {
+    path: PathBuf,
+    offset: u64,
+    pending: Vec<u8>,
+}
+
+/// One stored event: its id, its name and the stored line.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    /// `id`.
+    pub id: u64,
+    /// `event`.
+    pub name: String,
+    /// The envelope as stored, without its newline.
+    pub line: String,
+}
+
+/// The fields of an envelope the stream needs; the rest of the line is skipped.
+#[derive(Deserialize)]
+struct Head<'a> {
+    id: u64,
+    #[serde(borrow)]
+    event: Cow<'a, str>,
+}
+
+/// Just the id.
+#[derive(Deserialize)]
+struct IdOnly {
+    id: u64,
+}
+
+impl EventTail {
+    /// A reader of the run's `events.jsonl` from its start.
+    pub fn new(run_dir: &Path) -> EventTail {
+        EventTail {
+            path: run_dir.join("events.jsonl"),
+            offset: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// A reader that starts at the first stored line whose id is above `after` (or, when
+    /// a line cannot be read as an envelope, possibly a little earlier: callers still
+    /// skip ids up to `after`), else at the end of the complete lines.
+    pub fn after(run_dir: &Path, after: u64) -> EventTail {
+        let mut tail = EventTail::new(run_dir);
+        if after > 0 {
+            if let Ok(file) = fs_err::File::open(&tail.path) {
+                tail.offset = first_line_after(file.into_file(), after).unwrap_or(0);
+            }
+        }
+        tail
+    }
+
+    /// The complete events appended since the last call (a file that shrank, as a
+    /// resume's repair of a torn line does, is read again from where it now ends).
+    pub fn read_new(&mut self) -> Vec<StoredEvent> {
+        let Ok(mut file) = fs_err::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+        if length < self.offset {
+            self.offset = length;
+            self.pending.clear();
+        }
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut bytes = Vec::new();
+        let read = file.read_to_end(&mut bytes).unwrap_or(0);
+        self.offset += read as u64;
+        self.pending
+            .extend_from_slice(&bytes[..read.min(bytes.len())]);
+        let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
+            return Vec::new();
+        };
+        let complete: Vec<u8> = self.pending.drain(..=end).collect();
+        complete
+            .split(|&byte| byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .filter_map(|line| {
+                let head: Head<'_> = serde_json::from_slice(line).ok()?;
+                Some(StoredEvent {
+                    id: head.id,
+                    name: head.event.into_owned(),
+                    line: String::from_utf8_lossy(line).into_owned(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The byte offset of the first complete line at or after `position`, with its id
+/// (`None` for a line that is no envelope); `None` when no complete line starts there.
+fn line_from(
+    file: &mut std::fs::File,
+    position: u64,
+) -> std::io::Result<Option<(u64, Option<u64>)>> {
+    let (seek, mut start) = match position {
+        0 => (0, 0),
+        position => (position - 1, position - 1),
+    };
+    file.seek(SeekFrom::Start(seek))?;
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    if position > 0 {
+        // Skip the rest of the line `position - 1` lies in (just its newline, when a
+        // line starts at `position`).
+        let skipped = reader.read_until(b'\n', &mut line)?;
+        if line.last() != Some(&b'\n') {
+            return Ok(None);
+        }
+        start += skipped as u64;
+        line.clear();
+    }
+    reader.read_until(b'\n', &mut line)?;
+    if line.last() != Some(&b'\n') {
+        return Ok(None);
+    }
+    let id = serde_json::from_slice::<IdOnly>(&line[..line.len() - 1])
+        .ok()
+        .map(|head| head.id);
+    Ok(Some((start, id)))
+}
+
+/// The offset to read from for the events after `after`: the smallest position whose
+/// next line has an id above `after`, is no envelope, or does not exist yet.
+fn first_line_after(mut file: std::fs::File, after: u64) -> std::io::Result<u64> {
+    let length = file.metadata()?.len();
+    let (mut low, mut high) = (0, length);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        let past = match line_from(&mut file, middle)? {
+            Some((_, Some(id))) => id > after,
+            Some((_, None)) | None => true,
+        };
+        if past {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    Ok(line_from(&mut file, low)?.map_or(length, |(start, _)| start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope(id: u64) -> String {
+        format!("{{\"id\":{id},\"ts\":\"t\",\"run_id\":\"r\",\"event\":\"E{id}\",\"properties\":{{\"pad\":\"{}\"}}}}\n", "x".repeat((id as usize * 37) % 200))
+    }
+
+    fn ids_after(text: &str, after: u64) -> Vec<u64> {
+        let directory = tempfile::tempdir().expect("temp dir");
+        fs_err::write(directory.path().join("events.jsonl"), text).expect("write");
+        EventTail::after(directory.path(), after)
+            .read_new()
+            .into_iter()
+            .map(|event| event.id)
+            .collect()
+    }
+
+    #[test]
+    fn starts_at_the_first_event_after_the_id() {
+        let text: String = (1..=200).map(envelope).collect();
+        for after in [0, 1, 2, 57, 128, 199, 200, 500] {
+            let ids = ids_after(&text, after);
+            assert_eq!(ids, (after + 1..=200).collect::<Vec<_>>(), "after {after}");
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_and_a_line_that_is_no_envelope_lose_nothing() {
+        let mut text: String = (1..=50).map(envelope).collect();
+        text.push_str("not json\n");
+        text.extend((51..=80).map(envelope));
+        text.push_str("{\"id\":81,\"ev");
+        for after in [0, 10, 49, 50, 51, 79, 80] {
+            let ids: Vec<u64> = ids_after(&text, after)
+                .into_iter()
+                .filter(|id| *id > after)
+                .collect();
+            assert_eq!(ids, (after + 1..=80).collect::<Vec<_>>(), "after {after}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_empty_file_has_no_events() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        assert!(EventTail::after(directory.path(), 3).read_new().is_empty());
+        assert_eq!(ids_after("", 3), Vec::<u64>::new());
+    }
+}
