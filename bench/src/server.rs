@@ -31,7 +31,7 @@ const STREAMS: usize = 100;
 /// Concurrent clients of (c).
 const CLIENTS: usize = 50;
 /// How long each load of (c) lasts.
-const LOAD_DURATION: Duration = Duration::from_secs(10);
+const LOAD_DURATION: Duration = Duration::from_secs(5);
 /// Runs in the store for `GET /api/v1/runs`.
 const STORED_RUNS: usize = 1000;
 /// Runs in flight for (d).
@@ -41,8 +41,9 @@ const GATE: &str = "while [ ! -e go ]; do sleep 0.01; done";
 
 type Result<T> = std::result::Result<T, String>;
 
-/// Runs (a)–(d); returns the Markdown for `docs/benchmarks.md`.
-pub(crate) fn server_benchmark(fabro: &Path, rounds: usize) -> Result<String> {
+/// Runs the parts named in `parts` (letters of `abcd`); returns the Markdown for
+/// `docs/benchmarks.md`.
+pub(crate) fn server_benchmark(fabro: &Path, rounds: usize, parts: &str) -> Result<String> {
     if !fabro.exists() {
         return Err(format!(
             "{} not found: run `cargo build --release -p fabro-cli -p fabro-bench` first",
@@ -51,12 +52,12 @@ pub(crate) fn server_benchmark(fabro: &Path, rounds: usize) -> Result<String> {
     }
     let directory =
         std::env::temp_dir().join(format!("fabro-server-bench-{}", std::process::id()));
-    let result = benchmark_in(fabro, &directory, rounds);
+    let result = benchmark_in(fabro, &directory, rounds, parts);
     let _ = fs_err::remove_dir_all(&directory);
     result
 }
 
-fn benchmark_in(fabro: &Path, directory: &Path, rounds: usize) -> Result<String> {
+fn benchmark_in(fabro: &Path, directory: &Path, rounds: usize, parts: &str) -> Result<String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -67,44 +68,79 @@ fn benchmark_in(fabro: &Path, directory: &Path, rounds: usize) -> Result<String>
     prepare(&home, &work)?;
     let mut out = String::new();
     let server = Server::start(fabro, &home, &work, 4)?;
+    crate::report(&format!("server pid {}", server.pid()));
     let endpoint = server.endpoint.clone();
     let client = client()?;
-    out.push_str("(a) Runs started over HTTP (`POST /api/v1/runs`, then the event stream up to the terminal event) against `fabro run` as a process, alternating, same `FABRO_HOME`:\n\n");
-    out.push_str(&http_against_cli(
-        &runtime, &client, fabro, &endpoint, &home, &work, rounds,
-    )?);
-    let latency = event_latency(&runtime, &endpoint, &work)?;
-    let _ = writeln!(
-        out,
-        "\n(b) Event delivery, {STREAMS} event streams on a run of {} stages ({} events after the gate, {} samples; run {:.3} s from the gate): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (receipt minus the event's `ts`, millisecond `ts`: upper bounds, up to 1 ms high).",
-        latency.stages,
-        latency.events,
-        latency.samples.len(),
-        latency.run_seconds,
-        percentile(&latency.samples, 0.50),
-        percentile(&latency.samples, 0.99),
-        percentile(&latency.samples, 1.0),
-    );
-    let _ = writeln!(
-        out,
-        "\n(c) {CLIENTS} concurrent keep-alive clients, {} s each load:\n",
+    if parts.contains('a') {
+        out.push_str("(a) Runs started over HTTP (`POST /api/v1/runs`, then the event stream up to the terminal event) against `fabro run` as a process, alternating, same `FABRO_HOME`:\n\n");
+        out.push_str(&http_against_cli(
+            &runtime, &client, fabro, &endpoint, &home, &work, rounds,
+        )?);
+        crate::report(&out);
+    }
+    if parts.contains('b') || parts.contains('c') {
+        let latency = event_latency(&runtime, &endpoint, &work)?;
+        let _ = writeln!(
+            out,
+            "\n(b) Event delivery, {STREAMS} event streams on a run of {} stages ({} events after the gate, {} samples; run {:.3} s from the gate): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (receipt minus the event's `ts`, millisecond `ts`: upper bounds, up to 1 ms high).",
+            latency.stages,
+            latency.events,
+            latency.samples.len(),
+            latency.run_seconds,
+            percentile(&latency.samples, 0.50),
+            percentile(&latency.samples, 0.99),
+            percentile(&latency.samples, 1.0),
+        );
+        crate::report(&out);
+        if parts.contains('c') {
+            out.push_str(&get_latency(
+                fabro, &home, &work, &runtime, &client, &endpoint, &latency,
+            )?);
+        }
+    }
+    drop(server);
+    if parts.contains('d') {
+        out.push_str(&memory(fabro, directory)?);
+    }
+    Ok(out)
+}
+
+/// (c): one client and [`CLIENTS`] on the run of (b), then on the run list once the
+/// store holds [`STORED_RUNS`] runs.
+fn get_latency(
+    fabro: &Path,
+    home: &Path,
+    work: &Path,
+    runtime: &Runtime,
+    client: &reqwest::Client,
+    endpoint: &Endpoint,
+    latency: &Latency,
+) -> Result<String> {
+    let mut out = format!(
+        "\n(c) Keep-alive clients each sending one request after another for {} s (closed loop; with one client the figure is the service time):\n\n",
         LOAD_DURATION.as_secs()
     );
-    out.push_str("| request | store | requests | requests/s | p50 | p99 | max |\n|---|---|---:|---:|---:|---:|---:|\n");
+    out.push_str("| request | store | clients | requests | requests/s | p50 | p99 | max |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     let one = format!("/api/v1/runs/{}", latency.run_id);
-    let measured = runtime.block_on(load(&endpoint, &one))?;
-    out.push_str(&measured.row(
-        "`GET /api/v1/runs/{id}`",
-        &format!("the run of (b), {} stages", latency.stages),
-    ));
-    let stored = fill_store(fabro, &home, &work, &runtime, &client, &endpoint)?;
-    let measured = runtime.block_on(load(&endpoint, "/api/v1/runs"))?;
-    out.push_str(&measured.row(
-        "`GET /api/v1/runs` (first page, 50)",
-        &format!("{stored} runs"),
-    ));
-    drop(server);
-    out.push_str(&memory(fabro, directory)?);
+    for clients in [1, CLIENTS] {
+        let measured = runtime.block_on(load(endpoint, &one, clients))?;
+        out.push_str(&measured.row(
+            "`GET /api/v1/runs/{id}`",
+            &format!("the run of (b), {} stages", latency.stages),
+            clients,
+        ));
+        crate::report(&out);
+    }
+    let stored = fill_store(fabro, home, work, runtime, client, endpoint)?;
+    for clients in [1, CLIENTS] {
+        let measured = runtime.block_on(load(endpoint, "/api/v1/runs", clients))?;
+        out.push_str(&measured.row(
+            "`GET /api/v1/runs` (first page, 50)",
+            &format!("{stored} runs"),
+            clients,
+        ));
+        crate::report(&out);
+    }
     Ok(out)
 }
 
@@ -523,9 +559,9 @@ struct Load {
 }
 
 impl Load {
-    fn row(&self, request: &str, store: &str) -> String {
+    fn row(&self, request: &str, store: &str, clients: usize) -> String {
         format!(
-            "| {request} | {store} | {} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
+            "| {request} | {store} | {clients} | {} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
             self.samples.len(),
             self.samples.len() as f64 / self.seconds,
             percentile(&self.samples, 0.50),
@@ -535,11 +571,11 @@ impl Load {
     }
 }
 
-/// (c): [`CLIENTS`] tasks, each with a keep-alive client of its own, send `GET path`
+/// (c): `clients` tasks, each with a keep-alive client of its own, send `GET path`
 /// one after another for [`LOAD_DURATION`] (after two untimed requests each).
-async fn load(server: &Endpoint, path: &str) -> Result<Load> {
+async fn load(server: &Endpoint, path: &str, clients: usize) -> Result<Load> {
     let started = Instant::now();
-    let tasks: Vec<_> = (0..CLIENTS)
+    let tasks: Vec<_> = (0..clients)
         .map(|_| {
             let server = server.clone();
             let path = path.to_owned();
