@@ -334,10 +334,11 @@ async fn follow(
     {
         let received = unix_seconds(SystemTime::now());
         pending.extend_from_slice(&chunk);
-        while let Some(end) = pending.iter().position(|&byte| byte == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
+        let mut start = 0;
+        while let Some(end) = pending[start..].iter().position(|&byte| byte == b'\n') {
+            let line = String::from_utf8_lossy(&pending[start..start + end]);
+            start += end + 1;
+            let line = line.trim_end_matches('\r');
             if line.is_empty() {
                 if !data.is_empty() {
                     on_event(Received {
@@ -356,6 +357,7 @@ async fn follow(
                 data.push_str(value.strip_prefix(' ').unwrap_or(value));
             }
         }
+        pending.drain(..start);
     }
     Ok(())
 }
