@@ -11,7 +11,7 @@ use fabro_engine::run_index::{read_manifest, RunIndex, RunIndexErrorKind, RunRec
 use fabro_engine::run_stages::{list_stages, StageDir};
 use fabro_engine::run_view;
 use fabro_language::{Diagnostic, LineIndex};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::error::ApiError;
 
@@ -402,6 +402,15 @@ pub struct EventTail {
     pending: Vec<u8>,
 }
 
+/// The fields of a stored envelope a stream needs; the properties are checked for
+/// syntax but not built (every open stream reads every event).
+#[derive(serde::Deserialize)]
+struct EnvelopeHead<'a> {
+    id: u64,
+    #[serde(borrow)]
+    event: std::borrow::Cow<'a, str>,
+}
+
 /// One stored event: its id, its name and the stored line.
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
@@ -450,10 +459,10 @@ impl EventTail {
             .split(|&byte| byte == b'\n')
             .filter(|line| !line.is_empty())
             .filter_map(|line| {
-                let value: Map<String, Value> = serde_json::from_slice(line).ok()?;
+                let head: EnvelopeHead<'_> = serde_json::from_slice(line).ok()?;
                 Some(StoredEvent {
-                    id: value.get("id")?.as_u64()?,
-                    name: value.get("event")?.as_str()?.to_owned(),
+                    id: head.id,
+                    name: head.event.into_owned(),
                     line: String::from_utf8_lossy(line).into_owned(),
                 })
             })
