@@ -50,8 +50,7 @@ pub(crate) fn server_benchmark(fabro: &Path, rounds: usize, parts: &str) -> Resu
             fabro.display()
         ));
     }
-    let directory =
-        std::env::temp_dir().join(format!("fabro-server-bench-{}", std::process::id()));
+    let directory = std::env::temp_dir().join(format!("fabro-server-bench-{}", std::process::id()));
     let result = benchmark_in(fabro, &directory, rounds, parts);
     let _ = fs_err::remove_dir_all(&directory);
     result
@@ -156,8 +155,7 @@ fn prepare(home: &Path, work: &Path) -> Result<()> {
         fs_err::write(work.join(format!("{name}.fabro")), text)
             .map_err(|error| error.to_string())?;
     }
-    fs_err::write(work.join("gated.fabro"), gated("ready"))
-        .map_err(|error| error.to_string())?;
+    fs_err::write(work.join("gated.fabro"), gated("ready")).map_err(|error| error.to_string())?;
     Ok(())
 }
 
@@ -200,7 +198,10 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|error| format!("cannot start {}: {error}", fabro.display()))?;
-        let pipe = child.stderr.take().ok_or("the server's stderr is not piped")?;
+        let pipe = child
+            .stderr
+            .take()
+            .ok_or("the server's stderr is not piped")?;
         let (sender, receiver) = std::sync::mpsc::channel();
         // Drained to the end: a full pipe would stall the server's request log.
         std::thread::spawn(move || {
@@ -474,7 +475,8 @@ fn event_latency(runtime: &Runtime, server: &Endpoint, work: &Path) -> Result<La
         json!({ "workflow": "gated.fabro" }),
     ))?;
     wait_for(&work.join("ready"))?;
-    let document = runtime.block_on(get_json(&client, server, &format!("/api/v1/runs/{run_id}")))?;
+    let document =
+        runtime.block_on(get_json(&client, server, &format!("/api/v1/runs/{run_id}")))?;
     let run_dir = PathBuf::from(document["run_dir"].as_str().ok_or("no run_dir")?);
     // The gate's own events are stored before its command runs; everything after the
     // ones counted here is appended once the gate opens.
@@ -551,7 +553,6 @@ async fn stream_client(
     }
     Ok(latencies)
 }
-
 
 /// What one load of (c) measured.
 struct Load {
@@ -676,8 +677,8 @@ fn fill_store(
 
 /// `VmHWM` (peak) and `VmRSS` of a process, in KB.
 fn memory_of(pid: u32) -> Result<(u64, u64)> {
-    let status = fs_err::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|error| error.to_string())?;
+    let status =
+        fs_err::read_to_string(format!("/proc/{pid}/status")).map_err(|error| error.to_string())?;
     let field = |name: &str| {
         status
             .lines()

@@ -118,7 +118,10 @@ pub async fn list_runs(
     };
     let mut runs: Vec<Listed> = all.into_iter().filter(wanted).collect();
     if let Some(before) = &query.before {
-        match runs.iter().position(|listed| listed.run_id() == before.as_str()) {
+        match runs
+            .iter()
+            .position(|listed| listed.run_id() == before.as_str())
+        {
             Some(index) => {
                 runs.drain(..=index);
             }
