@@ -8,7 +8,10 @@
 //! `llm` measures the LLM layer in process against the twin (`fabro-twin`): the CPU cost of
 //! streaming a 1 MB response beyond the raw transfer, and 100 concurrent calls. It prints a
 //! Markdown table for `docs/benchmarks.md`. `isolation [ROUNDS]` compares W2 under the
-//! isolation modes of SPEC 16 and measures the added cost of one process start. It times the `fabro` binary beside its own
+//! isolation modes of SPEC 16 and measures the added cost of one process start.
+//! `server [ROUNDS [PARTS]]` (parts: letters of `abcd`, default all) measures `fabro server` over loopback HTTP (issue 18): runs started
+//! over HTTP against `fabro run`, event delivery latency to 100 streams, `GET` latency
+//! under 50 clients and the server's peak memory. It times the `fabro` binary beside its own
 //! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
 
 mod engine;
@@ -16,6 +19,7 @@ mod generate;
 mod isolation;
 mod llm;
 mod measure;
+mod server;
 mod w6;
 
 use std::path::PathBuf;
@@ -100,6 +104,23 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("server") => {
+            let rounds = args
+                .get(1)
+                .and_then(|rounds| rounds.parse().ok())
+                .unwrap_or(5);
+            let parts = args.get(2).map_or("abcd", String::as_str);
+            match server::server_benchmark(&fabro_binary(), rounds, parts) {
+                Ok(table) => {
+                    print_out(&table);
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    report(&format!("error: {error}"));
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some("llm") => match llm::llm_benchmark() {
             Ok(table) => {
                 print_out(&table);
@@ -119,7 +140,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench llm | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -92,43 +92,43 @@ pub async fn list_runs(
     let records = tokio::task::spawn_blocking(move || records::list_runs(&root))
         .await
         .map_err(|error| ApiError::internal(error.to_string()))??;
-    let mut all: Vec<Value> = Vec::new();
+    // Filtered and paged on the index rows; only the page is summarised, since a summary
+    // reads the run's manifest, checkpoint and stage directories.
+    let mut all: Vec<Listed> = Vec::new();
     for active in state.all_active() {
         if !records.iter().any(|record| record.run_id == active.run_id) {
-            all.push(active.queued_summary());
+            all.push(Listed::Active(active.queued_summary()));
         }
     }
-    for record in &records {
-        let mut summary = records::run_summary(record);
+    for mut record in records {
         // Started a moment ago: its manifest is not written yet.
         if record.status == RunStatus::Queued
             && state
                 .active(&record.run_id)
                 .is_some_and(|active| !active.is_queued())
         {
-            summary["status"] = Value::from("running");
+            record.status = RunStatus::Running;
         }
-        summary["pending_question"] = pending_question(&state, &record.run_id, record.status);
-        all.push(summary);
+        let pending = pending_question(&state, &record.run_id, record.status);
+        all.push(Listed::Stored(Box::new(record), pending));
     }
-    let wanted = |summary: &Value| {
-        let status = summary["status"].as_str().unwrap_or_default();
-        let waiting = status == "running" && !summary["pending_question"].is_null();
+    let wanted = |listed: &Listed| {
+        let status = listed.status();
         (query.status.is_empty()
             || query
                 .status
                 .iter()
-                .any(|wanted| wanted == status || (wanted == "waiting" && waiting)))
+                .any(|wanted| wanted == status || (wanted == "waiting" && listed.waiting())))
             && query
                 .workflow
                 .as_ref()
-                .is_none_or(|workflow| summary["workflow_name"] == workflow.as_str())
+                .is_none_or(|workflow| listed.workflow_name() == workflow.as_str())
     };
-    let mut runs: Vec<Value> = all.into_iter().filter(wanted).collect();
+    let mut runs: Vec<Listed> = all.into_iter().filter(wanted).collect();
     if let Some(before) = &query.before {
         match runs
             .iter()
-            .position(|summary| summary["run_id"] == before.as_str())
+            .position(|listed| listed.run_id() == before.as_str())
         {
             Some(index) => {
                 runs.drain(..=index);
@@ -140,14 +140,64 @@ pub async fn list_runs(
             }
         }
     }
-    let next = (runs.len() > limit).then(|| {
-        runs[limit - 1]["run_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    });
+    let next = (runs.len() > limit).then(|| runs[limit - 1].run_id().to_owned());
     runs.truncate(limit);
+    let runs = tokio::task::spawn_blocking(move || runs.into_iter().map(Listed::summary).collect())
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
     Ok(Json(RunList { runs, next }))
+}
+
+/// One run of the list before it is summarised.
+enum Listed {
+    /// A run of this server not in the index yet: its summary.
+    Active(Value),
+    /// A run of the index and its pending question.
+    Stored(Box<records::RunRecordRef>, Value),
+}
+
+impl Listed {
+    fn run_id(&self) -> &str {
+        match self {
+            Listed::Active(summary) => summary["run_id"].as_str().unwrap_or_default(),
+            Listed::Stored(record, _) => &record.run_id,
+        }
+    }
+
+    fn status(&self) -> &str {
+        match self {
+            Listed::Active(summary) => summary["status"].as_str().unwrap_or_default(),
+            Listed::Stored(record, _) => record.status.as_str(),
+        }
+    }
+
+    fn workflow_name(&self) -> &str {
+        match self {
+            Listed::Active(summary) => summary["workflow_name"].as_str().unwrap_or_default(),
+            Listed::Stored(record, _) => &record.workflow_name,
+        }
+    }
+
+    /// Running with a pending question.
+    fn waiting(&self) -> bool {
+        match self {
+            Listed::Active(_) => false,
+            Listed::Stored(record, pending) => {
+                record.status == RunStatus::Running && !pending.is_null()
+            }
+        }
+    }
+
+    fn summary(self) -> Value {
+        match self {
+            Listed::Active(summary) => summary,
+            Listed::Stored(record, pending) => {
+                let mut summary = records::run_summary(&record);
+                summary["pending_question"] = pending;
+                summary
+            }
+        }
+    }
 }
 
 /// The pending question of a run, as `GET /questions` lists it, or null.
