@@ -28,6 +28,11 @@
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod spawner;
+
+#[cfg(target_os = "linux")]
+pub(crate) use spawner::ConfinedChild;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -440,6 +445,42 @@ impl Confinement {
             let _ = (command, cwd);
         }
         Ok(())
+    }
+}
+
+impl Confinement {
+    /// Starts `program` with `args` in `cwd` confined, through the run's spawner (no
+    /// `fork` of this process); standard input from `/dev/null`, standard output and
+    /// error piped, a process group of its own. `None` where nothing is enforced (other
+    /// systems, or a kernel without the mechanisms): the caller starts it plainly.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn spawn(
+        &self,
+        program: &std::ffi::OsStr,
+        args: &[std::ffi::OsString],
+        env: &[(&std::ffi::OsString, &std::ffi::OsString)],
+        cwd: &Path,
+    ) -> Result<Option<ConfinedChild>, crate::process::SpawnError> {
+        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
+        writable.extend(self.writable.iter().cloned());
+        let plan = linux::ChildPlan::prepare(
+            &linux::Policy {
+                writable: &writable,
+                hidden: &self.hidden,
+                network: self.network,
+                support: self.support,
+                cwd,
+            },
+            &self.reuse.inner,
+        )?;
+        let request = spawner::Request {
+            program,
+            args,
+            env,
+            cwd,
+            ruleset: None,
+        };
+        Ok(plan.spawn(&self.reuse.inner, &request)?)
     }
 }
 

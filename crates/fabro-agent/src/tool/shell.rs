@@ -1,7 +1,7 @@
 //! `shell`: `/bin/sh -c` in its own process group, with timeout and filtered
 //! environment (SPEC 10.5, 13.5).
 
-use std::process::Stdio;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use fabro_llm::BoxFuture;
@@ -78,22 +78,14 @@ async fn run_shell(
     timeout: Duration,
     context: &ToolContext,
 ) -> Result<String, ToolError> {
+    let arguments = [OsString::from("-c"), OsString::from(command)];
     let mut child = context
         .env
-        .command("/bin/sh", context.tree.root())
-        .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .spawn_piped("/bin/sh", &arguments, context.tree.root())
         .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?;
-    let group = ProcessGroup::of(&child);
-    let stdout = Capture::start(child.stdout.take());
-    let stderr = Capture::start(child.stderr.take());
+    let group = ProcessGroup::of_spawned(&child);
+    let stdout = Capture::start(child.take_stdout());
+    let stderr = Capture::start(child.take_stderr());
     let ending = tokio::select! {
         status = child.wait() => Ending::Exited(status.ok().and_then(|status| status.code())),
         () = tokio::time::sleep(timeout) => Ending::TimedOut,
