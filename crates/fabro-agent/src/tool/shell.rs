@@ -197,6 +197,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn confined_commands_report_exit_codes_and_time_out_through_the_spawner() {
+        use crate::isolation::{IsolationMode, IsolationSettings, KernelSupport, Mechanism};
+        let support = KernelSupport::detect();
+        if !support.supports(Mechanism::Landlock) {
+            println!("skipped: this kernel lacks landlock");
+            return;
+        }
+        let (dir, mut context) = context();
+        let isolation =
+            IsolationSettings::new(IsolationMode::Workspace, IsolationMode::Workspace, support);
+        context.env = crate::ProcessEnv::inherit()
+            .with_isolation(isolation)
+            .for_stage(
+                crate::isolation::ProcessKind::Agent,
+                &dir.path().join("stage-tmp"),
+            )
+            .unwrap();
+        let result = run(
+            Arc::new(Shell),
+            json!({"command": "echo out; echo err >&2; exit 4"}),
+            &context,
+        )
+        .await;
+        assert_eq!(result.output, "out\n[stderr]\nerr\n[exit code: 4]");
+        let started = std::time::Instant::now();
+        let result = run(
+            Arc::new(Shell),
+            json!({"command": "echo partial; sleep 30 & sleep 30", "timeout_ms": 200}),
+            &context,
+        )
+        .await;
+        assert!(result.is_error);
+        assert!(
+            result.output.starts_with(
+                "Tool error (shell): partial\n[ERROR: Command timed out after 200ms."
+            ),
+            "{}",
+            result.output
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
     async fn bad_arguments_and_line_truncation() {
         let (_dir, context) = context();
         let result = run(Arc::new(Shell), json!({"command": ""}), &context).await;
