@@ -23,6 +23,10 @@
 //! allocation, no locks, no panics. A child in its own process group can be signalled
 //! from the engine by process group id (same user), so timeouts and cancellation kill
 //! it and everything it started exactly as for children the engine starts itself.
+//!
+//! The cost: the spawner keeps the copy-on-write image of the engine from the moment of
+//! its `fork`, so pages the engine writes afterwards are copied once (as after any
+//! `fork`) and the old copies stay in memory until the run's settings are dropped.
 #![allow(
     unsafe_code,
     reason = "a forked server and clone(CLONE_VM) children: raw system calls only"
@@ -68,10 +72,10 @@ const RECORD: usize = 8;
 /// The namespaces the spawner joins, in order: descriptor and `CLONE_NEW*` type.
 pub(super) type Join = Vec<(RawFd, libc::c_int)>;
 
-/// One run's spawner process, seen from the engine.
+/// One run's spawner process, seen from the engine. Dropping it (when the run's
+/// settings and every child it started are gone) closes the request socket, which ends
+/// the spawner; the reader thread then sees the end of the exit socket and reaps it.
 pub(super) struct Spawner {
-    /// The spawner's pid (reaped by the exit reader).
-    pid: libc::pid_t,
     /// Requests and spawn replies; closing it ends the spawner.
     requests: Mutex<UnixStream>,
     /// Exit statuses, filled by the reader thread.
@@ -153,7 +157,6 @@ impl Spawner {
             return Err(error);
         }
         Ok(Spawner {
-            pid,
             requests: Mutex::new(requests),
             exits,
         })
@@ -227,14 +230,6 @@ impl Spawner {
             }
         }
         Ok(receiver)
-    }
-}
-
-impl Drop for Spawner {
-    fn drop(&mut self) {
-        // Closing the request socket (when `requests` drops) ends the spawner; the reader
-        // thread then sees the end of the exit socket and reaps it.
-        tracing::trace!(spawner = self.pid, "closing the spawner of confined children");
     }
 }
 
@@ -341,7 +336,10 @@ fn header(first: u32, second: u32) -> [u8; RECORD] {
 /// The two signed numbers of a reply or exit record.
 fn split(record: [u8; RECORD]) -> (i32, i32) {
     let [a, b, c, d, e, f, g, h] = record;
-    (i32::from_ne_bytes([a, b, c, d]), i32::from_ne_bytes([e, f, g, h]))
+    (
+        i32::from_ne_bytes([a, b, c, d]),
+        i32::from_ne_bytes([e, f, g, h]),
+    )
 }
 
 /// The program's path: as given when it contains a slash, otherwise the first

@@ -230,9 +230,9 @@ mod tests {
         .await;
         assert!(result.is_error);
         assert!(
-            result.output.starts_with(
-                "Tool error (shell): partial\n[ERROR: Command timed out after 200ms."
-            ),
+            result
+                .output
+                .starts_with("Tool error (shell): partial\n[ERROR: Command timed out after 200ms."),
             "{}",
             result.output
         );

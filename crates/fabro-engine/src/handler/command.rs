@@ -3,10 +3,10 @@
 //! stage directory while it runs, stores both streams as blobs once it ends (SPEC 7.7)
 //! and turns the exit status, a timeout or a cancellation into an outcome.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::{pin, Pin};
-use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

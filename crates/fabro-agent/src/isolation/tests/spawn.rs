@@ -53,9 +53,15 @@ async fn exit_codes_signals_output_environment_and_directory() {
     };
     env.set("FABRO_SPAWN_TEST", "value with spaces");
     let (status, stdout, stderr) = sh_spawned(&env, &fixture.tree, "exit 3").await;
-    assert_eq!((status.code(), stdout.as_str(), stderr.as_str()), (Some(3), "", ""));
+    assert_eq!(
+        (status.code(), stdout.as_str(), stderr.as_str()),
+        (Some(3), "", "")
+    );
     let (status, _, _) = sh_spawned(&env, &fixture.tree, "kill -TERM $$").await;
-    assert_eq!((status.code(), status.signal()), (None, Some(libc_sigterm())));
+    assert_eq!(
+        (status.code(), status.signal()),
+        (None, Some(libc_sigterm()))
+    );
     let (status, stdout, stderr) = sh_spawned(
         &env,
         &fixture.tree,
@@ -95,10 +101,7 @@ async fn a_timed_out_command_and_its_children_are_killed_by_process_group() {
     let Some((fixture, env)) = confined() else {
         return;
     };
-    let arguments = [
-        "-c".into(),
-        "sleep 30 & echo $! > background; wait".into(),
-    ];
+    let arguments = ["-c".into(), "sleep 30 & echo $! > background; wait".into()];
     let mut child = env
         .spawn_piped("/bin/sh", &arguments, &fixture.tree)
         .unwrap();
@@ -123,7 +126,10 @@ async fn a_timed_out_command_and_its_children_are_killed_by_process_group() {
     assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
     // Waiting again gives the same status.
     assert_eq!(child.wait().await.unwrap(), status);
-    assert!(eventually(|| ended(background)).await, "sleep {background} survived");
+    assert!(
+        eventually(|| ended(background)).await,
+        "sleep {background} survived"
+    );
     group.disarm();
 }
 
@@ -161,9 +167,7 @@ async fn a_missing_program_is_a_start_error() {
     let (status, stdout, _) = sh_spawned(&env, &fixture.tree, "echo ok").await;
     assert!(status.success());
     assert_eq!(stdout, "ok\n");
-    let mut child = env
-        .spawn_piped("true", &[], &fixture.tree)
-        .unwrap();
+    let mut child = env.spawn_piped("true", &[], &fixture.tree).unwrap();
     assert!(child.wait().await.unwrap().success());
 }
 
