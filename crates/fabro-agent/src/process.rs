@@ -170,7 +170,7 @@ impl Spawned {
     }
 
     /// Its standard output, the first time.
-    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+    pub fn take_stdout_pipe(&mut self) -> Option<ChildStdout> {
         match &mut self.inner {
             Inner::Local(child) => child.stdout.take(),
             #[cfg(target_os = "linux")]
@@ -179,7 +179,7 @@ impl Spawned {
     }
 
     /// Its standard error, the first time.
-    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+    pub fn take_stderr_pipe(&mut self) -> Option<ChildStderr> {
         match &mut self.inner {
             Inner::Local(child) => child.stderr.take(),
             #[cfg(target_os = "linux")]

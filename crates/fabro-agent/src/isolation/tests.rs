@@ -124,7 +124,10 @@ async fn sh_spawned(
     let mut child = env
         .spawn_piped("/bin/sh", &arguments, cwd)
         .expect("spawned");
-    let (mut stdout, mut stderr) = (child.take_stdout().unwrap(), child.take_stderr().unwrap());
+    let (mut stdout, mut stderr) = (
+        child.take_stdout_pipe().unwrap(),
+        child.take_stderr_pipe().unwrap(),
+    );
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let (status, read_out, read_err) = tokio::join!(
         child.wait(),

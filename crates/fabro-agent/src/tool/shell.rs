@@ -84,8 +84,8 @@ async fn run_shell(
         .spawn_piped("/bin/sh", &arguments, context.tree.root())
         .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?;
     let group = ProcessGroup::of_spawned(&child);
-    let stdout = Capture::start(child.take_stdout());
-    let stderr = Capture::start(child.take_stderr());
+    let stdout = Capture::start(child.take_stdout_pipe());
+    let stderr = Capture::start(child.take_stderr_pipe());
     let ending = tokio::select! {
         status = child.wait() => Ending::Exited(status.ok().and_then(|status| status.code())),
         () = tokio::time::sleep(timeout) => Ending::TimedOut,

@@ -419,8 +419,8 @@ async fn supervise(
             },
         })?;
     let group = ProcessGroup::of_spawned(&child);
-    let child_stdout = child.take_stdout();
-    let child_stderr = child.take_stderr();
+    let child_stdout = child.take_stdout_pipe();
+    let child_stderr = child.take_stderr_pipe();
     let emitter = &*input.services.emitter;
 
     let ending = {
