@@ -3,7 +3,7 @@
 //! `"workspace"` with `network = false`, in alternating rounds (each round runs the three
 //! in turn, each with a fresh `FABRO_HOME` whose `settings.toml` sets the mode), and the
 //! cost per process start measured in process: 200 spawns of `sh -c true` through
-//! `ProcessEnv::command`, plain against confined, alternating.
+//! `ProcessEnv::spawn_piped`, plain against confined, alternating.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -93,7 +93,9 @@ pub(crate) fn isolation_benchmark(fabro: &Path, rounds: usize) -> Result<String,
     Ok(report)
 }
 
-/// Microseconds per `sh -c true` start and reap through `ProcessEnv::command`: plain,
+/// Microseconds per `sh -c true` start and reap through `ProcessEnv::spawn_piped` (the
+/// path of command nodes and the `shell` tool; confined children through the spawner
+/// process): plain,
 /// confined, confined without network (medians of `runs` samples of [`SPAWNS`] each,
 /// alternating).
 fn spawn_costs(runs: usize, support: KernelSupport, directory: &Path) -> Result<[f64; 3], String> {
@@ -122,16 +124,16 @@ fn spawn_costs(runs: usize, support: KernelSupport, directory: &Path) -> Result<
     };
     let stages = [stage(0)?, stage(1)?, stage(2)?];
     let mut samples: [Vec<f64>; 3] = Default::default();
+    let arguments = ["-c".into(), "true".into()];
     runtime.block_on(async {
         for _ in 0..runs {
             for (index, env) in stages.iter().enumerate() {
                 let started = Instant::now();
                 for _ in 0..SPAWNS {
                     let status = env
-                        .command("sh", &cwd)
+                        .spawn_piped("sh", &arguments, &cwd)
                         .map_err(|error| error.to_string())?
-                        .args(["-c", "true"])
-                        .status()
+                        .wait()
                         .await
                         .map_err(|error| error.to_string())?;
                     if !status.success() {

@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
+use std::process::Stdio;
 use std::sync::Arc;
 
 use crate::isolation::{Confinement, IsolationError, IsolationSettings, ProcessKind};
+use crate::process::{SpawnError, Spawned};
 
 /// Suffixes that mark a variable as a secret (case-insensitive).
 const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_SECRET", "_TOKEN", "_PASSWORD", "_CREDENTIAL"];
@@ -105,6 +107,36 @@ impl ProcessEnv {
             confinement.apply(&mut command, cwd)?;
         }
         Ok(command)
+    }
+
+    /// Starts `program` with `args` in `cwd` with exactly these variables: standard
+    /// input from `/dev/null`, standard output and error piped, in a process group of
+    /// its own, killed when dropped before it exited. A confined child is started by
+    /// the run's spawner process, so this process is not `fork`ed for it (a `pre_exec`
+    /// step would make the standard library `fork` it: docs/benchmarks.md).
+    pub fn spawn_piped(
+        &self,
+        program: impl AsRef<OsStr>,
+        args: &[OsString],
+        cwd: &Path,
+    ) -> Result<Spawned, SpawnError> {
+        #[cfg(target_os = "linux")]
+        if let Some(confinement) = &self.confinement {
+            let env: Vec<(&OsString, &OsString)> = self.iter().collect();
+            if let Some(child) = confinement.spawn(program.as_ref(), args, &env, cwd)? {
+                return Ok(Spawned::confined(child));
+            }
+        }
+        let child = self
+            .command(program, cwd)?
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()?;
+        Ok(Spawned::local(child))
     }
 
     /// The current process's environment, filtered, without extras.

@@ -10,16 +10,21 @@
 //! spawn site already uses; [`crate::ProcessEnv::for_stage`] resolves them for one
 //! stage and [`crate::ProcessEnv::command`] applies them to a child.
 //!
-//! Enforcement happens in the child between `fork` and `exec` (a `pre_exec` step), not
-//! in a re-executed `fabro` launcher: the library crates are used without the `fabro`
-//! binary (unit tests, other embedders), a launcher would add a second `exec` to every
-//! process start, and everything that allocates or may lock (path resolution, the
-//! Landlock ruleset and its rules, the namespace maps) is prepared in the parent before
-//! `fork`, so the child only makes raw system calls (`setns`, `chdir`, `prctl`,
-//! `landlock_restrict_self`), which are async-signal-safe. The namespaces are created
-//! once per run and set of hidden paths (a short-lived holder process unshares them
-//! and makes the hiding mounts) and joined by every child; the ruleset is reused while
-//! the writable set stays the same.
+//! Enforcement happens in the child before `exec`, not in a re-executed `fabro`
+//! launcher: the library crates are used without the `fabro` binary (unit tests, other
+//! embedders), and a launcher would add a second `exec` to every process start.
+//! Everything that allocates or may lock (path resolution, the Landlock ruleset and its
+//! rules, the namespace maps) is prepared in the parent, so the child only makes raw
+//! system calls (`setns`, `chdir`, `prctl`, `landlock_restrict_self`), which are
+//! async-signal-safe. The namespaces are created once per run and set of hidden paths
+//! (a short-lived holder process unshares them and makes the hiding mounts); the
+//! ruleset is reused while the writable set stays the same. Two ways to start a child:
+//! [`crate::ProcessEnv::spawn_piped`] (command nodes, the `shell` tool: many short
+//! processes) hands it to the run's spawner process, which joined the namespaces once
+//! and starts children without `fork`ing the engine (`spawner`);
+//! [`crate::ProcessEnv::command`] (`cli` and `acp` agent processes: one long-lived
+//! process per stage) joins them in a `pre_exec` step, which makes the standard library
+//! `fork` the engine process for that child.
 //!
 //! What the kernel supports is detected once per process ([`KernelSupport::detect`]);
 //! a kernel without a mechanism runs without it and the engine emits the
@@ -28,6 +33,11 @@
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod spawner;
+
+#[cfg(target_os = "linux")]
+pub(crate) use spawner::ConfinedChild;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -440,6 +450,42 @@ impl Confinement {
             let _ = (command, cwd);
         }
         Ok(())
+    }
+}
+
+impl Confinement {
+    /// Starts `program` with `args` in `cwd` confined, through the run's spawner (no
+    /// `fork` of this process); standard input from `/dev/null`, standard output and
+    /// error piped, a process group of its own. `None` where nothing is enforced (other
+    /// systems, or a kernel without the mechanisms): the caller starts it plainly.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn spawn(
+        &self,
+        program: &std::ffi::OsStr,
+        args: &[std::ffi::OsString],
+        env: &[(&std::ffi::OsString, &std::ffi::OsString)],
+        cwd: &Path,
+    ) -> Result<Option<ConfinedChild>, crate::process::SpawnError> {
+        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
+        writable.extend(self.writable.iter().cloned());
+        let plan = linux::ChildPlan::prepare(
+            &linux::Policy {
+                writable: &writable,
+                hidden: &self.hidden,
+                network: self.network,
+                support: self.support,
+                cwd,
+            },
+            &self.reuse.inner,
+        )?;
+        let request = spawner::Request {
+            program,
+            args,
+            env,
+            cwd,
+            ruleset: None,
+        };
+        Ok(plan.spawn(&self.reuse.inner, &request)?)
     }
 }
 

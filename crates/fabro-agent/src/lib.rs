@@ -68,7 +68,7 @@ pub use event::{AgentEvent, AgentEventSink, NullSink};
 pub use failure::{AgentError, AgentFailure};
 pub use instructions::{project_instructions, PROJECT_INSTRUCTIONS_TRUNCATED};
 pub use loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
-pub use process::ProcessGroup;
+pub use process::{ProcessGroup, SpawnError, Spawned};
 pub use scope::{scope_failure_reason, scope_violation_message, ResolvedPath, WorkTree};
 pub use session::{AgentConfig, AgentOutcome, AgentSession};
 pub use snapshot::GitSnapshot;

@@ -2,13 +2,14 @@
 //! cancellation or drop (shell tool, cli and acp backends here, the engine's command
 //! handler through the re-exported [`ProcessGroup`]).
 
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Child;
+use tokio::process::{Child, ChildStderr, ChildStdout};
 use tokio::task::JoinHandle;
 
 /// Grace period between SIGTERM and SIGKILL (SPEC 10.5, 5.2.3).
@@ -40,6 +41,18 @@ impl ProcessGroup {
         }
     }
 
+    /// The group led by `child` (started by [`crate::ProcessEnv::spawn_piped`], which
+    /// puts it in a group of its own).
+    pub fn of_spawned(child: &Spawned) -> ProcessGroup {
+        ProcessGroup {
+            id: child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(Pid::from_raw),
+            armed: true,
+        }
+    }
+
     /// Sends `signal` to every process of the group.
     pub fn signal(&self, signal: Signal) {
         if let Some(id) = self.id {
@@ -51,7 +64,7 @@ impl ProcessGroup {
     }
 
     /// SIGTERM, then SIGKILL after [`KILL_GRACE`] unless the child exited.
-    pub(crate) async fn terminate(&self, child: &mut Child) {
+    pub(crate) async fn terminate(&self, child: &mut impl Wait) {
         self.signal(Signal::SIGTERM);
         if tokio::time::timeout(KILL_GRACE, child.wait())
             .await
@@ -73,6 +86,113 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.armed {
             self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+/// A child that can be waited for (cancel-safe).
+pub(crate) trait Wait {
+    /// Waits for the exit status.
+    fn wait(&mut self) -> impl std::future::Future<Output = std::io::Result<ExitStatus>> + Send;
+}
+
+impl Wait for Child {
+    fn wait(&mut self) -> impl std::future::Future<Output = std::io::Result<ExitStatus>> + Send {
+        Child::wait(self)
+    }
+}
+
+impl Wait for Spawned {
+    fn wait(&mut self) -> impl std::future::Future<Output = std::io::Result<ExitStatus>> + Send {
+        Spawned::wait(self)
+    }
+}
+
+/// Why a child could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Its confinement could not be prepared.
+    #[error(transparent)]
+    Isolation(#[from] crate::isolation::IsolationError),
+    /// The system refused to start it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// A child started by [`crate::ProcessEnv::spawn_piped`]: standard input from
+/// `/dev/null`, standard output and error piped, in a process group of its own, killed
+/// when dropped before it exited. A confined child is started by the run's spawner
+/// process rather than by this process (see `isolation::spawner`).
+#[derive(Debug)]
+pub struct Spawned {
+    inner: Inner,
+}
+
+enum Inner {
+    Local(Child),
+    #[cfg(target_os = "linux")]
+    Confined(crate::isolation::ConfinedChild),
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inner::Local(child) => child.fmt(formatter),
+            #[cfg(target_os = "linux")]
+            Inner::Confined(child) => write!(formatter, "ConfinedChild({:?})", child.id()),
+        }
+    }
+}
+
+impl Spawned {
+    /// A child this process started itself.
+    pub(crate) fn local(child: Child) -> Spawned {
+        Spawned {
+            inner: Inner::Local(child),
+        }
+    }
+
+    /// A child the spawner started.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn confined(child: crate::isolation::ConfinedChild) -> Spawned {
+        Spawned {
+            inner: Inner::Confined(child),
+        }
+    }
+
+    /// Its pid (also its process group id), until its exit status was taken.
+    pub fn id(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Local(child) => child.id(),
+            #[cfg(target_os = "linux")]
+            Inner::Confined(child) => child.id(),
+        }
+    }
+
+    /// Its standard output, the first time.
+    pub fn take_stdout_pipe(&mut self) -> Option<ChildStdout> {
+        match &mut self.inner {
+            Inner::Local(child) => child.stdout.take(),
+            #[cfg(target_os = "linux")]
+            Inner::Confined(child) => child.stdout.take(),
+        }
+    }
+
+    /// Its standard error, the first time.
+    pub fn take_stderr_pipe(&mut self) -> Option<ChildStderr> {
+        match &mut self.inner {
+            Inner::Local(child) => child.stderr.take(),
+            #[cfg(target_os = "linux")]
+            Inner::Confined(child) => child.stderr.take(),
+        }
+    }
+
+    /// Waits for it to exit (cancel-safe; again after it returned, the same status).
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match &mut self.inner {
+            Inner::Local(child) => child.wait().await,
+            #[cfg(target_os = "linux")]
+            Inner::Confined(child) => child.wait().await,
         }
     }
 }

@@ -1,9 +1,12 @@
 //! Isolation settings, reports and, where the kernel has the mechanisms, real children
-//! confined by [`crate::ProcessEnv::command`].
+//! confined by [`crate::ProcessEnv::command`] (a `pre_exec` step) and by
+//! [`crate::ProcessEnv::spawn_piped`] (the run's spawner process), which must agree.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
+
+use tokio::io::AsyncReadExt;
 
 use super::*;
 use crate::ProcessEnv;
@@ -84,7 +87,9 @@ fn reports_list_what_is_applied() {
     assert!(isolation.report(ProcessKind::Agent).enforced.is_empty());
 }
 
-/// Runs `script` with `sh -c` in `cwd` under `env`; (exit code, stdout + stderr).
+/// Runs `script` with `sh -c` in `cwd` under `env`, once through each spawn path
+/// (`command` with its `pre_exec` step, then `spawn_piped`), which must give the same
+/// result; (exit code, stdout + stderr).
 async fn sh(env: &ProcessEnv, cwd: &Path, script: &str) -> (Option<i32>, String) {
     let output = env
         .command("/bin/sh", cwd)
@@ -99,7 +104,43 @@ async fn sh(env: &ProcessEnv, cwd: &Path, script: &str) -> (Option<i32>, String)
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    let spawned = sh_spawned(env, cwd, script).await;
+    let (status, stdout, stderr) = spawned;
+    assert_eq!(
+        (status.code(), format!("{stdout}{stderr}")),
+        (output.status.code(), text.clone()),
+        "spawn_piped and command disagree on {script}"
+    );
     (output.status.code(), text)
+}
+
+/// Runs `script` through [`ProcessEnv::spawn_piped`]: (status, stdout, stderr).
+async fn sh_spawned(
+    env: &ProcessEnv,
+    cwd: &Path,
+    script: &str,
+) -> (std::process::ExitStatus, String, String) {
+    let arguments = ["-c".into(), script.into()];
+    let mut child = env
+        .spawn_piped("/bin/sh", &arguments, cwd)
+        .expect("spawned");
+    let (mut stdout, mut stderr) = (
+        child.take_stdout_pipe().unwrap(),
+        child.take_stderr_pipe().unwrap(),
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (status, read_out, read_err) = tokio::join!(
+        child.wait(),
+        stdout.read_to_end(&mut out),
+        stderr.read_to_end(&mut err)
+    );
+    read_out.unwrap();
+    read_err.unwrap();
+    (
+        status.expect("exit status"),
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
 }
 
 /// A tree, a sibling outside it, a stage temp dir, and an environment of `mode`.
@@ -302,3 +343,5 @@ async fn reused_namespaces_keep_the_working_directory_and_hide_paths_created_lat
     assert_ne!(code, Some(0), "{text}");
     assert!(!fixture.tree.join("from-other").exists());
 }
+
+mod spawn;

@@ -1,7 +1,7 @@
 //! `shell`: `/bin/sh -c` in its own process group, with timeout and filtered
 //! environment (SPEC 10.5, 13.5).
 
-use std::process::Stdio;
+use std::ffi::OsString;
 use std::time::Duration;
 
 use fabro_llm::BoxFuture;
@@ -78,22 +78,14 @@ async fn run_shell(
     timeout: Duration,
     context: &ToolContext,
 ) -> Result<String, ToolError> {
+    let arguments = [OsString::from("-c"), OsString::from(command)];
     let mut child = context
         .env
-        .command("/bin/sh", context.tree.root())
-        .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .spawn_piped("/bin/sh", &arguments, context.tree.root())
         .map_err(|error| ToolError::Failed(format!("cannot start /bin/sh: {error}")))?;
-    let group = ProcessGroup::of(&child);
-    let stdout = Capture::start(child.stdout.take());
-    let stderr = Capture::start(child.stderr.take());
+    let group = ProcessGroup::of_spawned(&child);
+    let stdout = Capture::start(child.take_stdout_pipe());
+    let stderr = Capture::start(child.take_stderr_pipe());
     let ending = tokio::select! {
         status = child.wait() => Ending::Exited(status.ok().and_then(|status| status.code())),
         () = tokio::time::sleep(timeout) => Ending::TimedOut,
@@ -200,6 +192,49 @@ mod tests {
         assert_eq!(
             result.output,
             "Tool error (shell): partial\n[ERROR: Command timed out after 200ms. Partial output is shown above.\nYou can retry with a longer timeout by setting the timeout_ms parameter.]"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn confined_commands_report_exit_codes_and_time_out_through_the_spawner() {
+        use crate::isolation::{IsolationMode, IsolationSettings, KernelSupport, Mechanism};
+        let support = KernelSupport::detect();
+        if !support.supports(Mechanism::Landlock) {
+            println!("skipped: this kernel lacks landlock");
+            return;
+        }
+        let (dir, mut context) = context();
+        let isolation =
+            IsolationSettings::new(IsolationMode::Workspace, IsolationMode::Workspace, support);
+        context.env = crate::ProcessEnv::inherit()
+            .with_isolation(isolation)
+            .for_stage(
+                crate::isolation::ProcessKind::Agent,
+                &dir.path().join("stage-tmp"),
+            )
+            .unwrap();
+        let result = run(
+            Arc::new(Shell),
+            json!({"command": "echo out; echo err >&2; exit 4"}),
+            &context,
+        )
+        .await;
+        assert_eq!(result.output, "out\n[stderr]\nerr\n[exit code: 4]");
+        let started = std::time::Instant::now();
+        let result = run(
+            Arc::new(Shell),
+            json!({"command": "echo partial; sleep 30 & sleep 30", "timeout_ms": 200}),
+            &context,
+        )
+        .await;
+        assert!(result.is_error);
+        assert!(
+            result
+                .output
+                .starts_with("Tool error (shell): partial\n[ERROR: Command timed out after 200ms."),
+            "{}",
+            result.output
         );
         assert!(started.elapsed() < Duration::from_secs(5));
     }

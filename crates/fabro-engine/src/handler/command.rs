@@ -3,19 +3,19 @@
 //! stage directory while it runs, stores both streams as blobs once it ends (SPEC 7.7)
 //! and turns the exit status, a timeout or a cancellation into an outcome.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::{pin, Pin};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_agent::ProcessGroup;
+use fabro_agent::{ProcessGroup, SpawnError, Spawned};
 use fabro_language::model::ScriptLanguage;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Child;
 
 use super::StageInput;
 use crate::blob::{BlobError, BlobStore};
@@ -408,23 +408,19 @@ async fn supervise(
         input.stage_dir,
         crate::sandbox::ProcessKind::Command,
     )?;
+    let arguments = [OsString::from("-c"), OsString::from(script)];
     let mut child = env
-        .command(interpreter.program, input.work_dir)?
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| CommandError::Spawn {
-            program: interpreter.program,
-            source,
+        .spawn_piped(interpreter.program, &arguments, input.work_dir)
+        .map_err(|error| match error {
+            SpawnError::Isolation(error) => CommandError::Isolation(error),
+            SpawnError::Io(source) => CommandError::Spawn {
+                program: interpreter.program,
+                source,
+            },
         })?;
-    let group = ProcessGroup::of(&child);
-    let child_stdout = child.stdout.take();
-    let child_stderr = child.stderr.take();
+    let group = ProcessGroup::of_spawned(&child);
+    let child_stdout = child.take_stdout_pipe();
+    let child_stderr = child.take_stderr_pipe();
     let emitter = &*input.services.emitter;
 
     let ending = {
@@ -477,7 +473,7 @@ async fn terminate(
 }
 
 /// The status of a killed child whose pipes stayed open.
-async fn reap(child: &mut Child) -> Option<ExitStatus> {
+async fn reap(child: &mut Spawned) -> Option<ExitStatus> {
     tokio::time::timeout(DRAIN_AFTER_KILL, child.wait())
         .await
         .ok()
