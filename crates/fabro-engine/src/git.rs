@@ -23,7 +23,9 @@
 
 mod before;
 mod exclude;
+mod full_scan;
 mod history;
+mod index_file;
 mod inspect;
 mod message;
 mod metadata;
