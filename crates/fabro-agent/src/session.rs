@@ -10,6 +10,7 @@ use fabro_llm::{LlmClient, Message, Provider, ReasoningEffort, Request, ToolCall
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use crate::change_tracking::FileTracking;
 use crate::compaction;
 use crate::environment::ProcessEnv;
 use crate::event::{AgentEvent, AgentEventSink};
@@ -18,7 +19,6 @@ use crate::history::{flatten, Entry};
 use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 use crate::scope::{scope_failure_reason, WorkTree};
-use crate::change_tracking::FileTracking;
 use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
 use crate::tracker::FileTracker;
 use fabro_llm::FailureClass;

@@ -12,12 +12,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
+use crate::change_tracking::FileTracking;
 use crate::environment::ProcessEnv;
 use crate::failure::{AgentError, AgentFailure};
 use crate::process::{ProcessGroup, KILL_GRACE};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::session::AgentOutcome;
-use crate::change_tracking::FileTracking;
 use crate::snapshot::touched;
 use fabro_llm::FailureClass;
 
@@ -78,7 +78,10 @@ pub async fn run_acp_agent(
             message: "empty acp command".to_owned(),
         })?;
     let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
-    let before = config.file_tracking.snapshot(tree.root(), &config.env).await;
+    let before = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let mut child = config
         .env
         .command(&program, tree.root())
@@ -157,7 +160,10 @@ pub async fn run_acp_agent(
         }
     };
     drop(group);
-    let after = config.file_tracking.snapshot(tree.root(), &config.env).await;
+    let after = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let (files_touched, last_touched) = touched(before.as_ref(), after.as_ref());
     let failure = failure.or_else(|| {
         let outside = tree.out_of_scope(&files_touched);

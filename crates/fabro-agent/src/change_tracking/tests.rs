@@ -62,8 +62,11 @@ fn random_change(rng: &mut Lcg, root: &Path) -> Vec<String> {
             let _ = std::fs::remove_file(&path);
         }
         3 => {
-            fs_err::write(root.join("tracked.txt"), format!("{}\n", rng.random_range(0..3)))
-                .unwrap();
+            fs_err::write(
+                root.join("tracked.txt"),
+                format!("{}\n", rng.random_range(0..3)),
+            )
+            .unwrap();
             return vec!["tracked.txt".to_owned()];
         }
         _ => {

@@ -147,12 +147,9 @@ impl WorktreeIndex {
             .map_err(GitError::git("read the worktree index"))?;
         let count = index.len();
         let split_too_big = std::mem::take(&mut self.rebase_next)
-            || self
-                .shared
-                .as_ref()
-                .is_none_or(|shared| {
-                    (self.dirty.len() + self.dirty_parents.len()) * 5 > shared.keys.len()
-                });
+            || self.shared.as_ref().is_none_or(|shared| {
+                (self.dirty.len() + self.dirty_parents.len()) * 5 > shared.keys.len()
+            });
         if count < self.split_min_entries {
             self.remove_shared();
             let entries: Vec<IndexEntry> = index.iter().collect();

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use super::exclude::Excludes;
+use super::full_scan::{watched_paths, FullScanLog};
 use super::history::metadata_tip;
+use super::index_file::WorktreeIndex;
 use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
 use super::object::{commit_data, ObjectKind, RawObject};
 use super::pack::PackStore;
-use super::full_scan::{watched_paths, FullScanLog};
-use super::index_file::WorktreeIndex;
 use super::stage::{stage_worktree, Scope};
 use super::watch::WorktreeWatch;
 use super::worktree::{

@@ -77,9 +77,15 @@ fn split_index_reads_back_in_git_through_changes_deletions_and_type_changes() {
     repo.write("d3/f30.txt", "changed\n");
     repo.write("new/file.txt", "new\n");
     fs_err::remove_file(repo.path().join("d5/f51.txt")).unwrap();
-    stage(&libgit2, &mut index, &["d3/f30.txt", "new/file.txt", "d5/f51.txt"]);
+    stage(
+        &libgit2,
+        &mut index,
+        &["d3/f30.txt", "new/file.txt", "d5/f51.txt"],
+    );
     assert_eq!(git_view(&repo, &libgit2), "");
-    let split = fs_err::metadata(repo.path().join(".git/index")).unwrap().len();
+    let split = fs_err::metadata(repo.path().join(".git/index"))
+        .unwrap()
+        .len();
     assert!(split * 5 < full, "split index {split} bytes, full {full}");
 
     // A file replaced by a directory, a directory replaced by a file.
@@ -96,7 +102,9 @@ fn split_index_reads_back_in_git_through_changes_deletions_and_type_changes() {
 
     // Changes past a fifth of the shared index: a new shared index replaces the old one.
     let before = shared_files(&repo);
-    let many: Vec<String> = (100..160).map(|n| format!("d{}/f{n}.txt", n / 10)).collect();
+    let many: Vec<String> = (100..160)
+        .map(|n| format!("d{}/f{n}.txt", n / 10))
+        .collect();
     for path in &many {
         repo.write(path, "rewritten\n");
     }
@@ -146,7 +154,10 @@ fn inspect_reads_a_worktree_with_a_split_index() {
     repo.write("d0/f1.txt", "changed\n");
     stage(&libgit2, &mut index, &["d0/f1.txt"]);
     repo.git(&["commit", "-q", "-m", "second"]);
-    assert!(Repository::open(repo.path()).unwrap().statuses(None).is_err());
+    assert!(Repository::open(repo.path())
+        .unwrap()
+        .statuses(None)
+        .is_err());
     assert!(matches!(
         crate::git::inspect(&repo.path()).unwrap(),
         crate::git::RepoState::Clean { .. }

@@ -193,8 +193,14 @@ fn branch_worktrees_are_watched_and_one_without_a_watch_warns_once_per_run() {
     let files = repo.git(&["ls-tree", "--name-only", &base]);
     assert!(files.contains("before.txt"), "{files}");
     let mut a = line.create_branch(&site, "a", &base).unwrap();
-    let mut b = line.create_branch(&site, "b", &base).unwrap().without_watch();
-    let mut c = line.create_branch(&site, "c", &base).unwrap().without_watch();
+    let mut b = line
+        .create_branch(&site, "b", &base)
+        .unwrap()
+        .without_watch();
+    let mut c = line
+        .create_branch(&site, "c", &base)
+        .unwrap()
+        .without_watch();
     drop(line);
     assert!(a.is_watched());
     assert_eq!(git.full_scans().fallbacks(), 0);

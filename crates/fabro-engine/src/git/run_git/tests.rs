@@ -841,7 +841,10 @@ fn stage_commits_in_a_large_tree_write_an_index_of_the_changes() {
         }
         cycle(&mut git, &node, stage + 1);
         assert_eq!(
-            git_in(&worktree, &["status", "--porcelain", "--untracked-files=all"]),
+            git_in(
+                &worktree,
+                &["status", "--porcelain", "--untracked-files=all"]
+            ),
             "",
             "after stage {stage}"
         );

@@ -433,7 +433,10 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
     }
     assert!(stages >= 500);
     assert!(captured >= 50, "only {captured} assets were captured");
-    assert!(files_touched >= 500, "only {files_touched} files were touched");
+    assert!(
+        files_touched >= 500,
+        "only {files_touched} files were touched"
+    );
 }
 
 #[test]
