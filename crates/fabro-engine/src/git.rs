@@ -37,6 +37,7 @@ mod run_git;
 mod stage;
 #[cfg(test)]
 mod test_repo;
+mod tree_diff;
 mod watch;
 mod worktree;
 

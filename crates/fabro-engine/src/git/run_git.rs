@@ -607,16 +607,7 @@ impl RunGit {
         if staged.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let diff_error = || GitError::git("diff the staged changes");
-        let old = self
-            .repo
-            .find_tree(staged.parent_tree)
-            .map_err(diff_error())?;
-        let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(diff_error())?;
+        let diff = self.staged_diff(staged)?;
         let mut patch = Vec::new();
         let mut too_big = false;
         let printed = diff.print(git2::DiffFormat::Patch, |_, _, line| {
@@ -630,7 +621,7 @@ impl RunGit {
         if too_big {
             return Ok(None);
         }
-        printed.map_err(diff_error())?;
+        printed.map_err(GitError::git("diff the staged changes"))?;
         Ok(Some(patch))
     }
 
@@ -640,24 +631,30 @@ impl RunGit {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
+        let mut paths = super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
+    /// The diff of `staged` against the previous run-branch commit, limited to the paths
+    /// that differ (libgit2 would otherwise walk both whole trees).
+    fn staged_diff(&self, staged: &StagedChanges) -> Result<git2::Diff<'_>, GitError> {
         let diff_error = || GitError::git("diff the staged changes");
+        let paths = super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
         let old = self
             .repo
             .find_tree(staged.parent_tree)
             .map_err(diff_error())?;
         let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(diff_error())?;
-        let mut paths: Vec<String> = diff
-            .deltas()
-            .filter_map(|delta| delta.new_file().path().or_else(|| delta.old_file().path()))
-            .map(|path| path.to_string_lossy().into_owned())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        Ok(paths)
+        let mut options = git2::DiffOptions::new();
+        options.disable_pathspec_match(true);
+        for path in &paths {
+            options.pathspec(path);
+        }
+        self.repo
+            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut options))
+            .map_err(diff_error())
     }
 
     /// Commits `staged` on the run branch with the subject and trailers of SPEC 8.3 (even when
