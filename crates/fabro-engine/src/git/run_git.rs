@@ -631,7 +631,8 @@ impl RunGit {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
-        let mut paths = super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
+        let mut paths =
+            super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
         paths.sort();
         paths.dedup();
         Ok(paths)

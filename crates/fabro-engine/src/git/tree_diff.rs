@@ -104,6 +104,8 @@ mod tests {
         paths.sort();
         let expected = repo.git(&["diff", "--name-only", "--no-renames", &first, &second]);
         assert_eq!(paths.join("\n"), expected);
-        assert!(changed_paths(&git, oid(&first), oid(&first)).unwrap().is_empty());
+        assert!(changed_paths(&git, oid(&first), oid(&first))
+            .unwrap()
+            .is_empty());
     }
 }
