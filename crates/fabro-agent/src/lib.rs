@@ -42,6 +42,7 @@
 //! ```
 
 mod backend;
+mod change_tracking;
 mod compaction;
 mod environment;
 mod event;
@@ -62,6 +63,7 @@ mod truncate;
 
 pub use backend::acp::{run_acp_agent, AcpAgentConfig};
 pub use backend::cli::{run_cli_agent, CliAgentConfig, CliOutputFormat};
+pub use change_tracking::{ChangeSource, ChangeTracker, FileTracking};
 pub use compaction::{DEFAULT_CONTEXT_WINDOW, PRESERVED_ENTRIES, SUMMARY_PREFIX};
 pub use environment::{is_secret_name, ProcessEnv};
 pub use event::{AgentEvent, AgentEventSink, NullSink};

@@ -10,6 +10,7 @@ use fabro_llm::{LlmClient, Message, Provider, ReasoningEffort, Request, ToolCall
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
+use crate::change_tracking::FileTracking;
 use crate::compaction;
 use crate::environment::ProcessEnv;
 use crate::event::{AgentEvent, AgentEventSink};
@@ -18,7 +19,6 @@ use crate::history::{flatten, Entry};
 use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 use crate::scope::{scope_failure_reason, WorkTree};
-use crate::snapshot::GitSnapshot;
 use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
 use crate::tracker::FileTracker;
 use fabro_llm::FailureClass;
@@ -54,6 +54,9 @@ pub struct AgentConfig {
     pub shell_timeout: Option<Duration>,
     /// Date for the environment block (`YYYY-MM-DD`); the clock when `None`.
     pub date: Option<String>,
+    /// How the write-scope check finds changed files (git snapshots, or a run's change
+    /// feed, SPEC 13.4).
+    pub file_tracking: FileTracking,
 }
 
 impl AgentConfig {
@@ -79,6 +82,7 @@ impl AgentConfig {
             env: ProcessEnv::inherit(),
             shell_timeout: None,
             date: None,
+            file_tracking: FileTracking::default(),
         }
     }
 }
@@ -230,7 +234,10 @@ impl AgentSession {
         let before = if self.config.write_scope.is_empty() {
             None
         } else {
-            GitSnapshot::take(self.tree.root(), &self.config.env).await
+            self.config
+                .file_tracking
+                .snapshot(self.tree.root(), &self.config.env)
+                .await
         };
         let mut run = RunState::default();
         self.history.push(Entry::Message(Message::user(prompt)));
@@ -239,7 +246,12 @@ impl AgentSession {
         // only paths that really changed outside it fail the attempt (SPEC 13.4): the
         // git snapshot difference, or outside git the tracked-tool list.
         let after = match &before {
-            Some(_) => GitSnapshot::take(self.tree.root(), &self.config.env).await,
+            Some(_) => {
+                self.config
+                    .file_tracking
+                    .snapshot(self.tree.root(), &self.config.env)
+                    .await
+            }
             None => None,
         };
         let changed = match (&before, &after) {

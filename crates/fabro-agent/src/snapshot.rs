@@ -44,6 +44,14 @@ impl GitSnapshot {
         })
     }
 
+    /// A snapshot of `directory` holding `paths` (relative to it).
+    pub(crate) fn from_paths(directory: &Path, paths: BTreeSet<String>) -> GitSnapshot {
+        GitSnapshot {
+            directory: directory.to_path_buf(),
+            paths,
+        }
+    }
+
     /// Paths of this snapshot, sorted.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.paths.iter().map(String::as_str)
@@ -86,7 +94,26 @@ pub(crate) fn touched(
 }
 
 async fn git(directory: &Path, env: &ProcessEnv, arguments: &[&str]) -> Option<String> {
+    git_with(directory, env, &[], arguments).await
+}
+
+/// `git` with pathspecs taken literally (no glob or magic), for paths read from the disk.
+pub(crate) async fn git_literal(
+    directory: &Path,
+    env: &ProcessEnv,
+    arguments: &[&str],
+) -> Option<String> {
+    git_with(directory, env, &["--literal-pathspecs"], arguments).await
+}
+
+async fn git_with(
+    directory: &Path,
+    env: &ProcessEnv,
+    options: &[&str],
+    arguments: &[&str],
+) -> Option<String> {
     let output = Command::new("git")
+        .args(options)
         .args(["-c", "core.quotepath=off"])
         .args(arguments)
         .current_dir(directory)

@@ -23,7 +23,9 @@
 
 mod before;
 mod exclude;
+mod full_scan;
 mod history;
+mod index_file;
 mod inspect;
 mod message;
 mod metadata;
@@ -35,6 +37,7 @@ mod run_git;
 mod stage;
 #[cfg(test)]
 mod test_repo;
+mod tree_diff;
 mod watch;
 mod worktree;
 

@@ -144,6 +144,26 @@ pub(crate) struct RunServices {
     pub(crate) assets: AssetCapture,
     /// The run's budget (SPEC 17.1).
     pub(crate) budget: Arc<crate::budget::Budget>,
+    /// How agents find the files they changed: from the run worktree's watch once
+    /// [`follow_git`](RunServices::follow_git) set it, else git snapshots.
+    pub(crate) file_tracking: std::sync::OnceLock<fabro_agent::FileTracking>,
+}
+
+impl RunServices {
+    /// Follows the run worktree's watch for asset capture and the agents' file tracking.
+    pub(crate) fn follow_git(&self, git: &crate::git::RunGit) {
+        self.assets.follow_git(git);
+        if let Some(tracker) = git.change_tracker() {
+            let _ = self
+                .file_tracking
+                .set(fabro_agent::FileTracking::with_tracker(tracker));
+        }
+    }
+
+    /// The agents' file tracking (a clone sharing the run's tracker).
+    pub(crate) fn file_tracking(&self) -> fabro_agent::FileTracking {
+        self.file_tracking.get().cloned().unwrap_or_default()
+    }
 }
 
 /// Asset capture for one run: the scanner, where captured files go, and how many.
@@ -397,6 +417,7 @@ pub(crate) mod test_support {
                     .expect("no include globs"),
                     root,
                 ),
+                file_tracking: std::sync::OnceLock::new(),
             };
             TestRun {
                 dir,

@@ -12,12 +12,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
+use crate::change_tracking::FileTracking;
 use crate::environment::ProcessEnv;
 use crate::failure::{AgentError, AgentFailure};
 use crate::process::{ProcessGroup, KILL_GRACE};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::session::AgentOutcome;
-use crate::snapshot::{touched, GitSnapshot};
+use crate::snapshot::touched;
 use fabro_llm::FailureClass;
 
 /// ACP protocol version fabro speaks.
@@ -39,6 +40,8 @@ pub struct AcpAgentConfig {
     /// How long the agent may take to answer `session/cancel` before it is
     /// terminated (2 s, SPEC 5.2.3).
     pub cancel_grace: Duration,
+    /// How the touched files are found (git snapshots, or a run's change feed).
+    pub file_tracking: FileTracking,
 }
 
 impl AcpAgentConfig {
@@ -55,6 +58,7 @@ impl AcpAgentConfig {
             timeout: None,
             write_scope: Vec::new(),
             cancel_grace: KILL_GRACE,
+            file_tracking: FileTracking::default(),
         }
     }
 }
@@ -74,7 +78,10 @@ pub async fn run_acp_agent(
             message: "empty acp command".to_owned(),
         })?;
     let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
-    let before = GitSnapshot::take(tree.root(), &config.env).await;
+    let before = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let mut child = config
         .env
         .command(&program, tree.root())
@@ -153,7 +160,10 @@ pub async fn run_acp_agent(
         }
     };
     drop(group);
-    let after = GitSnapshot::take(tree.root(), &config.env).await;
+    let after = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let (files_touched, last_touched) = touched(before.as_ref(), after.as_ref());
     let failure = failure.or_else(|| {
         let outside = tree.out_of_scope(&files_touched);

@@ -10,12 +10,13 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::change_tracking::FileTracking;
 use crate::environment::ProcessEnv;
 use crate::failure::{AgentError, AgentFailure};
 use crate::process::{Capture, ProcessGroup};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::session::AgentOutcome;
-use crate::snapshot::{touched, GitSnapshot};
+use crate::snapshot::touched;
 use fabro_llm::FailureClass;
 
 /// Lines of stderr quoted when the CLI exits non-zero.
@@ -54,6 +55,8 @@ pub struct CliAgentConfig {
     pub timeout: Option<Duration>,
     /// `write_scope` globs checked against the touched files.
     pub write_scope: Vec<String>,
+    /// How the touched files are found (git snapshots, or a run's change feed).
+    pub file_tracking: FileTracking,
 }
 
 impl CliAgentConfig {
@@ -102,6 +105,7 @@ impl CliAgentConfig {
             env,
             timeout: None,
             write_scope: Vec::new(),
+            file_tracking: FileTracking::default(),
         })
     }
 
@@ -124,6 +128,7 @@ impl CliAgentConfig {
             env,
             timeout: None,
             write_scope: Vec::new(),
+            file_tracking: FileTracking::default(),
         })
     }
 }
@@ -138,7 +143,10 @@ pub async fn run_cli_agent(
     cancel: &CancellationToken,
 ) -> Result<AgentOutcome, AgentError> {
     let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
-    let before = GitSnapshot::take(tree.root(), &config.env).await;
+    let before = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let mut command = config
         .env
         .command(&config.program, tree.root())
@@ -197,7 +205,10 @@ pub async fn run_cli_agent(
     let stdout = stdout.finish().await;
     let stderr = stderr.finish().await;
     drop(group);
-    let after = GitSnapshot::take(tree.root(), &config.env).await;
+    let after = config
+        .file_tracking
+        .snapshot(tree.root(), &config.env)
+        .await;
     let (files_touched, last_touched) = touched(before.as_ref(), after.as_ref());
     let (text, usage) = parse_output(config.format, &stdout);
     let failure = match status {

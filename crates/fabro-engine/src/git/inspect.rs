@@ -95,12 +95,24 @@ pub fn inspect(work_dir: &Path) -> Result<RepoState, GitError> {
         .exclude_submodules(true)
         .renames_head_to_index(false)
         .renames_index_to_workdir(false);
-    let statuses = repo
-        .statuses(Some(&mut options))
-        .map_err(GitError::git(format!(
-            "read the status of {}",
-            repo_root.display()
-        )))?;
+    let status_error = || GitError::git(format!("read the status of {}", repo_root.display()));
+    let statuses = match repo.statuses(Some(&mut options)) {
+        Ok(statuses) => statuses,
+        // libgit2 cannot read a split index (the one fabro writes in a large run worktree):
+        // compare the working tree with the tree of `HEAD` instead, by content.
+        Err(error) if error.class() == git2::ErrorClass::Index => {
+            let tree = repo
+                .find_commit(git2::Oid::from_str(&head_sha).map_err(status_error())?)
+                .and_then(|commit| commit.tree())
+                .map_err(status_error())?;
+            let mut index = git2::Index::new().map_err(status_error())?;
+            index.read_tree(&tree).map_err(status_error())?;
+            repo.set_index(&mut index).map_err(status_error())?;
+            options.no_refresh(true);
+            repo.statuses(Some(&mut options)).map_err(status_error())?
+        }
+        Err(error) => return Err(status_error()(error)),
+    };
     let mut modified = Vec::new();
     let mut untracked = Vec::new();
     for entry in statuses.iter() {

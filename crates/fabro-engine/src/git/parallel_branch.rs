@@ -15,9 +15,13 @@
 
 use std::path::{Path, PathBuf};
 
-use git2::{Oid, Repository, Status, StatusOptions, StatusShow};
+use git2::{Oid, Repository};
 
 use super::exclude::Excludes;
+use super::full_scan::{watched_paths, FullScanLog};
+use super::index_file::WorktreeIndex;
+use super::stage::{stage_worktree, Scope};
+use super::watch::WorktreeWatch;
 use super::{Author, GitError};
 
 /// A branch and the worktree it is checked out in, borrowed from its owner: the run branch of a
@@ -27,6 +31,14 @@ pub struct CheckedOutBranch<'a> {
     /// Full ref name, `refs/heads/…`.
     pub(super) reference: String,
     pub(super) head: &'a mut Oid,
+    /// The worktree's index.
+    pub(super) index: &'a mut WorktreeIndex,
+    /// The worktree's change feed, or why there is none.
+    pub(super) watch: Result<&'a mut WorktreeWatch, &'a str>,
+    /// Scan the whole worktree whatever the watch says (the run's first stage after a resume).
+    pub(super) force_full_scan: bool,
+    /// The run's `full_scan` warning.
+    pub(super) full_scans: &'a FullScanLog,
     pub(super) excludes: &'a Excludes,
     pub(super) author: &'a Author,
     pub(super) run_id: &'a str,
@@ -89,7 +101,22 @@ impl CheckedOutBranch<'_> {
     /// SHA: the tip itself when nothing changed (the usual case, since the previous stage was
     /// committed), else a new commit `fabro({run_id}): {node_id} (parallel base)`.
     pub fn commit_base(&mut self, node_id: &str) -> Result<String, GitError> {
-        if let Some(tree) = stage_changes(self.repo, *self.head, self.excludes)? {
+        let parent_tree = self
+            .repo
+            .find_commit(*self.head)
+            .map_err(GitError::git("read the branch tip"))?
+            .tree_id();
+        let watch = match &mut self.watch {
+            Ok(watch) => Ok(&mut **watch),
+            Err(reason) => Err(*reason),
+        };
+        let paths = watched_paths(watch, self.force_full_scan, self.full_scans);
+        let scope = match &paths {
+            Some(paths) => Scope::Paths(paths),
+            None => Scope::Full,
+        };
+        let tree = stage_worktree(self.repo, self.index, parent_tree, self.excludes, scope)?;
+        if tree != parent_tree {
             let message = format!(
                 "fabro({run_id}): {node_id} (parallel base)\n\nFabro-Run: {run_id}\n",
                 run_id = self.run_id
@@ -153,14 +180,14 @@ impl CheckedOutBranch<'_> {
             "open the repository at {}",
             path.display()
         )))?;
-        // A branch without a watch scans its whole worktree after every stage.
-        let watch = super::watch::WorktreeWatch::start(&path, &admin_dir.join("fabro-watch"))
-            .map_err(
-                |reason| tracing::debug!(%reason, "parallel branch without a file-system watch"),
-            )
-            .ok();
+        let index = WorktreeIndex::open(&repo)?;
+        // A branch without a watch scans its whole worktree after every stage (with the
+        // run's `full_scan` warning).
+        let watch = WorktreeWatch::start(&path, &admin_dir.join("fabro-watch"));
         Ok(BranchWorktree {
+            index,
             watch,
+            full_scans: self.full_scans.clone(),
             repo,
             label: format!("{}@{}/{target}", site.node_id, site.visit),
             reference: format!("refs/heads/{branch_name}"),
@@ -208,6 +235,8 @@ impl CheckedOutBranch<'_> {
         self.repo
             .checkout_tree(tip_commit.as_object(), Some(&mut checkout))
             .map_err(GitError::git(format!("check out {tip}")))?;
+        self.index.changed_wholesale();
+        self.index.write(self.repo)?;
         self.repo
             .reference(&self.reference, tip, true, "fabro: fan-in")
             .map_err(GitError::git(format!("move {}", self.reference)))?;
@@ -218,8 +247,12 @@ impl CheckedOutBranch<'_> {
 
 /// One parallel branch's own branch and worktree, owned by the branch's traversal.
 pub struct BranchWorktree {
-    /// The worktree's change feed (see [`RunGit`](super::RunGit)); `None` means full scans.
-    watch: Option<super::watch::WorktreeWatch>,
+    /// The worktree's index.
+    index: WorktreeIndex,
+    /// The worktree's change feed (see [`RunGit`](super::RunGit)), or why there is none.
+    watch: Result<WorktreeWatch, String>,
+    /// The run's `full_scan` warning.
+    full_scans: FullScanLog,
     repo: Repository,
     /// `{node_id}@{visit}/{target}`, the `Fabro-Parallel` trailer.
     label: String,
@@ -264,12 +297,29 @@ impl BranchWorktree {
         }
     }
 
+    /// Test hook: this branch stages with full scans only, as without a watch.
+    #[cfg(test)]
+    pub(crate) fn without_watch(mut self) -> BranchWorktree {
+        self.watch = Err("disabled by a test".to_owned());
+        self
+    }
+
+    /// Test hook: whether the branch's worktree has a watch.
+    #[cfg(test)]
+    pub(crate) fn is_watched(&self) -> bool {
+        self.watch.is_ok()
+    }
+
     /// The branch as a line that a nested parallel stage or a fan-in can build on.
     pub fn checked_out(&mut self) -> CheckedOutBranch<'_> {
         CheckedOutBranch {
             repo: &self.repo,
             reference: self.reference.clone(),
             head: &mut self.head,
+            index: &mut self.index,
+            watch: self.watch.as_mut().map_err(|reason| reason.as_str()),
+            force_full_scan: false,
+            full_scans: &self.full_scans,
             excludes: &self.excludes,
             author: &self.author,
             run_id: &self.run_id,
@@ -286,19 +336,22 @@ impl BranchWorktree {
             .find_commit(self.head)
             .map_err(GitError::git("read the branch tip"))?
             .tree_id();
-        let paths = match self
-            .watch
-            .as_mut()
-            .map(super::watch::WorktreeWatch::changes)
-        {
-            Some(super::watch::Changes::Paths(paths)) => super::run_git::with_ignore_scopes(paths),
-            _ => None,
-        };
+        let paths = watched_paths(
+            self.watch.as_mut().map_err(|reason| reason.as_str()),
+            false,
+            &self.full_scans,
+        );
         let scope = match &paths {
-            Some(paths) => super::stage::Scope::Paths(paths),
-            None => super::stage::Scope::Full,
+            Some(paths) => Scope::Paths(paths),
+            None => Scope::Full,
         };
-        let tree = super::stage::stage_worktree(&self.repo, parent_tree, &self.excludes, scope)?;
+        let tree = stage_worktree(
+            &self.repo,
+            &mut self.index,
+            parent_tree,
+            &self.excludes,
+            scope,
+        )?;
         let message = branch_commit_message(&self.run_id, node_id, status, &self.label);
         self.head = commit(
             &self.repo,
@@ -379,62 +432,6 @@ fn fnv1a(text: &str) -> u32 {
     text.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
     })
-}
-
-/// Stages every change in the worktree of `repo` except the exclusions of SPEC 8.3 and returns
-/// the staged tree, or `None` when it equals the tree of `head`.
-fn stage_changes(
-    repo: &Repository,
-    head: Oid,
-    excludes: &Excludes,
-) -> Result<Option<Oid>, GitError> {
-    let parent_tree = repo
-        .find_commit(head)
-        .map_err(GitError::git("read the branch tip"))?
-        .tree_id();
-    let mut options = StatusOptions::new();
-    options
-        .show(StatusShow::Workdir)
-        .include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_ignored(false)
-        .exclude_submodules(true)
-        .renames_index_to_workdir(false);
-    let statuses = repo
-        .statuses(Some(&mut options))
-        .map_err(GitError::git("scan the worktree"))?;
-    let mut index = repo
-        .index()
-        .map_err(GitError::git("read the worktree index"))?;
-    let mut changed = false;
-    for entry in statuses.iter() {
-        let Ok(path) = std::str::from_utf8(entry.path_bytes()) else {
-            continue;
-        };
-        if path.ends_with('/') || excludes.is_excluded(path) {
-            continue;
-        }
-        let status = entry.status();
-        let stage_error = GitError::git(format!("stage {path}"));
-        if status.contains(Status::WT_DELETED) {
-            index.remove_path(Path::new(path)).map_err(stage_error)?;
-            changed = true;
-        } else if status.intersects(Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE) {
-            index.add_path(Path::new(path)).map_err(stage_error)?;
-            changed = true;
-        }
-    }
-    drop(statuses);
-    if !changed {
-        return Ok(None);
-    }
-    let tree = index
-        .write_tree()
-        .map_err(GitError::git("write the staged tree"))?;
-    index
-        .write()
-        .map_err(GitError::git("write the worktree index"))?;
-    Ok((tree != parent_tree).then_some(tree))
 }
 
 fn commit(

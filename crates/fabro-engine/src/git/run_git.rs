@@ -12,13 +12,15 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use super::exclude::Excludes;
+use super::full_scan::{watched_paths, FullScanLog};
 use super::history::metadata_tip;
+use super::index_file::WorktreeIndex;
 use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
 use super::object::{commit_data, ObjectKind, RawObject};
 use super::pack::PackStore;
 use super::stage::{stage_worktree, Scope};
-use super::watch::{Changes, WorktreeWatch};
+use super::watch::WorktreeWatch;
 use super::worktree::{
     add_worktree, find_commit, open, remote_tracking_refs, remove_dir_if_present,
     remove_lock_files, remove_worktree_files, worktree_admin_dir, RepoLock,
@@ -85,14 +87,14 @@ pub struct RunGit {
     packs: PackStore,
     /// Packs merged away since `repo` was opened.
     removed_packs: usize,
+    /// The worktree's index (libgit2's copy and the file git reads).
+    index: WorktreeIndex,
     /// The worktree's change feed, or why there is none.
     watch: Result<WorktreeWatch, String>,
     /// The next stage scans the whole worktree whatever the watch says (after a resume).
     full_scan_next: bool,
-    /// Why a stage fell back to a full scan, until [`RunGit::take_full_scan_warning`].
-    full_scan_warning: Option<String>,
-    /// Whether the `full_scan` warning was handed out (once per run).
-    full_scan_warned: bool,
+    /// The run's `full_scan` warning (shared with its parallel branches' worktrees).
+    full_scans: FullScanLog,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -105,23 +107,6 @@ impl std::fmt::Debug for RunGit {
             .field("metadata_tip", &self.metadata_tip)
             .finish_non_exhaustive()
     }
-}
-
-/// The touched `paths`, plus the directory of every touched `.gitignore`: its rules may now
-/// admit files that were ignored before and are otherwise unchanged. `None` (scan the whole
-/// worktree) when the root's `.gitignore` changed.
-pub(super) fn with_ignore_scopes(mut paths: Vec<String>) -> Option<Vec<String>> {
-    let mut directories = Vec::new();
-    for path in &paths {
-        if path == ".gitignore" {
-            return None;
-        }
-        if let Some(directory) = path.strip_suffix("/.gitignore") {
-            directories.push(directory.to_owned());
-        }
-    }
-    paths.extend(directories);
-    Some(paths)
 }
 
 impl RunGit {
@@ -277,6 +262,7 @@ impl RunGit {
             .id();
         let metadata_tip = metadata_tip(&repo, run_id)?;
         let excludes = Excludes::new(&settings.work_dir_relative, &settings.exclude_globs)?;
+        let index = WorktreeIndex::open(&repo)?;
         let watch = WorktreeWatch::start(
             worktree_path,
             &worktree_admin_dir(main.commondir(), run_id).join("fabro-watch"),
@@ -294,10 +280,10 @@ impl RunGit {
             metadata_tree: None,
             packs: PackStore::new(&main.commondir().join("objects"), true),
             removed_packs: 0,
+            index,
             watch,
             full_scan_next: resumed,
-            full_scan_warning: None,
-            full_scan_warned: false,
+            full_scans: FullScanLog::default(),
         })
     }
 
@@ -328,6 +314,10 @@ impl RunGit {
             repo: &self.repo,
             reference: format!("refs/heads/{}", run_branch_name(&self.run_id)),
             head: &mut self.head,
+            index: &mut self.index,
+            watch: self.watch.as_mut().map_err(|reason| reason.as_str()),
+            force_full_scan: self.full_scan_next,
+            full_scans: &self.full_scans,
             excludes: &self.excludes,
             author: &self.author,
             run_id: &self.run_id,
@@ -479,7 +469,8 @@ impl RunGit {
         if self.removed_packs >= REOPEN_AFTER_REMOVED_PACKS {
             // libgit2 keeps every pack it has seen open and mapped, merged-away ones too;
             // a fresh handle lets go of them (bounding memory and file descriptors).
-            self.repo = open(&self.worktree_path)?;
+            let fresh = open(&self.worktree_path)?;
+            WorktreeIndex::reopen(&mut self.repo, fresh)?;
             self.removed_packs = 0;
         }
         Ok(())
@@ -532,27 +523,23 @@ impl RunGit {
             .find_commit(self.head)
             .map_err(GitError::git("read the run branch tip"))?
             .tree_id();
-        let changes = match &mut self.watch {
-            Ok(watch) => watch.changes(),
-            Err(reason) => Changes::Unknown(format!("no file-system watch: {reason}")),
-        };
         let full_scan_next = std::mem::take(&mut self.full_scan_next);
-        let paths = match changes {
-            Changes::Paths(paths) if !full_scan_next => with_ignore_scopes(paths),
-            Changes::Paths(_) => None,
-            Changes::Unknown(reason) => {
-                if !self.full_scan_warned {
-                    self.full_scan_warned = true;
-                    self.full_scan_warning = Some(reason);
-                }
-                None
-            }
-        };
+        let paths = watched_paths(
+            self.watch.as_mut().map_err(|reason| reason.as_str()),
+            full_scan_next,
+            &self.full_scans,
+        );
         let scope = match &paths {
             Some(paths) => Scope::Paths(paths),
             None => Scope::Full,
         };
-        let tree = stage_worktree(&self.repo, parent_tree, &self.excludes, scope)?;
+        let tree = stage_worktree(
+            &self.repo,
+            &mut self.index,
+            parent_tree,
+            &self.excludes,
+            scope,
+        )?;
         Ok(StagedChanges { tree, parent_tree })
     }
 
@@ -563,11 +550,24 @@ impl RunGit {
         self
     }
 
+    /// Test hook: the worktree's index file is split from `entries` entries on.
+    #[cfg(test)]
+    pub(crate) fn split_index_from(mut self, entries: usize) -> RunGit {
+        self.index = self.index.with_split_min(entries);
+        self
+    }
+
     /// Test hook: commits are not synced to disk (many stages in a test stay fast).
     #[cfg(test)]
     pub(crate) fn volatile(mut self) -> RunGit {
         self.packs = PackStore::new(&self.common_dir.join("objects"), false);
         self
+    }
+
+    /// Test hook: the run's record of full scans.
+    #[cfg(test)]
+    pub(crate) fn full_scans(&self) -> &FullScanLog {
+        &self.full_scans
     }
 
     /// Test hook: the worktree's watch, if it has one.
@@ -583,11 +583,18 @@ impl RunGit {
         Some((watch.feed(), self.work_dir_relative.clone()))
     }
 
+    /// The agents' file tracking from the worktree's watch (SPEC 7.6, 13.4); `None` without
+    /// a watch (agents then take git snapshots).
+    pub(crate) fn change_tracker(&self) -> Option<fabro_agent::ChangeTracker> {
+        let watch = self.watch.as_ref().ok()?;
+        Some(fabro_agent::ChangeTracker::new(Box::new(watch.feed())))
+    }
+
     /// Why a stage scanned the whole worktree instead of the watched paths, once per run
     /// (the `Warning` with code `full_scan`); `None` otherwise and after the first call
     /// that returned it.
     pub fn take_full_scan_warning(&mut self) -> Option<String> {
-        self.full_scan_warning.take()
+        self.full_scans.take()
     }
 
     /// The patch of `staged` against the previous run-branch commit (the stage's
@@ -600,16 +607,7 @@ impl RunGit {
         if staged.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let diff_error = || GitError::git("diff the staged changes");
-        let old = self
-            .repo
-            .find_tree(staged.parent_tree)
-            .map_err(diff_error())?;
-        let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(diff_error())?;
+        let diff = self.staged_diff(staged)?;
         let mut patch = Vec::new();
         let mut too_big = false;
         let printed = diff.print(git2::DiffFormat::Patch, |_, _, line| {
@@ -623,7 +621,7 @@ impl RunGit {
         if too_big {
             return Ok(None);
         }
-        printed.map_err(diff_error())?;
+        printed.map_err(GitError::git("diff the staged changes"))?;
         Ok(Some(patch))
     }
 
@@ -633,24 +631,31 @@ impl RunGit {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
+        let mut paths =
+            super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+
+    /// The diff of `staged` against the previous run-branch commit, limited to the paths
+    /// that differ (libgit2 would otherwise walk both whole trees).
+    fn staged_diff(&self, staged: &StagedChanges) -> Result<git2::Diff<'_>, GitError> {
         let diff_error = || GitError::git("diff the staged changes");
+        let paths = super::tree_diff::changed_paths(&self.repo, staged.parent_tree, staged.tree)?;
         let old = self
             .repo
             .find_tree(staged.parent_tree)
             .map_err(diff_error())?;
         let new = self.repo.find_tree(staged.tree).map_err(diff_error())?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(diff_error())?;
-        let mut paths: Vec<String> = diff
-            .deltas()
-            .filter_map(|delta| delta.new_file().path().or_else(|| delta.old_file().path()))
-            .map(|path| path.to_string_lossy().into_owned())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        Ok(paths)
+        let mut options = git2::DiffOptions::new();
+        options.disable_pathspec_match(true);
+        for path in &paths {
+            options.pathspec(path);
+        }
+        self.repo
+            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut options))
+            .map_err(diff_error())
     }
 
     /// Commits `staged` on the run branch with the subject and trailers of SPEC 8.3 (even when

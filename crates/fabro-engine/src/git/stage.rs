@@ -8,6 +8,7 @@
 //! the staged entries replaced, so neither the scan nor the tree writing visits unchanged
 //! directories (writing from the index would rebuild its whole cache tree). The index equals
 //! the parent tree plus the staged changes either way, so both modes produce the same tree.
+//! The index file is written with only the changed entries ([`WorktreeIndex`]).
 
 use std::path::Path;
 
@@ -16,6 +17,7 @@ use git2::{
 };
 
 use super::exclude::Excludes;
+use super::index_file::WorktreeIndex;
 use super::GitError;
 
 /// Which paths a stage examines.
@@ -27,10 +29,11 @@ pub(crate) enum Scope<'a> {
     Paths(&'a [String]),
 }
 
-/// Stages the changes within `scope` in `repo`'s index, writes the index when it changed (the
-/// stages' own git commands read it), and returns the staged tree.
+/// Stages the changes within `scope` in `repo`'s index (`worktree_index`), writes the index
+/// file when it changed (the stages' own git commands read it), and returns the staged tree.
 pub(crate) fn stage_worktree(
     repo: &Repository,
+    worktree_index: &mut WorktreeIndex,
     parent_tree: Oid,
     excludes: &Excludes,
     scope: Scope<'_>,
@@ -93,9 +96,10 @@ pub(crate) fn stage_worktree(
             .write_tree()
             .map_err(GitError::git("write the staged tree"))?,
     };
-    index
-        .write()
-        .map_err(GitError::git("write the worktree index"))?;
+    for (path, _) in &updates {
+        worktree_index.touched(path);
+    }
+    worktree_index.write(repo)?;
     Ok(tree)
 }
 

@@ -157,6 +157,17 @@ impl ChangeFeed {
     }
 }
 
+/// The agents' file tracking (SPEC 7.6, 13.4) reads the run worktree's changes from a feed.
+impl fabro_agent::ChangeSource for ChangeFeed {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn changes(&mut self) -> Option<Vec<String>> {
+        ChangeFeed::changes(self)
+    }
+}
+
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
     shared
         .state

@@ -70,6 +70,7 @@ impl AgentConversation {
                 )
                 .map_err(|error| agent_error(&error))?;
                 config.write_scope = node.llm.write_scope().to_vec();
+                config.file_tracking = services.file_tracking();
                 started("cli");
                 Ok(AgentConversation::Cli {
                     config,
@@ -91,6 +92,7 @@ impl AgentConversation {
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
                 config.write_scope = node.llm.write_scope().to_vec();
+                config.file_tracking = services.file_tracking();
                 // The agent enforces the node timeout itself (`handles_own_timeout`), so
                 // it can send `session/cancel` first (SPEC 5.2.3).
                 config.timeout = node.timeout();
@@ -131,6 +133,7 @@ impl AgentConversation {
                 config.reasoning_effort = Some(super::llm::reasoning_effort(node));
                 config.project_memory = node.llm.project_memory;
                 config.write_scope = node.llm.write_scope().to_vec();
+                config.file_tracking = services.file_tracking();
                 config.env = env;
                 if target.provider == Provider::Simulated {
                     config.context_window =

@@ -59,7 +59,7 @@ pub(super) enum Conversation {
     /// A prompt node's message list.
     Prompt(prompt::PromptConversation),
     /// An agent of any backend.
-    Agent(agent::AgentConversation),
+    Agent(Box<agent::AgentConversation>),
 }
 
 impl Conversation {
@@ -121,7 +121,7 @@ async fn execute_with(input: &StageInput<'_>, target: LlmTarget, prompt: &str) -
         Conversation::Prompt(prompt::PromptConversation::new(input, &target, thread))
     } else {
         match agent::AgentConversation::new(input, &target, thread.as_deref()).await {
-            Ok(conversation) => Conversation::Agent(conversation),
+            Ok(conversation) => Conversation::Agent(Box::new(conversation)),
             Err(failure) => {
                 let mut outcome = Outcome::fail(failure.reason, failure.class);
                 outcome.model = Some(target.model.clone());

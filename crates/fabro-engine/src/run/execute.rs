@@ -134,7 +134,7 @@ impl PreparedRun {
         let services = self.services(&emitter, &budget, llm, cancel)?;
         let (state, mut checkpointer) = self.restore(start, &services, &work_dir)?;
         if let Some(git) = run_git {
-            services.assets.follow_git(&git);
+            services.follow_git(&git);
             checkpointer.attach_git(git);
         }
         let cause = Arc::new(CancelCause::default());
@@ -279,6 +279,7 @@ impl PreparedRun {
             acp_command: self.options.config.agent.acp_command.clone(),
             threads: crate::thread::ThreadStore::default(),
             assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
+            file_tracking: std::sync::OnceLock::new(),
         }))
     }
 
@@ -500,7 +501,7 @@ impl PreparedRun {
             settings,
         ) {
             Ok(git) => {
-                launch.services.assets.follow_git(&git);
+                launch.services.follow_git(&git);
                 if let Some(checkpointer) = launch.traversal.checkpointer_mut() {
                     checkpointer.attach_git(git);
                 }

@@ -170,3 +170,66 @@ fn a_stale_branch_and_worktree_of_an_interrupted_attempt_are_replaced() {
     assert_eq!(again.head_sha(), base);
     assert!(!again.work_dir().join("half.txt").exists());
 }
+
+/// Issue 20: branch worktrees are watched; a branch without a watch scans its worktree and
+/// gives the run's `full_scan` warning, once per run; the parallel base commit and the
+/// fan-in keep the run worktree's index current for `git`.
+#[test]
+fn branch_worktrees_are_watched_and_one_without_a_watch_warns_once_per_run() {
+    let Some(repo) = TestRepo::new() else {
+        return;
+    };
+    let mut git = create(&repo);
+    let worktree = repo.outside("run/worktree");
+    let run_dir = repo.outside("run");
+    let site = ParallelSite {
+        run_dir: &run_dir,
+        node_id: "fan",
+        visit: 1,
+    };
+    fs_err::write(worktree.join("before.txt"), "left by the previous stage\n").unwrap();
+    let mut line = git.checked_out();
+    let base = line.commit_base("fan").unwrap();
+    let files = repo.git(&["ls-tree", "--name-only", &base]);
+    assert!(files.contains("before.txt"), "{files}");
+    let mut a = line.create_branch(&site, "a", &base).unwrap();
+    let mut b = line
+        .create_branch(&site, "b", &base)
+        .unwrap()
+        .without_watch();
+    let mut c = line
+        .create_branch(&site, "c", &base)
+        .unwrap()
+        .without_watch();
+    drop(line);
+    assert!(a.is_watched());
+    assert_eq!(git.full_scans().fallbacks(), 0);
+    fs_err::write(a.work_dir().join("a.txt"), "A\n").unwrap();
+    fs_err::write(b.work_dir().join("b.txt"), "B\n").unwrap();
+    fs_err::write(c.work_dir().join("c.txt"), "C\n").unwrap();
+    let a_head = a.commit_stage("a", "success").unwrap();
+    assert_eq!(git.full_scans().fallbacks(), 0, "branch a is watched");
+    assert_eq!(git.take_full_scan_warning(), None);
+    let b_head = b.commit_stage("b", "success").unwrap();
+    c.commit_stage("c", "success").unwrap();
+    assert_eq!(git.full_scans().fallbacks(), 2);
+    assert_eq!(
+        git.take_full_scan_warning().as_deref(),
+        Some("no file-system watch: disabled by a test")
+    );
+    assert_eq!(git.take_full_scan_warning(), None, "once per run");
+    for (head, file) in [(&a_head, "a.txt"), (&b_head, "b.txt")] {
+        let files = repo.git(&["ls-tree", "--name-only", head]);
+        assert!(files.contains(file), "{files}");
+        assert_eq!(
+            git_in(
+                &run_dir.join(format!("branches/fan@1/{}", &file[..1])),
+                &["status", "--porcelain"]
+            ),
+            ""
+        );
+    }
+    git.checked_out().advance(&b_head).unwrap();
+    assert_eq!(git_in(&worktree, &["status", "--porcelain"]), "");
+    assert!(worktree.join("b.txt").exists());
+}

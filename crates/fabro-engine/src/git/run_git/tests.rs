@@ -808,3 +808,54 @@ fn refs_move_in_place_after_their_first_write() {
     );
     repo.git(&["fsck", "--strict"]);
 }
+
+/// Issue 20: the index a stage commit writes in the worktree grows with what the stage
+/// changed, not with the tree; `git` in the worktree still sees it current.
+#[test]
+fn stage_commits_in_a_large_tree_write_an_index_of_the_changes() {
+    let Some(repo) = TestRepo::empty_in_memory() else {
+        return;
+    };
+    const FILES: usize = 6000;
+    for index in 0..FILES {
+        repo.write(&format!("d{}/f{index}.txt", index / 100), "x\n");
+    }
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "initial"]);
+    let mut git = create(&repo, &[]).volatile();
+    initialize(&mut git);
+    let worktree = repo.outside("run/worktree");
+    let index_path = git_in(&worktree, &["rev-parse", "--git-path", "index"]);
+    let full_size = fs_err::metadata(worktree.join(&index_path)).unwrap().len();
+    for stage in 1..=12usize {
+        let node = format!("n{stage}");
+        fs_err::write(
+            worktree.join(format!("d{}/f{}.txt", stage, stage * 100)),
+            format!("stage {stage}\n"),
+        )
+        .unwrap();
+        fs_err::create_dir_all(worktree.join(format!("new/s{stage}"))).unwrap();
+        fs_err::write(worktree.join(format!("new/s{stage}/file.txt")), "new\n").unwrap();
+        if stage == 6 {
+            fs_err::remove_file(worktree.join("d50/f5000.txt")).unwrap();
+        }
+        cycle(&mut git, &node, stage + 1);
+        assert_eq!(
+            git_in(
+                &worktree,
+                &["status", "--porcelain", "--untracked-files=all"]
+            ),
+            "",
+            "after stage {stage}"
+        );
+        assert_eq!(git_in(&worktree, &["diff", "--cached", "--name-only"]), "");
+        let size = fs_err::metadata(worktree.join(&index_path)).unwrap().len();
+        assert!(
+            size * 20 < full_size,
+            "stage {stage} wrote an index of {size} bytes; the whole index is {full_size}"
+        );
+    }
+    let files = git_in(&worktree, &["ls-files"]);
+    assert_eq!(files.lines().count(), FILES - 1 + 12);
+    assert!(!files.contains("d50/f5000.txt"));
+}

@@ -326,10 +326,32 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
     let git = git2::Repository::open(repo.path()).unwrap();
     let mut stages = 0;
     let mut captured = 0;
+    let mut files_touched = 0;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut env = fabro_agent::ProcessEnv::inherit();
+    for (name, value) in [
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ] {
+        env.set(name, value);
+    }
     for seed in 0..6u64 {
-        let mut watched = run(&repo, &format!("W{seed}"));
+        let mut watched = run(&repo, &format!("W{seed}")).split_index_from(1);
         let mut scanned = run(&repo, &format!("F{seed}")).without_watch();
         assert!(watched.watch().is_some(), "the watch must start");
+        // The agents' files_touched and write-scope snapshots (SPEC 7.6, 13.4).
+        let tracking = fabro_agent::FileTracking::with_tracker(watched.change_tracker().unwrap());
+        let snapshots = |watched: &Path, scanned: &Path| {
+            runtime.block_on(async {
+                (
+                    tracking.snapshot(watched, &env).await.unwrap(),
+                    fabro_agent::GitSnapshot::take(scanned, &env).await.unwrap(),
+                )
+            })
+        };
         let scanner =
             || AssetScanner::new(&["*.png".to_owned()], CaptureLimits::default()).unwrap();
         let (followed, walked) = (scanner(), scanner());
@@ -341,6 +363,8 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
         for stage in 1..=85 {
             let followed_baseline = followed.baseline(watched.worktree_path());
             let walked_baseline = walked.baseline(scanned.worktree_path());
+            let (tracked_before, full_before) =
+                snapshots(watched.worktree_path(), scanned.worktree_path());
             for _ in 0..rng.random_range(1..5) {
                 let op = random_op(&mut rng, watched.worktree_path(), stage);
                 apply(watched.worktree_path(), &op);
@@ -366,6 +390,20 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
                 &history[history.len().saturating_sub(4)..]
             );
             captured += from_walk.len();
+            let (tracked_after, full_after) =
+                snapshots(watched.worktree_path(), scanned.worktree_path());
+            let touched = full_after.touched_since(&full_before);
+            assert_eq!(
+                tracked_after.touched_since(&tracked_before),
+                touched,
+                "seed {seed} stage {stage}: files_touched differ; last changes: {:?}",
+                &history[history.len().saturating_sub(4)..]
+            );
+            assert!(
+                tracked_after.paths().eq(full_after.paths()),
+                "seed {seed} stage {stage}: the snapshots differ"
+            );
+            files_touched += touched.len();
             let node = format!("n{stage}");
             let watched_sha = watched.commit_stage(&node, "success", stage, "m").unwrap();
             let scanned_sha = scanned.commit_stage(&node, "success", stage, "m").unwrap();
@@ -395,6 +433,10 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
     }
     assert!(stages >= 500);
     assert!(captured >= 50, "only {captured} assets were captured");
+    assert!(
+        files_touched >= 500,
+        "only {files_touched} files were touched"
+    );
 }
 
 #[test]
