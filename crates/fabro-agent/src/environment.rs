@@ -127,15 +127,19 @@ impl ProcessEnv {
                 return Ok(Spawned::confined(child));
             }
         }
-        let child = self
-            .command(program, cwd)?
+        let mut command = self.command(program, cwd)?;
+        command
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        // Confined without the spawner, the child is forked with a `pre_exec` step.
+        let child = {
+            let _fence = self.is_confined().then(crate::isolation::fork_fence);
+            command.spawn()?
+        };
         Ok(Spawned::local(child))
     }
 

@@ -41,7 +41,7 @@ pub(crate) use spawner::ConfinedChild;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard};
 
 /// `[sandbox] agent_isolation` and `command_isolation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -487,6 +487,29 @@ impl Confinement {
         };
         Ok(plan.spawn(&self.reuse.inner, &request)?)
     }
+}
+
+/// Orders the closing of lock descriptors against the spawner's `fork`.
+static FORK_FENCE: RwLock<()> = RwLock::new(());
+
+/// Held while closing a descriptor that holds a lock (`flock`), such as a run's
+/// `run.lock`. The spawner process of a confined run is `fork`ed from this process and
+/// has copies of every descriptor until it closes them; its `fork` waits for that under
+/// the write side of this fence, so a lock released under the read side is free at once
+/// instead of staying held by a copy in a child that has not closed it yet.
+pub fn descriptor_release_fence() -> RwLockReadGuard<'static, ()> {
+    FORK_FENCE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The write side of [`descriptor_release_fence`], held from before a `fork` until the
+/// child has closed the descriptors it does not need (for a `Command` with a
+/// `pre_exec` step: around `spawn`, which returns once the child has run `exec`).
+pub fn fork_fence() -> std::sync::RwLockWriteGuard<'static, ()> {
+    FORK_FENCE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use crate::run_dir::RunPaths;
 use crate::timestamp::parse_rfc3339;
 
 mod database;
-mod lock;
+pub(crate) mod lock;
 mod queued;
 
 use database::{connect, is_corruption, remove_database, ConnectError};
@@ -885,7 +885,7 @@ mod tests {
             Err(RunIndexError::Locked { .. })
         ));
         drop(lock);
-        assert!(!RunLock::is_held(&run_dir));
+        assert!(lock::released_soon(&run_dir));
         assert_eq!(status(), RunStatus::Interrupted);
 
         // A process that died after its final checkpoint still ended the run.

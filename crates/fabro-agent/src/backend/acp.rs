@@ -82,29 +82,36 @@ pub async fn run_acp_agent(
         .file_tracking
         .snapshot(tree.root(), &config.env)
         .await;
-    let mut child = config
-        .env
-        .command(&program, tree.root())
-        .map_err(|error| AgentError::Configuration {
-            message: error.to_string(),
-        })?
+    let mut command =
+        config
+            .env
+            .command(&program, tree.root())
+            .map_err(|error| AgentError::Configuration {
+                message: error.to_string(),
+            })?;
+    command
         .args(&config.command[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-                backend: "acp",
-                program: program.clone(),
-            },
-            _ => AgentError::Spawn {
-                program: program.clone(),
-                source,
-            },
-        })?;
+        .kill_on_drop(true);
+    // A confined command forks this process (its `pre_exec` step): no lock may be
+    // released until the child has run `exec`.
+    let spawned = {
+        let _fence = crate::isolation::fork_fence();
+        command.spawn()
+    };
+    let mut child = spawned.map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+            backend: "acp",
+            program: program.clone(),
+        },
+        _ => AgentError::Spawn {
+            program: program.clone(),
+            source,
+        },
+    })?;
     let group = ProcessGroup::of(&child);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(AgentError::Protocol {

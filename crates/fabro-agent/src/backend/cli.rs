@@ -157,23 +157,28 @@ pub async fn run_cli_agent(
     if let Some(model) = &config.model {
         command.arg("--model").arg(model);
     }
-    let mut child = command
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-                backend: "cli",
-                program: config.program.clone(),
-            },
-            _ => AgentError::Spawn {
-                program: config.program.clone(),
-                source,
-            },
-        })?;
+        .kill_on_drop(true);
+    // A confined command forks this process (its `pre_exec` step): no lock may be
+    // released until the child has run `exec`.
+    let spawned = {
+        let _fence = crate::isolation::fork_fence();
+        command.spawn()
+    };
+    let mut child = spawned.map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+            backend: "cli",
+            program: config.program.clone(),
+        },
+        _ => AgentError::Spawn {
+            program: config.program.clone(),
+            source,
+        },
+    })?;
     let group = ProcessGroup::of(&child);
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = prompt.to_owned();

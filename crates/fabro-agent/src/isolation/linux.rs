@@ -275,9 +275,11 @@ impl SharedNamespaces {
             command.pre_exec(move || namespaces.enter());
         }
         // `spawn` returns once the child has entered the namespaces and run `exec`.
-        let mut holder = command
-            .spawn()
-            .map_err(|source| error("cannot start the namespace holder", source))?;
+        let mut holder = {
+            let _fence = super::fork_fence();
+            command.spawn()
+        }
+        .map_err(|source| error("cannot start the namespace holder", source))?;
         let open = |name: &str| -> Result<OwnedFd, IsolationError> {
             let path = format!("/proc/{}/ns/{name}", holder.id());
             fs_err::File::open(&path)
@@ -535,5 +537,13 @@ fn probe(flag: libc::c_int) -> bool {
     unsafe {
         command.pre_exec(move || namespaces.enter());
     }
-    command.status().is_ok_and(|status| status.success())
+    // `spawn` returns once the child has run `exec` (and dropped its copies of the
+    // descriptors); only then may a lock be released.
+    let child = {
+        let _fence = super::fork_fence();
+        command.spawn()
+    };
+    child
+        .and_then(|mut child| child.wait())
+        .is_ok_and(|status| status.success())
 }

@@ -133,6 +133,7 @@ impl Spawner {
             null: null.as_raw_fd(),
             join,
         };
+        let fence = super::fork_fence();
         // SAFETY: the child runs `serve`, which only makes raw system calls on memory
         // allocated above and never returns.
         let pid = unsafe { libc::fork() };
@@ -144,6 +145,17 @@ impl Spawner {
             unsafe { serve(&setup, &mut memory) }
         }
         drop((requests_far, exits_far, null, memory));
+        // The spawner writes one byte once it has closed the descriptors it inherited
+        // (locks among them); until then no lock may be released (the fence).
+        let mut ready = [0u8; 1];
+        let started = (&exits_near).read_exact(&mut ready);
+        drop(fence);
+        if let Err(error) = started {
+            drop(requests);
+            // SAFETY: waits for our own child, which failed to prepare.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            return Err(error);
+        }
         let exits = Arc::new(Mutex::new(Exits::default()));
         let reader = Arc::clone(&exits);
         let started = std::thread::Builder::new()

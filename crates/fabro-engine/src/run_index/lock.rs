@@ -10,8 +10,16 @@ use super::RunIndexError;
 /// process dies, which is what makes interrupted runs detectable).
 #[derive(Debug)]
 pub struct RunLock {
-    // Held for its lock; closing the descriptor releases it.
-    _file: std::fs::File,
+    // Held for its lock; closing the descriptor releases it (in `Drop`).
+    file: Option<std::fs::File>,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // A child forked at this moment must not keep a copy of the descriptor.
+        let _fence = fabro_agent::isolation::descriptor_release_fence();
+        drop(self.file.take());
+    }
 }
 
 impl RunLock {
@@ -61,7 +69,7 @@ impl RunLock {
         writeln!(file, "{}", std::process::id()).map_err(io("cannot write"))?;
         file.flush().map_err(io("cannot write"))?;
         Ok(RunLock {
-            _file: file.into_parts().0,
+            file: Some(file.into_parts().0),
         })
     }
 
@@ -82,6 +90,21 @@ impl RunLock {
             }
         }
     }
+}
+
+/// Whether the lock of the run in `run_dir` is free within [`LOCK_PATIENCE`]: a child
+/// that another thread of this process is starting (`fork` then `exec`) holds copies of
+/// every descriptor for that instant, the just-released lock among them.
+#[cfg(test)]
+pub(crate) fn released_soon(run_dir: &Path) -> bool {
+    let started = std::time::Instant::now();
+    while RunLock::is_held(run_dir) {
+        if started.elapsed() >= LOCK_PATIENCE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
 }
 
 /// How long [`RunLock::acquire`] waits out readers and the children of dead holders.

@@ -122,6 +122,9 @@ fn records_checkpoints_and_the_index_round_trip() {
             .register_end(&run, RunStatus::Success)
             .expect("registers");
         drop(lease);
+        assert!(crate::run_index::lock::released_soon(
+            &root.join("scratch/r1")
+        ));
         assert!(!store.is_active(&run));
         let listed = store.list_runs().expect("lists");
         assert_eq!(

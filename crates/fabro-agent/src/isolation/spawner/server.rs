@@ -30,8 +30,11 @@ struct Exec {
 /// Only in the child of `fork`, with `setup` and `memory` prepared before it.
 pub(super) unsafe fn serve(setup: &Setup<'_>, memory: &mut Memory) -> ! {
     let code = match prepare(setup) {
-        Some(signals) => run(setup, signals, memory),
-        None => 1,
+        // The engine waits for this byte before it releases any lock (the fence).
+        Some(signals) if libc::write(setup.exits, [1u8].as_ptr().cast(), 1) == 1 => {
+            run(setup, signals, memory)
+        }
+        _ => 1,
     };
     libc::_exit(code)
 }
