@@ -8,10 +8,10 @@
     'StageStarted', 'StageCompleted', 'StageRetrying', 'StageOutputRepair', 'EdgeSelected',
     'CheckpointCompleted', 'CommandStarted', 'CommandCompleted', 'HumanQuestion', 'HumanAnswer',
     'ParallelStarted', 'ParallelBranchStarted', 'ParallelBranchCompleted', 'ParallelCompleted',
-    'FanInSelected', 'SubWorkflowStarted', 'SubWorkflowCompleted', 'AgentSessionStarted',
-    'AgentAssistantMessage', 'AgentToolCallStarted', 'AgentToolCallCompleted', 'AgentLlmRetry',
-    'AgentFailover', 'AgentLoopDetected', 'AgentContextWindowWarning', 'AgentCompactionStarted',
-    'AgentCompactionCompleted', 'AgentError', 'GoalGateUnsatisfied', 'LoopRestart',
+    'FanInSelected', 'SubWorkflowStarted', 'SubWorkflowCompleted', 'Agent.SessionStarted',
+    'Agent.AssistantMessage', 'Agent.ToolCallStarted', 'Agent.ToolCallCompleted', 'Agent.LlmRetry',
+    'Agent.Failover', 'Agent.LoopDetected', 'Agent.ContextWindowWarning', 'Agent.CompactionStarted',
+    'Agent.CompactionCompleted', 'Agent.Error', 'GoalGateUnsatisfied', 'LoopRestart',
     'CircuitBreakerTripped', 'WatchdogTimeout', 'BudgetExhausted', 'Warning', 'message'];
   var TERMINAL = { WorkflowRunCompleted: true, WorkflowRunFailed: true };
   var MARKS = { success: '\u2713', partial_success: '\u25d0', fail: '\u2717', running: '\u25b6',
@@ -133,6 +133,8 @@
     var queue = [];
     var flushing = false;
     var current = null;
+    var lastSeen = 0;
+    var source = null;
     panZoom(graph);
 
     function nodeGroup(node) { return document.getElementById('node-' + node); }
@@ -224,6 +226,22 @@
       body.dataset.lastEvent = log.lastElementChild ? log.lastElementChild.getAttribute('data-id') : '';
     }
 
+    // A run that was still queued when the page was made gets its graph later.
+    var graphLoading = false;
+    function loadGraph() {
+      if (graphLoading) { return; }
+      graphLoading = true;
+      fetch('/api/v1/runs/' + encodeURIComponent(runId) + '/graph.svg', { cache: 'no-store', credentials: 'same-origin' })
+        .then(function (response) { return response.ok ? response.text() : null; })
+        .then(function (svg) {
+          if (svg && svg.indexOf('<svg') >= 0) {
+            graph.innerHTML = svg.slice(svg.indexOf('<svg'));
+            panZoom(graph);
+            scheduleRefresh();
+          }
+        }).catch(function () {}).then(function () { graphLoading = false; });
+    }
+
     var refreshTimer = null;
     var refreshing = false;
     function refresh() {
@@ -234,6 +252,7 @@
         return response.ok ? response.json() : null;
       }).then(function (live) {
         if (!live) { return; }
+        if (!graph.querySelector('svg') && live.status !== 'queued') { loadGraph(); }
         if (header.innerHTML !== live.header) { replaceKeepingFocus(header, live.header); }
         if (stages.innerHTML !== live.stages) { replaceKeepingFocus(stages, live.stages); }
         if (question.getAttribute('data-question') !== live.question_id) {
@@ -247,6 +266,12 @@
         });
         setCurrent(live.status === 'running' ? live.current_node : null);
         body.dataset.status = live.status;
+        // A resumed run has terminal events in its history: the stream is closed only
+        // once the run has ended and every stored event has arrived.
+        if (live.status !== 'running' && live.status !== 'queued' && lastSeen >= live.last_event_id) {
+          source.close();
+          body.dataset.live = 'closed';
+        }
       }).catch(function () {}).then(function () { refreshing = false; });
     }
     function scheduleRefresh() {
@@ -278,16 +303,15 @@
       }
     }
 
-    var source = new EventSource('/api/v1/runs/' + encodeURIComponent(runId) + '/events');
+    source = new EventSource('/api/v1/runs/' + encodeURIComponent(runId) + '/events');
     function onEvent(message) {
       var envelope;
       try { envelope = JSON.parse(message.data); } catch (e) { return; }
       queue.push(envelope);
       if (!flushing) { flushing = true; setTimeout(flush, 30); }
+      lastSeen = Math.max(lastSeen, Number(envelope.id) || 0);
       apply(envelope);
       if (TERMINAL[envelope.event]) {
-        source.close();
-        body.dataset.live = 'closed';
         setCurrent(null);
         scheduleRefresh();
       }

@@ -8,6 +8,8 @@ use axum::response::IntoResponse;
 pub const CSS: &str = include_str!("app.css");
 /// The script that keeps the pages live.
 pub const JS: &str = include_str!("app.js");
+/// The icon.
+pub const ICON: &str = include_str!("icon.svg");
 
 /// `GET /ui/app.css`.
 pub async fn stylesheet() -> impl IntoResponse {
@@ -28,5 +30,16 @@ pub async fn script() -> impl IntoResponse {
             (header::CACHE_CONTROL, "no-cache"),
         ],
         JS,
+    )
+}
+
+/// `GET /favicon.ico` (an SVG icon, so the browser's own request finds something).
+pub async fn icon() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "max-age=86400"),
+        ],
+        ICON,
     )
 }

@@ -133,7 +133,7 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
         .into_iter()
         .skip((page - 1) * PAGE_SIZE)
         .take(PAGE_SIZE)
-        .map(|entry| row_value(entry))
+        .map(row_value)
         .collect();
     Board {
         counts,

@@ -34,7 +34,7 @@ pub fn render(source: &str) -> String {
 
 fn safe_destination(destination: CowStr<'_>) -> CowStr<'_> {
     let lower = destination.trim().to_ascii_lowercase();
-    let scheme_end = lower.find(|character: char| matches!(character, ':' | '/' | '?' | '#'));
+    let scheme_end = lower.find([':', '/', '?', '#']);
     let has_scheme = scheme_end.is_some_and(|end| lower[end..].starts_with(':'));
     let allowed = !has_scheme
         || ["http:", "https:", "mailto:"]

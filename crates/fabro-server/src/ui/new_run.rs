@@ -71,7 +71,7 @@ pub async fn submit(
     headers: HeaderMap,
     form: Result<Form<NewRunForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if let Err(refused) = check_post(&state, &headers) {
+    if let Some(refused) = check_post(&state, &headers) {
         return refused;
     }
     let Ok(Form(form)) = form else {

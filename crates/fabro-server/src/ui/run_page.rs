@@ -131,6 +131,15 @@ pub async fn live(
         Ok(view) => view,
         Err(error) => return error.into_response(),
     };
+    let run_dir = std::path::PathBuf::from(text(&view.document["run_dir"]));
+    let last_event_id = blocking(move || {
+        records::EventTail::new(&run_dir)
+            .read_new()
+            .last()
+            .map_or(0, |event| event.id)
+    })
+    .await
+    .unwrap_or(0);
     let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
     for stage in &view.stages {
         let node = text(&stage["node_id"]);
@@ -151,6 +160,7 @@ pub async fn live(
         "question": render_question(&view),
         "stages": render_stages(&view.run_id, &view.stages),
         "nodes": nodes,
+        "last_event_id": last_event_id,
     });
     ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
 }
@@ -228,9 +238,14 @@ fn render_question(view: &RunView) -> String {
             label
         };
         let is_default = !default.is_empty()
-            && [&option["key"], &option["label"], &option["target"]]
-                .iter()
-                .any(|value| text(value) == default);
+            && [
+                &option["key"],
+                &option["label"],
+                &option["display_label"],
+                &option["target"],
+            ]
+            .iter()
+            .any(|value| text(value).eq_ignore_ascii_case(&default));
         let (class, mark) = if is_default {
             (" class=\"default\"", " <em>(default)</em>")
         } else {
@@ -318,7 +333,7 @@ pub async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = check_post(&state, &headers) {
+    if let Some(refused) = check_post(&state, &headers) {
         return refused;
     }
     match runs::cancel(&state, &id) {
@@ -333,7 +348,7 @@ pub async fn resume(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = check_post(&state, &headers) {
+    if let Some(refused) = check_post(&state, &headers) {
         return refused;
     }
     let record = match crate::api::require_run(&state, &id).await {
@@ -361,7 +376,7 @@ pub async fn answer(
     headers: HeaderMap,
     form: Result<Form<AnswerForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if let Err(refused) = check_post(&state, &headers) {
+    if let Some(refused) = check_post(&state, &headers) {
         return refused;
     }
     let Ok(Form(form)) = form else {

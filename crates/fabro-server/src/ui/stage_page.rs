@@ -121,8 +121,19 @@ fn stage_events(run_dir: &std::path::Path, node: &str, rank: u32) -> Vec<Value> 
     found
 }
 
-async fn load(state: &AppState, id: &str, rank: &str, full: bool) -> Result<StageView, Response> {
-    let not_found = || message_page(StatusCode::NOT_FOUND, "Not found", "no such stage");
+async fn load(
+    state: &AppState,
+    id: &str,
+    rank: &str,
+    full: bool,
+) -> Result<StageView, Box<Response>> {
+    let not_found = || {
+        Box::new(message_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "no such stage",
+        ))
+    };
     let rank: u32 = rank.parse().map_err(|_| not_found())?;
     let record = match crate::api::find_run(state, id).await {
         Ok(Some(record)) => record,
@@ -145,7 +156,7 @@ pub async fn page(
     }
     let view = match load(&state, &id, &rank, true).await {
         Ok(view) => view,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let stage = &view.stage;
     let run_id = &view.record.run_id;
@@ -214,7 +225,7 @@ pub async fn live(
     }
     let view = match load(&state, &id, &rank, false).await {
         Ok(view) => view,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let body = json!({
         "status": view.stage["status"],
@@ -298,7 +309,7 @@ fn tool_calls(events: &[Value]) -> String {
     for event in events {
         let properties = &event["properties"];
         match event["event"].as_str().unwrap_or_default() {
-            "AgentToolCallStarted" => html.push_str(&format!(
+            "Agent.ToolCallStarted" => html.push_str(&format!(
                 "<li class=\"call\"><span class=\"tool\">{}</span> <code class=\"call-id\">{}</code>\
                  <pre class=\"raw\">{}</pre></li>",
                 escape(&text(&properties["tool"])),
@@ -308,7 +319,7 @@ fn tool_calls(events: &[Value]) -> String {
                     TOOL_OUTPUT
                 )),
             )),
-            "AgentToolCallCompleted" => html.push_str(&format!(
+            "Agent.ToolCallCompleted" => html.push_str(&format!(
                 "<li class=\"result{}\"><span class=\"tool\">{} {}</span> ({})<pre class=\"raw\">{}</pre></li>",
                 if properties["is_error"] == true { " error" } else { "" },
                 if properties["is_error"] == true { "✗ error from" } else { "✓ result of" },

@@ -34,6 +34,7 @@ pub fn routes() -> Router<AppState> {
         .route("/", get(index))
         .route("/ui/app.js", get(assets::script))
         .route("/ui/app.css", get(assets::stylesheet))
+        .route("/favicon.ico", get(assets::icon))
         .route("/new", get(new_run::form).post(new_run::submit))
         .route("/runs/{id}", get(run_page::page))
         .route("/runs/{id}/live", get(run_page::live))
@@ -104,17 +105,17 @@ pub fn sign_in_required() -> Response {
 }
 
 /// Whether a form post may change state: the bearer token, or the cookie with an
-/// `Origin` equal to `http://{Host}` (SPEC 15). `Err` is the response to send.
-pub fn check_post(state: &AppState, headers: &HeaderMap) -> Result<(), Response> {
+/// `Origin` equal to `http://{Host}` (SPEC 15). `Some` is the refusal to send.
+pub fn check_post(state: &AppState, headers: &HeaderMap) -> Option<Response> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
     if bearer.is_some_and(|token| state.token().matches(token)) {
-        return Ok(());
+        return None;
     }
     if !session_cookie(headers).is_some_and(|cookie| state.token().matches(cookie)) {
-        return Err(sign_in_required());
+        return Some(sign_in_required());
     }
     let origin = headers
         .get(header::ORIGIN)
@@ -123,8 +124,8 @@ pub fn check_post(state: &AppState, headers: &HeaderMap) -> Result<(), Response>
         .get(header::HOST)
         .and_then(|value| value.to_str().ok());
     match (origin, host) {
-        (Some(origin), Some(host)) if origin == format!("http://{host}") => Ok(()),
-        _ => Err(message_page(
+        (Some(origin), Some(host)) if origin == format!("http://{host}") => None,
+        _ => Some(message_page(
             StatusCode::FORBIDDEN,
             "Refused",
             "cross-origin request refused",
@@ -134,11 +135,18 @@ pub fn check_post(state: &AppState, headers: &HeaderMap) -> Result<(), Response>
 
 /// A whole page: `title`, the navigation, `body`; the stylesheet and the script come
 /// from `/ui/` (no inline script or style: CSP `default-src 'self'`).
+///
+/// Responses say `Referrer-Policy: no-referrer` (SPEC 15), under which browsers send
+/// `Origin: null` even on same-origin form posts, which the `Origin` check must refuse.
+/// The page therefore narrows its own policy to `same-origin`: the browser then sends
+/// the real `Origin` (and a referrer) to this server only, and still nothing to any
+/// other site.
 pub fn layout(title: &str, body_attributes: &str, body: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{title} · fabro</title><link rel=\"stylesheet\" href=\"/ui/app.css\">\
+         <meta name=\"referrer\" content=\"same-origin\">\
+         <title>{title} · fabro</title><link rel=\"icon\" href=\"/favicon.ico\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/ui/app.css\">\
          <script src=\"/ui/app.js\" defer></script></head><body{body_attributes}>\
          <header class=\"top\"><nav aria-label=\"main\"><a href=\"/\" class=\"brand\">fabro</a> \
          <a href=\"/\">Runs</a> <a href=\"/new\">New run</a></nav></header>\
