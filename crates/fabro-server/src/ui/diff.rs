@@ -25,10 +25,7 @@ pub fn render(diff: &str) -> String {
         } else {
             "ctx"
         };
-        html.push_str(&format!(
-            "<span class=\"{class}\">{}</span>\n",
-            escape(line)
-        ));
+        html.push_str(&format!("<span class=\"{class}\">{}</span>", escape(line)));
     }
     html.push_str("</pre>");
     html
