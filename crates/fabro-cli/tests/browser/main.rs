@@ -4,5 +4,6 @@
 
 mod actions;
 mod live;
+mod perf;
 mod security;
 mod support;

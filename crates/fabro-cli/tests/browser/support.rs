@@ -45,10 +45,16 @@ pub(crate) struct Server {
 impl Server {
     /// Starts `fabro server --bind 127.0.0.1:0` in `env`.
     pub(crate) fn start(env: &TestEnv) -> Server {
+        Server::start_with(env, &[])
+    }
+
+    /// Starts the server with more environment variables (e.g. another `FABRO_HOME`).
+    pub(crate) fn start_with(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
             .env("FABRO_PROVIDER", "simulated")
+            .envs(extra_env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
