@@ -355,7 +355,9 @@ impl Browser {
 
     /// Ends the session and the driver.
     pub(crate) async fn close(self) {
-        let _ = self.client.clone().close().await;
+        // Ending the session can wait on the client's other handle; the driver's
+        // process group is killed on drop in any case.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.client.clone().close()).await;
     }
 }
 
