@@ -25,7 +25,6 @@ async fn timings(browser: &Browser, ready: &str) -> (f64, f64, f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::print_stderr, reason = "the measured figures are the output")]
 async fn the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_within_a_second() {
     let test = "the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_within_a_second";
     let (Ok(stages_home), Ok(runs_home)) = (
