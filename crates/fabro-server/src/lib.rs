@@ -44,7 +44,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/runs", get(api::list_runs).post(api::create_run))
         .layer(RequestBodyLimitLayer::new(MAX_START_BODY));
     let rest = Router::new()
-        .route("/", get(ui::index))
+        .merge(ui::routes())
         .route("/api/v1/health", get(api::health))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/workflows", get(api::list_workflows))

@@ -1,0 +1,86 @@
+//! Acceptance 4 of issue 19, as a measurement: the run page of a 1,000-stage run and
+//! the board of a root with 1,000 runs, timed by Chromium's own navigation timing. The
+//! records take minutes to make, so the measurement runs only when
+//! `FABRO_UI_PERF_STAGES_HOME` (a `FABRO_HOME` whose newest run has 1,000 stages) and
+//! `FABRO_UI_PERF_RUNS_HOME` (a `FABRO_HOME` with 1,000 runs) name them, and says that
+//! it skipped otherwise; the figures go to docs/benchmarks.md.
+
+use fabro_test_support::TestEnv;
+use serde_json::Value;
+
+use crate::support::{sign_in, Browser, Server};
+
+/// Milliseconds from navigation start to DOMContentLoaded (deferred script run) and to
+/// the page's first live refresh (or the board's first fragment reload).
+async fn timings(browser: &Browser, ready: &str) -> (f64, f64, f64) {
+    browser.wait_js("the page is live", ready).await;
+    let value = browser
+        .eval(
+            "var n = performance.getEntriesByType('navigation')[0]; \
+             return [n.domContentLoadedEventEnd, n.loadEventEnd, performance.now()];",
+        )
+        .await;
+    let number = |index: usize| value[index].as_f64().unwrap_or(f64::MAX);
+    (number(0), number(1), number(2))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_within_a_second() {
+    let test = "the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_within_a_second";
+    let (Ok(stages_home), Ok(runs_home)) = (
+        std::env::var("FABRO_UI_PERF_STAGES_HOME"),
+        std::env::var("FABRO_UI_PERF_RUNS_HOME"),
+    ) else {
+        fabro_test_support::skip(
+            test,
+            "FABRO_UI_PERF_STAGES_HOME and FABRO_UI_PERF_RUNS_HOME are not set",
+        );
+        return;
+    };
+    let Some(browser) = Browser::start(test).await else {
+        return;
+    };
+    let env = TestEnv::new("ui-perf");
+    let server = Server::start_with(&env, &[("FABRO_HOME", &stages_home)]);
+    let run: Value = server.api("/api/v1/runs");
+    let run_id = run["runs"][0]["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    sign_in(&browser, &server).await;
+    let mut report = Vec::new();
+    // The first visit of each page warms the caches; the later ones are measured.
+    let mut slowest: f64 = 0.0;
+    for attempt in 0..3 {
+        browser.goto(&server.url(&format!("/runs/{run_id}"))).await;
+        let (loaded, load_end, live) = timings(
+            &browser,
+            "return document.querySelectorAll('#stages tr[data-rank]').length >= 1000 && document.body.dataset.status === 'success';",
+        )
+        .await;
+        report.push(format!("run page attempt {attempt}: DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, live {live:.0} ms"));
+        if attempt > 0 {
+            slowest = slowest.max(loaded).max(load_end);
+        }
+    }
+    drop(server);
+    let server = Server::start_with(&env, &[("FABRO_HOME", &runs_home)]);
+    sign_in(&browser, &server).await;
+    for attempt in 0..3 {
+        browser.goto(&server.url("/")).await;
+        let (loaded, load_end, live) = timings(
+            &browser,
+            "return document.querySelector('[data-count=all]').textContent === '1000' && document.querySelectorAll('#board tr[data-run]').length === 50 && !!document.body.dataset.refreshed;",
+        )
+        .await;
+        report.push(format!("board attempt {attempt}: DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, first refresh {live:.0} ms"));
+        if attempt > 0 {
+            slowest = slowest.max(loaded).max(load_end);
+        }
+    }
+    for line in &report {
+        eprintln!("{line}");
+    }
+    assert!(slowest < 1000.0, "{report:#?}");
+    browser.close().await;
+}

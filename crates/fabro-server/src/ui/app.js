@@ -1,0 +1,372 @@
+// fabro web UI (SPEC 15): keeps the pages live. Text from runs is only ever set with
+// textContent; HTML comes from the server's own escaped fragments. No inline script.
+(function () {
+  'use strict';
+  var body = document.body;
+
+  var EVENT_NAMES = ['WorkflowRunStarted', 'WorkflowRunCompleted', 'WorkflowRunFailed',
+    'StageStarted', 'StageCompleted', 'StageRetrying', 'StageOutputRepair', 'EdgeSelected',
+    'CheckpointCompleted', 'CommandStarted', 'CommandCompleted', 'HumanQuestion', 'HumanAnswer',
+    'ParallelStarted', 'ParallelBranchStarted', 'ParallelBranchCompleted', 'ParallelCompleted',
+    'FanInSelected', 'SubWorkflowStarted', 'SubWorkflowCompleted', 'Agent.SessionStarted',
+    'Agent.AssistantMessage', 'Agent.ToolCallStarted', 'Agent.ToolCallCompleted', 'Agent.LlmRetry',
+    'Agent.Failover', 'Agent.LoopDetected', 'Agent.ContextWindowWarning', 'Agent.CompactionStarted',
+    'Agent.CompactionCompleted', 'Agent.Error', 'GoalGateUnsatisfied', 'LoopRestart',
+    'CircuitBreakerTripped', 'WatchdogTimeout', 'BudgetExhausted', 'Warning', 'message'];
+  var TERMINAL = { WorkflowRunCompleted: true, WorkflowRunFailed: true };
+  var MARKS = { success: '\u2713', partial_success: '\u25d0', fail: '\u2717', running: '\u25b6',
+    skipped: '\u21b7', pending: '', incomplete: '!' };
+  var SVG = 'http://www.w3.org/2000/svg';
+
+  // Replaces a container's HTML, keeping the focus on the same link or button.
+  function replaceKeepingFocus(target, html) {
+    var active = document.activeElement;
+    var key = null;
+    if (active && target.contains(active)) {
+      key = active.getAttribute('href') || active.id || active.getAttribute('value');
+    }
+    target.innerHTML = html;
+    if (key) {
+      var candidates = target.querySelectorAll('a, button');
+      for (var i = 0; i < candidates.length; i++) {
+        var c = candidates[i];
+        if (c.getAttribute('href') === key || c.id === key || c.getAttribute('value') === key) {
+          c.focus();
+          break;
+        }
+      }
+    }
+  }
+
+  function board() {
+    var target = document.getElementById('board');
+    var busy = false;
+    var last = target.innerHTML;
+    function refresh() {
+      if (busy) { return; }
+      busy = true;
+      fetch(location.pathname + location.search, {
+        headers: { 'X-Fabro-Fragment': 'board' }, cache: 'no-store', credentials: 'same-origin'
+      }).then(function (response) {
+        return response.ok ? response.text() : null;
+      }).then(function (html) {
+        if (html !== null && html !== last) {
+          last = html;
+          replaceKeepingFocus(target, html);
+        }
+        body.dataset.refreshed = String(Date.now());
+      }).catch(function () {}).then(function () { busy = false; });
+    }
+    setInterval(refresh, 1000);
+  }
+
+  function eventSummary(envelope) {
+    var p = envelope.properties || {};
+    var parts = ['#' + envelope.id, String(envelope.ts || '').slice(11, 23), envelope.event];
+    if (envelope.node_id) { parts.push(envelope.node_id); }
+    if (p.status) { parts.push(p.status); }
+    if (p.tool) { parts.push(p.tool); }
+    if (p.to) { parts.push('\u2192 ' + p.to + (p.label ? ' [' + p.label + ']' : '')); }
+    if (p.text) { parts.push(String(p.text)); }
+    if (p.label && !p.to) { parts.push('[' + p.label + ']'); }
+    if (p.reason) { parts.push(String(p.reason)); }
+    if (p.message) { parts.push(String(p.message)); }
+    if (p.failure_reason) { parts.push(String(p.failure_reason)); }
+    return parts.join(' ');
+  }
+
+  function panZoom(graph) {
+    var svg = graph.querySelector('svg');
+    if (!svg || !svg.viewBox || !svg.viewBox.baseVal) { return; }
+    var vb = svg.viewBox.baseVal;
+    var home = { x: vb.x, y: vb.y, w: vb.width, h: vb.height };
+    svg.removeAttribute('width');
+    svg.removeAttribute('height');
+    function scale() {
+      return Math.max(vb.width / (svg.clientWidth || 1), vb.height / (svg.clientHeight || 1));
+    }
+    function zoom(factor) {
+      var cx = vb.x + vb.width / 2, cy = vb.y + vb.height / 2;
+      vb.width *= factor; vb.height *= factor;
+      vb.x = cx - vb.width / 2; vb.y = cy - vb.height / 2;
+    }
+    var tools = document.querySelectorAll('[data-zoom]');
+    for (var i = 0; i < tools.length; i++) {
+      tools[i].addEventListener('click', function (event) {
+        var what = event.currentTarget.getAttribute('data-zoom');
+        if (what === 'in') { zoom(0.8); } else if (what === 'out') { zoom(1.25); } else {
+          vb.x = home.x; vb.y = home.y; vb.width = home.w; vb.height = home.h;
+        }
+      });
+    }
+    graph.addEventListener('wheel', function (event) {
+      event.preventDefault();
+      zoom(event.deltaY < 0 ? 0.85 : 1 / 0.85);
+    }, { passive: false });
+    var drag = null;
+    var dragged = false;
+    graph.addEventListener('pointerdown', function (event) {
+      drag = { x: event.clientX, y: event.clientY, vx: vb.x, vy: vb.y, s: scale() };
+      dragged = false;
+    });
+    graph.addEventListener('pointermove', function (event) {
+      if (!drag) { return; }
+      var dx = event.clientX - drag.x, dy = event.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 4) { dragged = true; }
+      vb.x = drag.vx - dx * drag.s; vb.y = drag.vy - dy * drag.s;
+    });
+    window.addEventListener('pointerup', function () { drag = null; });
+    graph.addEventListener('click', function (event) {
+      if (dragged) { event.preventDefault(); dragged = false; }
+    }, true);
+  }
+
+  function runPage() {
+    var runId = body.dataset.run;
+    var base = '/runs/' + encodeURIComponent(runId);
+    var log = document.getElementById('events');
+    var follow = document.getElementById('follow');
+    var graph = document.getElementById('graph');
+    var header = document.getElementById('run-header');
+    var stages = document.getElementById('stages');
+    var question = document.getElementById('question');
+    var queue = [];
+    var flushing = false;
+    var current = null;
+    var lastSeen = 0;
+    var source = null;
+    panZoom(graph);
+
+    function nodeGroup(node) { return document.getElementById('node-' + node); }
+
+    function mark(group, status, visits) {
+      var box;
+      try { box = group.getBBox(); } catch (e) { return; }
+      var label = group.querySelector('text.mark');
+      if (!label) {
+        label = document.createElementNS(SVG, 'text');
+        label.setAttribute('class', 'mark');
+        label.setAttribute('x', String(box.x + 3));
+        label.setAttribute('y', String(box.y + 13));
+        group.appendChild(label);
+      }
+      label.textContent = MARKS[status] || '';
+      var count = group.querySelector('text.visits');
+      if (visits > 1) {
+        if (!count) {
+          count = document.createElementNS(SVG, 'text');
+          count.setAttribute('class', 'visits');
+          count.setAttribute('text-anchor', 'end');
+          count.setAttribute('x', String(box.x + box.width - 3));
+          count.setAttribute('y', String(box.y + 12));
+          group.appendChild(count);
+        }
+        count.textContent = '\u00d7' + visits;
+      }
+      var title = group.querySelector('title');
+      if (!title) {
+        title = document.createElementNS(SVG, 'title');
+        group.insertBefore(title, group.firstChild);
+      }
+      title.textContent = group.id.slice(5) + ': ' + status + (visits ? ', visits ' + visits : '');
+    }
+
+    function setNode(node, status, visits) {
+      var group = nodeGroup(node);
+      if (!group) { return; }
+      var classes = (group.getAttribute('class') || '').split(/\s+/).filter(function (c) {
+        return c && c.indexOf('status-') !== 0;
+      });
+      classes.push('status-' + String(status).replace(/[^a-z_]/g, ''));
+      group.setAttribute('class', classes.join(' '));
+      if (visits !== undefined && visits !== null) { group.setAttribute('data-visits', String(visits)); }
+      mark(group, status, Number(group.getAttribute('data-visits') || 0));
+    }
+
+    function setCurrent(node) {
+      if (current) {
+        var old = nodeGroup(current);
+        if (old) { old.classList.remove('current'); }
+      }
+      current = node;
+      var group = node ? nodeGroup(node) : null;
+      if (group) { group.classList.add('current'); }
+    }
+
+    function link(node, rank) {
+      var group = nodeGroup(node);
+      if (!group) { return; }
+      var href = base + '/stages/' + encodeURIComponent(rank);
+      var parent = group.parentNode;
+      if (parent.nodeName.toLowerCase() === 'a') {
+        parent.setAttribute('href', href);
+        return;
+      }
+      var anchor = document.createElementNS(SVG, 'a');
+      anchor.setAttribute('href', href);
+      anchor.setAttribute('aria-label', 'stage ' + rank + ' of ' + node);
+      parent.insertBefore(anchor, group);
+      anchor.appendChild(group);
+    }
+
+    function flush() {
+      flushing = false;
+      var fragment = document.createDocumentFragment();
+      for (var i = 0; i < queue.length; i++) {
+        var item = document.createElement('li');
+        item.textContent = eventSummary(queue[i]);
+        item.setAttribute('data-event', queue[i].event);
+        item.setAttribute('data-id', String(queue[i].id));
+        fragment.appendChild(item);
+      }
+      queue = [];
+      log.appendChild(fragment);
+      while (log.childElementCount > 1000) { log.removeChild(log.firstElementChild); }
+      if (follow.checked) { log.scrollTop = log.scrollHeight; }
+      body.dataset.lastEvent = log.lastElementChild ? log.lastElementChild.getAttribute('data-id') : '';
+    }
+
+    // A run that was still queued when the page was made gets its graph later.
+    var graphLoading = false;
+    function loadGraph() {
+      if (graphLoading) { return; }
+      graphLoading = true;
+      fetch('/api/v1/runs/' + encodeURIComponent(runId) + '/graph.svg', { cache: 'no-store', credentials: 'same-origin' })
+        .then(function (response) { return response.ok ? response.text() : null; })
+        .then(function (svg) {
+          if (svg && svg.indexOf('<svg') >= 0) {
+            graph.innerHTML = svg.slice(svg.indexOf('<svg'));
+            panZoom(graph);
+            scheduleRefresh();
+          }
+        }).catch(function () {}).then(function () { graphLoading = false; });
+    }
+
+    var refreshTimer = null;
+    var refreshing = false;
+    function refresh() {
+      refreshTimer = null;
+      if (refreshing) { scheduleRefresh(); return; }
+      refreshing = true;
+      fetch(base + '/live', { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+        return response.ok ? response.json() : null;
+      }).then(function (live) {
+        if (!live) { return; }
+        if (!graph.querySelector('svg') && live.status !== 'queued') { loadGraph(); }
+        if (header.innerHTML !== live.header) { replaceKeepingFocus(header, live.header); }
+        if (stages.innerHTML !== live.stages) { replaceKeepingFocus(stages, live.stages); }
+        if (question.getAttribute('data-question') !== live.question_id) {
+          question.setAttribute('data-question', live.question_id);
+          question.innerHTML = live.question;
+        }
+        Object.keys(live.nodes || {}).forEach(function (node) {
+          var info = live.nodes[node];
+          setNode(node, info.status, info.visits);
+          link(node, info.rank);
+        });
+        setCurrent(live.status === 'running' ? live.current_node : null);
+        body.dataset.status = live.status;
+        // A resumed run has terminal events in its history: the stream is closed only
+        // once the run has ended and every stored event has arrived.
+        if (live.status !== 'running' && live.status !== 'queued' && lastSeen >= live.last_event_id) {
+          source.close();
+          body.dataset.live = 'closed';
+        }
+      }).catch(function () {}).then(function () { refreshing = false; });
+    }
+    function scheduleRefresh() {
+      if (refreshTimer === null) { refreshTimer = setTimeout(refresh, 250); }
+    }
+
+    function apply(envelope) {
+      var p = envelope.properties || {};
+      switch (envelope.event) {
+        case 'StageStarted':
+          setNode(envelope.node_id, 'running', p.visit);
+          setCurrent(envelope.node_id);
+          scheduleRefresh();
+          break;
+        case 'StageRetrying':
+          setNode(envelope.node_id, 'running');
+          break;
+        case 'StageCompleted':
+          setNode(envelope.node_id, p.status, p.visit);
+          scheduleRefresh();
+          break;
+        case 'HumanQuestion':
+        case 'HumanAnswer':
+        case 'WorkflowRunStarted':
+          scheduleRefresh();
+          break;
+        default:
+          break;
+      }
+    }
+
+    source = new EventSource('/api/v1/runs/' + encodeURIComponent(runId) + '/events');
+    function onEvent(message) {
+      var envelope;
+      try { envelope = JSON.parse(message.data); } catch (e) { return; }
+      queue.push(envelope);
+      if (!flushing) { flushing = true; setTimeout(flush, 30); }
+      lastSeen = Math.max(lastSeen, Number(envelope.id) || 0);
+      apply(envelope);
+      if (TERMINAL[envelope.event]) {
+        setCurrent(null);
+        scheduleRefresh();
+      }
+    }
+    EVENT_NAMES.forEach(function (name) { source.addEventListener(name, onEvent); });
+    source.addEventListener('open', function () { body.dataset.live = 'connected'; });
+    source.addEventListener('error', function () {
+      if (body.dataset.live !== 'closed') { body.dataset.live = 'reconnecting'; }
+    });
+    refresh();
+  }
+
+  function stagePage() {
+    if (body.dataset.status !== 'running') { return; }
+    var url = '/runs/' + encodeURIComponent(body.dataset.run) + '/stages/' +
+      encodeURIComponent(body.dataset.rank) + '/live';
+    var timer = setInterval(function () {
+      fetch(url, { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+        return response.ok ? response.json() : null;
+      }).then(function (live) {
+        if (!live) { return; }
+        ['stdout', 'stderr'].forEach(function (name) {
+          var element = document.getElementById(name);
+          if (element && typeof live[name] === 'string' && element.textContent !== live[name]) {
+            var atEnd = element.scrollTop + element.clientHeight >= element.scrollHeight - 4;
+            element.textContent = live[name];
+            if (atEnd) { element.scrollTop = element.scrollHeight; }
+          }
+        });
+        if (live.status !== 'running') {
+          clearInterval(timer);
+          location.reload();
+        }
+      }).catch(function () {});
+    }, 500);
+  }
+
+  // Accelerator keys of the pending question: pressing a key clicks its option.
+  document.addEventListener('keydown', function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
+    var target = event.target;
+    var tag = target && target.tagName ? target.tagName.toLowerCase() : '';
+    if (tag === 'input' || tag === 'textarea' || tag === 'select') { return; }
+    if (!event.key || event.key.length !== 1) { return; }
+    var buttons = document.querySelectorAll('#question button[data-key]');
+    for (var i = 0; i < buttons.length; i++) {
+      if (buttons[i].getAttribute('data-key').toLowerCase() === event.key.toLowerCase()) {
+        event.preventDefault();
+        buttons[i].click();
+        return;
+      }
+    }
+  });
+
+  if (body.dataset.page === 'board') { board(); }
+  if (body.dataset.page === 'run') { runPage(); }
+  if (body.dataset.page === 'stage') { stagePage(); }
+}());

@@ -1,0 +1,364 @@
+//! The stage page `/runs/{id}/stages/{rank}` (SPEC 15): `prompt.md` and `response.md`
+//! as safe Markdown with a raw view, `status.json`, the tails of `stdout.log` and
+//! `stderr.log` (followed by the script through `/live` while the stage runs), files
+//! touched, the coloured diff, the agent's tool calls and retries from the events, and
+//! the stage's captured artifacts with download links.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::{
+    blocking, cost, diff, duration, escape, layout, markdown, message_page, sign_in_required,
+    signed_in, status_badge, text, url_segment,
+};
+use crate::engine_bridge::records::{self, EventTail, RunRecordRef};
+use crate::state::AppState;
+
+/// The largest tail of a log shown.
+const LOG_TAIL: usize = 64 * 1024;
+/// The largest tool output shown per call.
+const TOOL_OUTPUT: usize = 4 * 1024;
+
+/// Everything the page shows about one stage.
+struct StageView {
+    record: RunRecordRef,
+    stage: Value,
+    files: Vec<(String, String)>,
+    diff: Option<String>,
+    events: Vec<Value>,
+    artifacts: Vec<Value>,
+}
+
+fn file(stage_files: &[(String, String)], name: &str) -> Option<String> {
+    stage_files
+        .iter()
+        .find(|(file, _)| file == name)
+        .map(|(_, text)| text.clone())
+}
+
+fn tail(text: &str) -> &str {
+    if text.len() <= LOG_TAIL {
+        return text;
+    }
+    let mut start = text.len() - LOG_TAIL;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageView> {
+    let stage = records::stages(&record)
+        .into_iter()
+        .find(|stage| stage["rank"].as_u64() == Some(u64::from(rank)))?;
+    let names: Vec<&str> = if full {
+        records::STAGE_FILES.to_vec()
+    } else {
+        vec!["stdout.log", "stderr.log"]
+    };
+    let files = names
+        .into_iter()
+        .filter_map(|name| {
+            let bytes = records::stage_file(&record.run_dir, rank, name).ok()?;
+            Some((
+                name.to_owned(),
+                String::from_utf8_lossy(&bytes).into_owned(),
+            ))
+        })
+        .collect();
+    if !full {
+        return Some(StageView {
+            record,
+            stage,
+            files,
+            diff: None,
+            events: Vec::new(),
+            artifacts: Vec::new(),
+        });
+    }
+    let diff = records::stage_diff(&record, rank)
+        .ok()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let node = text(&stage["node_id"]);
+    let events = stage_events(&record.run_dir, &node, rank);
+    let artifacts = records::artifacts(&record.run_dir)
+        .into_iter()
+        .filter(|artifact| artifact["node_id"] == node.as_str())
+        .collect();
+    Some(StageView {
+        record,
+        stage,
+        files,
+        diff,
+        events,
+        artifacts,
+    })
+}
+
+/// The events of the stage: those of its node from its `StageStarted` to its
+/// `StageCompleted`.
+fn stage_events(run_dir: &std::path::Path, node: &str, rank: u32) -> Vec<Value> {
+    let mut inside = false;
+    let mut found = Vec::new();
+    for event in EventTail::new(run_dir).read_new() {
+        let Ok(value) = serde_json::from_str::<Value>(&event.line) else {
+            continue;
+        };
+        if value["node_id"] != node {
+            continue;
+        }
+        let is_rank = value["properties"]["rank"].as_u64() == Some(u64::from(rank));
+        match event.name.as_str() {
+            "StageStarted" if is_rank => inside = true,
+            "StageCompleted" if is_rank => return found,
+            _ if inside => found.push(value),
+            _ => {}
+        }
+    }
+    found
+}
+
+async fn load(
+    state: &AppState,
+    id: &str,
+    rank: &str,
+    full: bool,
+) -> Result<StageView, Box<Response>> {
+    let not_found = || {
+        Box::new(message_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "no such stage",
+        ))
+    };
+    let rank: u32 = rank.parse().map_err(|_| not_found())?;
+    let record = match crate::api::find_run(state, id).await {
+        Ok(Some(record)) => record,
+        _ => return Err(not_found()),
+    };
+    blocking(move || load_blocking(record, rank, full))
+        .await
+        .flatten()
+        .ok_or_else(not_found)
+}
+
+/// `GET /runs/{id}/stages/{rank}`.
+pub async fn page(
+    State(state): State<AppState>,
+    Path((id, rank)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if !signed_in(&state, &headers) {
+        return sign_in_required();
+    }
+    let view = match load(&state, &id, &rank, true).await {
+        Ok(view) => view,
+        Err(response) => return *response,
+    };
+    let stage = &view.stage;
+    let run_id = &view.record.run_id;
+    let node = text(&stage["node_id"]);
+    let status = text(&stage["status"]);
+    let mut body = format!(
+        "<p class=\"crumbs\"><a href=\"/runs/{run_path}\">← run {run_short}</a></p>\
+         <h1>Stage {rank}: <span class=\"node\">{node}</span></h1>\
+         <dl class=\"facts\"><div><dt>Status</dt><dd id=\"stage-status\" data-status=\"{status_attr}\">{badge}</dd></div>\
+         <div><dt>Visit</dt><dd>{visit}</dd></div><div><dt>Handler</dt><dd>{handler}</dd></div>\
+         <div><dt>Attempts</dt><dd>{attempts}</dd></div><div><dt>Duration</dt><dd>{duration}</dd></div>\
+         <div><dt>Model</dt><dd>{model}</dd></div><div><dt>Tokens</dt><dd>{tokens}</dd></div>\
+         <div><dt>Cost</dt><dd>{cost}</dd></div></dl>",
+        run_path = url_segment(run_id),
+        run_short = escape(&run_id.chars().take(10).collect::<String>()),
+        rank = escape(&text(&stage["rank"])),
+        node = escape(&node),
+        status_attr = escape(&status),
+        badge = status_badge(&status),
+        visit = escape(&text(&stage["visit"])),
+        handler = escape(&text(&stage["handler"])),
+        attempts = escape(&text(&stage["attempts"])),
+        duration = duration(stage["duration_ms"].as_u64()),
+        model = escape(&text(&stage["model"])),
+        tokens = tokens(&stage["usage"]),
+        cost = cost(&stage["cost_usd"]),
+    );
+    for (name, heading) in [("prompt.md", "Prompt"), ("response.md", "Response")] {
+        if let Some(source) = file(&view.files, name) {
+            body.push_str(&markdown_section(name, heading, &source));
+        }
+    }
+    body.push_str(&logs_section(&view));
+    body.push_str(&files_touched(&stage["files_touched"]));
+    body.push_str("<section aria-label=\"diff\"><h2>Diff</h2>");
+    match &view.diff {
+        Some(text) => body.push_str(&diff::render(text)),
+        None => body.push_str("<p class=\"empty\">No diff (the run has no git checkpoints).</p>"),
+    }
+    body.push_str("</section>");
+    body.push_str(&tool_calls(&view.events));
+    body.push_str(&artifacts(run_id, &view.artifacts));
+    if let Some(status_json) = file(&view.files, "status.json") {
+        body.push_str(&format!(
+            "<section aria-label=\"status.json\"><h2>status.json</h2><pre class=\"raw\">{}</pre></section>",
+            escape(&status_json)
+        ));
+    }
+    let attributes = format!(
+        " data-page=\"stage\" data-run=\"{}\" data-rank=\"{}\" data-status=\"{}\"",
+        escape(run_id),
+        escape(&text(&stage["rank"])),
+        escape(&status)
+    );
+    Html(layout(&format!("Stage {node}"), &attributes, &body)).into_response()
+}
+
+/// `GET /runs/{id}/stages/{rank}/live`: status and log tails as JSON text.
+pub async fn live(
+    State(state): State<AppState>,
+    Path((id, rank)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if !signed_in(&state, &headers) {
+        return sign_in_required();
+    }
+    let view = match load(&state, &id, &rank, false).await {
+        Ok(view) => view,
+        Err(response) => return *response,
+    };
+    let body = json!({
+        "status": view.stage["status"],
+        "stdout": file(&view.files, "stdout.log").as_deref().map(tail),
+        "stderr": file(&view.files, "stderr.log").as_deref().map(tail),
+    });
+    ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+}
+
+fn tokens(usage: &Value) -> String {
+    match (
+        usage["input_tokens"].as_u64(),
+        usage["output_tokens"].as_u64(),
+    ) {
+        (Some(input), Some(output)) => format!("{} ({input} in / {output} out)", input + output),
+        _ => String::new(),
+    }
+}
+
+fn markdown_section(name: &str, heading: &str, source: &str) -> String {
+    let id = name.trim_end_matches(".md");
+    format!(
+        "<section aria-label=\"{heading}\" id=\"{id}\"><h2>{heading}</h2>\
+         <div class=\"markdown\">{rendered}</div>\
+         <details><summary>Raw {name}</summary><pre class=\"raw\">{raw}</pre></details></section>",
+        rendered = markdown::render(source),
+        raw = escape(source),
+    )
+}
+
+fn logs_section(view: &StageView) -> String {
+    let stdout = file(&view.files, "stdout.log");
+    let stderr = file(&view.files, "stderr.log");
+    let running = view.stage["status"] == "running";
+    if stdout.is_none() && stderr.is_none() && !running {
+        return String::new();
+    }
+    let mut html = String::from("<section aria-label=\"output\"><h2>Output</h2>");
+    for (id, heading, content) in [
+        ("stdout", "stdout.log", stdout),
+        ("stderr", "stderr.log", stderr),
+    ] {
+        html.push_str(&format!(
+            "<h3>{heading}</h3><pre class=\"log\" id=\"{id}\" tabindex=\"0\">{}</pre>",
+            escape(content.as_deref().map(tail).unwrap_or_default())
+        ));
+    }
+    html.push_str("</section>");
+    html
+}
+
+fn files_touched(files: &Value) -> String {
+    let items: Vec<String> = files
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|path| format!("<li><code>{}</code></li>", escape(&text(path))))
+        .collect();
+    if items.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<section aria-label=\"files touched\"><h2>Files touched</h2><ul class=\"files\">{}</ul></section>",
+        items.concat()
+    )
+}
+
+fn clip(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+fn tool_calls(events: &[Value]) -> String {
+    let mut html = String::new();
+    for event in events {
+        let properties = &event["properties"];
+        match event["event"].as_str().unwrap_or_default() {
+            "Agent.ToolCallStarted" => html.push_str(&format!(
+                "<li class=\"call\"><span class=\"tool\">{}</span> <code class=\"call-id\">{}</code>\
+                 <pre class=\"raw\">{}</pre></li>",
+                escape(&text(&properties["tool"])),
+                escape(&text(&properties["call_id"])),
+                escape(&clip(
+                    &serde_json::to_string_pretty(&properties["arguments"]).unwrap_or_default(),
+                    TOOL_OUTPUT
+                )),
+            )),
+            "Agent.ToolCallCompleted" => html.push_str(&format!(
+                "<li class=\"result{}\"><span class=\"tool\">{} {}</span> ({})<pre class=\"raw\">{}</pre></li>",
+                if properties["is_error"] == true { " error" } else { "" },
+                if properties["is_error"] == true { "✗ error from" } else { "✓ result of" },
+                escape(&text(&properties["tool"])),
+                duration(properties["duration_ms"].as_u64()),
+                escape(&clip(&text(&properties["output"]), TOOL_OUTPUT)),
+            )),
+            "StageRetrying" => html.push_str(&format!(
+                "<li class=\"retry\">↻ attempt {} failed ({}): {}</li>",
+                escape(&text(&properties["attempt"])),
+                escape(&text(&properties["failure_class"])),
+                escape(&text(&properties["failure_reason"])),
+            )),
+            _ => {}
+        }
+    }
+    if html.is_empty() {
+        return String::new();
+    }
+    format!("<section aria-label=\"tool calls\"><h2>Tool calls and attempts</h2><ol class=\"calls\">{html}</ol></section>")
+}
+
+fn artifacts(run_id: &str, artifacts: &[Value]) -> String {
+    if artifacts.is_empty() {
+        return String::new();
+    }
+    let mut html =
+        String::from("<section aria-label=\"artifacts\"><h2>Artifacts</h2><ul class=\"files\">");
+    for artifact in artifacts {
+        let path = text(&artifact["path"]);
+        let link: Vec<String> = path.split('/').map(url_segment).collect();
+        html.push_str(&format!(
+            "<li><a href=\"/api/v1/runs/{}/artifacts/{}\" download>{}</a> ({} bytes)</li>",
+            url_segment(run_id),
+            link.join("/"),
+            escape(&path),
+            escape(&text(&artifact["size"])),
+        ));
+    }
+    html.push_str("</ul></section>");
+    html
+}
