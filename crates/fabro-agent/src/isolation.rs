@@ -512,5 +512,14 @@ pub fn fork_fence() -> std::sync::RwLockWriteGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Spawns `command` under [`fork_fence`]: for a command with a `pre_exec` step (a
+/// confined one), which forks this process.
+pub fn spawn_fenced(
+    command: &mut tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    let _fence = fork_fence();
+    command.spawn()
+}
+
 #[cfg(test)]
 mod tests;

@@ -96,22 +96,17 @@ pub async fn run_acp_agent(
         .stderr(Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
-    // A confined command forks this process (its `pre_exec` step): no lock may be
-    // released until the child has run `exec`.
-    let spawned = {
-        let _fence = crate::isolation::fork_fence();
-        command.spawn()
-    };
-    let mut child = spawned.map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-            backend: "acp",
-            program: program.clone(),
-        },
-        _ => AgentError::Spawn {
-            program: program.clone(),
-            source,
-        },
-    })?;
+    let mut child =
+        crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "acp",
+                program: program.clone(),
+            },
+            _ => AgentError::Spawn {
+                program: program.clone(),
+                source,
+            },
+        })?;
     let group = ProcessGroup::of(&child);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(AgentError::Protocol {

@@ -163,22 +163,17 @@ pub async fn run_cli_agent(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // A confined command forks this process (its `pre_exec` step): no lock may be
-    // released until the child has run `exec`.
-    let spawned = {
-        let _fence = crate::isolation::fork_fence();
-        command.spawn()
-    };
-    let mut child = spawned.map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-            backend: "cli",
-            program: config.program.clone(),
-        },
-        _ => AgentError::Spawn {
-            program: config.program.clone(),
-            source,
-        },
-    })?;
+    let mut child =
+        crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+                backend: "cli",
+                program: config.program.clone(),
+            },
+            _ => AgentError::Spawn {
+                program: config.program.clone(),
+                source,
+            },
+        })?;
     let group = ProcessGroup::of(&child);
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = prompt.to_owned();
