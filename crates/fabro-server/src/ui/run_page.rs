@@ -18,7 +18,7 @@ use super::{
     signed_in, status_badge, text, url_segment,
 };
 use crate::api::questions::{self, AnswerRequest};
-use crate::engine_bridge::{records, ResumeRequest};
+use crate::engine_bridge::{records, ResumeRequest, RunStatus};
 use crate::error::ApiError;
 use crate::runs;
 use crate::state::AppState;
@@ -45,6 +45,20 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             question: None,
         });
     };
+    if record.status == RunStatus::Queued {
+        // Not started (or started a moment ago): no manifest to inspect yet.
+        let document = state.active(&record.run_id).map_or_else(
+            || records::run_summary(&record),
+            |active| active.queued_summary(),
+        );
+        return Ok(RunView {
+            run_id: record.run_id.clone(),
+            document,
+            stages: Vec::new(),
+            graph: None,
+            question: None,
+        });
+    }
     let run_id = record.run_id.clone();
     let question = questions::pending(state, &run_id).into_iter().next();
     let view = blocking(move || {
