@@ -3,6 +3,7 @@
 //! document.
 
 pub mod events;
+pub mod feed;
 pub mod files;
 pub mod questions;
 

@@ -12,6 +12,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::feed::Feeds;
 use crate::auth::Token;
 use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
 use crate::settings::ServerSettings;
@@ -34,6 +35,7 @@ struct Inner {
     streams: Arc<Semaphore>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    feeds: Feeds,
 }
 
 /// A run this server executes, or holds queued.
@@ -124,6 +126,7 @@ impl AppState {
                 streams: Arc::new(Semaphore::new(MAX_EVENT_STREAMS)),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                feeds: Feeds::default(),
             }),
         }
     }
@@ -161,6 +164,11 @@ impl AppState {
     /// The run tasks, awaited at shutdown.
     pub fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
+    }
+
+    /// The shared event feeds of the runs being followed.
+    pub fn feeds(&self) -> &Feeds {
+        &self.inner.feeds
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {
