@@ -12,6 +12,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::doc_cache::DocCache;
 use crate::api::feed::Feeds;
 use crate::auth::Token;
 use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
@@ -36,6 +37,7 @@ struct Inner {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     feeds: Feeds,
+    documents: DocCache,
 }
 
 /// A run this server executes, or holds queued.
@@ -127,6 +129,7 @@ impl AppState {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 feeds: Feeds::default(),
+                documents: DocCache::default(),
             }),
         }
     }
@@ -169,6 +172,11 @@ impl AppState {
     /// The shared event feeds of the runs being followed.
     pub fn feeds(&self) -> &Feeds {
         &self.inner.feeds
+    }
+
+    /// The documents of runs that no process executes.
+    pub fn documents(&self) -> &DocCache {
+        &self.inner.documents
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {
