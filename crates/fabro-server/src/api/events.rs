@@ -186,7 +186,7 @@ impl Follow {
                 }
             };
             if closed {
-                self.to_file();
+                self.switch_to_file();
             }
         }
     }
@@ -208,7 +208,7 @@ impl Follow {
     }
 
     /// The feed ended (the run finished, or is executed nowhere): the file has the rest.
-    fn to_file(&mut self) {
+    fn switch_to_file(&mut self) {
         let placeholder = Source::File {
             tail: EventTail::new(&self.run_dir),
             buffer: VecDeque::new(),
