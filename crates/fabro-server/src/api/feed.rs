@@ -73,7 +73,11 @@ pub async fn subscribe(
         tail,
         sender,
     };
-    tokio::spawn(reader.run());
+    // On a thread of its own: woken from the engine's task, a task would wait in that
+    // worker's LIFO slot (which others cannot steal) until the engine yields, and the
+    // streams it wakes would queue behind it; the waits are the run's event latency.
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(reader.run()));
     receiver
 }
 
