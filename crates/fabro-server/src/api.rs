@@ -2,12 +2,14 @@
 //! artifacts and questions, the workflows under the roots, health and the OpenAPI
 //! document.
 
+pub mod doc_cache;
 pub mod events;
+pub mod feed;
 pub mod files;
 pub mod questions;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -142,9 +144,14 @@ pub async fn list_runs(
     }
     let next = (runs.len() > limit).then(|| runs[limit - 1].run_id().to_owned());
     runs.truncate(limit);
-    let runs = tokio::task::spawn_blocking(move || runs.into_iter().map(Listed::summary).collect())
-        .await
-        .map_err(|error| ApiError::internal(error.to_string()))?;
+    let cache = state.clone();
+    let runs = tokio::task::spawn_blocking(move || {
+        runs.into_iter()
+            .map(|listed| listed.summary(&cache))
+            .collect()
+    })
+    .await
+    .map_err(|error| ApiError::internal(error.to_string()))?;
     Ok(Json(RunList { runs, next }))
 }
 
@@ -188,11 +195,11 @@ impl Listed {
         }
     }
 
-    fn summary(self) -> Value {
+    fn summary(self, state: &AppState) -> Value {
         match self {
             Listed::Active(summary) => summary,
             Listed::Stored(record, pending) => {
-                let mut summary = records::run_summary(&record);
+                let mut summary = state.documents().summary(&record);
                 summary["pending_question"] = pending;
                 summary
             }
@@ -280,29 +287,48 @@ pub(crate) async fn require_run(
 pub async fn get_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     match find_run(&state, &id).await? {
         // Not started: no manifest to inspect yet.
         Some(record) if record.status == RunStatus::Queued => {
             Ok(Json(state.active(&record.run_id).map_or_else(
                 || records::run_summary(&record),
                 |active| active.queued_summary(),
-            )))
+            ))
+            .into_response())
         }
         Some(record) => {
             let status = record.status;
             let run_id = record.run_id.clone();
-            let mut document = tokio::task::spawn_blocking(move || records::inspect(&record))
+            let cache = state.clone();
+            let built =
+                tokio::task::spawn_blocking(move || match cache.documents().document(&record) {
+                    Some(cached) => cached.map(Built::Cached),
+                    None => records::inspect(&record).map(Built::Fresh),
+                })
                 .await
                 .map_err(|error| ApiError::internal(error.to_string()))??;
-            document["pending_question"] = pending_question(&state, &run_id, status);
-            Ok(Json(document))
+            Ok(match built {
+                Built::Cached(bytes) => {
+                    ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+                }
+                Built::Fresh(mut document) => {
+                    document["pending_question"] = pending_question(&state, &run_id, status);
+                    Json(document).into_response()
+                }
+            })
         }
         None => state
             .active_by_prefix(&id)
-            .map(|active| Json(active.queued_summary()))
+            .map(|active| Json(active.queued_summary()).into_response())
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'"))),
     }
+}
+
+/// A run document: serialized from the cache, or built for this request.
+enum Built {
+    Cached(axum::body::Bytes),
+    Fresh(Value),
 }
 
 /// `POST …/cancel` answer.

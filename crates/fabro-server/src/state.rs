@@ -12,6 +12,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::doc_cache::DocCache;
+use crate::api::feed::Feeds;
 use crate::auth::Token;
 use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
 use crate::settings::ServerSettings;
@@ -34,6 +36,8 @@ struct Inner {
     streams: Arc<Semaphore>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    feeds: Feeds,
+    documents: DocCache,
 }
 
 /// A run this server executes, or holds queued.
@@ -124,6 +128,8 @@ impl AppState {
                 streams: Arc::new(Semaphore::new(MAX_EVENT_STREAMS)),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                feeds: Feeds::default(),
+                documents: DocCache::default(),
             }),
         }
     }
@@ -161,6 +167,16 @@ impl AppState {
     /// The run tasks, awaited at shutdown.
     pub fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
+    }
+
+    /// The shared event feeds of the runs being followed.
+    pub fn feeds(&self) -> &Feeds {
+        &self.inner.feeds
+    }
+
+    /// The documents of runs that no process executes.
+    pub fn documents(&self) -> &DocCache {
+        &self.inner.documents
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {

@@ -5,7 +5,8 @@
 //! Every event comes from the run's `events.jsonl`, read incrementally, for runs of this
 //! server and runs a CLI process executes alike; ids are the stored ids, so a client
 //! that reconnects with the last id it saw misses none and gets none twice (SPEC 14.4).
-//! A run of this server wakes its streams after each append; other runs are polled.
+//! The streams of a run share one reader of the file ([`super::feed`]), woken after
+//! each append when this server executes the run, else polling.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -23,12 +24,11 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use utoipa::{IntoParams, ToSchema};
 
+use super::feed::{self, Handover, Live, Shared, POLL};
 use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
-/// How often a stream looks for new events when nothing woke it.
-const POLL: Duration = Duration::from_millis(50);
 /// Comment lines keep idle streams open (SPEC 14.3).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Largest page of the JSON form.
@@ -94,10 +94,13 @@ pub async fn events(
             "too many open event streams",
         )
     })?;
+    let live = feed::subscribe(&state, &run_id, &run_dir).await;
+    let replay_dir = run_dir.clone();
+    let handover = tokio::task::spawn_blocking(move || Handover::new(&replay_dir, after, live))
+        .await
+        .map_err(|error| ApiError::internal(error.to_string()))?;
     let follow = Follow {
-        tail: EventTail::after(&run_dir, after),
-        after,
-        buffer: VecDeque::new(),
+        source: Source::Live(handover),
         state,
         run_id,
         run_dir,
@@ -128,11 +131,21 @@ fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
     }
 }
 
+/// Where a stream's events come from.
+enum Source {
+    /// The run's feed, after the replay of the file.
+    Live(Handover),
+    /// The file alone, once the feed ended.
+    File {
+        tail: EventTail,
+        buffer: VecDeque<Shared>,
+        after: u64,
+    },
+}
+
 /// One event stream.
 struct Follow {
-    tail: EventTail,
-    after: u64,
-    buffer: VecDeque<StoredEvent>,
+    source: Source,
     state: AppState,
     run_id: String,
     run_dir: PathBuf,
@@ -143,23 +156,82 @@ struct Follow {
 impl Follow {
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Follow)> {
         loop {
-            while let Some(event) = self.buffer.pop_front() {
-                if event.id <= self.after {
-                    continue;
-                }
-                self.after = event.id;
+            if let Some(event) = self.next_buffered() {
                 if TERMINAL_EVENTS.contains(&event.name.as_str()) {
                     self.finished = true;
                 }
                 let sse = Event::default()
                     .id(event.id.to_string())
-                    .event(event.name)
-                    .data(event.line);
+                    .event(event.name.as_str())
+                    .data(event.line.as_str());
                 return Some((Ok(sse), self));
             }
             if self.finished || self.state.shutdown_token().is_cancelled() {
                 return None;
             }
+            let closed = match &mut self.source {
+                Source::Live(handover) => match handover.poll_live() {
+                    Live::Ready => false,
+                    Live::Closed => true,
+                    Live::Empty => tokio::select! {
+                        live = handover.wait_live() => live == Live::Closed,
+                        () = self.state.shutdown_token().cancelled() => return None,
+                    },
+                },
+                Source::File { .. } => {
+                    if self.follow_file().await {
+                        continue;
+                    }
+                    return None;
+                }
+            };
+            if closed {
+                self.switch_to_file();
+            }
+        }
+    }
+
+    /// The next event above the last one sent.
+    fn next_buffered(&mut self) -> Option<Shared> {
+        match &mut self.source {
+            Source::Live(handover) => handover.next_buffered(),
+            Source::File { buffer, after, .. } => {
+                while let Some(event) = buffer.pop_front() {
+                    if event.id > *after {
+                        *after = event.id;
+                        return Some(event);
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// The feed ended (the run finished, or is executed nowhere): the file has the rest.
+    fn switch_to_file(&mut self) {
+        let placeholder = Source::File {
+            tail: EventTail::new(&self.run_dir),
+            buffer: VecDeque::new(),
+            after: 0,
+        };
+        if let Source::Live(handover) = std::mem::replace(&mut self.source, placeholder) {
+            let after = handover.after();
+            let (tail, buffer) = handover.into_tail();
+            self.source = Source::File {
+                tail,
+                buffer,
+                after,
+            };
+        }
+    }
+
+    /// Reads the file until it has new events (`true`), or the run is executed
+    /// nowhere and has none left (`false`).
+    async fn follow_file(&mut self) -> bool {
+        let Source::File { tail, buffer, .. } = &mut self.source else {
+            return false;
+        };
+        loop {
             let notify = self
                 .state
                 .active(&self.run_id)
@@ -168,20 +240,15 @@ impl Follow {
             if let Some(notified) = notified.as_mut() {
                 notified.as_mut().enable();
             }
-            let new = self.tail.read_new();
-            if !new.is_empty() {
-                self.buffer.extend(new);
-                continue;
+            buffer.extend(tail.read_new().into_iter().map(Arc::new));
+            if !buffer.is_empty() {
+                return true;
             }
             if notify.is_none() && !records::is_locked(&self.run_dir) {
-                // Not running anywhere: whatever was appended before the lock was let go
-                // is read once more, then the stream ends.
-                self.buffer.extend(self.tail.read_new());
-                if self.buffer.is_empty() {
-                    return None;
-                }
+                // Whatever was appended before the lock was let go, then the end.
+                buffer.extend(tail.read_new().into_iter().map(Arc::new));
                 self.finished = true;
-                continue;
+                return !buffer.is_empty();
             }
             let wake = async {
                 match notified {
@@ -192,7 +259,7 @@ impl Follow {
             tokio::select! {
                 () = wake => {}
                 () = tokio::time::sleep(POLL) => {}
-                () = self.state.shutdown_token().cancelled() => return None,
+                () = self.state.shutdown_token().cancelled() => return false,
             }
         }
     }

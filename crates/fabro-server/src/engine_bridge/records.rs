@@ -59,8 +59,12 @@ pub fn is_locked(run_dir: &Path) -> bool {
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
 pub fn run_summary(record: &RunRecord) -> Value {
+    summary_of(record, run_view::inspect(record.clone()).ok().as_ref())
+}
+
+/// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
+pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>) -> Value {
     let mut summary = serde_json::to_value(run_view::run_view(record)).unwrap_or(Value::Null);
-    let inspected = run_view::inspect(record.clone()).ok();
     if let Value::Object(map) = &mut summary {
         map.insert(
             "workflow_path".into(),
@@ -69,11 +73,10 @@ pub fn run_summary(record: &RunRecord) -> Value {
         map.insert(
             "current_node".into(),
             inspected
-                .as_ref()
                 .and_then(|view| view.current_node.clone())
                 .map_or(Value::Null, Value::String),
         );
-        let totals = inspected.as_ref().map(|view| &view.totals);
+        let totals = inspected.map(|view| &view.totals);
         map.insert(
             "usage".into(),
             json!({

@@ -1,0 +1,133 @@
+//! The documents of runs that are not running, built once: `GET /api/v1/runs/{id}`
+//! (serialized) and the run list's summary of each run.
+//!
+//! Building them reads the manifest, the checkpoint and every stage's `status.json`
+//! (1,001 files for W1). A run that no process executes changes only when something
+//! writes to it again (a resume, a repair): each entry is kept with the index row's
+//! status and times and the length and modification time of `events.jsonl`,
+//! `checkpoint.json`, `manifest.json` and the `stages` directory, and is built again
+//! when any of them differs. Running and queued runs are built on each request, since
+//! their documents hold elapsed times.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use axum::body::Bytes;
+use fabro_engine::run_index::{RunRecord, RunStatus};
+use fabro_engine::run_view;
+use serde_json::Value;
+
+use crate::engine_bridge::records;
+use crate::error::ApiError;
+
+/// Entries beyond this many are dropped all at once (runs removed from the store
+/// leave theirs behind until then).
+const MAX_ENTRIES: usize = 10_000;
+
+/// The cache, shared by the handlers.
+#[derive(Default)]
+pub struct DocCache {
+    map: Mutex<HashMap<String, Arc<Entry>>>,
+}
+
+/// One run's documents.
+struct Entry {
+    key: Freshness,
+    /// `fabro inspect --json` plus `"pending_question": null`, serialized.
+    document: Bytes,
+    /// The run list's summary.
+    summary: Value,
+}
+
+/// What an entry was built from.
+#[derive(Debug, PartialEq, Eq)]
+struct Freshness {
+    status: RunStatus,
+    started_at: String,
+    finished_at: Option<String>,
+    files: [Option<(u64, SystemTime)>; 4],
+}
+
+impl Freshness {
+    fn of(record: &RunRecord) -> Freshness {
+        let stat = |name: &str| {
+            fs_err::metadata(record.run_dir.join(name))
+                .ok()
+                .and_then(|metadata| Some((metadata.len(), metadata.modified().ok()?)))
+        };
+        Freshness {
+            status: record.status,
+            started_at: record.started_at.clone(),
+            finished_at: record.finished_at.clone(),
+            files: [
+                stat("events.jsonl"),
+                stat("checkpoint.json"),
+                stat("manifest.json"),
+                stat("stages"),
+            ],
+        }
+    }
+}
+
+/// Whether the run's documents may be kept: no process executes it.
+fn cacheable(status: RunStatus) -> bool {
+    !matches!(
+        status,
+        RunStatus::Queued | RunStatus::Running | RunStatus::Unreadable
+    )
+}
+
+impl DocCache {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The fresh entry of a cacheable run, built if missing or stale.
+    fn entry(&self, record: &RunRecord) -> Result<Arc<Entry>, ApiError> {
+        let key = Freshness::of(record);
+        if let Some(entry) = self.map().get(&record.run_id) {
+            if entry.key == key {
+                return Ok(Arc::clone(entry));
+            }
+        }
+        let view = run_view::inspect(record.clone())
+            .map_err(|error| ApiError::internal(fabro_engine::error_chain(&error)))?;
+        let summary = records::summary_of(record, Some(&view));
+        let mut document =
+            serde_json::to_value(&view).map_err(|error| ApiError::internal(error.to_string()))?;
+        if let Value::Object(map) = &mut document {
+            map.insert("pending_question".into(), Value::Null);
+        }
+        let document =
+            serde_json::to_vec(&document).map_err(|error| ApiError::internal(error.to_string()))?;
+        let entry = Arc::new(Entry {
+            key,
+            document: Bytes::from(document),
+            summary,
+        });
+        let mut map = self.map();
+        if map.len() >= MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(record.run_id.clone(), Arc::clone(&entry));
+        Ok(entry)
+    }
+
+    /// The serialized `GET /api/v1/runs/{id}` document of a run that no process
+    /// executes (its `pending_question` is null), or `None` for a running, queued or
+    /// unreadable run.
+    pub fn document(&self, record: &RunRecord) -> Option<Result<Bytes, ApiError>> {
+        cacheable(record.status).then(|| self.entry(record).map(|entry| entry.document.clone()))
+    }
+
+    /// The run list's summary of a run (`pending_question` null).
+    pub fn summary(&self, record: &RunRecord) -> Value {
+        if cacheable(record.status) {
+            if let Ok(entry) = self.entry(record) {
+                return entry.summary.clone();
+            }
+        }
+        records::run_summary(record)
+    }
+}

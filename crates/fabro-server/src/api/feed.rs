@@ -1,0 +1,346 @@
+//! One shared reader of `events.jsonl` per followed run: the event streams of a run
+//! subscribe to its feed instead of each reading and parsing the file on its own.
+//!
+//! The first stream of a run starts the feed's reader task; it reads the appended lines
+//! once ([`EventTail`]), woken by the engine's sink when this server executes the run,
+//! else every [`POLL`], and publishes each event as an `Arc` on a broadcast channel. It
+//! ends after the run's terminal event, when the run is executed nowhere any more, or
+//! when its last subscriber left. A stream subscribes first, then replays the file from
+//! its `Last-Event-ID`, then takes the live events, skipping ids it already sent
+//! ([`Handover`]): nothing is missed and nothing sent twice. A stream that lags behind
+//! the channel reads the file again from its last id.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+
+use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
+use crate::state::AppState;
+
+/// How often a reader looks for new events when nothing woke it.
+pub const POLL: Duration = Duration::from_millis(50);
+/// Events a subscriber may fall behind before it reads the file instead.
+const CAPACITY: usize = 4096;
+
+/// A shared event, as read once from the file.
+pub type Shared = Arc<StoredEvent>;
+
+/// The feeds of the runs being followed.
+#[derive(Default)]
+pub struct Feeds {
+    map: Mutex<HashMap<String, broadcast::Sender<Shared>>>,
+}
+
+impl Feeds {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Shared>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A receiver of the live events of run `run_id`, starting the run's feed if none
+/// runs. Subscribed before the caller replays the file, so no event falls between.
+pub async fn subscribe(
+    state: &AppState,
+    run_id: &str,
+    run_dir: &Path,
+) -> broadcast::Receiver<Shared> {
+    if let Some(sender) = state.feeds().map().get(run_id) {
+        return sender.subscribe();
+    }
+    // Positioned at the end of the complete lines before it is published: whatever is
+    // appended later reaches the subscribers.
+    let directory = run_dir.to_path_buf();
+    let tail = tokio::task::spawn_blocking(move || {
+        let mut tail = EventTail::new(&directory);
+        tail.read_new();
+        tail
+    })
+    .await
+    .unwrap_or_else(|_| EventTail::new(run_dir));
+    let mut map = state.feeds().map();
+    if let Some(sender) = map.get(run_id) {
+        return sender.subscribe();
+    }
+    let (sender, receiver) = broadcast::channel(CAPACITY);
+    map.insert(run_id.to_owned(), sender.clone());
+    let reader = Reader {
+        state: state.clone(),
+        run_id: run_id.to_owned(),
+        run_dir: run_dir.to_path_buf(),
+        tail,
+        sender,
+    };
+    // On a thread of its own: woken from the engine's task, a task would wait in that
+    // worker's LIFO slot (which others cannot steal) until the engine yields, and the
+    // streams it wakes would queue behind it; the waits are the run's event latency.
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(reader.run()));
+    receiver
+}
+
+/// The reader task of one feed.
+struct Reader {
+    state: AppState,
+    run_id: String,
+    run_dir: PathBuf,
+    tail: EventTail,
+    sender: broadcast::Sender<Shared>,
+}
+
+impl Reader {
+    async fn run(mut self) {
+        loop {
+            let notify = self
+                .state
+                .active(&self.run_id)
+                .map(|active| Arc::clone(&active.notify));
+            let mut notified = notify.as_ref().map(|notify| Box::pin(notify.notified()));
+            if let Some(notified) = notified.as_mut() {
+                notified.as_mut().enable();
+            }
+            let mut finished = self.publish();
+            if !finished && notify.is_none() && !records::is_locked(&self.run_dir) {
+                // Executed nowhere: what was appended before the lock was let go.
+                self.publish();
+                finished = true;
+            }
+            if finished || self.state.shutdown_token().is_cancelled() || self.unsubscribed() {
+                break;
+            }
+            let wake = async {
+                match notified {
+                    Some(notified) => notified.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = wake => {}
+                () = tokio::time::sleep(POLL) => {}
+                () = self.state.shutdown_token().cancelled() => break,
+            }
+        }
+        self.leave();
+    }
+
+    /// Publishes the new events; whether the terminal one was among them.
+    fn publish(&mut self) -> bool {
+        let mut terminal = false;
+        for event in self.tail.read_new() {
+            terminal |= TERMINAL_EVENTS.contains(&event.name.as_str());
+            // No receiver now is no error: a stream subscribes before it replays.
+            let _ = self.sender.send(Arc::new(event));
+        }
+        terminal
+    }
+
+    /// Whether the last subscriber left; the feed is then gone from the map, so the
+    /// next stream starts a new one.
+    fn unsubscribed(&self) -> bool {
+        let mut map = self.state.feeds().map();
+        if self.sender.receiver_count() > 0 {
+            return false;
+        }
+        remove_own(&mut map, &self.run_id, &self.sender);
+        true
+    }
+
+    fn leave(self) {
+        let mut map = self.state.feeds().map();
+        remove_own(&mut map, &self.run_id, &self.sender);
+    }
+}
+
+fn remove_own(
+    map: &mut HashMap<String, broadcast::Sender<Shared>>,
+    run_id: &str,
+    sender: &broadcast::Sender<Shared>,
+) {
+    if map
+        .get(run_id)
+        .is_some_and(|current| current.same_channel(sender))
+    {
+        map.remove(run_id);
+    }
+}
+
+/// What the live side has for a stream that has sent everything it had.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Live {
+    /// Events are buffered.
+    Ready,
+    /// Nothing yet.
+    Empty,
+    /// The feed ended: the file has whatever remains.
+    Closed,
+}
+
+/// A stream's hand-over from the replay of the file to the live events.
+pub struct Handover {
+    tail: EventTail,
+    run_dir: PathBuf,
+    live: broadcast::Receiver<Shared>,
+    after: u64,
+    buffer: VecDeque<Shared>,
+}
+
+impl Handover {
+    /// Replays the stored events after `after` behind `live`, which must have been
+    /// subscribed before this call.
+    pub fn new(run_dir: &Path, after: u64, live: broadcast::Receiver<Shared>) -> Handover {
+        let mut tail = EventTail::after(run_dir, after);
+        let buffer = tail.read_new().into_iter().map(Arc::new).collect();
+        Handover {
+            tail,
+            run_dir: run_dir.to_path_buf(),
+            live,
+            after,
+            buffer,
+        }
+    }
+
+    /// The id of the last event handed out.
+    pub fn after(&self) -> u64 {
+        self.after
+    }
+
+    /// The next buffered event above the last one handed out.
+    pub fn next_buffered(&mut self) -> Option<Shared> {
+        while let Some(event) = self.buffer.pop_front() {
+            if event.id > self.after {
+                self.after = event.id;
+                return Some(event);
+            }
+        }
+        None
+    }
+
+    /// Buffers the live events received so far without waiting.
+    pub fn poll_live(&mut self) -> Live {
+        loop {
+            match self.live.try_recv() {
+                Ok(event) => self.buffer.push_back(event),
+                Err(TryRecvError::Lagged(_)) => self.reread(),
+                Err(TryRecvError::Empty) => return self.state(Live::Empty),
+                Err(TryRecvError::Closed) => return self.state(Live::Closed),
+            }
+        }
+    }
+
+    /// Waits for the next live event (or the end of the feed).
+    pub async fn wait_live(&mut self) -> Live {
+        match self.live.recv().await {
+            Ok(event) => {
+                self.buffer.push_back(event);
+                self.poll_live();
+                Live::Ready
+            }
+            Err(RecvError::Lagged(_)) => {
+                self.reread();
+                self.poll_live();
+                Live::Ready
+            }
+            Err(RecvError::Closed) => self.state(Live::Closed),
+        }
+    }
+
+    fn state(&self, otherwise: Live) -> Live {
+        if self.buffer.is_empty() {
+            otherwise
+        } else {
+            Live::Ready
+        }
+    }
+
+    /// Fell behind the channel: the missed events are in the file, after `after`.
+    fn reread(&mut self) {
+        self.tail = EventTail::after(&self.run_dir, self.after);
+        self.buffer.clear();
+        self.buffer
+            .extend(self.tail.read_new().into_iter().map(Arc::new));
+    }
+
+    /// The file from the last event handed out, for a stream whose feed ended.
+    pub fn into_tail(self) -> (EventTail, VecDeque<Shared>) {
+        (self.tail, self.buffer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(directory: &Path, ids: std::ops::RangeInclusive<u64>) -> Vec<Shared> {
+        let mut file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(directory.join("events.jsonl"))
+            .expect("open");
+        ids.map(|id| {
+            let line = format!(
+                "{{\"id\":{id},\"ts\":\"t\",\"run_id\":\"r\",\"event\":\"E\",\"properties\":{{}}}}"
+            );
+            writeln!(file, "{line}").expect("append");
+            Arc::new(StoredEvent {
+                id,
+                name: "E".into(),
+                line,
+            })
+        })
+        .collect()
+    }
+
+    fn drain(handover: &mut Handover, ids: &mut Vec<u64>) {
+        while let Some(event) = handover.next_buffered() {
+            ids.push(event.id);
+        }
+    }
+
+    #[tokio::test]
+    async fn events_between_subscribe_and_replay_are_sent_once_and_in_order() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        append(directory.path(), 1..=5);
+        let (sender, receiver) = broadcast::channel(64);
+        // Appended and published after the subscription, before the replay reads.
+        for event in append(directory.path(), 6..=8) {
+            sender.send(event).expect("send");
+        }
+        let mut handover = Handover::new(directory.path(), 2, receiver);
+        for event in append(directory.path(), 9..=10) {
+            sender.send(event).expect("send");
+        }
+        let mut ids = Vec::new();
+        drain(&mut handover, &mut ids);
+        assert_eq!(handover.poll_live(), Live::Ready);
+        drain(&mut handover, &mut ids);
+        assert_eq!(handover.poll_live(), Live::Empty);
+        for event in append(directory.path(), 11..=11) {
+            sender.send(event).expect("send");
+        }
+        assert_eq!(handover.wait_live().await, Live::Ready);
+        drain(&mut handover, &mut ids);
+        drop(sender);
+        assert_eq!(handover.wait_live().await, Live::Closed);
+        assert_eq!(ids, (3..=11).collect::<Vec<_>>());
+        assert_eq!(handover.after(), 11);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_lags_reads_the_missed_events_from_the_file() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        append(directory.path(), 1..=3);
+        let (sender, receiver) = broadcast::channel(4);
+        let mut handover = Handover::new(directory.path(), 0, receiver);
+        let mut ids = Vec::new();
+        drain(&mut handover, &mut ids);
+        for event in append(directory.path(), 4..=40) {
+            let _ = sender.send(event);
+        }
+        assert_eq!(handover.wait_live().await, Live::Ready);
+        drain(&mut handover, &mut ids);
+        assert_eq!(ids, (1..=40).collect::<Vec<_>>());
+    }
+}
