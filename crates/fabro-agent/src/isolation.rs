@@ -122,17 +122,28 @@ impl KernelSupport {
     /// enter a new user namespace with a mount (or network) namespace. Nothing outside
     /// Linux.
     pub fn detect() -> KernelSupport {
-        static DETECTED: OnceLock<KernelSupport> = OnceLock::new();
-        *DETECTED.get_or_init(|| {
-            #[cfg(target_os = "linux")]
-            {
-                linux::detect()
+        KernelSupport::detect_only(&Mechanism::ALL)
+    }
+
+    /// [`KernelSupport::detect`] for `mechanisms` only, the others reported missing:
+    /// a namespace probe starts a child (a `fork` of this process), so a run probes only
+    /// what its settings need. Each mechanism is probed at most once per process.
+    pub fn detect_only(mechanisms: &[Mechanism]) -> KernelSupport {
+        static PROBED: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let mut support = KernelSupport::none();
+        for &mechanism in mechanisms {
+            let index = Mechanism::ALL
+                .iter()
+                .position(|known| *known == mechanism)
+                .unwrap_or_default();
+            let supported = *PROBED[index].get_or_init(|| probe_mechanism(mechanism));
+            match mechanism {
+                Mechanism::Landlock => support.landlock = supported,
+                Mechanism::MountNamespace => support.mount_namespace = supported,
+                Mechanism::NetworkNamespace => support.network_namespace = supported,
             }
-            #[cfg(not(target_os = "linux"))]
-            {
-                KernelSupport::none()
-            }
-        })
+        }
+        support
     }
 
     /// A kernel without any of the mechanisms.
@@ -486,6 +497,19 @@ impl Confinement {
             ruleset: None,
         };
         Ok(plan.spawn(&self.reuse.inner, &request)?)
+    }
+}
+
+/// Whether the kernel supports `mechanism` (probed; never outside Linux).
+fn probe_mechanism(mechanism: Mechanism) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        linux::supports(mechanism)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = mechanism;
+        false
     }
 }
 

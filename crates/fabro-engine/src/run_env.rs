@@ -120,7 +120,7 @@ pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, 
         KernelSupport::none(),
     );
     if !isolation.required().is_empty() {
-        isolation.support = KernelSupport::detect();
+        isolation.support = KernelSupport::detect_only(&isolation.required());
         if let Some(lacks) = std::env::var_os("FABRO_TEST_KERNEL_LACKS") {
             for name in lacks
                 .to_string_lossy()

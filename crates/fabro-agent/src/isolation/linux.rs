@@ -489,12 +489,13 @@ fn restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// What this kernel supports; the namespaces are tried in a short-lived child.
-pub(super) fn detect() -> KernelSupport {
-    KernelSupport {
-        landlock: landlock_abi() >= 1,
-        mount_namespace: probe(libc::CLONE_NEWNS),
-        network_namespace: probe(libc::CLONE_NEWNET),
+/// Whether this kernel supports `mechanism`; the namespaces are tried in a short-lived
+/// child.
+pub(super) fn supports(mechanism: Mechanism) -> bool {
+    match mechanism {
+        Mechanism::Landlock => landlock_abi() >= 1,
+        Mechanism::MountNamespace => probe(libc::CLONE_NEWNS),
+        Mechanism::NetworkNamespace => probe(libc::CLONE_NEWNET),
     }
 }
 

@@ -345,3 +345,15 @@ async fn reused_namespaces_keep_the_working_directory_and_hide_paths_created_lat
 }
 
 mod spawn;
+
+#[test]
+fn only_the_mechanisms_asked_for_are_probed() {
+    let landlock_only = KernelSupport::detect_only(&[Mechanism::Landlock]);
+    assert!(!landlock_only.supports(Mechanism::MountNamespace));
+    assert!(!landlock_only.supports(Mechanism::NetworkNamespace));
+    assert_eq!(
+        landlock_only.supports(Mechanism::Landlock),
+        KernelSupport::detect().supports(Mechanism::Landlock)
+    );
+    assert_eq!(KernelSupport::detect_only(&[]), KernelSupport::none());
+}
