@@ -207,8 +207,10 @@ pub struct IsolationSettings {
     pub writable_paths: Vec<PathBuf>,
     /// Unreadable for isolated processes.
     pub hidden_paths: Vec<PathBuf>,
-    /// What the kernel can enforce.
+    /// What the kernel can enforce (when not detected lazily: [`Self::detect_lazily`]).
     pub support: KernelSupport,
+    /// Detection deferred to the first use of [`Self::support`] (shared by clones).
+    lazy: Option<Arc<LazySupport>>,
     /// Set once the `isolation_unavailable` warning was taken.
     warned: Arc<AtomicBool>,
     /// What confined children reuse across spawns (shared by clones).
@@ -232,8 +234,15 @@ impl PartialEq for IsolationSettings {
             && self.network == other.network
             && self.writable_paths == other.writable_paths
             && self.hidden_paths == other.hidden_paths
-            && self.support == other.support
+            && self.support() == other.support()
     }
+}
+
+/// Kernel support detected at first use, less the mechanisms a test simulates missing.
+#[derive(Debug, Default)]
+struct LazySupport {
+    detected: OnceLock<KernelSupport>,
+    without: Vec<Mechanism>,
 }
 
 impl IsolationSettings {
@@ -250,9 +259,36 @@ impl IsolationSettings {
             writable_paths: Vec::new(),
             hidden_paths: Vec::new(),
             support,
+            lazy: None,
             warned: Arc::new(AtomicBool::new(false)),
             reuse: Reuse::default(),
         }
+    }
+
+    /// The same settings, with the kernel probed for the [`Self::required`] mechanisms
+    /// only when [`Self::support`] is first asked for (a namespace probe forks this
+    /// process, which a workflow that confines nothing should not pay for), less
+    /// `without` (to simulate an older kernel).
+    pub fn detect_lazily(mut self, without: Vec<Mechanism>) -> IsolationSettings {
+        self.lazy = Some(Arc::new(LazySupport {
+            detected: OnceLock::new(),
+            without,
+        }));
+        self
+    }
+
+    /// What the kernel can enforce, detected now if deferred.
+    pub fn support(&self) -> KernelSupport {
+        let Some(lazy) = &self.lazy else {
+            return self.support;
+        };
+        *lazy.detected.get_or_init(|| {
+            let mut support = KernelSupport::detect_only(&self.required());
+            for mechanism in &lazy.without {
+                support = support.without(*mechanism);
+            }
+            support
+        })
     }
 
     /// The mode for `kind`.
@@ -288,7 +324,7 @@ impl IsolationSettings {
     pub fn missing(&self) -> Vec<Mechanism> {
         self.required()
             .into_iter()
-            .filter(|mechanism| !self.support.supports(*mechanism))
+            .filter(|mechanism| !self.support().supports(*mechanism))
             .collect()
     }
 
@@ -318,7 +354,7 @@ impl IsolationSettings {
         let hidden = self.hidden_paths.iter().any(|path| path.exists());
         let enforced = Mechanism::ALL
             .into_iter()
-            .filter(|mechanism| self.support.supports(*mechanism))
+            .filter(|mechanism| self.support().supports(*mechanism))
             .filter(|mechanism| match mechanism {
                 Mechanism::Landlock => true,
                 Mechanism::MountNamespace => hidden,
@@ -339,7 +375,7 @@ impl IsolationSettings {
             network: self.network,
             writable: self.writable_paths.clone(),
             hidden: self.hidden_paths.clone(),
-            support: self.support,
+            support: self.support(),
             reuse: self.reuse.clone(),
         })
     }

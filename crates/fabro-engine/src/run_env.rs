@@ -120,20 +120,23 @@ pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, 
         KernelSupport::none(),
     );
     if !isolation.required().is_empty() {
-        isolation.support = KernelSupport::detect_only(&isolation.required());
+        let mut lacking = Vec::new();
         if let Some(lacks) = std::env::var_os("FABRO_TEST_KERNEL_LACKS") {
             for name in lacks
                 .to_string_lossy()
                 .split(',')
                 .filter(|name| !name.is_empty())
             {
-                let mechanism =
-                    Mechanism::parse(name).ok_or_else(|| RunEnvError::UnknownMechanism {
+                lacking.push(Mechanism::parse(name).ok_or_else(|| {
+                    RunEnvError::UnknownMechanism {
                         name: name.to_owned(),
-                    })?;
-                isolation.support = isolation.support.without(mechanism);
+                    }
+                })?);
             }
         }
+        // Probed at the first stage that confines a process (or just below, for
+        // `require_isolation`).
+        isolation = isolation.detect_lazily(lacking);
     }
     sandbox::check_required(
         &isolation,

@@ -95,8 +95,11 @@ pub fn check_required(
     settings: &IsolationSettings,
     require: bool,
 ) -> Result<(), IsolationUnavailable> {
+    if !require {
+        return Ok(());
+    }
     let missing = settings.missing();
-    if require && !missing.is_empty() {
+    if !missing.is_empty() {
         return Err(IsolationUnavailable { missing });
     }
     Ok(())
