@@ -478,19 +478,7 @@ impl Confinement {
     ) -> Result<(), IsolationError> {
         #[cfg(target_os = "linux")]
         {
-            let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
-            writable.extend(self.writable.iter().cloned());
-            let plan = linux::ChildPlan::prepare(
-                &linux::Policy {
-                    writable: &writable,
-                    hidden: &self.hidden,
-                    network: self.network,
-                    support: self.support,
-                    cwd,
-                },
-                &self.reuse.inner,
-            )?;
-            plan.install(command);
+            self.plan(cwd)?.install(command);
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -501,6 +489,24 @@ impl Confinement {
 }
 
 impl Confinement {
+    /// What a child in `cwd` enters: the writable set (`cwd`, the private `TMPDIR`, the
+    /// writable paths), the hidden paths and the network, with the kernel's support.
+    #[cfg(target_os = "linux")]
+    fn plan(&self, cwd: &Path) -> Result<linux::ChildPlan, IsolationError> {
+        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
+        writable.extend(self.writable.iter().cloned());
+        linux::ChildPlan::prepare(
+            &linux::Policy {
+                writable: &writable,
+                hidden: &self.hidden,
+                network: self.network,
+                support: self.support,
+                cwd,
+            },
+            &self.reuse.inner,
+        )
+    }
+
     /// Starts `program` with `args` in `cwd` confined, through the run's spawner (no
     /// `fork` of this process); standard input from `/dev/null`, standard output and
     /// error piped, a process group of its own. `None` where nothing is enforced (other
@@ -513,18 +519,7 @@ impl Confinement {
         env: &[(&std::ffi::OsString, &std::ffi::OsString)],
         cwd: &Path,
     ) -> Result<Option<ConfinedChild>, crate::process::SpawnError> {
-        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
-        writable.extend(self.writable.iter().cloned());
-        let plan = linux::ChildPlan::prepare(
-            &linux::Policy {
-                writable: &writable,
-                hidden: &self.hidden,
-                network: self.network,
-                support: self.support,
-                cwd,
-            },
-            &self.reuse.inner,
-        )?;
+        let plan = self.plan(cwd)?;
         let request = spawner::Request {
             program,
             args,
