@@ -13,38 +13,76 @@ use serde::Serialize;
 use crate::journal::{CheckpointDelta, ListChange, MapChange};
 use crate::record::{Checkpoint, CheckpointView};
 
-/// Serialised `"key":value` fragments of one map, in key order.
+/// Serialised `,"key":value` fragments of one map, in key order, in one buffer.
+///
+/// Rendering is one copy of the buffer, whatever the number of entries (a run of
+/// 1,000 stages renders maps of 1,000 entries after every stage). A change splices
+/// its fragment into the buffer and shifts the offsets of the entries after it.
 #[derive(Debug, Default)]
 struct MapImage {
-    entries: BTreeMap<String, Vec<u8>>,
+    /// The keys, sorted as `BTreeMap<String, _>` sorts them.
+    keys: Vec<String>,
+    /// Where each key's fragment starts in `bytes`; it ends where the next starts.
+    starts: Vec<usize>,
+    /// Every fragment, each with its leading comma.
+    bytes: Vec<u8>,
 }
 
 impl MapImage {
     fn of<V: Serialize>(map: &BTreeMap<String, V>) -> MapImage {
         let mut image = MapImage::default();
         for (key, value) in map {
-            image.entries.insert(key.clone(), entry_bytes(key, value));
+            image.keys.push(key.clone());
+            image.starts.push(image.bytes.len());
+            write_fragment(&mut image.bytes, key, value);
         }
         image
     }
 
     fn apply<V: Serialize>(&mut self, change: &MapChange<V>) {
+        let mut fragment = Vec::new();
         for key in &change.removed {
-            self.entries.remove(key);
+            if let Ok(index) = self.keys.binary_search(key) {
+                self.splice(index, &[]);
+                self.keys.remove(index);
+                self.starts.remove(index);
+            }
         }
         for (key, value) in &change.set {
-            self.entries.insert(key.clone(), entry_bytes(key, value));
+            fragment.clear();
+            write_fragment(&mut fragment, key, value);
+            match self.keys.binary_search(key) {
+                Ok(index) => self.splice(index, &fragment),
+                Err(index) => {
+                    let start = self.starts.get(index).copied().unwrap_or(self.bytes.len());
+                    self.keys.insert(index, key.clone());
+                    self.starts.insert(index, start);
+                    // The new entry is empty until spliced.
+                    self.splice(index, &fragment);
+                }
+            }
+        }
+    }
+
+    /// Replaces the fragment of entry `index` with `fragment`.
+    fn splice(&mut self, index: usize, fragment: &[u8]) {
+        let start = self.starts[index];
+        let end = self
+            .starts
+            .get(index + 1)
+            .copied()
+            .unwrap_or(self.bytes.len());
+        self.bytes.splice(start..end, fragment.iter().copied());
+        let (grown, shrunk) = (fragment.len(), end - start);
+        for later in &mut self.starts[index + 1..] {
+            *later = *later + grown - shrunk;
         }
     }
 
     fn render(&self, out: &mut Vec<u8>) {
         out.push(b'{');
-        for (index, fragment) in self.entries.values().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(fragment);
-        }
+        // Skip the first fragment's comma.
+        out.extend_from_slice(self.bytes.get(1..).unwrap_or_default());
         out.push(b'}');
     }
 }
@@ -91,13 +129,13 @@ impl ListImage {
     }
 }
 
-fn entry_bytes<V: Serialize>(key: &str, value: &V) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(key.len() + 16);
+/// Appends `,"key":value` to `out`.
+fn write_fragment<V: Serialize>(out: &mut Vec<u8>, key: &str, value: &V) {
+    out.push(b',');
     // Serialising strings and already-valid values cannot fail.
-    let _ = serde_json::to_writer(&mut bytes, key);
-    bytes.push(b':');
-    let _ = serde_json::to_writer(&mut bytes, value);
-    bytes
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// The growing parts of a checkpoint, serialised.
@@ -278,6 +316,38 @@ mod tests {
                 serde_json::to_string(&next).expect("serialises"),
                 "step {step}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// A map image follows any sequence of changes, including removals of missing
+        /// keys, and renders what `serde_json` renders for the map.
+        #[test]
+        fn map_images_match_serde_json(
+            start in proptest::collection::btree_map("[a-d\"é]{0,3}", 0u32..50, 0..8),
+            changes in proptest::collection::vec(
+                (
+                    proptest::collection::btree_map("[a-d\"é]{0,3}", 0u32..5000, 0..4),
+                    proptest::collection::vec("[a-d\"é]{0,3}", 0..3),
+                ),
+                0..12,
+            ),
+        ) {
+            let mut map = start;
+            let mut image = MapImage::of(&map);
+            for (set, removed) in changes {
+                for key in &removed {
+                    map.remove(key);
+                }
+                map.extend(set.clone());
+                image.apply(&MapChange { set, removed });
+                let mut rendered = Vec::new();
+                image.render(&mut rendered);
+                proptest::prop_assert_eq!(
+                    String::from_utf8(rendered).expect("utf-8"),
+                    serde_json::to_string(&map).expect("serialises")
+                );
+            }
         }
     }
 }
