@@ -240,7 +240,7 @@ impl WorktreeIndex {
             }
         }
         replaced.sort_by_key(|(position, _)| *position);
-        let mut link = Vec::with_capacity(20 + 32 + words * 16);
+        let mut link = Vec::with_capacity(64);
         link.extend_from_slice(&shared.checksum);
         encode_ewah(&mut link, shared.keys.len(), &deleted);
         encode_ewah(&mut link, shared.keys.len(), &replaced_bits);
@@ -353,17 +353,38 @@ fn encode_entry(out: &mut Vec<u8>, entry: &IndexEntry, strip_name: bool) {
     out.resize(start + padded, 0);
 }
 
-/// A bitmap of `bit_size` bits in git's EWAH serialisation: one marker word saying that
-/// all the words are literal, then the words (bit `i` is bit `i % 64` of word `i / 64`).
+/// A bitmap of `bit_size` bits in git's EWAH serialisation (bit `i` is bit `i % 64` of
+/// word `i / 64`): marker words, each counting a run of zero words and then the literal
+/// (non-zero) words that follow it, so the few bits of a split index take a few words
+/// whatever the number of entries.
 fn encode_ewah(out: &mut Vec<u8>, bit_size: usize, words: &[u64]) {
+    let mut encoded: Vec<u64> = Vec::new();
+    let mut rest = words;
+    let last_marker = loop {
+        let zeros = rest
+            .iter()
+            .take_while(|word| **word == 0)
+            .count()
+            .min(u32::MAX as usize);
+        let literals = rest[zeros..]
+            .iter()
+            .take_while(|word| **word != 0)
+            .count()
+            .min((1 << 31) - 1);
+        let marker = encoded.len();
+        encoded.push(((literals as u64) << 33) | ((zeros as u64) << 1));
+        encoded.extend_from_slice(&rest[zeros..zeros + literals]);
+        rest = &rest[zeros + literals..];
+        if rest.is_empty() {
+            break marker;
+        }
+    };
     out.extend_from_slice(&(bit_size as u32).to_be_bytes());
-    out.extend_from_slice(&(words.len() as u32 + 1).to_be_bytes());
-    out.extend_from_slice(&((words.len() as u64) << 33).to_be_bytes());
-    for word in words {
+    out.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    for word in &encoded {
         out.extend_from_slice(&word.to_be_bytes());
     }
-    // The position of the last marker word.
-    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&(last_marker as u32).to_be_bytes());
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! the parent tree plus the staged changes either way, so both modes produce the same tree.
 //! The index file is written with only the changed entries ([`WorktreeIndex`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use git2::{
@@ -43,46 +44,25 @@ pub(crate) fn stage_worktree(
             return Ok(parent_tree);
         }
     }
-    let mut options = StatusOptions::new();
-    options
-        .show(StatusShow::Workdir)
-        .include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_ignored(false)
-        .exclude_submodules(true)
-        .renames_index_to_workdir(false);
-    if let Scope::Paths(paths) = scope {
-        options.disable_pathspec_match(true);
-        for path in paths {
-            options.pathspec(path);
-        }
-    }
-    let statuses = repo
-        .statuses(Some(&mut options))
-        .map_err(GitError::git("scan the worktree"))?;
+    let changes = scan(repo, scope)?;
     let mut index = repo
         .index()
         .map_err(GitError::git("read the worktree index"))?;
     let mut updates: Vec<(String, bool)> = Vec::new();
-    for entry in statuses.iter() {
-        let Ok(path) = std::str::from_utf8(entry.path_bytes()) else {
-            continue;
-        };
+    for (path, status) in changes {
         // A trailing slash marks a nested repository, which fabro does not stage.
-        if path.ends_with('/') || excludes.is_excluded(path) {
+        if path.ends_with('/') || excludes.is_excluded(&path) {
             continue;
         }
-        let status = entry.status();
         let stage_error = GitError::git(format!("stage {path}"));
         if status.contains(Status::WT_DELETED) {
-            index.remove_path(Path::new(path)).map_err(stage_error)?;
-            updates.push((path.to_owned(), false));
+            index.remove_path(Path::new(&path)).map_err(stage_error)?;
+            updates.push((path, false));
         } else if status.intersects(Status::WT_NEW | Status::WT_MODIFIED | Status::WT_TYPECHANGE) {
-            index.add_path(Path::new(path)).map_err(stage_error)?;
-            updates.push((path.to_owned(), true));
+            index.add_path(Path::new(&path)).map_err(stage_error)?;
+            updates.push((path, true));
         }
     }
-    drop(statuses);
     if updates.is_empty() {
         return Ok(parent_tree);
     }
@@ -101,6 +81,61 @@ pub(crate) fn stage_worktree(
     }
     worktree_index.write(repo)?;
     Ok(tree)
+}
+
+/// At most this many touched paths are examined one status each; more take one status
+/// over the whole index filtered by the path list.
+const SEPARATE_STATUS_LIMIT: usize = 64;
+
+/// The workdir status of the paths within `scope`, in path order.
+///
+/// libgit2 walks the whole index for a status filtered by a path list, but only the
+/// range of a pathspec's literal prefix for a single pathspec: a stage touching a few
+/// paths is examined one status per path, so its cost does not grow with the number of
+/// files in the repository. A path with a wildcard character or a leading `!` (which a
+/// pathspec would expand or negate) goes through the filtered list.
+fn scan(repo: &Repository, scope: Scope<'_>) -> Result<BTreeMap<String, Status>, GitError> {
+    let mut changes = BTreeMap::new();
+    let mut collect = |options: &mut StatusOptions| -> Result<(), GitError> {
+        options
+            .show(StatusShow::Workdir)
+            .include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .exclude_submodules(true)
+            .renames_index_to_workdir(false);
+        let statuses = repo
+            .statuses(Some(options))
+            .map_err(GitError::git("scan the worktree"))?;
+        for entry in statuses.iter() {
+            if let Ok(path) = std::str::from_utf8(entry.path_bytes()) {
+                changes.insert(path.to_owned(), entry.status());
+            }
+        }
+        Ok(())
+    };
+    match scope {
+        Scope::Full => collect(&mut StatusOptions::new())?,
+        Scope::Paths(paths)
+            if paths.len() <= SEPARATE_STATUS_LIMIT
+                && !paths
+                    .iter()
+                    .any(|path| path.starts_with('!') || path.contains(['*', '?', '[', '\\'])) =>
+        {
+            for path in paths {
+                collect(StatusOptions::new().pathspec(path))?;
+            }
+        }
+        Scope::Paths(paths) => {
+            let mut options = StatusOptions::new();
+            options.disable_pathspec_match(true);
+            for path in paths {
+                options.pathspec(path);
+            }
+            collect(&mut options)?;
+        }
+    }
+    Ok(changes)
 }
 
 /// The parent tree with the staged entries of `updates` (path, still present) upserted or
@@ -136,5 +171,93 @@ fn updated_tree(
         // A D/F conflict: an entry changed between file and directory.
         Err(error) if error.class() == git2::ErrorClass::Tree => Ok(None),
         Err(error) => Err(tree_error()(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::test_repo::TestRepo;
+
+    /// The workdir changes of `scope` in `repo`, as `path status` lines.
+    fn changes(repo: &TestRepo, scope: Scope<'_>) -> Vec<String> {
+        let libgit2 = Repository::open(repo.path()).unwrap();
+        scan(&libgit2, scope)
+            .unwrap()
+            .into_iter()
+            .map(|(path, status)| format!("{path} {status:?}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_status_per_path_and_a_filtered_status_find_the_same_changes() {
+        let Some(repo) = TestRepo::empty() else {
+            return;
+        };
+        for name in [
+            "a*b", "axb", "[x]", "x", "!neg", "plain", "dir/one", "dir/two", "other/f",
+        ] {
+            repo.write(name, "1\n");
+        }
+        repo.write(".gitignore", "*.log\n");
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-q", "-m", "initial"]);
+        for name in [
+            "a*b", "axb", "[x]", "x", "!neg", "dir/two", "dir/new", "dirt",
+        ] {
+            repo.write(name, "2\n");
+        }
+        repo.write("dir/skip.log", "ignored\n");
+        std::fs::remove_file(repo.path().join("other/f")).unwrap();
+        let everything = changes(&repo, Scope::Full);
+        assert_eq!(
+            everything,
+            [
+                "!neg Status(WT_MODIFIED)",
+                "[x] Status(WT_MODIFIED)",
+                "a*b Status(WT_MODIFIED)",
+                "axb Status(WT_MODIFIED)",
+                "dir/new Status(WT_NEW)",
+                "dir/two Status(WT_MODIFIED)",
+                "dirt Status(WT_NEW)",
+                "other/f Status(WT_DELETED)",
+                "x Status(WT_MODIFIED)",
+            ]
+        );
+        // Literal paths, one status each: a directory covers its subtree, not its
+        // namesakes (`dir` is not `dirt`).
+        let literal: Vec<String> = ["dir", "other/f", "plain", "dir/two"]
+            .map(str::to_owned)
+            .to_vec();
+        assert_eq!(
+            changes(&repo, Scope::Paths(&literal)),
+            [
+                "dir/new Status(WT_NEW)",
+                "dir/two Status(WT_MODIFIED)",
+                "other/f Status(WT_DELETED)"
+            ]
+        );
+        // Wildcards and a leading `!` are names here, not patterns.
+        for special in ["a*b", "[x]", "!neg"] {
+            let paths = vec![special.to_owned()];
+            assert_eq!(
+                changes(&repo, Scope::Paths(&paths)),
+                [format!("{special} Status(WT_MODIFIED)")],
+                "{special}"
+            );
+        }
+        // More paths than separate statuses are worth: one filtered status.
+        let many: Vec<String> = (0..=SEPARATE_STATUS_LIMIT)
+            .map(|index| format!("missing{index}"))
+            .chain(["dir".to_owned(), "dirt".to_owned()])
+            .collect();
+        assert_eq!(
+            changes(&repo, Scope::Paths(&many)),
+            [
+                "dir/new Status(WT_NEW)",
+                "dir/two Status(WT_MODIFIED)",
+                "dirt Status(WT_NEW)"
+            ]
+        );
     }
 }

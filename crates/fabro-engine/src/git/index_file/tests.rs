@@ -169,3 +169,70 @@ fn inspect_reads_a_worktree_with_a_split_index() {
         other => panic!("expected a dirty tree, got {other:?}"),
     }
 }
+
+/// Reads back what [`super::encode_ewah`] wrote: the bit size and the words.
+fn decode_ewah(bytes: &[u8]) -> (u32, Vec<u64>) {
+    let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    let bit_size = u32_at(0);
+    let count = u32_at(4) as usize;
+    let encoded: Vec<u64> = (0..count)
+        .map(|n| u64::from_be_bytes(bytes[8 + n * 8..16 + n * 8].try_into().unwrap()))
+        .collect();
+    assert_eq!(bytes.len(), 8 + count * 8 + 4);
+    let mut words = Vec::new();
+    let mut position = 0;
+    let mut last_marker = 0;
+    while position < encoded.len() {
+        let marker = encoded[position];
+        last_marker = position;
+        assert_eq!(marker & 1, 0, "runs are of zero words");
+        let zeros = (marker >> 1) & u64::from(u32::MAX);
+        let literals = (marker >> 33) as usize;
+        words.extend(std::iter::repeat_n(0, zeros as usize));
+        words.extend_from_slice(&encoded[position + 1..position + 1 + literals]);
+        position += 1 + literals;
+    }
+    assert_eq!(u32_at(8 + count * 8) as usize, last_marker);
+    (bit_size, words)
+}
+
+proptest::proptest! {
+    /// Sparse and dense bitmaps read back as written; runs of zero words take no space.
+    #[test]
+    fn ewah_bitmaps_read_back(bits in proptest::collection::btree_set(0usize..5000, 0..40)) {
+        let bit_size: usize = 5000;
+        let mut words = vec![0u64; bit_size.div_ceil(64)];
+        for bit in &bits {
+            words[bit / 64] |= 1 << (bit % 64);
+        }
+        let mut out = Vec::new();
+        super::encode_ewah(&mut out, bit_size, &words);
+        proptest::prop_assert_eq!(decode_ewah(&out), (bit_size as u32, words));
+        proptest::prop_assert!(out.len() <= 12 + 8 * (1 + 2 * bits.len()));
+    }
+}
+
+#[test]
+fn split_index_bitmaps_with_long_runs_read_back_in_git() {
+    let Some(repo) = repository(2000) else {
+        return;
+    };
+    let libgit2 = Repository::open(repo.path()).unwrap();
+    let mut index = WorktreeIndex::open(&libgit2).unwrap().with_split_min(10);
+    index.write(&libgit2).unwrap();
+    // Entries far apart (runs of zero words between them), one deleted.
+    repo.write("d20/f200.txt", "changed\n");
+    repo.write("d150/f1500.txt", "changed\n");
+    fs_err::remove_file(repo.path().join("d99/f999.txt")).unwrap();
+    stage(
+        &libgit2,
+        &mut index,
+        &["d20/f200.txt", "d150/f1500.txt", "d99/f999.txt"],
+    );
+    assert_eq!(git_view(&repo, &libgit2), "");
+    assert_eq!(repo.git(&["ls-files"]).lines().count(), 1999);
+    let split = fs_err::metadata(repo.path().join(".git/index"))
+        .unwrap()
+        .len();
+    assert!(split < 400, "split index of 3 entries: {split} bytes");
+}
