@@ -357,3 +357,33 @@ fn only_the_mechanisms_asked_for_are_probed() {
     );
     assert_eq!(KernelSupport::detect_only(&[]), KernelSupport::none());
 }
+
+#[tokio::test]
+async fn paths_replaced_between_starts_are_resolved_again() {
+    if !kernel_has(Mechanism::MountNamespace) || !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    let fixture = fixture();
+    let env = stage_env(&fixture, IsolationMode::Workspace, true);
+    let (code, text) = sh(&env, &fixture.tree, "echo 1 > first").await;
+    assert_eq!(code, Some(0), "{text}");
+    // The working tree removed and made again: a new directory under the same name,
+    // still writable.
+    fs_err::remove_dir_all(&fixture.tree).unwrap();
+    fs_err::create_dir_all(&fixture.tree).unwrap();
+    let (code, text) = sh(&env, &fixture.tree, "echo 2 > second").await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(fixture.tree.join("second").exists());
+    // The hidden directory moved away and another made in its place: the new one is
+    // hidden too.
+    fs_err::rename(&fixture.hidden, fixture.outside.join("moved")).unwrap();
+    fs_err::create_dir_all(&fixture.hidden).unwrap();
+    fs_err::write(fixture.hidden.join("secret"), "n3w").unwrap();
+    let (_, text) = sh(
+        &env,
+        &fixture.tree,
+        &format!("cat '{}'", fixture.hidden.join("secret").display()),
+    )
+    .await;
+    assert!(!text.contains("n3w"), "{text}");
+}
