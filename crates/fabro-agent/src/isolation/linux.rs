@@ -11,14 +11,15 @@
 //! privileges Landlock would deny), then Landlock, which also forbids the child to
 //! undo the mounts.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use landlock::{path_beneath_rules, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
+use landlock::{AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
 use nix::libc;
 
 use super::spawner::{ConfinedChild, Request, Spawner};
@@ -53,7 +54,13 @@ pub(super) struct Policy<'a> {
 #[derive(Default)]
 pub(super) struct Reused {
     namespaces: Option<Arc<SharedNamespaces>>,
-    ruleset: Option<(Vec<PathBuf>, Arc<OwnedFd>)>,
+    /// The last ruleset and the files it was built for.
+    ruleset: Option<(Vec<Identity>, Arc<OwnedFd>)>,
+    /// The writable paths opened for the last start (a path still naming the same file
+    /// is not opened again).
+    opened: HashMap<PathBuf, Opened>,
+    /// The hidden paths as resolved at the last start.
+    hidden: HashMap<PathBuf, Hidden>,
     /// The spawner and the namespaces it joined (`None`: none).
     spawner: Option<(Option<Arc<SharedNamespaces>>, Arc<Spawner>)>,
 }
@@ -81,7 +88,7 @@ impl ChildPlan {
         } else {
             None
         };
-        let wanted = NamespaceKey::of(policy);
+        let wanted = NamespaceKey::of(policy, &mut reused.hidden);
         let join = match wanted {
             None => None,
             Some(key) => {
@@ -179,18 +186,32 @@ fn same(a: Option<&Arc<SharedNamespaces>>, b: Option<&Arc<SharedNamespaces>>) ->
 }
 
 /// The ruleset for `writable`: the one in `reused` when it was built for the same
-/// set, otherwise a new one, kept there.
+/// files (the same paths, each still naming the file it named then), otherwise a new
+/// one, kept there.
 fn reused_ruleset(
     reused: &mut Reused,
     writable: &[PathBuf],
 ) -> Result<Arc<OwnedFd>, IsolationError> {
-    if let Some((paths, ruleset)) = &reused.ruleset {
-        if paths.as_slice() == writable {
+    let mut kept = HashMap::with_capacity(writable.len() + WRITABLE_DEVICES.len());
+    let mut files = Vec::with_capacity(writable.len() + WRITABLE_DEVICES.len());
+    for path in writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(WRITABLE_DEVICES.iter().map(Path::new))
+    {
+        if let Some(open) = Opened::open(path, reused.opened.remove(path)) {
+            files.push(open.identity);
+            kept.insert(path.to_path_buf(), open);
+        }
+    }
+    reused.opened = kept;
+    if let Some((built_for, ruleset)) = &reused.ruleset {
+        if *built_for == files {
             return Ok(Arc::clone(ruleset));
         }
     }
-    let ruleset = Arc::new(ruleset(writable)?);
-    reused.ruleset = Some((writable.to_vec(), Arc::clone(&ruleset)));
+    let ruleset = Arc::new(ruleset(reused.opened.values())?);
+    reused.ruleset = Some((files, Arc::clone(&ruleset)));
     Ok(ruleset)
 }
 
@@ -200,31 +221,36 @@ struct NamespaceKey {
     flags: libc::c_int,
     hidden_dirs: Vec<CString>,
     hidden_files: Vec<CString>,
+    /// The files hidden: a hidden path replaced since (another file under the same
+    /// name) needs new mounts.
+    hidden_identities: Vec<Identity>,
 }
 
 impl NamespaceKey {
     /// The namespaces `policy` needs on this kernel; `None` for none. A mount namespace
     /// only when a hidden path exists.
-    fn of(policy: &Policy<'_>) -> Option<NamespaceKey> {
+    fn of(policy: &Policy<'_>, resolved: &mut HashMap<PathBuf, Hidden>) -> Option<NamespaceKey> {
         let mut key = NamespaceKey {
             flags: 0,
             hidden_dirs: Vec::new(),
             hidden_files: Vec::new(),
+            hidden_identities: Vec::new(),
         };
         if policy.support.supports(Mechanism::MountNamespace) {
+            let mut kept = HashMap::with_capacity(policy.hidden.len());
             for path in policy.hidden {
-                let Ok(resolved) = path.canonicalize() else {
+                let Some(hidden) = Hidden::resolve(path, resolved.remove(path)) else {
                     continue;
                 };
-                let Some(name) = c_path(&resolved) else {
-                    continue;
-                };
-                if resolved.is_dir() {
-                    key.hidden_dirs.push(name);
+                if hidden.identity.is_dir {
+                    key.hidden_dirs.push(hidden.name.clone());
                 } else {
-                    key.hidden_files.push(name);
+                    key.hidden_files.push(hidden.name.clone());
                 }
+                key.hidden_identities.push(hidden.identity);
+                kept.insert(path.clone(), hidden);
             }
+            *resolved = kept;
             if !key.hidden_dirs.is_empty() || !key.hidden_files.is_empty() {
                 key.flags |= libc::CLONE_NEWNS;
             }
@@ -343,30 +369,108 @@ impl SharedNamespaces {
 }
 
 /// The Landlock ruleset: every write right handled, all of them granted beneath the
-/// writable directories, file write rights on the device files.
-fn ruleset(writable: &[PathBuf]) -> Result<OwnedFd, IsolationError> {
+/// `opened` directories, file write rights on the `opened` files (the devices).
+fn ruleset<'a>(opened: impl Iterator<Item = &'a Opened>) -> Result<OwnedFd, IsolationError> {
     let error = |error: landlock::RulesetError| IsolationError::Landlock {
         message: error.to_string(),
     };
     // ABI 3's write rights (file writes, creation, removal, renames, truncation). Later
     // ABIs add device ioctls and Unix socket connections, which are not writes.
     let access = AccessFs::from_write(ABI::V3);
-    let existing: Vec<&Path> = writable
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(WRITABLE_DEVICES.iter().map(Path::new))
-        .filter(|path| path.exists())
-        .collect();
+    let rules = opened.map(|open| {
+        let allowed = if open.identity.is_dir {
+            access
+        } else {
+            access & AccessFs::from_file(ABI::V3)
+        };
+        Ok::<_, landlock::RulesetError>(PathBeneath::new(open.fd.as_fd(), allowed))
+    });
     let created = Ruleset::default()
         .handle_access(access)
         .map_err(error)?
         .create()
         .map_err(error)?
-        .add_rules(path_beneath_rules(existing, access))
+        .add_rules(rules)
         .map_err(error)?;
     Option::<OwnedFd>::from(created).ok_or_else(|| IsolationError::Landlock {
         message: "the kernel refused to create a ruleset".to_owned(),
     })
+}
+
+/// Which file a path named when it was last resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    device: u64,
+    inode: u64,
+    is_dir: bool,
+}
+
+impl Identity {
+    /// The file `path` names now (symbolic links followed); `None` when there is none.
+    fn of(path: &Path) -> Option<Identity> {
+        std::fs::metadata(path)
+            .ok()
+            .map(|meta| Identity::from(&meta))
+    }
+}
+
+impl From<&std::fs::Metadata> for Identity {
+    fn from(meta: &std::fs::Metadata) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        Identity {
+            device: meta.dev(),
+            inode: meta.ino(),
+            is_dir: meta.is_dir(),
+        }
+    }
+}
+
+/// A writable path opened (`O_PATH`) for a Landlock rule.
+struct Opened {
+    identity: Identity,
+    fd: PathFd,
+}
+
+impl Opened {
+    /// `path` opened, reusing `previous` while the path names the same file (one `stat`
+    /// instead of an `open`, an `fstat` and a `close`); `None` when it does not exist.
+    fn open(path: &Path, previous: Option<Opened>) -> Option<Opened> {
+        let now = Identity::of(path)?;
+        if let Some(previous) = previous.filter(|previous| previous.identity == now) {
+            return Some(previous);
+        }
+        let fd = PathFd::new(path).ok()?;
+        // What was opened, not what the `stat` above saw, in case the path changed since.
+        let stat = nix::sys::stat::fstat(fd.as_fd()).ok()?;
+        let identity = Identity {
+            device: stat.st_dev,
+            inode: stat.st_ino,
+            is_dir: stat.st_mode & libc::S_IFMT == libc::S_IFDIR,
+        };
+        Some(Opened { identity, fd })
+    }
+}
+
+/// A hidden path resolved to the name the mounts hide.
+struct Hidden {
+    identity: Identity,
+    name: CString,
+}
+
+impl Hidden {
+    /// `path` resolved, reusing `previous` while the path names the same file (one `stat`
+    /// instead of a `readlink` per component); `None` when it does not exist.
+    fn resolve(path: &Path, previous: Option<Hidden>) -> Option<Hidden> {
+        let now = Identity::of(path)?;
+        if let Some(previous) = previous.filter(|previous| previous.identity == now) {
+            return Some(previous);
+        }
+        let resolved = path.canonicalize().ok()?;
+        Some(Hidden {
+            identity: now,
+            name: c_path(&resolved)?,
+        })
+    }
 }
 
 /// A path as a C string (`None` for one with an interior NUL, which cannot exist).
