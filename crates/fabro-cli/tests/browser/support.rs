@@ -50,9 +50,14 @@ impl Server {
 
     /// Starts the server with more environment variables (e.g. another `FABRO_HOME`).
     pub(crate) fn start_with(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+        Server::start_at(env, "127.0.0.1:0", extra_env)
+    }
+
+    /// Starts the server on `bind` (a restarted server takes its predecessor's port).
+    pub(crate) fn start_at(env: &TestEnv, bind: &str, extra_env: &[(&str, &str)]) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
-            .args(["server", "--bind", "127.0.0.1:0"])
+            .args(["server", "--bind", bind])
             .env("FABRO_PROVIDER", "simulated")
             .envs(extra_env.iter().copied())
             .stdin(Stdio::null())
