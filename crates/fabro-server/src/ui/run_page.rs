@@ -61,12 +61,25 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
     }
     let run_id = record.run_id.clone();
     let question = questions::pending(state, &run_id).into_iter().next();
+    let cache = state.clone();
     let view = blocking(move || {
-        let document = records::inspect(&record)?;
+        // A finished run's document comes from the API's cache; its graph's layout
+        // from the page's: only the stages and the statuses are read per request.
+        let document = match cache.documents().document(&record) {
+            Some(cached) => serde_json::from_slice(&cached?)
+                .map_err(|error| ApiError::internal(error.to_string()))?,
+            None => records::inspect(&record)?,
+        };
         let stages = records::stages(&record);
         let graph = with_graph
-            .then(|| records::graph_svg(&record).ok())
-            .flatten();
+            .then(|| {
+                cache
+                    .graphs()
+                    .layout(&record.run_dir, &record.workflow_name)
+                    .ok()
+            })
+            .flatten()
+            .map(|layout| layout.annotate(&records::node_statuses(&stages)));
         Ok::<_, ApiError>((document, stages, graph))
     })
     .await
@@ -146,14 +159,9 @@ pub async fn live(
         Err(error) => return error.into_response(),
     };
     let run_dir = std::path::PathBuf::from(text(&view.document["run_dir"]));
-    let last_event_id = blocking(move || {
-        records::EventTail::new(&run_dir)
-            .read_new()
-            .last()
-            .map_or(0, |event| event.id)
-    })
-    .await
-    .unwrap_or(0);
+    let last_event_id = blocking(move || records::last_id(&run_dir))
+        .await
+        .unwrap_or(0);
     let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
     for stage in &view.stages {
         let node = text(&stage["node_id"]);
