@@ -36,12 +36,17 @@ async fn graph_centre(browser: &Browser) -> (i64, i64) {
     let value: Value = browser
         .eval("var r = document.getElementById('graph').getBoundingClientRect(); return [Math.round(r.left + r.width / 2), Math.round(r.top + r.height / 2)];")
         .await;
-    (value[0].as_i64().unwrap_or(0), value[1].as_i64().unwrap_or(0))
+    (
+        value[0].as_i64().unwrap_or(0),
+        value[1].as_i64().unwrap_or(0),
+    )
 }
 
 async fn press_enter_on(browser: &Browser, css: &str) {
     browser
-        .eval(&format!("document.querySelector('{css}').focus(); return true;"))
+        .eval(&format!(
+            "document.querySelector('{css}').focus(); return true;"
+        ))
         .await;
     let focused = browser
         .client
@@ -68,7 +73,10 @@ async fn the_graph_zooms_with_the_wheel_and_the_keyboard_and_pans_by_dragging() 
     let mut child = cli_run(&env, "small.fabro", &[]);
     assert!(child.wait().expect("fabro run ends").success());
     let list = server.api("/api/v1/runs");
-    let run_id = list["runs"][0]["run_id"].as_str().unwrap_or_default().to_owned();
+    let run_id = list["runs"][0]["run_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     browser.goto(&server.url(&format!("/runs/{run_id}"))).await;
     browser
         .wait_js(
@@ -95,11 +103,17 @@ async fn the_graph_zooms_with_the_wheel_and_the_keyboard_and_pans_by_dragging() 
         .await
         .expect("the wheel turns");
     let zoomed = view_box(&browser).await;
-    assert!(zoomed[2] < home[2] && zoomed[3] < home[3], "{home:?} -> {zoomed:?}");
+    assert!(
+        zoomed[2] < home[2] && zoomed[3] < home[3],
+        "{home:?} -> {zoomed:?}"
+    );
     let centre = |b: [f64; 4]| (b[0] + b[2] / 2.0, b[1] + b[3] / 2.0);
     let (cx, cy) = centre(zoomed);
     let (hx, hy) = centre(home);
-    assert!((cx - hx).abs() < 0.5 && (cy - hy).abs() < 0.5, "{home:?} -> {zoomed:?}");
+    assert!(
+        (cx - hx).abs() < 0.5 && (cy - hy).abs() < 0.5,
+        "{home:?} -> {zoomed:?}"
+    );
 
     // Dragging pans the view the way the pointer moves.
     let mouse = MouseActions::new("mouse".to_owned())
@@ -125,7 +139,10 @@ async fn the_graph_zooms_with_the_wheel_and_the_keyboard_and_pans_by_dragging() 
         .await
         .expect("the pointer drags");
     let panned = view_box(&browser).await;
-    assert!(panned[0] < zoomed[0] && panned[1] < zoomed[1], "{zoomed:?} -> {panned:?}");
+    assert!(
+        panned[0] < zoomed[0] && panned[1] < zoomed[1],
+        "{zoomed:?} -> {panned:?}"
+    );
     assert_eq!((panned[2], panned[3]), (zoomed[2], zoomed[3]));
     // The drag was not a click: still on the run page.
     assert_eq!(

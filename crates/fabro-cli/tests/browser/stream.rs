@@ -98,7 +98,12 @@ fn stored_events(run_dir: &std::path::Path) -> Vec<Value> {
 
 /// Appends `count` events after `last` to the run's events.jsonl at `per_second`, as
 /// one writer would; returns when each was written (ms since the epoch) by id.
-fn write_events(run_dir: &std::path::Path, last: &Value, count: u64, per_second: u64) -> Vec<(u64, f64)> {
+fn write_events(
+    run_dir: &std::path::Path,
+    last: &Value,
+    count: u64,
+    per_second: u64,
+) -> Vec<(u64, f64)> {
     let mut file = fs_err::OpenOptions::new()
         .append(true)
         .open(run_dir.join("events.jsonl"))
@@ -127,7 +132,8 @@ fn write_events(run_dir: &std::path::Path, last: &Value, count: u64, per_second:
         envelope["node_id"] = json!(format!("step{step}"));
         envelope["properties"] = properties.clone();
         let line = format!("{envelope}\n");
-        file.write_all(line.as_bytes()).expect("an event is appended");
+        file.write_all(line.as_bytes())
+            .expect("an event is appended");
         written.push((first_id + offset, epoch_ms()));
     }
     written
@@ -193,7 +199,10 @@ async fn the_run_page_keeps_up_with_two_hundred_events_a_second() {
         "{} events written in {span:.0} ms; the last listed {last_delay:.0} ms after it was written, the slowest {slowest:.0} ms",
         written.len()
     );
-    assert!(last_delay < 1000.0, "the last event took {last_delay:.0} ms");
+    assert!(
+        last_delay < 1000.0,
+        "the last event took {last_delay:.0} ms"
+    );
     assert!(slowest < 1000.0, "an event took {slowest:.0} ms");
     browser.close().await;
 }
@@ -267,11 +276,17 @@ async fn after_the_stream_drops_the_run_page_catches_up_without_gaps_or_duplicat
     }
     .await
     .expect("the stand-in ends");
-    assert!(refused, "the browser never asked the stand-in for the stream");
+    assert!(
+        refused,
+        "the browser never asked the stand-in for the stream"
+    );
     let server = Server::start_at(&env, &address, &[]);
     assert!(child.wait().expect("fabro run ends").success());
     let stored = stored_events(&run_dir);
-    let expected: Vec<u64> = stored.iter().filter_map(|event| event["id"].as_u64()).collect();
+    let expected: Vec<u64> = stored
+        .iter()
+        .filter_map(|event| event["id"].as_u64())
+        .collect();
     assert!(
         expected.len() as u64 > seen_before,
         "the run wrote nothing while the server was away"

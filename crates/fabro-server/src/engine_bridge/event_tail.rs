@@ -231,7 +231,10 @@ mod tests {
         fs_err::write(&path, &text).expect("write");
         assert_eq!(last_id(directory.path()), 3000);
         // One line longer than the first window.
-        let long = format!("{{\"id\":7,\"event\":\"E\",\"properties\":{{\"pad\":\"{}\"}}}}\n", "y".repeat(100_000));
+        let long = format!(
+            "{{\"id\":7,\"event\":\"E\",\"properties\":{{\"pad\":\"{}\"}}}}\n",
+            "y".repeat(100_000)
+        );
         fs_err::write(&path, format!("{}{long}", envelope(6))).expect("write");
         assert_eq!(last_id(directory.path()), 7);
     }

@@ -290,7 +290,11 @@ pub fn graph_layout(run_dir: &Path, workflow_name: &str) -> Result<GraphLayout, 
         .ok_or_else(|| ApiError::internal("the stored graph does not parse"))?;
     Ok(GraphLayout {
         svg: fabro_language::render::render_svg(&workflow, workflow_name),
-        nodes: workflow.nodes().iter().map(|node| node.id.clone()).collect(),
+        nodes: workflow
+            .nodes()
+            .iter()
+            .map(|node| node.id.clone())
+            .collect(),
     })
 }
 
@@ -323,7 +327,9 @@ impl GraphLayout {
         for (node, part) in self.nodes.iter().zip(parts) {
             let (status, visits) = statuses
                 .get(node)
-                .map_or(("pending", 0), |(status, visits)| (status.as_str(), *visits));
+                .map_or(("pending", 0), |(status, visits)| {
+                    (status.as_str(), *visits)
+                });
             annotated.push_str(&format!(
                 "<g class=\"node status-{status}\" data-visits=\"{visits}\" id="
             ));

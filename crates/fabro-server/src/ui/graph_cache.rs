@@ -67,7 +67,8 @@ impl GraphCache {
 mod tests {
     use super::*;
 
-    const TWO: &str = "digraph two {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  start -> exit\n}\n";
+    const TWO: &str =
+        "digraph two {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  start -> exit\n}\n";
     const THREE: &str = "digraph three {\n  start [shape=Mdiamond]\n  middle [shape=box, prompt=\"p\"]\n  exit [shape=Msquare]\n  start -> middle -> exit\n}\n";
 
     #[test]
@@ -85,8 +86,14 @@ mod tests {
             serde_json::json!({"node_id": "exit", "status": "incomplete"}),
         ]);
         let svg = first.annotate(&statuses);
-        assert!(svg.contains("<g class=\"node status-success\" data-visits=\"1\" id=\"node-start\""), "{svg}");
-        assert!(svg.contains("<g class=\"node status-pending\" data-visits=\"2\" id=\"node-exit\""), "{svg}");
+        assert!(
+            svg.contains("<g class=\"node status-success\" data-visits=\"1\" id=\"node-start\""),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<g class=\"node status-pending\" data-visits=\"2\" id=\"node-exit\""),
+            "{svg}"
+        );
         assert!(!svg.contains("node-middle"));
 
         // A graph written again (a resume) is laid out again.

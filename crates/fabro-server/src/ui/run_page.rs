@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    blocking, check_post, cost, duration, escape, layout, message_page, sign_in_required,
-    signed_in, status_badge, text, url_segment,
+    blocking, check_post, cost, duration, escape, layout, message_page, posted_form,
+    sign_in_required, signed_in, status_badge, text, url_segment,
 };
 use crate::api::questions::{self, AnswerRequest};
 use crate::engine_bridge::{records, ResumeRequest, RunStatus};
@@ -398,15 +398,9 @@ pub async fn answer(
     headers: HeaderMap,
     form: Result<Form<AnswerForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if let Some(refused) = check_post(&state, &headers) {
-        return refused;
-    }
-    let Ok(Form(form)) = form else {
-        return message_page(
-            StatusCode::BAD_REQUEST,
-            "Bad request",
-            "the answer form is incomplete",
-        );
+    let form = match posted_form(&state, &headers, form, "answer form") {
+        Ok(form) => form,
+        Err(answer) => return answer,
     };
     let request = match (form.key, form.text) {
         (Some(key), _) => AnswerRequest {
