@@ -139,8 +139,12 @@
     var fallback = null;
     var current = null;
     var lastSeen = 0;
+    // The page as served shows what the events up to this one did; replaying them
+    // lists them but changes nothing (the first refresh brings the page up to date).
+    var shownEvent = Number(body.dataset.shownEvent || 0);
     var source = null;
     var closed = false;
+    var lastHeader = header.innerHTML;
     panZoom(graph);
 
     function nodeGroup(node) { return document.getElementById('node-' + node); }
@@ -167,6 +171,9 @@
     }
 
     function paint(group, status, visits, box) {
+      var state = status + '/' + visits;
+      if (group.fabroState === state) { return; }
+      group.fabroState = state;
       var classes = (group.getAttribute('class') || '').split(/\s+/).filter(function (c) {
         return c && c.indexOf('status-') !== 0;
       });
@@ -304,13 +311,19 @@
       refreshTimer = null;
       if (refreshing) { scheduleRefresh(); return; }
       refreshing = true;
-      fetch(base + '/live', { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+      fetch(base + '/live?stages=' + encodeURIComponent(stages.getAttribute('data-key') || ''), { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
         return response.ok ? response.json() : null;
       }).then(function (live) {
         if (!live) { return; }
         if (!graph.querySelector('svg') && live.status !== 'queued') { loadGraph(); }
-        if (header.innerHTML !== live.header) { replaceKeepingFocus(header, live.header); }
-        if (stages.innerHTML !== live.stages) { replaceKeepingFocus(stages, live.stages); }
+        // The header is compared with the last one received, not with innerHTML (which
+        // the browser serializes its own way); the stage table comes only when it
+        // changed.
+        if (lastHeader !== live.header) { lastHeader = live.header; replaceKeepingFocus(header, live.header); }
+        if (typeof live.stages === 'string') {
+          replaceKeepingFocus(stages, live.stages);
+          stages.setAttribute('data-key', live.stages_key);
+        }
         if (question.getAttribute('data-question') !== live.question_id) {
           question.setAttribute('data-question', live.question_id);
           question.innerHTML = live.question;
@@ -370,6 +383,7 @@
       lastSeen = Math.max(lastSeen, id);
       queue.push(envelope);
       schedule();
+      if (id && id <= shownEvent) { return; }
       apply(envelope);
       if (TERMINAL[envelope.event]) {
         setCurrent(null);
