@@ -46,17 +46,22 @@ impl std::ops::Deref for Server {
 impl Server {
     /// Starts `fabro server --bind 127.0.0.1:0` in `env`.
     pub(crate) fn start(env: &TestEnv) -> Server {
-        Server::start_with(env, &[])
-    }
-
-    /// Starts the server with more environment variables (e.g. another `FABRO_HOME`).
-    pub(crate) fn start_with(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
-        Server::start_at(env, "127.0.0.1:0", extra_env)
+        Server::start_at(env, "127.0.0.1:0", &[])
     }
 
     /// Starts the server on `bind` (a restarted server takes its predecessor's port).
     pub(crate) fn start_at(env: &TestEnv, bind: &str, extra_env: &[(&str, &str)]) -> Server {
-        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+        Server::start_program(env, Path::new(env!("CARGO_BIN_EXE_fabro")), bind, extra_env)
+    }
+
+    /// Starts `program` (a `fabro` binary, e.g. a release build) as the server.
+    pub(crate) fn start_program(
+        env: &TestEnv,
+        program: &Path,
+        bind: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Server {
+        let mut command = env.command(program);
         command
             .args(["server", "--bind", bind])
             .env("FABRO_PROVIDER", "simulated")
