@@ -143,16 +143,16 @@ pub fn posted_form<T>(
     headers: &HeaderMap,
     form: Result<Form<T>, FormRejection>,
     what: &str,
-) -> Result<T, Response> {
+) -> Result<T, Box<Response>> {
     if let Some(refused) = check_post(state, headers) {
-        return Err(refused);
+        return Err(Box::new(refused));
     }
     form.map(|Form(fields)| fields).map_err(|_| {
-        message_page(
+        Box::new(message_page(
             StatusCode::BAD_REQUEST,
             "Bad request",
             &format!("the {what} is incomplete"),
-        )
+        ))
     })
 }
 

@@ -72,7 +72,7 @@ pub async fn submit(
 ) -> Response {
     let form = match posted_form(&state, &headers, form, "form") {
         Ok(form) => form,
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
     let request = match start_request(&form) {
         Ok(request) => request,

@@ -429,7 +429,7 @@ pub async fn answer(
 ) -> Response {
     let form = match posted_form(&state, &headers, form, "answer form") {
         Ok(form) => form,
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
     let request = match (form.key, form.text) {
         (Some(key), _) => AnswerRequest {
