@@ -17,6 +17,7 @@ use crate::api::feed::Feeds;
 use crate::auth::Token;
 use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
 use crate::settings::ServerSettings;
+use crate::ui::graph_cache::GraphCache;
 
 /// At most this many event streams are open at once (SPEC 14.3).
 pub const MAX_EVENT_STREAMS: usize = 512;
@@ -38,6 +39,7 @@ struct Inner {
     tasks: TaskTracker,
     feeds: Feeds,
     documents: DocCache,
+    graphs: GraphCache,
 }
 
 /// A run this server executes, or holds queued.
@@ -130,6 +132,7 @@ impl AppState {
                 tasks: TaskTracker::new(),
                 feeds: Feeds::default(),
                 documents: DocCache::default(),
+                graphs: GraphCache::default(),
             }),
         }
     }
@@ -177,6 +180,11 @@ impl AppState {
     /// The documents of runs that no process executes.
     pub fn documents(&self) -> &DocCache {
         &self.inner.documents
+    }
+
+    /// The laid-out graphs of the runs whose pages were shown.
+    pub fn graphs(&self) -> &GraphCache {
+        &self.inner.graphs
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ActiveRun>>> {

@@ -12,16 +12,18 @@
 pub mod assets;
 pub mod board;
 pub mod diff;
+pub mod graph_cache;
 pub mod markdown;
 pub mod new_run;
 pub mod run_page;
 pub mod stage_page;
 
+use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Form, Router};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -131,6 +133,27 @@ pub fn check_post(state: &AppState, headers: &HeaderMap) -> Option<Response> {
             "cross-origin request refused",
         )),
     }
+}
+
+/// The fields of a posted form that may change state: `Err` is the answer to send
+/// instead (the refusal of [`check_post`], or 400 naming `what` when the form does not
+/// parse).
+pub fn posted_form<T>(
+    state: &AppState,
+    headers: &HeaderMap,
+    form: Result<Form<T>, FormRejection>,
+    what: &str,
+) -> Result<T, Box<Response>> {
+    if let Some(refused) = check_post(state, headers) {
+        return Err(Box::new(refused));
+    }
+    form.map(|Form(fields)| fields).map_err(|_| {
+        Box::new(message_page(
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            &format!("the {what} is incomplete"),
+        ))
+    })
 }
 
 /// A whole page: `title`, the navigation, `body`; the stylesheet and the script come

@@ -130,6 +130,13 @@ async fn a_cli_run_is_followed_live_on_the_board_the_run_page_and_the_stage_page
             "var ok = ['start','ask','slow','pause','edit','exit'].every(function (n) { return document.getElementById('node-' + n).classList.contains('status-success'); });\
              return ok && document.getElementById('node-bad').classList.contains('status-fail') && window.__sameDocument === true;")
         .await;
+    // The stage table, loaded while `pause` ran, gains the later stages in place.
+    browser
+        .wait_js(
+            "the stage table shows bad failed",
+            "return !!document.querySelector('#stages tr[data-node=bad] [data-status=fail]') && window.__sameDocument === true;",
+        )
+        .await;
     browser
         .wait_js(
             "the header says partial_success",

@@ -3,7 +3,9 @@
 //! and resume, the new-run form, and hostile text that must stay text.
 
 mod actions;
+mod graph;
 mod live;
 mod perf;
 mod security;
+mod stream;
 mod support;

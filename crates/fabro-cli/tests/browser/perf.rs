@@ -3,25 +3,32 @@
 //! records take minutes to make, so the measurement runs only when
 //! `FABRO_UI_PERF_STAGES_HOME` (a `FABRO_HOME` whose newest run has 1,000 stages) and
 //! `FABRO_UI_PERF_RUNS_HOME` (a `FABRO_HOME` with 1,000 runs) name them, and says that
-//! it skipped otherwise; the figures go to docs/benchmarks.md.
+//! it skipped otherwise; `FABRO_UI_PERF_BIN` names the `fabro` binary to serve them
+//! (default: the test's debug build). The figures go to docs/benchmarks.md.
+
+use std::path::PathBuf;
 
 use fabro_test_support::TestEnv;
 use serde_json::Value;
 
 use crate::support::{sign_in, Browser, Server};
 
-/// Milliseconds from navigation start to DOMContentLoaded (deferred script run) and to
-/// the page's first live refresh (or the board's first fragment reload).
-async fn timings(browser: &Browser, ready: &str) -> (f64, f64, f64) {
+/// Milliseconds from navigation start: the page's HTML received, parsed, DOMContentLoaded
+/// (the deferred script has run: the page answers input), load, and the answer to the
+/// script's first request for fresh data (the run page's `/live`, the board's first
+/// fragment reload, made after a second), once `ready` holds; `refresh` tells that
+/// request's resource timing entry `e` by its name.
+async fn timings(browser: &Browser, ready: &str, refresh: &str) -> [f64; 5] {
     browser.wait_js("the page is live", ready).await;
     let value = browser
-        .eval(
+        .eval(&format!(
             "var n = performance.getEntriesByType('navigation')[0]; \
-             return [n.domContentLoadedEventEnd, n.loadEventEnd, performance.now()];",
-        )
+             var r = performance.getEntriesByType('resource').filter(function (e) {{ return e.initiatorType === 'fetch' && ({refresh}); }})[0]; \
+             return [n.responseEnd, n.domInteractive, n.domContentLoadedEventEnd, n.loadEventEnd, r ? r.responseEnd : -1];"
+        ))
         .await;
     let number = |index: usize| value[index].as_f64().unwrap_or(f64::MAX);
-    (number(0), number(1), number(2))
+    [number(0), number(1), number(2), number(3), number(4)]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -41,7 +48,12 @@ async fn the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_with
         return;
     };
     let env = TestEnv::new("ui-perf");
-    let server = Server::start_with(&env, &[("FABRO_HOME", &stages_home)]);
+    // `FABRO_UI_PERF_BIN` names another `fabro` to serve the pages (a release build).
+    let program = std::env::var_os("FABRO_UI_PERF_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_fabro")), PathBuf::from);
+    let serve =
+        |home: &str| Server::start_program(&env, &program, "127.0.0.1:0", &[("FABRO_HOME", home)]);
+    let server = serve(&stages_home);
     let run: Value = server.api("/api/v1/runs");
     let run_id = run["runs"][0]["run_id"]
         .as_str()
@@ -53,27 +65,29 @@ async fn the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_with
     let mut slowest: f64 = 0.0;
     for attempt in 0..3 {
         browser.goto(&server.url(&format!("/runs/{run_id}"))).await;
-        let (loaded, load_end, live) = timings(
+        let [html, parsed, loaded, load_end, live] = timings(
             &browser,
             "return document.querySelectorAll('#stages tr[data-rank]').length >= 1000 && document.body.dataset.status === 'success';",
+            "e.name.indexOf('/live?') >= 0",
         )
         .await;
-        report.push(format!("run page attempt {attempt}: DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, live {live:.0} ms"));
+        report.push(format!("run page attempt {attempt}: HTML {html:.0} ms, parsed {parsed:.0} ms, DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, /live answered {live:.0} ms"));
         if attempt > 0 {
-            slowest = slowest.max(loaded).max(load_end);
+            slowest = slowest.max(loaded).max(load_end).max(live);
         }
     }
     drop(server);
-    let server = Server::start_with(&env, &[("FABRO_HOME", &runs_home)]);
+    let server = serve(&runs_home);
     sign_in(&browser, &server).await;
     for attempt in 0..3 {
         browser.goto(&server.url("/")).await;
-        let (loaded, load_end, live) = timings(
+        let [html, parsed, loaded, load_end, live] = timings(
             &browser,
             "return document.querySelector('[data-count=all]').textContent === '1000' && document.querySelectorAll('#board tr[data-run]').length === 50 && !!document.body.dataset.refreshed;",
+            "e.name.endsWith('/')",
         )
         .await;
-        report.push(format!("board attempt {attempt}: DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, first refresh {live:.0} ms"));
+        report.push(format!("board attempt {attempt}: HTML {html:.0} ms, parsed {parsed:.0} ms, DOMContentLoaded {loaded:.0} ms, load {load_end:.0} ms, first refresh answered {live:.0} ms"));
         if attempt > 0 {
             slowest = slowest.max(loaded).max(load_end);
         }

@@ -4,15 +4,14 @@
 //! otherwise say that they skipped. Browser tests take a global lock, so at most one
 //! Chromium runs at a time on the small CI machine.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fabro_test_support::TestEnv;
+use fabro_test_support::{ServerProcess, TestEnv};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -31,55 +30,44 @@ fn find_program(names: &[&str]) -> Option<PathBuf> {
     })
 }
 
-/// A running `fabro server`.
+/// A running `fabro server`, stopped with SIGTERM when dropped.
 pub(crate) struct Server {
-    child: Child,
-    /// `127.0.0.1:{port}`.
-    pub(crate) address: String,
-    /// The token.
-    pub(crate) token: String,
-    /// stderr lines so far (shown when a test fails).
-    stderr: Arc<Mutex<Vec<String>>>,
+    process: ServerProcess,
+}
+
+impl std::ops::Deref for Server {
+    type Target = ServerProcess;
+
+    fn deref(&self) -> &ServerProcess {
+        &self.process
+    }
 }
 
 impl Server {
     /// Starts `fabro server --bind 127.0.0.1:0` in `env`.
     pub(crate) fn start(env: &TestEnv) -> Server {
-        Server::start_with(env, &[])
+        Server::start_at(env, "127.0.0.1:0", &[])
     }
 
-    /// Starts the server with more environment variables (e.g. another `FABRO_HOME`).
-    pub(crate) fn start_with(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
-        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+    /// Starts the server on `bind` (a restarted server takes its predecessor's port).
+    pub(crate) fn start_at(env: &TestEnv, bind: &str, extra_env: &[(&str, &str)]) -> Server {
+        Server::start_program(env, Path::new(env!("CARGO_BIN_EXE_fabro")), bind, extra_env)
+    }
+
+    /// Starts `program` (a `fabro` binary, e.g. a release build) as the server.
+    pub(crate) fn start_program(
+        env: &TestEnv,
+        program: &Path,
+        bind: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Server {
+        let mut command = env.command(program);
         command
-            .args(["server", "--bind", "127.0.0.1:0"])
+            .args(["server", "--bind", bind])
             .env("FABRO_PROVIDER", "simulated")
-            .envs(extra_env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("fabro server starts");
-        let pipe = child.stderr.take().expect("stderr is piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let collected = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("fabro server listening on http://") {
-                    let _ = sender.send(url.to_owned());
-                }
-                collected.lock().expect("lines").push(line);
-            }
-        });
-        let url = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no start-up line: {:?}", lines.lock().expect("lines")));
-        let (address, token) = url.split_once("/?token=").expect("the line has the token");
+            .envs(extra_env.iter().copied());
         Server {
-            child,
-            address: address.to_owned(),
-            token: token.to_owned(),
-            stderr: lines,
+            process: ServerProcess::spawn(command),
         }
     }
 
@@ -112,10 +100,7 @@ impl Server {
             assert!(
                 Instant::now() < deadline,
                 "run {run_id} never reached {statuses:?}: {document}; server: {:?}",
-                self.stderr
-                    .lock()
-                    .map(|lines| lines.clone())
-                    .unwrap_or_default()
+                self.stderr_lines()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -125,18 +110,11 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap_or(0)),
+            nix::unistd::Pid::from_raw(i32::try_from(self.process.pid()).unwrap_or(0)),
             nix::sys::signal::Signal::SIGTERM,
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Killed when still running after that.
+        let _ = self.process.exit_within(Duration::from_secs(10));
     }
 }
 

@@ -3,23 +3,26 @@
 //! cancels running runs resumably and exits 0, a SIGKILLed server's runs are resumed by
 //! the next one with `resume_interrupted`, and provider keys never leak.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fabro_test_support::TestEnv;
+use fabro_test_support::{ServerProcess, TestEnv};
 use serde_json::{json, Value};
 
 use crate::{code, fabro, stderr, stdout};
 
-/// A running `fabro server`.
+/// A running `fabro server`, killed when dropped.
 pub(crate) struct Server {
-    child: Child,
-    pub(crate) address: String,
-    pub(crate) token: String,
-    stderr: Arc<Mutex<Vec<String>>>,
+    process: ServerProcess,
+}
+
+impl std::ops::Deref for Server {
+    type Target = ServerProcess;
+
+    fn deref(&self) -> &ServerProcess {
+        &self.process
+    }
 }
 
 impl Server {
@@ -27,34 +30,9 @@ impl Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (name, value) in extra_env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("fabro server starts");
-        let pipe = child.stderr.take().expect("stderr is piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let collected = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("fabro server listening on http://") {
-                    let _ = sender.send(url.to_owned());
-                }
-                collected.lock().expect("lines").push(line);
-            }
-        });
-        let url = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no start-up line: {:?}", lines.lock().expect("lines")));
-        let (address, token) = url.split_once("/?token=").expect("the line has the token");
+            .envs(extra_env.iter().copied());
         Server {
-            child,
-            address: address.to_owned(),
-            token: token.to_owned(),
-            stderr: lines,
+            process: ServerProcess::spawn(command),
         }
     }
 
@@ -83,30 +61,15 @@ impl Server {
     }
 
     pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).expect("pid"));
         nix::sys::signal::kill(pid, signal).expect("signal the server");
     }
 
     /// Waits (at most `limit`) for the server to exit; returns its code.
     pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let status = self.process.exit_within(limit);
+        assert!(status.is_some(), "the server did not exit within {limit:?}");
+        status.and_then(|status| status.code())
     }
 }
 
@@ -343,9 +306,7 @@ fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
     let document = next.wait_status("killed-run", &["success"]);
     assert_eq!(document["status"], "success");
     assert!(next
-        .stderr
-        .lock()
-        .expect("lines")
+        .stderr_lines()
         .iter()
         .any(|line| line == "resumed interrupted run killed-run"));
 }
@@ -407,7 +368,7 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     );
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
-    let logs = server.stderr.lock().expect("lines").join("\n");
+    let logs = server.stderr_lines().join("\n");
     // One line per request, the token in none of them but the start-up line.
     assert!(
         logs.contains("GET /api/v1/runs/secret-run/events 200"),

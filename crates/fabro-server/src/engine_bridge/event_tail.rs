@@ -105,6 +105,44 @@ impl EventTail {
     }
 }
 
+/// The id of the last complete event in the run's `events.jsonl` (0 when there is
+/// none), read from the end of the file: a long run's page asks for it on each refresh.
+pub fn last_id(run_dir: &Path) -> u64 {
+    let Ok(file) = fs_err::File::open(run_dir.join("events.jsonl")) else {
+        return 0;
+    };
+    let mut file = file.into_file();
+    let length = file.metadata().map_or(0, |metadata| metadata.len());
+    let mut window: u64 = 64 * 1024;
+    loop {
+        let start = length.saturating_sub(window);
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+            return 0;
+        }
+        let complete = bytes
+            .iter()
+            .rposition(|&byte| byte == b'\n')
+            .map_or(&[][..], |end| &bytes[..end]);
+        let mut lines: Vec<&[u8]> = complete.split(|&byte| byte == b'\n').collect();
+        if start > 0 && !lines.is_empty() {
+            // The first line may begin before the window.
+            lines.remove(0);
+        }
+        let found = lines
+            .iter()
+            .rev()
+            .find_map(|line| serde_json::from_slice::<IdOnly>(line).ok());
+        if let Some(head) = found {
+            return head.id;
+        }
+        if start == 0 {
+            return 0;
+        }
+        window = window.saturating_mul(4);
+    }
+}
+
 /// The byte offset of the first complete line at or after `position`, with its id
 /// (`None` for a line that is no envelope); `None` when no complete line starts there.
 fn line_from(
@@ -174,6 +212,31 @@ mod tests {
             .into_iter()
             .map(|event| event.id)
             .collect()
+    }
+
+    #[test]
+    fn the_last_id_is_read_from_the_end() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        assert_eq!(last_id(directory.path()), 0);
+        let path = directory.path().join("events.jsonl");
+        fs_err::write(&path, "").expect("write");
+        assert_eq!(last_id(directory.path()), 0);
+        // Longer than the first window; a torn last line and a last line that is no
+        // envelope are passed over.
+        let mut text: String = (1..=3000).map(envelope).collect();
+        assert!(text.len() > 64 * 1024);
+        fs_err::write(&path, &text).expect("write");
+        assert_eq!(last_id(directory.path()), 3000);
+        text.push_str("not json\n{\"id\":3001,\"ev");
+        fs_err::write(&path, &text).expect("write");
+        assert_eq!(last_id(directory.path()), 3000);
+        // One line longer than the first window.
+        let long = format!(
+            "{{\"id\":7,\"event\":\"E\",\"properties\":{{\"pad\":\"{}\"}}}}\n",
+            "y".repeat(100_000)
+        );
+        fs_err::write(&path, format!("{}{long}", envelope(6))).expect("write");
+        assert_eq!(last_id(directory.path()), 7);
     }
 
     #[test]

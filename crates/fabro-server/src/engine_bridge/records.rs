@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::error::ApiError;
 
-pub use super::event_tail::{EventTail, StoredEvent};
+pub use super::event_tail::{last_id, EventTail, StoredEvent};
 
 /// The stage files of SPEC 11.1 the API serves.
 pub const STAGE_FILES: [&str; 6] = [
@@ -261,10 +261,22 @@ pub fn artifact_file(run_dir: &Path, path: &str) -> Option<PathBuf> {
     (canonical.starts_with(&canonical_base) && canonical.is_file()).then_some(canonical)
 }
 
-/// The workflow as `fabro graph` renders it, each node carrying
-/// `status-{…}` and `data-visits="{n}"`.
-pub fn graph_svg(record: &RunRecord) -> Result<String, ApiError> {
-    let path = record.run_dir.join("graph.fabro");
+/// A run's workflow laid out as `fabro graph` renders it, before any status: the layout
+/// of a large graph is the costly part, and it never changes during a run.
+#[derive(Debug)]
+pub struct GraphLayout {
+    /// The SVG, XML declaration included.
+    svg: String,
+    /// The node ids, in the order of their `<g class="node" id=…>` groups.
+    nodes: Vec<String>,
+}
+
+/// Marks the start of each node's group in [`GraphLayout::svg`].
+const NODE_MARKER: &str = "<g class=\"node\" id=";
+
+/// Lays out the run's stored `graph.fabro`.
+pub fn graph_layout(run_dir: &Path, workflow_name: &str) -> Result<GraphLayout, ApiError> {
+    let path = run_dir.join("graph.fabro");
     let text = fs_err::read_to_string(&path)
         .map_err(|_| ApiError::not_found("the run has no stored graph"))?;
     let options = fabro_language::CheckOptions {
@@ -276,41 +288,62 @@ pub fn graph_svg(record: &RunRecord) -> Result<String, ApiError> {
     let workflow = checked
         .workflow
         .ok_or_else(|| ApiError::internal("the stored graph does not parse"))?;
-    let mut svg = fabro_language::render::render_svg(&workflow, &record.workflow_name);
+    Ok(GraphLayout {
+        svg: fabro_language::render::render_svg(&workflow, workflow_name),
+        nodes: workflow
+            .nodes()
+            .iter()
+            .map(|node| node.id.clone())
+            .collect(),
+    })
+}
+
+/// Each node's latest status and its number of visits, from the stage rows of
+/// [`stages`]: a stage without a status is `running` in a running run and `pending`
+/// otherwise; a stage being retried is `running`.
+pub fn node_statuses(stages: &[Value]) -> BTreeMap<String, (String, u32)> {
     let mut latest: BTreeMap<String, (String, u32)> = BTreeMap::new();
-    for stage in list_stages(&record.run_dir).unwrap_or_default() {
-        let status = match stage.status() {
-            Some(status) => status.status.as_str().to_owned(),
-            None if record.status == RunStatus::Running => "running".to_owned(),
-            None => "pending".to_owned(),
+    for stage in stages {
+        let status = match stage["status"].as_str().unwrap_or_default() {
+            "incomplete" | "" => "pending",
+            "retry" => "running",
+            other => other,
         };
         let entry = latest
-            .entry(stage.node_id.clone())
+            .entry(stage["node_id"].as_str().unwrap_or_default().to_owned())
             .or_insert((String::new(), 0));
-        entry.0 = status;
+        status.clone_into(&mut entry.0);
         entry.1 += 1;
     }
-    // Nodes are rendered in input order, one `<g class="node" id=…>` each.
-    const MARKER: &str = "<g class=\"node\" id=";
-    let mut parts = svg.split(MARKER);
-    let mut annotated = parts.next().unwrap_or_default().to_owned();
-    for (node, part) in workflow.nodes().iter().zip(parts) {
-        let (status, visits) = latest
-            .get(&node.id)
-            .cloned()
-            .unwrap_or(("pending".to_owned(), 0));
-        let status = if status == "retry" {
-            "running".to_owned()
-        } else {
-            status
-        };
-        annotated.push_str(&format!(
-            "<g class=\"node status-{status}\" data-visits=\"{visits}\" id="
-        ));
-        annotated.push_str(part);
+    latest
+}
+
+impl GraphLayout {
+    /// The SVG with each node carrying `status-{…}` and `data-visits="{n}"`.
+    pub fn annotate(&self, statuses: &BTreeMap<String, (String, u32)>) -> String {
+        let mut parts = self.svg.split(NODE_MARKER);
+        let mut annotated = String::with_capacity(self.svg.len() + self.nodes.len() * 40);
+        annotated.push_str(parts.next().unwrap_or_default());
+        for (node, part) in self.nodes.iter().zip(parts) {
+            let (status, visits) = statuses
+                .get(node)
+                .map_or(("pending", 0), |(status, visits)| {
+                    (status.as_str(), *visits)
+                });
+            annotated.push_str(&format!(
+                "<g class=\"node status-{status}\" data-visits=\"{visits}\" id="
+            ));
+            annotated.push_str(part);
+        }
+        annotated
     }
-    svg = annotated;
-    Ok(svg)
+}
+
+/// The workflow as `fabro graph` renders it, each node carrying
+/// `status-{…}` and `data-visits="{n}"`.
+pub fn graph_svg(record: &RunRecord) -> Result<String, ApiError> {
+    let layout = graph_layout(&record.run_dir, &record.workflow_name)?;
+    Ok(layout.annotate(&node_statuses(&stages(record))))
 }
 
 /// `fabro validate --json` diagnostics of a workflow text.

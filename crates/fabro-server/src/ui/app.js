@@ -124,44 +124,68 @@
   function runPage() {
     var runId = body.dataset.run;
     var base = '/runs/' + encodeURIComponent(runId);
+    var eventsUrl = '/api/v1/runs/' + encodeURIComponent(runId) + '/events';
     var log = document.getElementById('events');
     var follow = document.getElementById('follow');
     var graph = document.getElementById('graph');
     var header = document.getElementById('run-header');
     var stages = document.getElementById('stages');
     var question = document.getElementById('question');
+    // What changed since the last frame: events to list, node states, the current node.
     var queue = [];
-    var flushing = false;
+    var nodeUpdates = {};
+    var currentUpdate;
+    var frameWanted = false;
+    var fallback = null;
     var current = null;
     var lastSeen = 0;
+    // The page as served shows what the events up to this one did; replaying them
+    // lists them but changes nothing (the first refresh brings the page up to date).
+    var shownEvent = Number(body.dataset.shownEvent || 0);
     var source = null;
+    var closed = false;
+    var lastHeader = header.innerHTML;
     panZoom(graph);
 
     function nodeGroup(node) { return document.getElementById('node-' + node); }
 
-    function mark(group, status, visits) {
-      var box;
-      try { box = group.getBBox(); } catch (e) { return; }
-      var label = group.querySelector('text.mark');
-      if (!label) {
-        label = document.createElementNS(SVG, 'text');
-        label.setAttribute('class', 'mark');
-        label.setAttribute('x', String(box.x + 3));
-        label.setAttribute('y', String(box.y + 13));
-        group.appendChild(label);
+    // A node's box, read once (the layout does not change while the page is open).
+    function boxOf(group) {
+      if (!group.fabroBox) {
+        try { group.fabroBox = group.getBBox(); } catch (e) { return null; }
       }
-      label.textContent = MARKS[status] || '';
-      var count = group.querySelector('text.visits');
-      if (visits > 1) {
-        if (!count) {
-          count = document.createElementNS(SVG, 'text');
-          count.setAttribute('class', 'visits');
-          count.setAttribute('text-anchor', 'end');
-          count.setAttribute('x', String(box.x + box.width - 3));
-          count.setAttribute('y', String(box.y + 12));
-          group.appendChild(count);
+      return group.fabroBox;
+    }
+
+    function label(group, name, x, y, anchor) {
+      var element = group.querySelector('text.' + name);
+      if (!element) {
+        element = document.createElementNS(SVG, 'text');
+        element.setAttribute('class', name);
+        if (anchor) { element.setAttribute('text-anchor', anchor); }
+        element.setAttribute('x', String(x));
+        element.setAttribute('y', String(y));
+        group.appendChild(element);
+      }
+      return element;
+    }
+
+    function paint(group, status, visits, box) {
+      var state = status + '/' + visits;
+      if (group.fabroState === state) { return; }
+      group.fabroState = state;
+      var classes = (group.getAttribute('class') || '').split(/\s+/).filter(function (c) {
+        return c && c.indexOf('status-') !== 0;
+      });
+      classes.push('status-' + String(status).replace(/[^a-z_]/g, ''));
+      group.setAttribute('class', classes.join(' '));
+      if (visits !== undefined && visits !== null) { group.setAttribute('data-visits', String(visits)); }
+      visits = Number(group.getAttribute('data-visits') || 0);
+      if (box) {
+        label(group, 'mark', box.x + 3, box.y + 13).textContent = MARKS[status] || '';
+        if (visits > 1) {
+          label(group, 'visits', box.x + box.width - 3, box.y + 12, 'end').textContent = '\u00d7' + visits;
         }
-        count.textContent = '\u00d7' + visits;
       }
       var title = group.querySelector('title');
       if (!title) {
@@ -171,19 +195,19 @@
       title.textContent = group.id.slice(5) + ': ' + status + (visits ? ', visits ' + visits : '');
     }
 
-    function setNode(node, status, visits) {
-      var group = nodeGroup(node);
-      if (!group) { return; }
-      var classes = (group.getAttribute('class') || '').split(/\s+/).filter(function (c) {
-        return c && c.indexOf('status-') !== 0;
+    // Restyles the changed nodes: every box is read before anything is written, so a
+    // frame lays the graph out at most once however many nodes changed.
+    function restyle(updates) {
+      var groups = [];
+      Object.keys(updates).forEach(function (node) {
+        var group = nodeGroup(node);
+        if (group) { groups.push([group, updates[node]]); }
       });
-      classes.push('status-' + String(status).replace(/[^a-z_]/g, ''));
-      group.setAttribute('class', classes.join(' '));
-      if (visits !== undefined && visits !== null) { group.setAttribute('data-visits', String(visits)); }
-      mark(group, status, Number(group.getAttribute('data-visits') || 0));
+      var boxes = groups.map(function (entry) { return boxOf(entry[0]); });
+      groups.forEach(function (entry, i) { paint(entry[0], entry[1].status, entry[1].visits, boxes[i]); });
     }
 
-    function setCurrent(node) {
+    function showCurrent(node) {
       if (current) {
         var old = nodeGroup(current);
         if (old) { old.classList.remove('current'); }
@@ -193,13 +217,69 @@
       if (group) { group.classList.add('current'); }
     }
 
+    function listEvents() {
+      var shown = queue.length > 1000 ? queue.slice(queue.length - 1000) : queue;
+      queue = [];
+      if (!shown.length) { return; }
+      var fragment = document.createDocumentFragment();
+      for (var i = 0; i < shown.length; i++) {
+        var item = document.createElement('li');
+        item.textContent = eventSummary(shown[i]);
+        item.setAttribute('data-event', shown[i].event);
+        item.setAttribute('data-id', String(shown[i].id));
+        fragment.appendChild(item);
+      }
+      log.appendChild(fragment);
+      var extra = log.childElementCount - 1000;
+      while (extra-- > 0) { log.removeChild(log.firstElementChild); }
+      if (follow.checked) { log.scrollTop = log.scrollHeight; }
+      body.dataset.lastEvent = String(shown[shown.length - 1].id);
+    }
+
+    // Everything that arrived since the last frame, shown at once.
+    function flush() {
+      if (!frameWanted) { return; }
+      frameWanted = false;
+      clearTimeout(fallback);
+      var updates = nodeUpdates;
+      nodeUpdates = {};
+      restyle(updates);
+      if (currentUpdate !== undefined) {
+        showCurrent(currentUpdate);
+        currentUpdate = undefined;
+      }
+      listEvents();
+    }
+    function schedule() {
+      if (frameWanted) { return; }
+      frameWanted = true;
+      requestAnimationFrame(flush);
+      // A hidden tab gets no frames; its updates still land, less often.
+      fallback = setTimeout(flush, 250);
+    }
+
+    function setNode(node, status, visits) {
+      if (!node) { return; }
+      var previous = nodeUpdates[node];
+      nodeUpdates[node] = {
+        status: status,
+        visits: visits !== undefined && visits !== null ? visits : previous && previous.visits
+      };
+      schedule();
+    }
+
+    function setCurrent(node) {
+      currentUpdate = node || null;
+      schedule();
+    }
+
     function link(node, rank) {
       var group = nodeGroup(node);
       if (!group) { return; }
       var href = base + '/stages/' + encodeURIComponent(rank);
       var parent = group.parentNode;
       if (parent.nodeName.toLowerCase() === 'a') {
-        parent.setAttribute('href', href);
+        if (parent.getAttribute('href') !== href) { parent.setAttribute('href', href); }
         return;
       }
       var anchor = document.createElementNS(SVG, 'a');
@@ -207,23 +287,6 @@
       anchor.setAttribute('aria-label', 'stage ' + rank + ' of ' + node);
       parent.insertBefore(anchor, group);
       anchor.appendChild(group);
-    }
-
-    function flush() {
-      flushing = false;
-      var fragment = document.createDocumentFragment();
-      for (var i = 0; i < queue.length; i++) {
-        var item = document.createElement('li');
-        item.textContent = eventSummary(queue[i]);
-        item.setAttribute('data-event', queue[i].event);
-        item.setAttribute('data-id', String(queue[i].id));
-        fragment.appendChild(item);
-      }
-      queue = [];
-      log.appendChild(fragment);
-      while (log.childElementCount > 1000) { log.removeChild(log.firstElementChild); }
-      if (follow.checked) { log.scrollTop = log.scrollHeight; }
-      body.dataset.lastEvent = log.lastElementChild ? log.lastElementChild.getAttribute('data-id') : '';
     }
 
     // A run that was still queued when the page was made gets its graph later.
@@ -248,13 +311,19 @@
       refreshTimer = null;
       if (refreshing) { scheduleRefresh(); return; }
       refreshing = true;
-      fetch(base + '/live', { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
+      fetch(base + '/live?stages=' + encodeURIComponent(stages.getAttribute('data-key') || ''), { cache: 'no-store', credentials: 'same-origin' }).then(function (response) {
         return response.ok ? response.json() : null;
       }).then(function (live) {
         if (!live) { return; }
         if (!graph.querySelector('svg') && live.status !== 'queued') { loadGraph(); }
-        if (header.innerHTML !== live.header) { replaceKeepingFocus(header, live.header); }
-        if (stages.innerHTML !== live.stages) { replaceKeepingFocus(stages, live.stages); }
+        // The header is compared with the last one received, not with innerHTML (which
+        // the browser serializes its own way); the stage table comes only when it
+        // changed.
+        if (lastHeader !== live.header) { lastHeader = live.header; replaceKeepingFocus(header, live.header); }
+        if (typeof live.stages === 'string') {
+          replaceKeepingFocus(stages, live.stages);
+          stages.setAttribute('data-key', live.stages_key);
+        }
         if (question.getAttribute('data-question') !== live.question_id) {
           question.setAttribute('data-question', live.question_id);
           question.innerHTML = live.question;
@@ -269,6 +338,7 @@
         // A resumed run has terminal events in its history: the stream is closed only
         // once the run has ended and every stored event has arrived.
         if (live.status !== 'running' && live.status !== 'queued' && lastSeen >= live.last_event_id) {
+          closed = true;
           source.close();
           body.dataset.live = 'closed';
         }
@@ -303,24 +373,40 @@
       }
     }
 
-    source = new EventSource('/api/v1/runs/' + encodeURIComponent(runId) + '/events');
     function onEvent(message) {
       var envelope;
       try { envelope = JSON.parse(message.data); } catch (e) { return; }
+      var id = Number(envelope.id) || 0;
+      // After a reconnection the stream starts after the last id seen: an event seen
+      // already is never listed twice.
+      if (id && id <= lastSeen) { return; }
+      lastSeen = Math.max(lastSeen, id);
       queue.push(envelope);
-      if (!flushing) { flushing = true; setTimeout(flush, 30); }
-      lastSeen = Math.max(lastSeen, Number(envelope.id) || 0);
+      schedule();
+      if (id && id <= shownEvent) { return; }
       apply(envelope);
       if (TERMINAL[envelope.event]) {
         setCurrent(null);
         scheduleRefresh();
       }
     }
-    EVENT_NAMES.forEach(function (name) { source.addEventListener(name, onEvent); });
-    source.addEventListener('open', function () { body.dataset.live = 'connected'; });
-    source.addEventListener('error', function () {
-      if (body.dataset.live !== 'closed') { body.dataset.live = 'reconnecting'; }
-    });
+
+    // The browser reconnects a dropped stream itself, sending Last-Event-ID; a stream it
+    // gave up on (an error answer while the server restarted) is opened again here,
+    // after the last event seen.
+    function connect() {
+      source = new EventSource(lastSeen ? eventsUrl + '?after=' + lastSeen : eventsUrl);
+      EVENT_NAMES.forEach(function (name) { source.addEventListener(name, onEvent); });
+      source.addEventListener('open', function () { body.dataset.live = 'connected'; });
+      source.addEventListener('error', function () {
+        if (closed) { return; }
+        body.dataset.live = 'reconnecting';
+        if (source.readyState === EventSource.CLOSED) {
+          setTimeout(function () { if (!closed) { connect(); } }, 1000);
+        }
+      });
+    }
+    connect();
     refresh();
   }
 

@@ -14,8 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    blocking, check_post, escape, layout, message_page, sign_in_required, signed_in, text,
-    url_segment,
+    blocking, escape, layout, posted_form, sign_in_required, signed_in, text, url_segment,
 };
 use crate::engine_bridge::{records, StartRequest};
 use crate::state::AppState;
@@ -71,15 +70,9 @@ pub async fn submit(
     headers: HeaderMap,
     form: Result<Form<NewRunForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if let Some(refused) = check_post(&state, &headers) {
-        return refused;
-    }
-    let Ok(Form(form)) = form else {
-        return message_page(
-            StatusCode::BAD_REQUEST,
-            "Bad request",
-            "the form is incomplete",
-        );
+    let form = match posted_form(&state, &headers, form, "form") {
+        Ok(form) => form,
+        Err(answer) => return *answer,
     };
     let request = match start_request(&form) {
         Ok(request) => request,

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use std::hash::{Hash, Hasher};
+
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::{Form, Json};
@@ -14,8 +16,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{
-    blocking, check_post, cost, duration, escape, layout, message_page, sign_in_required,
-    signed_in, status_badge, text, url_segment,
+    blocking, check_post, cost, duration, escape, layout, message_page, posted_form,
+    sign_in_required, signed_in, status_badge, text, url_segment,
 };
 use crate::api::questions::{self, AnswerRequest};
 use crate::engine_bridge::{records, ResumeRequest, RunStatus};
@@ -30,6 +32,9 @@ struct RunView {
     stages: Vec<Value>,
     graph: Option<String>,
     question: Option<Value>,
+    /// The last stored event when the run was read (read first: the view shows at
+    /// least what the events up to it did).
+    last_event_id: u64,
 }
 
 async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, ApiError> {
@@ -43,6 +48,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             stages: Vec::new(),
             graph: None,
             question: None,
+            last_event_id: 0,
         });
     };
     if record.status == RunStatus::Queued {
@@ -57,27 +63,43 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             stages: Vec::new(),
             graph: None,
             question: None,
+            last_event_id: 0,
         });
     }
     let run_id = record.run_id.clone();
     let question = questions::pending(state, &run_id).into_iter().next();
+    let cache = state.clone();
     let view = blocking(move || {
-        let document = records::inspect(&record)?;
+        let last_event_id = records::last_id(&record.run_dir);
+        // A finished run's document comes from the API's cache; its graph's layout
+        // from the page's: only the stages and the statuses are read per request.
+        let document = match cache.documents().document(&record) {
+            Some(cached) => serde_json::from_slice(&cached?)
+                .map_err(|error| ApiError::internal(error.to_string()))?,
+            None => records::inspect(&record)?,
+        };
         let stages = records::stages(&record);
         let graph = with_graph
-            .then(|| records::graph_svg(&record).ok())
-            .flatten();
-        Ok::<_, ApiError>((document, stages, graph))
+            .then(|| {
+                cache
+                    .graphs()
+                    .layout(&record.run_dir, &record.workflow_name)
+                    .ok()
+            })
+            .flatten()
+            .map(|layout| layout.annotate(&records::node_statuses(&stages)));
+        Ok::<_, ApiError>((document, stages, graph, last_event_id))
     })
     .await
     .ok_or_else(|| ApiError::internal("the run could not be read"))??;
-    let (document, stages, graph) = view;
+    let (document, stages, graph, last_event_id) = view;
     Ok(RunView {
         run_id,
         document,
         stages,
         graph,
         question,
+        last_event_id,
     })
 }
 
@@ -109,6 +131,7 @@ pub async fn page(
         .as_deref()
         .map(strip_prologue)
         .unwrap_or("<p class=\"empty\">No graph yet.</p>");
+    let stages = render_stages(&view.run_id, &view.stages);
     let body = format!(
         "<section id=\"run-header\" aria-label=\"run\">{header}</section>\
          <div class=\"run-grid\"><section class=\"graph-panel\" aria-label=\"graph\">\
@@ -118,24 +141,43 @@ pub async fn page(
          <button type=\"button\" data-zoom=\"reset\">fit</button></div>\
          <div id=\"graph\" class=\"graph\">{graph}</div></section>\
          <div class=\"side\"><section id=\"question\" aria-label=\"question\" data-question=\"{question_id}\">{question}</section>\
-         <section aria-label=\"stages\"><h2>Stages</h2><div id=\"stages\">{stages}</div></section></div></div>\
+         <section aria-label=\"stages\"><h2>Stages</h2><div id=\"stages\" data-key=\"{stages_key}\">{stages}</div></section></div></div>\
          <section aria-label=\"events\"><h2>Events</h2>\
          <label class=\"follow\"><input type=\"checkbox\" id=\"follow\" checked> follow new events</label>\
          <ol id=\"events\" class=\"events\"></ol></section>",
         header = render_header(&view),
         question_id = escape(&question_id(&view)),
         question = render_question(&view),
-        stages = render_stages(&view.run_id, &view.stages),
+        stages_key = fragment_key(&stages),
     );
-    let attributes = format!(" data-page=\"run\" data-run=\"{run_id}\"");
+    let attributes = format!(
+        " data-page=\"run\" data-run=\"{run_id}\" data-shown-event=\"{}\"",
+        view.last_event_id
+    );
     let title = format!("Run {}", text(&view.document["workflow_name"]));
     Html(layout(&title, &attributes, &body)).into_response()
 }
 
-/// `GET /runs/{id}/live`: the changing parts as HTML fragments.
+/// `?stages=` of `/live`: the key of the stage table the page shows.
+#[derive(Debug, Default, Deserialize)]
+pub struct LiveQuery {
+    stages: Option<String>,
+}
+
+/// A short key of a fragment: equal keys, equal fragments (within this process).
+fn fragment_key(html: &str) -> String {
+    let mut hasher = std::hash::DefaultHasher::new();
+    html.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// `GET /runs/{id}/live`: the changing parts as HTML fragments; the stage table only
+/// when it differs from the one whose key `?stages=` names (else `null`), since a long
+/// run's table is most of the answer.
 pub async fn live(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<LiveQuery>,
     headers: HeaderMap,
 ) -> Response {
     if !signed_in(&state, &headers) {
@@ -145,15 +187,6 @@ pub async fn live(
         Ok(view) => view,
         Err(error) => return error.into_response(),
     };
-    let run_dir = std::path::PathBuf::from(text(&view.document["run_dir"]));
-    let last_event_id = blocking(move || {
-        records::EventTail::new(&run_dir)
-            .read_new()
-            .last()
-            .map_or(0, |event| event.id)
-    })
-    .await
-    .unwrap_or(0);
     let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
     for stage in &view.stages {
         let node = text(&stage["node_id"]);
@@ -166,15 +199,19 @@ pub async fn live(
             json!({"rank": stage["rank"], "status": stage["status"], "visits": visits + 1}),
         );
     }
+    let stages = render_stages(&view.run_id, &view.stages);
+    let stages_key = fragment_key(&stages);
+    let stages = (query.stages.as_deref() != Some(stages_key.as_str())).then_some(stages);
     let body = json!({
         "status": view.document["status"],
         "current_node": view.document["current_node"],
         "header": render_header(&view),
         "question_id": question_id(&view),
         "question": render_question(&view),
-        "stages": render_stages(&view.run_id, &view.stages),
+        "stages": stages,
+        "stages_key": stages_key,
         "nodes": nodes,
-        "last_event_id": last_event_id,
+        "last_event_id": view.last_event_id,
     });
     ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
 }
@@ -390,15 +427,9 @@ pub async fn answer(
     headers: HeaderMap,
     form: Result<Form<AnswerForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    if let Some(refused) = check_post(&state, &headers) {
-        return refused;
-    }
-    let Ok(Form(form)) = form else {
-        return message_page(
-            StatusCode::BAD_REQUEST,
-            "Bad request",
-            "the answer form is incomplete",
-        );
+    let form = match posted_form(&state, &headers, form, "answer form") {
+        Ok(form) => form,
+        Err(answer) => return *answer,
     };
     let request = match (form.key, form.text) {
         (Some(key), _) => AnswerRequest {
