@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use fabro_engine::run_index::RunCatalog;
 use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +39,7 @@ struct Inner {
     tasks: TaskTracker,
     feeds: Feeds,
     documents: DocCache,
+    catalog: RunCatalog,
 }
 
 /// A run this server executes, or holds queued.
@@ -120,7 +122,6 @@ impl AppState {
         let slots = Arc::new(Semaphore::new(settings.max_concurrent_runs.max(1)));
         AppState {
             inner: Arc::new(Inner {
-                bridge,
                 token,
                 settings,
                 runs: Mutex::new(HashMap::new()),
@@ -130,6 +131,8 @@ impl AppState {
                 tasks: TaskTracker::new(),
                 feeds: Feeds::default(),
                 documents: DocCache::default(),
+                catalog: RunCatalog::new(bridge.root()),
+                bridge,
             }),
         }
     }
@@ -172,6 +175,11 @@ impl AppState {
     /// The shared event feeds of the runs being followed.
     pub fn feeds(&self) -> &Feeds {
         &self.inner.feeds
+    }
+
+    /// The run index of the storage root, kept open with a snapshot of its listing.
+    pub fn catalog(&self) -> &RunCatalog {
+        &self.inner.catalog
     }
 
     /// The documents of runs that no process executes.
