@@ -487,7 +487,8 @@ impl RunIndex {
     /// process) commits a change to `runs.db`.
     fn data_version(&self) -> Result<i64, RunIndexError> {
         self.connection
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
             .map_err(|source| self.database_error(source))
     }
 

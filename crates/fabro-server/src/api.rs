@@ -106,13 +106,13 @@ pub async fn list_runs(
     // Filtered and paged on the index rows; only the page is summarised, since a summary
     // reads the run's manifest, checkpoint and stage directories (once: the summaries of
     // runs no process executes are cached).
-    let mut all: Vec<Listed> = Vec::new();
-    for active in state.all_active() {
-        if !records.iter().any(|record| record.run_id == active.run_id) {
-            all.push(Listed::Active(active.queued_summary()));
-        }
-    }
-    for record in records {
+    let unindexed: Vec<Listed> = state
+        .all_active()
+        .into_iter()
+        .filter(|active| !records.iter().any(|record| record.run_id == active.run_id))
+        .map(|active| Listed::Active(active.queued_summary()))
+        .collect();
+    let stored = records.into_iter().map(|record| {
         // Started a moment ago: its manifest is not written yet.
         let record = if record.status == RunStatus::Queued
             && state
@@ -126,8 +126,8 @@ pub async fn list_runs(
             record
         };
         let pending = pending_question(&state, &record.run_id, record.status);
-        all.push(Listed::Stored(record, pending));
-    }
+        Listed::Stored(record, pending)
+    });
     let wanted = |listed: &Listed| {
         let status = listed.status();
         (query.status.is_empty()
@@ -140,22 +140,18 @@ pub async fn list_runs(
                 .as_ref()
                 .is_none_or(|workflow| listed.workflow_name() == workflow.as_str())
     };
-    let mut runs: Vec<Listed> = all.into_iter().filter(wanted).collect();
+    let mut listed = unindexed.into_iter().chain(stored).filter(wanted);
     if let Some(before) = &query.before {
-        match runs
-            .iter()
-            .position(|listed| listed.run_id() == before.as_str())
+        if !listed
+            .by_ref()
+            .any(|listed| listed.run_id() == before.as_str())
         {
-            Some(index) => {
-                runs.drain(..=index);
-            }
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown run '{before}' for before"
-                )))
-            }
+            return Err(ApiError::bad_request(format!(
+                "unknown run '{before}' for before"
+            )));
         }
     }
+    let mut runs: Vec<Listed> = listed.take(limit + 1).collect();
     let next = (runs.len() > limit).then(|| runs[limit - 1].run_id().to_owned());
     runs.truncate(limit);
     let cached: Option<Vec<Bytes>> = runs.iter().map(|listed| listed.cached(&state)).collect();

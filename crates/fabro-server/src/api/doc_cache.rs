@@ -10,14 +10,16 @@
 //! their documents hold elapsed times.
 //!
 //! The run list asks for up to 200 summaries per request, so [`DocCache::cached_summary`]
-//! checks less: the index row and the stat of `checkpoint.json`. A summary holds the
-//! row's fields, the current node and the usage totals; after a run ended nothing
-//! changes them without also changing its row (a resume starts it again) or rewriting
-//! its checkpoint. It is kept serialized, ready to be copied into the list.
+//! checks less: the index row on every request, the stat of `checkpoint.json` at most
+//! every [`SUMMARY_RECHECK`]. A summary holds the row's fields, the current node and the
+//! usage totals; after a run ended nothing changes them without also changing its row
+//! (a resume starts it again) or rewriting its checkpoint (by hand: seen within
+//! [`SUMMARY_RECHECK`]). It is kept serialized, ready to be copied into the list.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Bytes;
 use fabro_engine::run_index::{RunRecord, RunStatus};
@@ -46,7 +48,13 @@ struct Entry {
     summary: Value,
     /// The same, serialized.
     summary_bytes: Bytes,
+    /// When the checkpoint was last found unchanged, in milliseconds since `built`.
+    summary_checked: AtomicU64,
+    built: Instant,
 }
+
+/// How long a list summary is served without looking at the run's checkpoint again.
+pub const SUMMARY_RECHECK: Duration = Duration::from_secs(1);
 
 /// What an entry was built from.
 #[derive(Debug, PartialEq, Eq)]
@@ -82,12 +90,11 @@ impl Freshness {
         }
     }
 
-    /// Whether the entry was built from this index row and checkpoint.
-    fn same_row_and_checkpoint(&self, record: &RunRecord) -> bool {
+    /// Whether the entry was built from this index row.
+    fn same_row(&self, record: &RunRecord) -> bool {
         self.status == record.status
             && self.started_at == record.started_at
             && self.finished_at == record.finished_at
-            && self.files[CHECKPOINT] == stat(record, "checkpoint.json")
     }
 }
 
@@ -129,6 +136,8 @@ impl DocCache {
             document: Bytes::from(document),
             summary,
             summary_bytes: Bytes::from(summary_bytes),
+            summary_checked: AtomicU64::new(0),
+            built: Instant::now(),
         });
         let mut map = self.map();
         if map.len() >= MAX_ENTRIES {
@@ -163,10 +172,19 @@ impl DocCache {
             return None;
         }
         let entry = Arc::clone(self.map().get(&record.run_id)?);
-        entry
-            .key
-            .same_row_and_checkpoint(record)
-            .then(|| entry.summary_bytes.clone())
+        if !entry.key.same_row(record) {
+            return None;
+        }
+        let now = u64::try_from(entry.built.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let checked = entry.summary_checked.load(Ordering::Relaxed);
+        let recheck = u64::try_from(SUMMARY_RECHECK.as_millis()).unwrap_or(u64::MAX);
+        if now.saturating_sub(checked) >= recheck {
+            if entry.key.files[CHECKPOINT] != stat(record, "checkpoint.json") {
+                return None;
+            }
+            entry.summary_checked.store(now, Ordering::Relaxed);
+        }
+        Some(entry.summary_bytes.clone())
     }
 
     /// The run list's summary of a run (`pending_question` null).
