@@ -27,7 +27,7 @@ mod database;
 pub(crate) mod lock;
 mod queued;
 
-pub use catalog::RunCatalog;
+pub use catalog::{Listing, RunCatalog};
 
 use database::{connect, is_corruption, remove_database, ConnectError};
 pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};

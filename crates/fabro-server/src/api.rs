@@ -109,10 +109,10 @@ pub async fn list_runs(
     let unindexed: Vec<Listed> = state
         .all_active()
         .into_iter()
-        .filter(|active| !records.iter().any(|record| record.run_id == active.run_id))
+        .filter(|active| !records.contains(&active.run_id))
         .map(|active| Listed::Active(active.queued_summary()))
         .collect();
-    let stored = records.into_iter().map(|record| {
+    let stored = records.iter().map(|record| {
         // Started a moment ago: its manifest is not written yet.
         let record = if record.status == RunStatus::Queued
             && state

@@ -50,6 +50,35 @@ pub struct RunCatalog {
     born: Instant,
 }
 
+/// The runs of the catalog at one moment, newest first. The status of each unfinished
+/// run (its checkpoint and lock) is read as [`Listing::iter`] reaches it, so a caller
+/// that takes a page pays for that page only.
+pub struct Listing {
+    snapshot: Arc<Snapshot>,
+}
+
+impl Listing {
+    /// The runs, newest first.
+    pub fn iter(&self) -> impl Iterator<Item = Arc<RunRecord>> + '_ {
+        self.snapshot.entries.iter().map(current_record)
+    }
+
+    /// Whether run `run_id` is listed.
+    pub fn contains(&self, run_id: &str) -> bool {
+        self.snapshot.by_id.contains_key(run_id)
+    }
+
+    /// How many runs are listed.
+    pub fn len(&self) -> usize {
+        self.snapshot.entries.len()
+    }
+
+    /// Whether no run is listed.
+    pub fn is_empty(&self) -> bool {
+        self.snapshot.entries.is_empty()
+    }
+}
+
 struct State {
     index: Option<RunIndex>,
     /// The inode of `runs.db` when `index` opened it.
@@ -123,18 +152,17 @@ impl RunCatalog {
 
     /// Every run, newest first, as [`RunIndex::list`] lists them. May read the table,
     /// the run directories and every manifest: call it where blocking is allowed.
-    pub fn list(&self) -> Result<Vec<Arc<RunRecord>>, RunIndexError> {
+    pub fn list(&self) -> Result<Listing, RunIndexError> {
         self.check_manifests_if_due();
         let snapshot = self.snapshot()?;
-        Ok(current_records(&snapshot))
+        Ok(Listing { snapshot })
     }
 
-    /// [`RunCatalog::list`] when the snapshot is current, at the cost of a few `stat`s
-    /// (and the checkpoint and lock of each unfinished run); `None` when answering needs
-    /// a rebuild or a manifest check.
-    pub fn list_cached(&self) -> Option<Vec<Arc<RunRecord>>> {
+    /// [`RunCatalog::list`] when the snapshot is current, at the cost of a few `stat`s;
+    /// `None` when answering needs a rebuild or a manifest check.
+    pub fn list_cached(&self) -> Option<Listing> {
         let snapshot = self.cached_snapshot()?;
-        Some(current_records(&snapshot))
+        Some(Listing { snapshot })
     }
 
     /// The run named by a `RUN` argument, as [`RunIndex::resolve`] finds it (a full id,
@@ -320,11 +348,6 @@ fn entry_of_row(row: StoredRow, old: &Snapshot) -> Entry {
     }
 }
 
-/// The records of a snapshot with the status of each unfinished run decided now.
-fn current_records(snapshot: &Snapshot) -> Vec<Arc<RunRecord>> {
-    snapshot.entries.iter().map(current_record).collect()
-}
-
 fn current_record(entry: &Entry) -> Arc<RunRecord> {
     let Some(stored) = &entry.unfinished else {
         return Arc::clone(&entry.record);
@@ -418,8 +441,8 @@ mod tests {
             .expect("sets the time");
     }
 
-    fn statuses(records: &[Arc<RunRecord>]) -> Vec<(String, RunStatus)> {
-        records
+    fn statuses(listing: &Listing) -> Vec<(String, RunStatus)> {
+        listing
             .iter()
             .map(|record| (record.run_id.clone(), record.status))
             .collect()
@@ -540,7 +563,10 @@ mod tests {
                 ("good".to_owned(), RunStatus::Success)
             ]
         );
-        assert!(records[0]
+        assert!(records
+            .iter()
+            .next()
+            .expect("listed")
             .reason
             .as_deref()
             .is_some_and(|reason| reason.contains("manifest.json")));

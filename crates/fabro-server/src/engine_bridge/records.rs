@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
 use fabro_engine::record::StageStatusFile;
 use fabro_engine::run_index::{
-    read_manifest, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord, RunStatus,
+    read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord,
+    RunStatus,
 };
 use fabro_engine::run_stages::{list_stages, StageDir};
 use fabro_engine::run_view;
@@ -44,7 +44,7 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRecord>, ApiError> {
 }
 
 /// Every run of the server's catalog, newest first (may block on a rebuild).
-pub fn list_cataloged(catalog: &RunCatalog) -> Result<Vec<Arc<RunRecord>>, ApiError> {
+pub fn list_cataloged(catalog: &RunCatalog) -> Result<Listing, ApiError> {
     catalog.list().map_err(storage)
 }
 
