@@ -466,7 +466,7 @@ mod tests {
         settle(root);
         let first = vec![("old".to_owned(), RunStatus::Success)];
         assert_eq!(listed(&catalog), first);
-        assert_eq!(cached(&catalog), Some(first.clone()));
+        assert_eq!(cached(&catalog), Some(first));
 
         // A run another process created: a new directory under scratch.
         write_run(root, "new", DAY2, Some("fail"));
