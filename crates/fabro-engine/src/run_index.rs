@@ -22,9 +22,12 @@ use crate::record::Manifest;
 use crate::run_dir::RunPaths;
 use crate::timestamp::parse_rfc3339;
 
+mod catalog;
 mod database;
 pub(crate) mod lock;
 mod queued;
+
+pub use catalog::{Listing, RunCatalog};
 
 use database::{connect, is_corruption, remove_database, ConnectError};
 pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
@@ -464,6 +467,36 @@ impl RunIndex {
         sql: &str,
         parameters: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<RunRecord>, RunIndexError> {
+        Ok(self
+            .query_rows(sql, parameters)?
+            .into_iter()
+            .map(StoredRow::into_record)
+            .collect())
+    }
+
+    /// Every row as stored, after syncing the table with the run directories, and the
+    /// runs that cannot be indexed because their manifest is unreadable.
+    fn stored_rows(&mut self) -> Result<(Vec<StoredRow>, Vec<RunRecord>), RunIndexError> {
+        self.read(|index, unreadable| {
+            let rows = index.query_rows(&format!("SELECT {COLUMNS} FROM runs"), &[])?;
+            Ok((rows, unreadable.to_vec()))
+        })
+    }
+
+    /// SQLite's `PRAGMA data_version`: it changes when another connection (of any
+    /// process) commits a change to `runs.db`.
+    fn data_version(&self) -> Result<i64, RunIndexError> {
+        self.connection
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+            .map_err(|source| self.database_error(source))
+    }
+
+    fn query_rows(
+        &self,
+        sql: &str,
+        parameters: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<StoredRow>, RunIndexError> {
         let mut statement = self
             .connection
             .prepare(sql)
@@ -483,12 +516,8 @@ impl RunIndex {
                 })
             })
             .map_err(|source| self.database_error(source))?;
-        let mut records = Vec::new();
-        for row in rows {
-            let row = row.map_err(|source| self.database_error(source))?;
-            records.push(row.into_record());
-        }
-        Ok(records)
+        rows.map(|row| row.map_err(|source| self.database_error(source)))
+            .collect()
     }
 
     fn database_error(&self, source: rusqlite::Error) -> RunIndexError {
@@ -697,7 +726,7 @@ mod tests {
         assert!(serde_json::from_str::<RunStatus>("\"skipped\"").is_err());
     }
 
-    fn manifest(run_id: &str, started_at: &str) -> Manifest {
+    pub(super) fn manifest(run_id: &str, started_at: &str) -> Manifest {
         Manifest {
             run_id: run_id.to_owned(),
             workflow_name: "w".to_owned(),
@@ -720,7 +749,12 @@ mod tests {
     }
 
     /// Writes a run directory with a manifest and, when given, a checkpoint status.
-    fn write_run(root: &Path, run_id: &str, started_at: &str, status: Option<&str>) -> PathBuf {
+    pub(super) fn write_run(
+        root: &Path,
+        run_id: &str,
+        started_at: &str,
+        status: Option<&str>,
+    ) -> PathBuf {
         let run_dir = RunPaths::new(root, run_id).run_dir().to_path_buf();
         fs_err::create_dir_all(&run_dir).expect("tempdir is writable");
         write_json_atomic(

@@ -8,6 +8,9 @@ pub mod feed;
 pub mod files;
 pub mod questions;
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +23,7 @@ use crate::engine_bridge::{records, ResumeRequest, RunStatus, StartRequest};
 use crate::error::{ApiError, ErrorBody};
 use crate::runs;
 use crate::state::AppState;
+use fabro_engine::run_index::RunRecord;
 
 /// `GET /api/v1/health`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,7 +85,7 @@ const STATUSES: [&str; 9] = [
 pub async fn list_runs(
     State(state): State<AppState>,
     axum_extra_query::MultiQuery(query): axum_extra_query::MultiQuery<ListQuery>,
-) -> Result<Json<RunList>, ApiError> {
+) -> Result<Response, ApiError> {
     if let Some(unknown) = query
         .status
         .iter()
@@ -90,30 +94,40 @@ pub async fn list_runs(
         return Err(ApiError::bad_request(format!("unknown status '{unknown}'")));
     }
     let limit = query.limit.unwrap_or(50).clamp(1, 200);
-    let root = state.bridge().root().to_path_buf();
-    let records = tokio::task::spawn_blocking(move || records::list_runs(&root))
-        .await
-        .map_err(|error| ApiError::internal(error.to_string()))??;
-    // Filtered and paged on the index rows; only the page is summarised, since a summary
-    // reads the run's manifest, checkpoint and stage directories.
-    let mut all: Vec<Listed> = Vec::new();
-    for active in state.all_active() {
-        if !records.iter().any(|record| record.run_id == active.run_id) {
-            all.push(Listed::Active(active.queued_summary()));
+    let records = match state.catalog().list_cached() {
+        Some(records) => records,
+        None => {
+            let catalog = state.clone();
+            tokio::task::spawn_blocking(move || records::list_cataloged(catalog.catalog()))
+                .await
+                .map_err(|error| ApiError::internal(error.to_string()))??
         }
-    }
-    for mut record in records {
+    };
+    // Filtered and paged on the index rows; only the page is summarised, since a summary
+    // reads the run's manifest, checkpoint and stage directories (once: the summaries of
+    // runs no process executes are cached).
+    let unindexed: Vec<Listed> = state
+        .all_active()
+        .into_iter()
+        .filter(|active| !records.contains(&active.run_id))
+        .map(|active| Listed::Active(active.queued_summary()))
+        .collect();
+    let stored = records.iter().map(|record| {
         // Started a moment ago: its manifest is not written yet.
-        if record.status == RunStatus::Queued
+        let record = if record.status == RunStatus::Queued
             && state
                 .active(&record.run_id)
                 .is_some_and(|active| !active.is_queued())
         {
-            record.status = RunStatus::Running;
-        }
+            let mut started = RunRecord::clone(&record);
+            started.status = RunStatus::Running;
+            Arc::new(started)
+        } else {
+            record
+        };
         let pending = pending_question(&state, &record.run_id, record.status);
-        all.push(Listed::Stored(Box::new(record), pending));
-    }
+        Listed::Stored(record, pending)
+    });
     let wanted = |listed: &Listed| {
         let status = listed.status();
         (query.status.is_empty()
@@ -126,33 +140,56 @@ pub async fn list_runs(
                 .as_ref()
                 .is_none_or(|workflow| listed.workflow_name() == workflow.as_str())
     };
-    let mut runs: Vec<Listed> = all.into_iter().filter(wanted).collect();
+    let mut listed = unindexed.into_iter().chain(stored).filter(wanted);
     if let Some(before) = &query.before {
-        match runs
-            .iter()
-            .position(|listed| listed.run_id() == before.as_str())
+        if !listed
+            .by_ref()
+            .any(|listed| listed.run_id() == before.as_str())
         {
-            Some(index) => {
-                runs.drain(..=index);
-            }
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "unknown run '{before}' for before"
-                )))
-            }
+            return Err(ApiError::bad_request(format!(
+                "unknown run '{before}' for before"
+            )));
         }
     }
+    let mut runs: Vec<Listed> = listed.take(limit + 1).collect();
     let next = (runs.len() > limit).then(|| runs[limit - 1].run_id().to_owned());
     runs.truncate(limit);
-    let cache = state.clone();
-    let runs = tokio::task::spawn_blocking(move || {
-        runs.into_iter()
-            .map(|listed| listed.summary(&cache))
-            .collect()
-    })
-    .await
-    .map_err(|error| ApiError::internal(error.to_string()))?;
-    Ok(Json(RunList { runs, next }))
+    let cached: Option<Vec<Bytes>> = runs.iter().map(|listed| listed.cached(&state)).collect();
+    let summaries = match cached {
+        Some(summaries) => summaries,
+        None => {
+            let cache = state.clone();
+            tokio::task::spawn_blocking(move || {
+                runs.into_iter()
+                    .map(|listed| listed.summary(&cache))
+                    .collect()
+            })
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?
+        }
+    };
+    Ok(run_list_body(&summaries, next.as_deref()))
+}
+
+/// The [`RunList`] of serialized summaries, put together without parsing them again.
+fn run_list_body(summaries: &[Bytes], next: Option<&str>) -> Response {
+    let length: usize = summaries.iter().map(Bytes::len).sum();
+    let mut body = Vec::with_capacity(length + summaries.len() + 64);
+    body.extend_from_slice(b"{\"runs\":[");
+    for (position, summary) in summaries.iter().enumerate() {
+        if position > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(summary);
+    }
+    body.extend_from_slice(b"],\"next\":");
+    body.extend_from_slice(&serde_json::to_vec(&next).unwrap_or_else(|_| b"null".to_vec()));
+    body.push(b'}');
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        Bytes::from(body),
+    )
+        .into_response()
 }
 
 /// One run of the list before it is summarised.
@@ -160,7 +197,7 @@ enum Listed {
     /// A run of this server not in the index yet: its summary.
     Active(Value),
     /// A run of the index and its pending question.
-    Stored(Box<records::RunRecordRef>, Value),
+    Stored(Arc<RunRecord>, Value),
 }
 
 impl Listed {
@@ -195,15 +232,33 @@ impl Listed {
         }
     }
 
-    fn summary(self, state: &AppState) -> Value {
+    /// The serialized summary, when it needs no file beyond a `stat`.
+    fn cached(&self, state: &AppState) -> Option<Bytes> {
         match self {
+            Listed::Active(summary) => serde_json::to_vec(summary).ok().map(Bytes::from),
+            Listed::Stored(record, pending) if pending.is_null() => {
+                state.documents().cached_summary(record)
+            }
+            Listed::Stored(..) => None,
+        }
+    }
+
+    /// The serialized summary, built when the cache has none (blocks).
+    fn summary(self, state: &AppState) -> Bytes {
+        let summary = match self {
             Listed::Active(summary) => summary,
             Listed::Stored(record, pending) => {
+                if pending.is_null() {
+                    if let Some(bytes) = state.documents().cached_summary(&record) {
+                        return bytes;
+                    }
+                }
                 let mut summary = state.documents().summary(&record);
                 summary["pending_question"] = pending;
                 summary
             }
-        }
+        };
+        Bytes::from(serde_json::to_vec(&summary).unwrap_or_default())
     }
 }
 
@@ -253,17 +308,32 @@ pub async fn create_run(
     Ok((StatusCode::CREATED, Json(Started::from(accepted))).into_response())
 }
 
-/// The run id and run of a path parameter: an active run of this server, or a run of
-/// the index (an id or a unique prefix).
+/// The run of a path parameter: a run of the index (an id or a unique prefix), from the
+/// server's catalog.
 pub(crate) async fn find_run(
     state: &AppState,
     run: &str,
 ) -> Result<Option<crate::engine_bridge::records::RunRecordRef>, ApiError> {
-    let root = state.bridge().root().to_path_buf();
-    let run = run.to_owned();
-    let found = tokio::task::spawn_blocking(move || records::resolve(&root, &run))
-        .await
-        .map_err(|error| ApiError::internal(error.to_string()))?;
+    Ok(find_shared_run(state, run).await?.map(Arc::unwrap_or_clone))
+}
+
+/// [`find_run`] without copying the record out of the catalog.
+async fn find_shared_run(state: &AppState, run: &str) -> Result<Option<Arc<RunRecord>>, ApiError> {
+    let found = match state.catalog().resolve_cached(run) {
+        Some(found) => found.map_err(records::resolve_error),
+        None => {
+            let catalog = state.clone();
+            let run = run.to_owned();
+            tokio::task::spawn_blocking(move || {
+                catalog
+                    .catalog()
+                    .resolve(&run)
+                    .map_err(records::resolve_error)
+            })
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?
+        }
+    };
     match found {
         Ok(record) => Ok(Some(record)),
         Err(error) if error.status == StatusCode::NOT_FOUND => Ok(None),
@@ -288,7 +358,7 @@ pub async fn get_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    match find_run(&state, &id).await? {
+    match find_shared_run(&state, &id).await? {
         // Not started: no manifest to inspect yet.
         Some(record) if record.status == RunStatus::Queued => {
             Ok(Json(state.active(&record.run_id).map_or_else(
@@ -298,6 +368,9 @@ pub async fn get_run(
             .into_response())
         }
         Some(record) => {
+            if let Some(bytes) = state.documents().cached_document(&record) {
+                return Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response());
+            }
             let status = record.status;
             let run_id = record.run_id.clone();
             let cache = state.clone();

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use fabro_engine::run_index::RunCatalog;
 use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,7 @@ struct Inner {
     feeds: Feeds,
     documents: DocCache,
     graphs: GraphCache,
+    catalog: RunCatalog,
 }
 
 /// A run this server executes, or holds queued.
@@ -122,7 +124,6 @@ impl AppState {
         let slots = Arc::new(Semaphore::new(settings.max_concurrent_runs.max(1)));
         AppState {
             inner: Arc::new(Inner {
-                bridge,
                 token,
                 settings,
                 runs: Mutex::new(HashMap::new()),
@@ -133,6 +134,8 @@ impl AppState {
                 feeds: Feeds::default(),
                 documents: DocCache::default(),
                 graphs: GraphCache::default(),
+                catalog: RunCatalog::new(bridge.root()),
+                bridge,
             }),
         }
     }
@@ -175,6 +178,11 @@ impl AppState {
     /// The shared event feeds of the runs being followed.
     pub fn feeds(&self) -> &Feeds {
         &self.inner.feeds
+    }
+
+    /// The run index of the storage root, kept open with a snapshot of its listing.
+    pub fn catalog(&self) -> &RunCatalog {
+        &self.inner.catalog
     }
 
     /// The documents of runs that no process executes.

@@ -30,6 +30,7 @@ mod runs_list;
 mod schemathesis;
 mod secrets;
 mod server;
+mod server_catalog;
 mod server_stream;
 mod special_files;
 mod stages;

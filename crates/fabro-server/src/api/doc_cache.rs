@@ -8,10 +8,18 @@
 //! `checkpoint.json`, `manifest.json` and the `stages` directory, and is built again
 //! when any of them differs. Running and queued runs are built on each request, since
 //! their documents hold elapsed times.
+//!
+//! The run list asks for up to 200 summaries per request, so [`DocCache::cached_summary`]
+//! checks less: the index row on every request, the stat of `checkpoint.json` at most
+//! every [`SUMMARY_RECHECK`]. A summary holds the row's fields, the current node and the
+//! usage totals; after a run ended nothing changes them without also changing its row
+//! (a resume starts it again) or rewriting its checkpoint (by hand: seen within
+//! [`SUMMARY_RECHECK`]). It is kept serialized, ready to be copied into the list.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Bytes;
 use fabro_engine::run_index::{RunRecord, RunStatus};
@@ -38,7 +46,15 @@ struct Entry {
     document: Bytes,
     /// The run list's summary.
     summary: Value,
+    /// The same, serialized.
+    summary_bytes: Bytes,
+    /// When the checkpoint was last found unchanged, in milliseconds since `built`.
+    summary_checked: AtomicU64,
+    built: Instant,
 }
+
+/// How long a list summary is served without looking at the run's checkpoint again.
+pub const SUMMARY_RECHECK: Duration = Duration::from_secs(1);
 
 /// What an entry was built from.
 #[derive(Debug, PartialEq, Eq)]
@@ -49,24 +65,36 @@ struct Freshness {
     files: [Option<(u64, SystemTime)>; 4],
 }
 
+/// The length and modification time of `{run_dir}/{name}`.
+fn stat(record: &RunRecord, name: &str) -> Option<(u64, SystemTime)> {
+    std::fs::metadata(record.run_dir.join(name))
+        .ok()
+        .and_then(|metadata| Some((metadata.len(), metadata.modified().ok()?)))
+}
+
+/// Where the checkpoint's stat is in [`Freshness::files`].
+const CHECKPOINT: usize = 1;
+
 impl Freshness {
     fn of(record: &RunRecord) -> Freshness {
-        let stat = |name: &str| {
-            fs_err::metadata(record.run_dir.join(name))
-                .ok()
-                .and_then(|metadata| Some((metadata.len(), metadata.modified().ok()?)))
-        };
         Freshness {
             status: record.status,
             started_at: record.started_at.clone(),
             finished_at: record.finished_at.clone(),
             files: [
-                stat("events.jsonl"),
-                stat("checkpoint.json"),
-                stat("manifest.json"),
-                stat("stages"),
+                stat(record, "events.jsonl"),
+                stat(record, "checkpoint.json"),
+                stat(record, "manifest.json"),
+                stat(record, "stages"),
             ],
         }
+    }
+
+    /// Whether the entry was built from this index row.
+    fn same_row(&self, record: &RunRecord) -> bool {
+        self.status == record.status
+            && self.started_at == record.started_at
+            && self.finished_at == record.finished_at
     }
 }
 
@@ -101,10 +129,15 @@ impl DocCache {
         }
         let document =
             serde_json::to_vec(&document).map_err(|error| ApiError::internal(error.to_string()))?;
+        let summary_bytes =
+            serde_json::to_vec(&summary).map_err(|error| ApiError::internal(error.to_string()))?;
         let entry = Arc::new(Entry {
             key,
             document: Bytes::from(document),
             summary,
+            summary_bytes: Bytes::from(summary_bytes),
+            summary_checked: AtomicU64::new(0),
+            built: Instant::now(),
         });
         let mut map = self.map();
         if map.len() >= MAX_ENTRIES {
@@ -119,6 +152,39 @@ impl DocCache {
     /// unreadable run.
     pub fn document(&self, record: &RunRecord) -> Option<Result<Bytes, ApiError>> {
         cacheable(record.status).then(|| self.entry(record).map(|entry| entry.document.clone()))
+    }
+
+    /// The `GET /api/v1/runs/{id}` document of a run that no process executes, when the
+    /// cache holds a fresh one; a few `stat`s, nothing is built.
+    pub fn cached_document(&self, record: &RunRecord) -> Option<Bytes> {
+        if !cacheable(record.status) {
+            return None;
+        }
+        let entry = Arc::clone(self.map().get(&record.run_id)?);
+        (entry.key == Freshness::of(record)).then(|| entry.document.clone())
+    }
+
+    /// The serialized list summary (`pending_question` null) of a run that no process
+    /// executes, when the cache holds one built from the same index row and checkpoint
+    /// (one `stat`); nothing is built.
+    pub fn cached_summary(&self, record: &RunRecord) -> Option<Bytes> {
+        if !cacheable(record.status) {
+            return None;
+        }
+        let entry = Arc::clone(self.map().get(&record.run_id)?);
+        if !entry.key.same_row(record) {
+            return None;
+        }
+        let now = u64::try_from(entry.built.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let checked = entry.summary_checked.load(Ordering::Relaxed);
+        let recheck = u64::try_from(SUMMARY_RECHECK.as_millis()).unwrap_or(u64::MAX);
+        if now.saturating_sub(checked) >= recheck {
+            if entry.key.files[CHECKPOINT] != stat(record, "checkpoint.json") {
+                return None;
+            }
+            entry.summary_checked.store(now, Ordering::Relaxed);
+        }
+        Some(entry.summary_bytes.clone())
     }
 
     /// The run list's summary of a run (`pending_question` null).

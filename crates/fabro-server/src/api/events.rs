@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -24,13 +24,17 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use utoipa::{IntoParams, ToSchema};
 
-use super::feed::{self, Handover, Live, Shared, POLL};
+use super::feed::{self, share, Handover, Live, Shared, POLL};
 use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// Comment lines keep idle streams open (SPEC 14.3).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The comment.
+const KEEP_ALIVE_COMMENT: &[u8] = b":\n\n";
+/// A chunk of the stream grows by whole events up to about this many bytes.
+const MAX_CHUNK: usize = 64 * 1024;
 /// Largest page of the JSON form.
 const MAX_LIMIT: usize = 1000;
 
@@ -108,8 +112,13 @@ pub async fn events(
         _permit: permit,
     };
     let stream = futures_util::stream::unfold(follow, Follow::next);
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
         .into_response())
 }
 
@@ -154,40 +163,74 @@ struct Follow {
 }
 
 impl Follow {
-    async fn next(mut self) -> Option<(Result<Event, Infallible>, Follow)> {
+    /// The next chunk of the body: every event ready now (up to [`MAX_CHUNK`] bytes), so
+    /// a stream that wakes after several appends writes them at once, or a keep-alive
+    /// comment after [`KEEP_ALIVE`] without one; `None` at the end of the stream.
+    async fn next(mut self) -> Option<(Result<Bytes, Infallible>, Follow)> {
         loop {
-            if let Some(event) = self.next_buffered() {
-                if TERMINAL_EVENTS.contains(&event.name.as_str()) {
-                    self.finished = true;
-                }
-                let sse = Event::default()
-                    .id(event.id.to_string())
-                    .event(event.name.as_str())
-                    .data(event.line.as_str());
-                return Some((Ok(sse), self));
+            if let Some(chunk) = self.ready_chunk() {
+                return Some((Ok(chunk), self));
             }
             if self.finished || self.state.shutdown_token().is_cancelled() {
                 return None;
             }
-            let closed = match &mut self.source {
-                Source::Live(handover) => match handover.poll_live() {
-                    Live::Ready => false,
-                    Live::Closed => true,
-                    Live::Empty => tokio::select! {
-                        live = handover.wait_live() => live == Live::Closed,
-                        () = self.state.shutdown_token().cancelled() => return None,
-                    },
-                },
-                Source::File { .. } => {
-                    if self.follow_file().await {
-                        continue;
-                    }
-                    return None;
-                }
-            };
-            if closed {
-                self.switch_to_file();
+            match tokio::time::timeout(KEEP_ALIVE, self.wait()).await {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(_) => return Some((Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)), self)),
             }
+        }
+    }
+
+    /// The frames of the events buffered now, in one chunk; a single event's shared
+    /// frame is sent as it is.
+    fn ready_chunk(&mut self) -> Option<Bytes> {
+        let first = self.next_buffered()?;
+        self.finished |= TERMINAL_EVENTS.contains(&first.name.as_str());
+        if self.finished || !self.has_buffered() {
+            return Some(first.frame.clone());
+        }
+        let mut chunk = Vec::with_capacity(first.frame.len() * 4);
+        chunk.extend_from_slice(&first.frame);
+        while chunk.len() < MAX_CHUNK {
+            let Some(event) = self.next_buffered() else {
+                break;
+            };
+            chunk.extend_from_slice(&event.frame);
+            if TERMINAL_EVENTS.contains(&event.name.as_str()) {
+                self.finished = true;
+                break;
+            }
+        }
+        Some(Bytes::from(chunk))
+    }
+
+    /// Waits until events may be buffered: `true`, or `false` at the end of the stream.
+    async fn wait(&mut self) -> bool {
+        let closed = match &mut self.source {
+            Source::Live(handover) => match handover.poll_live() {
+                Live::Ready => false,
+                Live::Closed => true,
+                Live::Empty => tokio::select! {
+                    live = handover.wait_live() => live == Live::Closed,
+                    () = self.state.shutdown_token().cancelled() => return false,
+                },
+            },
+            Source::File { .. } => return self.follow_file().await,
+        };
+        if closed {
+            self.switch_to_file();
+        }
+        true
+    }
+
+    /// Whether events wait in the buffer (possibly ones already sent, skipped later).
+    fn has_buffered(&mut self) -> bool {
+        match &mut self.source {
+            Source::Live(handover) => {
+                handover.has_buffered() || handover.poll_live() == Live::Ready
+            }
+            Source::File { buffer, .. } => !buffer.is_empty(),
         }
     }
 
@@ -240,13 +283,13 @@ impl Follow {
             if let Some(notified) = notified.as_mut() {
                 notified.as_mut().enable();
             }
-            buffer.extend(tail.read_new().into_iter().map(Arc::new));
+            buffer.extend(share(tail.read_new()));
             if !buffer.is_empty() {
                 return true;
             }
             if notify.is_none() && !records::is_locked(&self.run_dir) {
                 // Whatever was appended before the lock was let go, then the end.
-                buffer.extend(tail.read_new().into_iter().map(Arc::new));
+                buffer.extend(share(tail.read_new()));
                 self.finished = true;
                 return !buffer.is_empty();
             }

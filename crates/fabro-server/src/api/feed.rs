@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
@@ -26,7 +27,49 @@ pub const POLL: Duration = Duration::from_millis(50);
 const CAPACITY: usize = 4096;
 
 /// A shared event, as read once from the file.
-pub type Shared = Arc<StoredEvent>;
+pub type Shared = Arc<SharedEvent>;
+
+/// An event ready to be sent: what a stream needs to decide about it, and its Server-Sent
+/// Events frame, formatted once for every stream of the run.
+#[derive(Debug)]
+pub struct SharedEvent {
+    /// `id`.
+    pub id: u64,
+    /// `event`.
+    pub name: String,
+    /// `id: …`, `event: …` and `data: …` lines and the blank line that ends the event.
+    pub frame: Bytes,
+}
+
+impl From<StoredEvent> for SharedEvent {
+    fn from(event: StoredEvent) -> SharedEvent {
+        let mut frame = Vec::with_capacity(event.line.len() + event.name.len() + 40);
+        frame.extend_from_slice(b"id: ");
+        frame.extend_from_slice(event.id.to_string().as_bytes());
+        frame.extend_from_slice(b"\nevent: ");
+        frame.extend_from_slice(event.name.as_bytes());
+        frame.push(b'\n');
+        // A stored line holds no newline; were there one, each part is a `data` line.
+        for part in event.line.split('\n') {
+            frame.extend_from_slice(b"data: ");
+            frame.extend_from_slice(part.trim_end_matches('\r').as_bytes());
+            frame.push(b'\n');
+        }
+        frame.push(b'\n');
+        SharedEvent {
+            id: event.id,
+            name: event.name,
+            frame: Bytes::from(frame),
+        }
+    }
+}
+
+/// Stored events as shared ones.
+pub fn share(events: Vec<StoredEvent>) -> impl Iterator<Item = Shared> {
+    events
+        .into_iter()
+        .map(|event| Arc::new(SharedEvent::from(event)))
+}
 
 /// The feeds of the runs being followed.
 #[derive(Default)]
@@ -131,7 +174,7 @@ impl Reader {
         for event in self.tail.read_new() {
             terminal |= TERMINAL_EVENTS.contains(&event.name.as_str());
             // No receiver now is no error: a stream subscribes before it replays.
-            let _ = self.sender.send(Arc::new(event));
+            let _ = self.sender.send(Arc::new(SharedEvent::from(event)));
         }
         terminal
     }
@@ -191,7 +234,7 @@ impl Handover {
     /// subscribed before this call.
     pub fn new(run_dir: &Path, after: u64, live: broadcast::Receiver<Shared>) -> Handover {
         let mut tail = EventTail::after(run_dir, after);
-        let buffer = tail.read_new().into_iter().map(Arc::new).collect();
+        let buffer = share(tail.read_new()).collect();
         Handover {
             tail,
             run_dir: run_dir.to_path_buf(),
@@ -215,6 +258,11 @@ impl Handover {
             }
         }
         None
+    }
+
+    /// Whether events wait in the buffer (some may be ones already handed out).
+    pub fn has_buffered(&self) -> bool {
+        !self.buffer.is_empty()
     }
 
     /// Buffers the live events received so far without waiting.
@@ -258,8 +306,7 @@ impl Handover {
     fn reread(&mut self) {
         self.tail = EventTail::after(&self.run_dir, self.after);
         self.buffer.clear();
-        self.buffer
-            .extend(self.tail.read_new().into_iter().map(Arc::new));
+        self.buffer.extend(share(self.tail.read_new()));
     }
 
     /// The file from the last event handed out, for a stream whose feed ended.
@@ -284,11 +331,11 @@ mod tests {
                 "{{\"id\":{id},\"ts\":\"t\",\"run_id\":\"r\",\"event\":\"E\",\"properties\":{{}}}}"
             );
             writeln!(file, "{line}").expect("append");
-            Arc::new(StoredEvent {
+            Arc::new(SharedEvent::from(StoredEvent {
                 id,
                 name: "E".into(),
                 line,
-            })
+            }))
         })
         .collect()
     }

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use fabro_engine::record::StageStatusFile;
-use fabro_engine::run_index::{read_manifest, RunIndex, RunIndexErrorKind, RunRecord, RunStatus};
+use fabro_engine::run_index::{
+    read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord,
+    RunStatus,
+};
 use fabro_engine::run_stages::{list_stages, StageDir};
 use fabro_engine::run_view;
 use fabro_language::{Diagnostic, LineIndex};
@@ -40,14 +43,24 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRecord>, ApiError> {
         .map_err(storage)
 }
 
+/// Every run of the server's catalog, newest first (may block on a rebuild).
+pub fn list_cataloged(catalog: &RunCatalog) -> Result<Listing, ApiError> {
+    catalog.list().map_err(storage)
+}
+
 /// The run `run` names (an id or a unique prefix of at least 4 characters); 404 when
 /// none or several do.
 pub fn resolve(root: &Path, run: &str) -> Result<RunRecord, ApiError> {
     let mut index = RunIndex::open(root).map_err(storage)?;
-    index.resolve(run).map_err(|error| match error.kind() {
+    index.resolve(run).map_err(resolve_error)
+}
+
+/// The API error of a failed resolution: 404 when the argument names no single run.
+pub fn resolve_error(error: RunIndexError) -> ApiError {
+    match error.kind() {
         RunIndexErrorKind::NoSuchRun => ApiError::not_found(error.to_string()),
         _ => storage(error),
-    })
+    }
 }
 
 /// Whether a process holds the run's lock.

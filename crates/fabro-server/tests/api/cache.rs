@@ -69,3 +69,61 @@ async fn a_finished_run_that_changes_is_not_served_stale() {
     let listed = fixture.get("/api/v1/runs").await.json();
     assert_eq!(listed["runs"][0]["current_node"], "extra-and-longer");
 }
+
+/// The list keeps a finished run's summary without looking at its files on every
+/// request, but a checkpoint rewritten by hand shows within a few seconds (the summary
+/// recheck), and a status change in the index at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_summary_follows_its_checkpoint_and_its_index_row() {
+    let fixture = Fixture::new(1);
+    fixture.write("w.fabro", &chain(2));
+    let run_id = fixture.start(json!({"workflow": "w.fabro"})).await;
+    let document = fixture.wait_status(&run_id, &["success"]).await;
+    let listed = fixture.get("/api/v1/runs").await.json();
+    assert_eq!(listed["runs"][0]["status"], "success", "{listed}");
+    assert_eq!(listed["runs"][0]["current_node"], document["current_node"]);
+
+    let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().unwrap());
+    let checkpoint_path = run_dir.join("checkpoint.json");
+    let mut checkpoint: Value =
+        serde_json::from_str(&fs_err::read_to_string(&checkpoint_path).unwrap()).unwrap();
+    checkpoint["current_node"] = json!("rewritten-by-hand");
+    fs_err::write(
+        &checkpoint_path,
+        serde_json::to_string(&checkpoint).unwrap(),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listed = fixture.get("/api/v1/runs").await.json();
+        if listed["runs"][0]["current_node"] == "rewritten-by-hand" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{listed}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // Another process records a new status in the index.
+    let root = run_dir
+        .parent()
+        .and_then(|scratch| scratch.parent())
+        .unwrap();
+    let index = fabro_engine::run_index::RunIndex::open(root).unwrap();
+    index
+        .record_status(
+            &run_id,
+            fabro_engine::run_index::RunStatus::Fail,
+            Some("2030-01-01T00:00:00.000Z"),
+        )
+        .unwrap();
+    let listed = fixture.get("/api/v1/runs").await.json();
+    assert_eq!(listed["runs"][0]["status"], "fail", "{listed}");
+    assert_eq!(
+        listed["runs"][0]["finished_at"], "2030-01-01T00:00:00.000Z",
+        "{listed}"
+    );
+    assert_eq!(
+        fixture.get(&format!("/api/v1/runs/{run_id}")).await.json()["status"],
+        "fail"
+    );
+}
