@@ -115,7 +115,13 @@ pub async fn graph_svg(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let record = super::require_run(&state, &id).await?;
-    let svg = blocking(move || records::graph_svg(&record)).await?;
+    let svg = blocking(move || {
+        let layout = state
+            .graphs()
+            .layout(&record.run_dir, &record.workflow_name)?;
+        Ok(layout.annotate(&records::node_statuses(&records::stages(&record))))
+    })
+    .await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
 }
 

@@ -352,13 +352,6 @@ impl GraphLayout {
     }
 }
 
-/// The workflow as `fabro graph` renders it, each node carrying
-/// `status-{…}` and `data-visits="{n}"`.
-pub fn graph_svg(record: &RunRecord) -> Result<String, ApiError> {
-    let layout = graph_layout(&record.run_dir, &record.workflow_name)?;
-    Ok(layout.annotate(&node_statuses(&stages(record))))
-}
-
 /// `fabro validate --json` diagnostics of a workflow text.
 pub fn diagnostics_json(path: &Path, text: &str, diagnostics: &[Diagnostic]) -> Value {
     let index = LineIndex::new(text);
