@@ -303,13 +303,24 @@ impl AssetScanner {
     /// Takes the candidates of `work_dir` (a run worktree's working directory, `prefix`
     /// below the feed's root) from `feed` from now on: baselines and rescans examine only
     /// the touched paths instead of walking the tree.
+    ///
+    /// The one walk of the tree happens here, when the run is set up, rather than in its
+    /// first stage: the feed already runs, so whatever changes during or after the walk
+    /// is re-examined by the next baseline.
     pub(crate) fn follow(&self, feed: ChangeFeed, work_dir: &Path, prefix: &Path) {
+        let (candidates, timed_out) = self.scan(work_dir);
+        let files = (!timed_out).then(|| {
+            candidates
+                .into_iter()
+                .map(|candidate| (candidate.path, candidate.fingerprint))
+                .collect()
+        });
         if let Ok(mut followed) = self.followed.lock() {
             *followed = Some(Followed {
                 feed,
                 work_dir: work_dir.to_path_buf(),
                 prefix: prefix.to_path_buf(),
-                files: None,
+                files,
             });
         }
     }

@@ -357,6 +357,10 @@ fn watched_stages_commit_exactly_what_a_full_scan_commits() {
         let (followed, walked) = (scanner(), scanner());
         let (feed, prefix) = watched.change_feed().unwrap();
         followed.follow(feed, watched.worktree_path(), &prefix);
+        // Written after the follow's walk, before the first baseline: the feed has it.
+        let between = Op::Write("between.png".to_owned(), format!("seed {seed}\n"));
+        apply(watched.worktree_path(), &between);
+        apply(scanned.worktree_path(), &between);
         let assets = repo.outside(&format!("assets{seed}"));
         let mut rng = StdRng::seed_from_u64(seed);
         let mut history = Vec::new();
