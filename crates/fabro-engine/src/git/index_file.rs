@@ -102,6 +102,20 @@ impl WorktreeIndex {
         })
     }
 
+    /// Writes the shared index now, when the worktree is set up, if the index is large
+    /// enough to be split: the first stage then writes only its own changes (at 100,000
+    /// entries the shared index is 9 MB, hashed with SHA-1).
+    pub(crate) fn split_now(&mut self, repo: &Repository) -> Result<(), GitError> {
+        let entries = repo
+            .index()
+            .map_err(GitError::git("read the worktree index"))?
+            .len();
+        if entries >= self.split_min_entries {
+            self.write(repo)?;
+        }
+        Ok(())
+    }
+
     /// Test hook: split from `entries` entries on.
     #[cfg(test)]
     pub(crate) fn with_split_min(mut self, entries: usize) -> WorktreeIndex {

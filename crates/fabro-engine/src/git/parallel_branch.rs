@@ -180,7 +180,8 @@ impl CheckedOutBranch<'_> {
             "open the repository at {}",
             path.display()
         )))?;
-        let index = WorktreeIndex::open(&repo)?;
+        let mut index = WorktreeIndex::open(&repo)?;
+        index.split_now(&repo)?;
         // A branch without a watch scans its whole worktree after every stage (with the
         // run's `full_scan` warning).
         let watch = WorktreeWatch::start(&path, &admin_dir.join("fabro-watch"));

@@ -262,7 +262,8 @@ impl RunGit {
             .id();
         let metadata_tip = metadata_tip(&repo, run_id)?;
         let excludes = Excludes::new(&settings.work_dir_relative, &settings.exclude_globs)?;
-        let index = WorktreeIndex::open(&repo)?;
+        let mut index = WorktreeIndex::open(&repo)?;
+        index.split_now(&repo)?;
         let watch = WorktreeWatch::start(
             worktree_path,
             &worktree_admin_dir(main.commondir(), run_id).join("fabro-watch"),

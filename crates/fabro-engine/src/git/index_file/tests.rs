@@ -236,3 +236,29 @@ fn split_index_bitmaps_with_long_runs_read_back_in_git() {
         .len();
     assert!(split < 400, "split index of 3 entries: {split} bytes");
 }
+
+#[test]
+fn a_large_index_is_split_when_the_worktree_is_set_up() {
+    let Some(repo) = repository(200) else {
+        return;
+    };
+    let libgit2 = Repository::open(repo.path()).unwrap();
+    let mut index = WorktreeIndex::open(&libgit2).unwrap().with_split_min(10);
+    index.split_now(&libgit2).unwrap();
+    let shared = shared_files(&repo);
+    assert_eq!(shared.len(), 1, "the shared index is written at set-up");
+    assert_eq!(git_view(&repo, &libgit2), "");
+    // The first stage writes only its change over it.
+    repo.write("d4/f40.txt", "changed\n");
+    stage(&libgit2, &mut index, &["d4/f40.txt"]);
+    assert_eq!(shared_files(&repo), shared);
+    assert_eq!(git_view(&repo, &libgit2), "");
+    // A small index is left as libgit2 wrote it.
+    let Some(small) = repository(5) else {
+        return;
+    };
+    let libgit2 = Repository::open(small.path()).unwrap();
+    let mut index = WorktreeIndex::open(&libgit2).unwrap().with_split_min(10);
+    index.split_now(&libgit2).unwrap();
+    assert!(shared_files(&small).is_empty());
+}

@@ -826,7 +826,20 @@ fn stage_commits_in_a_large_tree_write_an_index_of_the_changes() {
     initialize(&mut git);
     let worktree = repo.outside("run/worktree");
     let index_path = git_in(&worktree, &["rev-parse", "--git-path", "index"]);
-    let full_size = fs_err::metadata(worktree.join(&index_path)).unwrap().len();
+    // The whole index: the shared index, written when the worktree was set up.
+    let git_dir = worktree.join(git_in(&worktree, &["rev-parse", "--git-dir"]));
+    let full_size = fs_err::read_dir(&git_dir)
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("sharedindex.")
+        })
+        .map(|entry| entry.metadata().unwrap().len())
+        .max()
+        .expect("a shared index after set-up");
     for stage in 1..=12usize {
         let node = format!("n{stage}");
         fs_err::write(
