@@ -38,16 +38,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match measure::parse_benchmark(&sizes, &fabro_binary()) {
-                Ok(table) => {
-                    print_out(&table);
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    report(&format!("error: {error}"));
-                    ExitCode::FAILURE
-                }
-            }
+            finish(measure::parse_benchmark(&sizes, &fabro_binary()))
         }
         Some("phases") => {
             let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
@@ -57,52 +48,25 @@ fn main() -> ExitCode {
             print_out(&measure::phases(size));
             ExitCode::SUCCESS
         }
-        Some("engine") => match engine::engine_benchmark(&fabro_binary(), 5).and_then(|table| {
+        Some("engine") => finish(engine::engine_benchmark(&fabro_binary(), 5).and_then(|table| {
             // `--without-w6`: only W0–W5, for comparing two builds in alternating runs.
             if args.iter().any(|arg| arg == "--without-w6") {
                 return Ok(table);
             }
             let w6 = w6::w6_benchmark(&fabro_binary(), &[20_000, 100_000], 3)?;
             Ok(format!("{table}\nW6 (issue 20), 50 command stages in a generated repository, git checkpoints on:\n\n{w6}"))
-        }) {
-            Ok(table) => {
-                print_out(&table);
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                report(&format!("error: {error}"));
-                ExitCode::FAILURE
-            }
-        },
+        })),
         Some("w6") => {
             let sizes: Vec<usize> = args.iter().skip(1).filter_map(|size| size.parse().ok()).collect();
             let sizes = if sizes.is_empty() { vec![20_000, 100_000] } else { sizes };
-            match w6::w6_benchmark(&fabro_binary(), &sizes, 3) {
-                Ok(table) => {
-                    print_out(&table);
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    report(&format!("error: {error}"));
-                    ExitCode::FAILURE
-                }
-            }
+            finish(w6::w6_benchmark(&fabro_binary(), &sizes, 3))
         }
         Some("isolation") => {
             let rounds = args
                 .get(1)
                 .and_then(|rounds| rounds.parse().ok())
                 .unwrap_or(3);
-            match isolation::isolation_benchmark(&fabro_binary(), rounds) {
-                Ok(table) => {
-                    print_out(&table);
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    report(&format!("error: {error}"));
-                    ExitCode::FAILURE
-                }
-            }
+            finish(isolation::isolation_benchmark(&fabro_binary(), rounds))
         }
         Some("server") => {
             let rounds = args
@@ -110,27 +74,9 @@ fn main() -> ExitCode {
                 .and_then(|rounds| rounds.parse().ok())
                 .unwrap_or(5);
             let parts = args.get(2).map_or("abcd", String::as_str);
-            match server::server_benchmark(&fabro_binary(), rounds, parts) {
-                Ok(table) => {
-                    print_out(&table);
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    report(&format!("error: {error}"));
-                    ExitCode::FAILURE
-                }
-            }
+            finish(server::server_benchmark(&fabro_binary(), rounds, parts))
         }
-        Some("llm") => match llm::llm_benchmark() {
-            Ok(table) => {
-                print_out(&table);
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                report(&format!("error: {error}"));
-                ExitCode::FAILURE
-            }
-        },
+        Some("llm") => finish(llm::llm_benchmark()),
         Some("generate") => {
             let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
                 report("usage: fabro-bench generate NODES");
@@ -142,6 +88,20 @@ fn main() -> ExitCode {
         _ => {
             report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench llm | fabro-bench generate NODES");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints the table, or reports the error and fails.
+fn finish(result: Result<String, impl std::fmt::Display>) -> ExitCode {
+    match result {
+        Ok(table) => {
+            print_out(&table);
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            report(&format!("error: {error}"));
+            ExitCode::FAILURE
         }
     }
 }

@@ -10,8 +10,8 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use utoipa::{IntoParams, ToSchema};
 
-use super::feed::{self, share, Handover, Live, Shared, POLL};
+use super::feed::{self, share, Handover, Live, Shared};
 use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -274,36 +274,21 @@ impl Follow {
         let Source::File { tail, buffer, .. } = &mut self.source else {
             return false;
         };
-        loop {
-            let notify = self
-                .state
-                .active(&self.run_id)
-                .map(|active| Arc::clone(&active.notify));
-            let mut notified = notify.as_ref().map(|notify| Box::pin(notify.notified()));
-            if let Some(notified) = notified.as_mut() {
-                notified.as_mut().enable();
-            }
+        let (run_dir, finished) = (&self.run_dir, &mut self.finished);
+        feed::on_appends(&self.state, &self.run_id, |executed_here| {
             buffer.extend(share(tail.read_new()));
             if !buffer.is_empty() {
-                return true;
+                return ControlFlow::Break(true);
             }
-            if notify.is_none() && !records::is_locked(&self.run_dir) {
+            if !executed_here && !records::is_locked(run_dir) {
                 // Whatever was appended before the lock was let go, then the end.
                 buffer.extend(share(tail.read_new()));
-                self.finished = true;
-                return !buffer.is_empty();
+                *finished = true;
+                return ControlFlow::Break(!buffer.is_empty());
             }
-            let wake = async {
-                match notified {
-                    Some(notified) => notified.await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = wake => {}
-                () = tokio::time::sleep(POLL) => {}
-                () = self.state.shutdown_token().cancelled() => return false,
-            }
-        }
+            ControlFlow::Continue(())
+        })
+        .await
+        .unwrap_or(false)
     }
 }

@@ -11,6 +11,7 @@
 //! the channel reads the file again from its last id.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -124,6 +125,41 @@ pub async fn subscribe(
     receiver
 }
 
+/// Runs `step` whenever the run `run_id` may have appended events: at once, then after
+/// each append notification of the run this server executes, or every [`POLL`] for a run
+/// a CLI process executes. `step` is told whether this server executes the run; the
+/// wake-up is armed before it runs, so an append during `step` is not missed. `None` when
+/// the server shuts down first.
+pub(super) async fn on_appends<T>(
+    state: &AppState,
+    run_id: &str,
+    mut step: impl FnMut(bool) -> ControlFlow<T>,
+) -> Option<T> {
+    loop {
+        let notify = state
+            .active(run_id)
+            .map(|active| Arc::clone(&active.notify));
+        let mut notified = notify.as_ref().map(|notify| Box::pin(notify.notified()));
+        if let Some(notified) = notified.as_mut() {
+            notified.as_mut().enable();
+        }
+        if let ControlFlow::Break(value) = step(notify.is_some()) {
+            return Some(value);
+        }
+        let wake = async {
+            match notified {
+                Some(notified) => notified.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = wake => {}
+            () = tokio::time::sleep(POLL) => {}
+            () = state.shutdown_token().cancelled() => return None,
+        }
+    }
+}
+
 /// The reader task of one feed.
 struct Reader {
     state: AppState,
@@ -135,36 +171,21 @@ struct Reader {
 
 impl Reader {
     async fn run(mut self) {
-        loop {
-            let notify = self
-                .state
-                .active(&self.run_id)
-                .map(|active| Arc::clone(&active.notify));
-            let mut notified = notify.as_ref().map(|notify| Box::pin(notify.notified()));
-            if let Some(notified) = notified.as_mut() {
-                notified.as_mut().enable();
-            }
+        let (state, run_id) = (self.state.clone(), self.run_id.clone());
+        let _ = on_appends(&state, &run_id, |executed_here| {
             let mut finished = self.publish();
-            if !finished && notify.is_none() && !records::is_locked(&self.run_dir) {
+            if !finished && !executed_here && !records::is_locked(&self.run_dir) {
                 // Executed nowhere: what was appended before the lock was let go.
                 self.publish();
                 finished = true;
             }
-            if finished || self.state.shutdown_token().is_cancelled() || self.unsubscribed() {
-                break;
+            if finished || state.shutdown_token().is_cancelled() || self.unsubscribed() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-            let wake = async {
-                match notified {
-                    Some(notified) => notified.await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = wake => {}
-                () = tokio::time::sleep(POLL) => {}
-                () = self.state.shutdown_token().cancelled() => break,
-            }
-        }
+        })
+        .await;
         self.leave();
     }
 
