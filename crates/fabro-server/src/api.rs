@@ -67,7 +67,8 @@ pub struct RunList {
     pub next: Option<String>,
 }
 
-const STATUSES: [&str; 9] = [
+/// The statuses `GET /api/v1/runs` filters by.
+pub(crate) const STATUSES: [&str; 9] = [
     "queued",
     "running",
     "waiting",

@@ -17,17 +17,11 @@ use crate::state::AppState;
 /// Runs per page.
 pub const PAGE_SIZE: usize = 50;
 
-/// The statuses the board filters by, in display order.
-pub const FILTERS: [&str; 8] = [
-    "queued",
-    "running",
-    "waiting",
-    "success",
-    "partial_success",
-    "fail",
-    "canceled",
-    "interrupted",
-];
+/// The statuses the board filters by, in display order: those of `GET /api/v1/runs`
+/// without `unreadable` (the last).
+pub const FILTERS: &[&str] = crate::api::STATUSES
+    .split_at(crate::api::STATUSES.len() - 1)
+    .0;
 
 /// One run before its details are read: id, status and whether a question waits.
 struct Entry {
@@ -112,7 +106,7 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for entry in &entries {
-        for status in FILTERS {
+        for &status in FILTERS {
             if entry.status == status || (status == "waiting" && entry.waiting) {
                 *counts.entry(status).or_default() += 1;
             }
@@ -171,7 +165,7 @@ fn render(board: &Board, filter: Option<&str>, page: usize) -> String {
         "<li><a href=\"/\"{all_current}>all <span class=\"count\" data-count=\"all\">{}</span></a></li>",
         board.total
     ));
-    for status in FILTERS {
+    for &status in FILTERS {
         let current = if filter == Some(status) {
             " aria-current=\"page\""
         } else {
