@@ -44,10 +44,10 @@ pub(crate) fn stage_worktree(
             return Ok(parent_tree);
         }
     }
-    let changes = scan(repo, scope)?;
     let mut index = repo
         .index()
         .map_err(GitError::git("read the worktree index"))?;
+    let changes = scan(repo, scope, index.len())?;
     let mut updates: Vec<(String, bool)> = Vec::new();
     for (path, status) in changes {
         // A trailing slash marks a nested repository, which fabro does not stage.
@@ -87,14 +87,29 @@ pub(crate) fn stage_worktree(
 /// over the whole index filtered by the path list.
 const SEPARATE_STATUS_LIMIT: usize = 64;
 
+/// About as many index entries as one status costs to set up: touched paths get a status
+/// each only when the index has this many entries per path (a small repository is
+/// cheaper to walk once).
+#[cfg(not(test))]
+const ENTRIES_PER_STATUS: usize = 2048;
+/// In unit tests every index counts as large, so that the small repositories of the
+/// equivalence tests (`git/watch/tests.rs`) go through the statuses per path.
+#[cfg(test)]
+const ENTRIES_PER_STATUS: usize = 0;
+
 /// The workdir status of the paths within `scope`, in path order.
 ///
 /// libgit2 walks the whole index for a status filtered by a path list, but only the
 /// range of a pathspec's literal prefix for a single pathspec: a stage touching a few
 /// paths is examined one status per path, so its cost does not grow with the number of
 /// files in the repository. A path with a wildcard character or a leading `!` (which a
-/// pathspec would expand or negate) goes through the filtered list.
-fn scan(repo: &Repository, scope: Scope<'_>) -> Result<BTreeMap<String, Status>, GitError> {
+/// pathspec would expand or negate) goes through the filtered list, and so do paths of an
+/// index of fewer than [`ENTRIES_PER_STATUS`] entries per path.
+fn scan(
+    repo: &Repository,
+    scope: Scope<'_>,
+    index_entries: usize,
+) -> Result<BTreeMap<String, Status>, GitError> {
     let mut changes = BTreeMap::new();
     let mut collect = |options: &mut StatusOptions| -> Result<(), GitError> {
         options
@@ -118,6 +133,7 @@ fn scan(repo: &Repository, scope: Scope<'_>) -> Result<BTreeMap<String, Status>,
         Scope::Full => collect(&mut StatusOptions::new())?,
         Scope::Paths(paths)
             if paths.len() <= SEPARATE_STATUS_LIMIT
+                && paths.len() * ENTRIES_PER_STATUS <= index_entries
                 && !paths
                     .iter()
                     .any(|path| path.starts_with('!') || path.contains(['*', '?', '[', '\\'])) =>
@@ -182,7 +198,7 @@ mod tests {
     /// The workdir changes of `scope` in `repo`, as `path status` lines.
     fn changes(repo: &TestRepo, scope: Scope<'_>) -> Vec<String> {
         let libgit2 = Repository::open(repo.path()).unwrap();
-        scan(&libgit2, scope)
+        scan(&libgit2, scope, 10)
             .unwrap()
             .into_iter()
             .map(|(path, status)| format!("{path} {status:?}"))
