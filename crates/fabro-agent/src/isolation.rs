@@ -17,7 +17,8 @@
 //! rules, the namespace maps) is prepared in the parent, so the child only makes raw
 //! system calls (`setns`, `chdir`, `prctl`, `landlock_restrict_self`), which are
 //! async-signal-safe. The namespaces are created once per run and set of hidden paths
-//! (a short-lived holder process unshares them and makes the hiding mounts); the
+//! (a short-lived child sharing the engine's memory unshares them, makes the hiding
+//! mounts and opens them for the engine to keep); the
 //! ruleset is reused while the writable set stays the same. Two ways to start a child:
 //! [`crate::ProcessEnv::spawn_piped`] (command nodes, the `shell` tool: many short
 //! processes) hands it to the run's spawner process, which joined the namespaces once

@@ -137,6 +137,12 @@ pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, 
         // Probed at the first stage that confines a process (or just below, for
         // `require_isolation`).
         isolation = isolation.detect_lazily(lacking);
+        if isolation.required().contains(&Mechanism::MountNamespace) {
+            // The blob store's directory (hidden by default) is made now, not by the
+            // first blob a stage writes: a hidden path that appears mid-run makes the
+            // next confined start build new namespaces and a new spawner.
+            let _ = fs_err::create_dir_all(fabro_home.join("blobs"));
+        }
     }
     sandbox::check_required(
         &isolation,
@@ -188,5 +194,26 @@ impl ModelCatalog for AnyProvider {
 
     fn is_provider_known(&self, _provider: &str) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::IsolationMode;
+
+    #[test]
+    fn the_hidden_blob_directory_exists_before_the_first_confined_start() {
+        let confined = tempfile::tempdir().unwrap();
+        let mut config = RunConfig::default();
+        config.sandbox.command_isolation = Some(IsolationMode::Workspace);
+        sandbox_env(&config, confined.path()).unwrap();
+        assert!(confined.path().join("blobs").is_dir());
+
+        let unconfined = tempfile::tempdir().unwrap();
+        config.sandbox.command_isolation = Some(IsolationMode::None);
+        config.sandbox.agent_isolation = Some(IsolationMode::None);
+        sandbox_env(&config, unconfined.path()).unwrap();
+        assert!(!unconfined.path().join("blobs").exists());
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! [`ChildPlan::prepare`] does all the work that allocates or resolves paths, in the
 //! parent, and reuses across spawns what it can: the namespaces live as long as the
-//! run (created by a holder process, kept by descriptors) and the ruleset while the
+//! run (created by a short-lived child, kept by descriptors) and the ruleset while the
 //! writable set is unchanged. [`ChildPlan::enter`] runs in the forked child before
 //! `exec` and makes raw, async-signal-safe system calls only: no allocation, no locks,
 //! no Rust I/O types. Order in the child: join the namespaces first (joining needs the
@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -127,7 +127,9 @@ impl ChildPlan {
         let spawner = {
             let mut reused = reused.lock().unwrap_or_else(PoisonError::into_inner);
             match &reused.spawner {
-                Some((joined, spawner)) if same(joined.as_ref(), namespaces.as_ref()) => {
+                Some((joined, spawner))
+                    if same(joined.as_ref(), namespaces.as_ref()) && !spawner.is_closed() =>
+                {
                     Arc::clone(spawner)
                 }
                 _ => {
@@ -263,8 +265,8 @@ impl NamespaceKey {
 }
 
 /// A user namespace with a mount namespace (the hiding mounts made) and/or a network
-/// namespace, created once by a short-lived holder process and kept alive by these
-/// descriptors. Every confined child joins them with `setns`, which costs far less
+/// namespace, created once by a short-lived child ([`in_child`]) and kept alive by
+/// these descriptors. Every confined child joins them with `setns`, which costs far less
 /// than creating (and, at exit, tearing down) namespaces of its own per process start.
 /// Children of one run share them: the mounts are read-only, and the network namespace
 /// has no interface up.
@@ -276,57 +278,37 @@ struct SharedNamespaces {
 }
 
 impl SharedNamespaces {
-    /// Starts `/bin/sh` in the namespaces of `key` (it waits on its standard input),
-    /// opens its namespaces, and lets it exit.
-    #[allow(
-        unsafe_code,
-        reason = "pre_exec runs in the forked child; Namespaces::enter is async-signal-safe"
-    )]
+    /// Enters the namespaces of `key` in a child that shares this process's memory and
+    /// descriptors ([`in_child`]) and keeps them by the descriptors it opens.
     fn create(key: NamespaceKey) -> Result<SharedNamespaces, IsolationError> {
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let error = |what: &str, error: io::Error| IsolationError::Namespaces {
-            message: format!("{what}: {error}"),
-        };
         let namespaces =
             Namespaces::new(key.flags, key.hidden_dirs.clone(), key.hidden_files.clone());
-        let mut command = Command::new("/bin/sh");
-        command
-            .args(["-c", "read _"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: `Namespaces::enter` makes raw system calls on data prepared before fork.
-        unsafe {
-            command.pre_exec(move || namespaces.enter());
+        let mut open = vec![c"/proc/self/ns/user"];
+        if key.flags & libc::CLONE_NEWNS != 0 {
+            open.push(c"/proc/self/ns/mnt");
         }
-        // `spawn` returns once the child has entered the namespaces and run `exec`.
-        let mut holder = {
-            let _fence = super::fork_fence();
-            command.spawn()
+        if key.flags & libc::CLONE_NEWNET != 0 {
+            open.push(c"/proc/self/ns/net");
         }
-        .map_err(|source| error("cannot start the namespace holder", source))?;
-        let open = |name: &str| -> Result<OwnedFd, IsolationError> {
-            let path = format!("/proc/{}/ns/{name}", holder.id());
-            fs_err::File::open(&path)
-                .map(|file| OwnedFd::from(file.into_parts().0))
-                .map_err(|source| error("cannot open the namespace", source))
+        let mut opened = in_child(&namespaces, &open)
+            .map_err(|error| IsolationError::Namespaces {
+                message: format!("cannot enter the namespaces: {error}"),
+            })?
+            .into_iter();
+        // `in_child` opened every name or failed: one descriptor per name, in order.
+        let (Some(user), mount, network) = (
+            opened.next(),
+            (key.flags & libc::CLONE_NEWNS != 0)
+                .then(|| opened.next())
+                .flatten(),
+            (key.flags & libc::CLONE_NEWNET != 0)
+                .then(|| opened.next())
+                .flatten(),
+        ) else {
+            return Err(IsolationError::Namespaces {
+                message: "the user namespace was not opened".to_owned(),
+            });
         };
-        let opened = (|| {
-            let user = open("user")?;
-            let mount = (key.flags & libc::CLONE_NEWNS != 0)
-                .then(|| open("mnt"))
-                .transpose()?;
-            let network = (key.flags & libc::CLONE_NEWNET != 0)
-                .then(|| open("net"))
-                .transpose()?;
-            Ok((user, mount, network))
-        })();
-        // Closing its standard input ends the holder; the descriptors keep the
-        // namespaces.
-        drop(holder.stdin.take());
-        let _ = holder.wait();
-        let (user, mount, network) = opened?;
         Ok(SharedNamespaces {
             key,
             user,
@@ -618,37 +600,128 @@ fn landlock_abi() -> libc::c_long {
 }
 
 /// Whether a child can enter a user namespace plus `flag` (for a mount namespace also
-/// mount a tmpfs in it) and then run `/bin/sh`.
-#[allow(
-    unsafe_code,
-    reason = "pre_exec runs in the forked child; the probe is async-signal-safe"
-)]
+/// mount a tmpfs in it).
 fn probe(flag: libc::c_int) -> bool {
-    use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
     let dirs = if flag == libc::CLONE_NEWNS {
         vec![PROBE_MOUNT_POINT.to_owned()]
     } else {
         Vec::new()
     };
-    let namespaces = Namespaces::new(flag, dirs, Vec::new());
-    let mut command = Command::new("/bin/sh");
-    command
-        .args(["-c", ":"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: `Namespaces::enter` makes raw system calls on data prepared before fork.
-    unsafe {
-        command.pre_exec(move || namespaces.enter());
+    in_child(&Namespaces::new(flag, dirs, Vec::new()), &[]).is_ok()
+}
+
+/// The stack of an [`in_child`] child.
+const IN_CHILD_STACK: usize = 64 << 10;
+
+/// The most files an [`in_child`] child opens.
+const IN_CHILD_FILES: usize = 3;
+
+/// What an [`in_child`] child does, and what it reports (in memory it shares).
+struct InChild<'a> {
+    namespaces: &'a Namespaces,
+    open: &'a [&'a CStr],
+    opened: [RawFd; IN_CHILD_FILES],
+    /// Set when it fails.
+    error: libc::c_int,
+}
+
+/// Enters `namespaces` in a child and opens the files `open` there (its own
+/// `/proc/self/ns/*`, which the engine could not open from outside while it is not
+/// dumpable); the descriptors, in order.
+///
+/// The child is made with `clone(CLONE_VM | CLONE_FILES | CLONE_VFORK)`, as
+/// `posix_spawn` makes children: it shares this process's memory and descriptor table
+/// and suspends the calling thread until it exits. Nothing is copied (a `fork` of the
+/// engine copies its page tables, and every page the engine writes afterwards), no
+/// program is executed, and no descriptor copy outlives the call (so no lock is held
+/// by a copy; no fence needed). The child makes raw system calls only.
+#[allow(
+    unsafe_code,
+    reason = "a clone(CLONE_VM) child making raw system calls on memory prepared here"
+)]
+fn in_child(namespaces: &Namespaces, open: &[&CStr]) -> io::Result<Vec<OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    if open.len() > IN_CHILD_FILES {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
     }
-    // `spawn` returns once the child has run `exec` (and dropped its copies of the
-    // descriptors); only then may a lock be released.
-    let child = {
-        let _fence = super::fork_fence();
-        command.spawn()
+    let mut task = InChild {
+        namespaces,
+        open,
+        opened: [-1; IN_CHILD_FILES],
+        error: 0,
     };
-    child
-        .and_then(|mut child| child.wait())
-        .is_ok_and(|status| status.success())
+    let mut stack = vec![0u8; IN_CHILD_STACK];
+    // SAFETY: the child runs `in_child_entry` on `stack` with `task`, both alive until
+    // it has exited (CLONE_VFORK, then `waitpid`). Every signal is blocked around the
+    // `clone`, so no handler of this process runs on the child's stack; the mask is
+    // restored in this thread afterwards.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+        let top = stack.as_mut_ptr().add(stack.len());
+        let top = top.sub(top as usize % 16);
+        let pid = libc::clone(
+            in_child_entry,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw mut task).cast(),
+        );
+        let clone_error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        if pid == -1 {
+            return Err(clone_error);
+        }
+        let mut status = 0;
+        while libc::waitpid(pid, &mut status, 0) == -1
+            && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+        {}
+        let error = std::ptr::read_volatile(&raw const task.error);
+        let opened = std::ptr::read_volatile(&raw const task.opened);
+        // The child opened these in the shared table: they are ours now.
+        let opened: Vec<OwnedFd> = opened[..open.len()]
+            .iter()
+            .filter(|fd| **fd >= 0)
+            .map(|fd| OwnedFd::from_raw_fd(*fd))
+            .collect();
+        if error != 0 {
+            return Err(io::Error::from_raw_os_error(error));
+        }
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+            || opened.len() != open.len()
+        {
+            return Err(io::Error::other("the namespace child failed"));
+        }
+        Ok(opened)
+    }
+}
+
+/// The [`in_child`] child (every signal blocked): the namespaces entered, the files
+/// opened, `_exit`.
+#[allow(unsafe_code, reason = "raw system calls in the clone(CLONE_VM) child")]
+extern "C" fn in_child_entry(argument: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `argument` is the caller's `InChild`, alive until this child has exited
+    // (the caller is suspended by CLONE_VFORK); only raw system calls follow.
+    unsafe {
+        let task = &mut *argument.cast::<InChild<'_>>();
+        let failed = |task: &mut InChild<'_>, error: libc::c_int| -> libc::c_int {
+            std::ptr::write_volatile(&raw mut task.error, error.max(1));
+            libc::_exit(1)
+        };
+        if let Err(error) = task.namespaces.enter() {
+            return failed(task, error.raw_os_error().unwrap_or(libc::EINVAL));
+        }
+        for (index, name) in task.open.iter().enumerate() {
+            let fd = libc::open(name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd == -1 {
+                let error = io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                return failed(task, error);
+            }
+            std::ptr::write_volatile(&raw mut task.opened[index], fd);
+        }
+        libc::_exit(0)
+    }
 }

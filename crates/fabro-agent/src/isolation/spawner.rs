@@ -15,7 +15,7 @@
 //! address space; the child only calls `dup2`, `setpgid`, `chdir`, `prctl`,
 //! `landlock_restrict_self` and `execve`. The spawner answers with the pid (or the
 //! `errno` of a failed start) on the request socket and reports every exit status,
-//! collected through a `signalfd`, on a second socket, which a thread of the engine reads
+//! collected through a `signalfd`, on a second socket, which a task of the engine reads
 //! and hands to [`ConfinedChild::wait`].
 //!
 //! The spawner is a forked copy of a multi-threaded process, so everything it runs is
@@ -74,12 +74,14 @@ pub(super) type Join = Vec<(RawFd, libc::c_int)>;
 
 /// One run's spawner process, seen from the engine. Dropping it (when the run's
 /// settings and every child it started are gone) closes the request socket, which ends
-/// the spawner; the reader thread then sees the end of the exit socket and reaps it.
+/// the spawner; the reading task then sees the end of the exit socket and reaps it.
 pub(super) struct Spawner {
     /// Requests and spawn replies; closing it ends the spawner.
     requests: Mutex<UnixStream>,
-    /// Exit statuses, filled by the reader thread.
+    /// Exit statuses, filled by the reading task.
     exits: Arc<Mutex<Exits>>,
+    /// The spawner process.
+    pid: libc::pid_t,
 }
 
 /// Exit statuses reported by the spawner and the waiters for them.
@@ -88,6 +90,9 @@ struct Exits {
     slots: HashMap<libc::pid_t, Slot>,
     /// The spawner is gone: no more statuses will come.
     closed: bool,
+    /// The reading task was dropped before the end of the socket (its runtime shut
+    /// down): the spawner is reaped when dropped.
+    unread: bool,
 }
 
 /// One child's exit status, or who waits for it.
@@ -157,11 +162,7 @@ impl Spawner {
             return Err(error);
         }
         let exits = Arc::new(Mutex::new(Exits::default()));
-        let reader = Arc::clone(&exits);
-        let started = std::thread::Builder::new()
-            .name("fabro-spawner-exits".to_owned())
-            .spawn(move || read_exits(&exits_near, &reader, pid));
-        if let Err(error) = started {
+        if let Err(error) = start_reader(exits_near, Arc::clone(&exits), pid) {
             // Closing the request socket (below) ends the spawner; reap it.
             drop(requests);
             // SAFETY: waits for our own child.
@@ -171,6 +172,7 @@ impl Spawner {
         Ok(Spawner {
             requests: Mutex::new(requests),
             exits,
+            pid,
         })
     }
 
@@ -222,6 +224,11 @@ impl Spawner {
                 stderr_read,
             ))?),
         })
+    }
+
+    /// Whether it is gone (or its exits are no longer read): a new one is needed.
+    pub(super) fn is_closed(&self) -> bool {
+        self.exits().closed
     }
 
     fn exits(&self) -> MutexGuard<'_, Exits> {
@@ -302,31 +309,98 @@ impl Drop for ConfinedChild {
     }
 }
 
-/// The engine's thread reading exit records until the spawner closes its socket.
-fn read_exits(stream: &UnixStream, exits: &Mutex<Exits>, spawner: libc::pid_t) {
+/// Starts reading `stream`'s exit records in a task of the current `tokio` runtime
+/// (which the child's pipes need too). Not a thread of its own: a new thread is not
+/// free here, its first allocation takes a fresh allocator segment, whose first touch
+/// the kernel backs with a zeroed huge page (docs/benchmarks.md, "Kernel isolation").
+fn start_reader(
+    stream: UnixStream,
+    exits: Arc<Mutex<Exits>>,
+    spawner: libc::pid_t,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    stream.set_nonblocking(true)?;
+    let _entered = runtime.enter();
+    let stream = tokio::net::UnixStream::from_std(stream)?;
+    let reaper = Reaper {
+        exits,
+        spawner,
+        reaped: false,
+    };
+    runtime.spawn(read_exits(stream, reaper));
+    Ok(())
+}
+
+/// The reading task: delivers records until the spawner closes its socket.
+async fn read_exits(mut stream: tokio::net::UnixStream, mut reaper: Reaper) {
+    use tokio::io::AsyncReadExt;
     let mut record = [0; RECORD];
-    let mut stream = stream;
-    while stream.read_exact(&mut record).is_ok() {
-        let (pid, raw) = split(record);
-        let status = ExitStatus::from_raw(raw);
-        let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
-        match exits.slots.remove(&pid) {
-            Some(Slot::Waiting(sender)) => {
-                let _ = sender.send(status);
-            }
-            Some(Slot::Abandoned) => {}
-            Some(Slot::Exited(_)) | None => {
-                exits.slots.insert(pid, Slot::Exited(status));
-            }
+    while stream.read_exact(&mut record).await.is_ok() {
+        deliver(&reaper.exits, record);
+    }
+    // The spawner closes its socket by exiting: reap it.
+    drop(close(&reaper.exits));
+    // SAFETY: reaps our own child, the spawner.
+    unsafe { libc::waitpid(reaper.spawner, std::ptr::null_mut(), 0) };
+    reaper.reaped = true;
+}
+
+/// Ends the spawner's bookkeeping if its reading task is dropped before the end of the
+/// socket (its runtime shut down): waiters get an error, the next start makes a new
+/// spawner, and dropping this one reaps it.
+struct Reaper {
+    exits: Arc<Mutex<Exits>>,
+    spawner: libc::pid_t,
+    reaped: bool,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if !self.reaped {
+            close(&self.exits).unread = true;
         }
     }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        let requests = self
+            .requests
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The end of the request socket ends the spawner.
+        let _ = requests.shutdown(std::net::Shutdown::Both);
+        if self.exits().unread {
+            // SAFETY: reaps our own child, the spawner, which exits at the end of its
+            // request socket; nobody else reaps it (its reading task is gone).
+            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        }
+    }
+}
+
+/// Hands one exit record to its waiter, or keeps it for a later one.
+fn deliver(exits: &Mutex<Exits>, record: [u8; RECORD]) {
+    let (pid, raw) = split(record);
+    let status = ExitStatus::from_raw(raw);
+    let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
+    match exits.slots.remove(&pid) {
+        Some(Slot::Waiting(sender)) => {
+            let _ = sender.send(status);
+        }
+        Some(Slot::Abandoned) => {}
+        Some(Slot::Exited(_)) | None => {
+            exits.slots.insert(pid, Slot::Exited(status));
+        }
+    }
+}
+
+/// No more statuses will come: every waiter is woken with an error.
+fn close(exits: &Mutex<Exits>) -> MutexGuard<'_, Exits> {
     let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
     exits.closed = true;
     // Dropping the senders wakes every waiter with an error.
     exits.slots.clear();
-    drop(exits);
-    // SAFETY: reaps our own child, the spawner, which has closed its sockets.
-    unsafe { libc::waitpid(spawner, std::ptr::null_mut(), 0) };
+    exits
 }
 
 fn spawner_gone() -> io::Error {

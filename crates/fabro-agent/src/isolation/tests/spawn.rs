@@ -191,3 +191,41 @@ async fn many_children_at_once_each_get_their_own_status() {
         assert_eq!(stdout, format!("{index}\n"));
     }
 }
+
+/// The exits of a spawner are read by a task of the runtime that started it. When that
+/// runtime ends first, the next start (in another runtime) gets a new spawner.
+#[test]
+fn a_start_after_the_runtime_of_the_spawner_ended_gets_a_new_spawner() {
+    let Some((fixture, env)) = confined() else {
+        return;
+    };
+    for round in 0..3 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (status, stdout, stderr) = runtime.block_on(sh_spawned(&env, &fixture.tree, "echo ok"));
+        assert_eq!(
+            (status.code(), stdout.as_str(), stderr.as_str()),
+            (Some(0), "ok\n", ""),
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_spawner_exits_and_is_reaped() {
+    let Some((fixture, env)) = confined() else {
+        return;
+    };
+    let (status, stdout, _) = sh_spawned(&env, &fixture.tree, "echo $PPID").await;
+    assert_eq!(status.code(), Some(0));
+    let spawner: i32 = stdout.trim().parse().expect("the spawner's pid");
+    assert!(!ended(spawner), "the spawner serves while the run needs it");
+    drop(env);
+    let proc = format!("/proc/{spawner}");
+    assert!(
+        eventually(|| !std::path::Path::new(&proc).exists()).await,
+        "the spawner {spawner} was not reaped"
+    );
+}
