@@ -21,8 +21,8 @@
 //! mounts and opens them for the engine to keep); the
 //! ruleset is reused while the writable set stays the same. Two ways to start a child:
 //! [`crate::ProcessEnv::spawn_piped`] (command nodes, the `shell` tool: many short
-//! processes) hands it to the run's spawner process, which joined the namespaces once
-//! and starts children without `fork`ing the engine (`spawner`);
+//! processes) starts it with `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn` does,
+//! without `fork`ing the engine (`spawner`);
 //! [`crate::ProcessEnv::command`] (`cli` and `acp` agent processes: one long-lived
 //! process per stage) joins them in a `pre_exec` step, which makes the standard library
 //! `fork` the engine process for that child.
@@ -508,9 +508,9 @@ impl Confinement {
         )
     }
 
-    /// Starts `program` with `args` in `cwd` confined, through the run's spawner (no
-    /// `fork` of this process); standard input from `/dev/null`, standard output and
-    /// error piped, a process group of its own. `None` where nothing is enforced (other
+    /// Starts `program` with `args` in `cwd` confined, by `clone` (no `fork` of this
+    /// process); standard input from `/dev/null`, standard output and error piped, a
+    /// process group of its own. `None` where nothing is enforced (other
     /// systems, or a kernel without the mechanisms): the caller starts it plainly.
     #[cfg(target_os = "linux")]
     pub(crate) fn spawn(
@@ -526,9 +526,8 @@ impl Confinement {
             args,
             env,
             cwd,
-            ruleset: None,
         };
-        Ok(plan.spawn(&self.reuse.inner, &request)?)
+        Ok(plan.spawn(&request)?)
     }
 }
 
@@ -545,14 +544,14 @@ fn probe_mechanism(mechanism: Mechanism) -> bool {
     }
 }
 
-/// Orders the closing of lock descriptors against the spawner's `fork`.
+/// Orders the closing of lock descriptors against the starting of confined children.
 static FORK_FENCE: RwLock<()> = RwLock::new(());
 
 /// Held while closing a descriptor that holds a lock (`flock`), such as a run's
-/// `run.lock`. The spawner process of a confined run is `fork`ed from this process and
-/// has copies of every descriptor until it closes them; its `fork` waits for that under
-/// the write side of this fence, so a lock released under the read side is free at once
-/// instead of staying held by a copy in a child that has not closed it yet.
+/// `run.lock`. A confined child has copies of every descriptor until its `exec` closes
+/// them; it is started under the write side of this fence, so a lock released under the
+/// read side is free at once instead of staying held by a copy in a child that has not
+/// run `exec` yet.
 pub fn descriptor_release_fence() -> RwLockReadGuard<'static, ()> {
     FORK_FENCE
         .read()

@@ -121,8 +121,8 @@ pub enum SpawnError {
 
 /// A child started by [`crate::ProcessEnv::spawn_piped`]: standard input from
 /// `/dev/null`, standard output and error piped, in a process group of its own, killed
-/// when dropped before it exited. A confined child is started by the run's spawner
-/// process rather than by this process (see `isolation::spawner`).
+/// when dropped before it exited. A confined child is started with `clone`, not a
+/// `fork` of this process (see `isolation::spawner`).
 #[derive(Debug)]
 pub struct Spawned {
     inner: Inner,
@@ -152,7 +152,7 @@ impl Spawned {
         }
     }
 
-    /// A child the spawner started.
+    /// A confined child (`isolation::spawner`).
     #[cfg(target_os = "linux")]
     pub(crate) fn confined(child: crate::isolation::ConfinedChild) -> Spawned {
         Spawned {

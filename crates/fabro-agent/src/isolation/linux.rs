@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use landlock::{AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
 use nix::libc;
 
-use super::spawner::{ConfinedChild, Request, Spawner};
+use super::spawner::{ConfinedChild, Request};
 use super::{IsolationError, KernelSupport, Mechanism};
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI.
@@ -61,8 +61,6 @@ pub(super) struct Reused {
     opened: HashMap<PathBuf, Opened>,
     /// The hidden paths as resolved at the last start.
     hidden: HashMap<PathBuf, Hidden>,
-    /// The spawner and the namespaces it joined (`None`: none).
-    spawner: Option<(Option<Arc<SharedNamespaces>>, Arc<Spawner>)>,
 }
 
 /// Everything the child needs, prepared before `fork`.
@@ -112,42 +110,14 @@ impl ChildPlan {
         Ok(ChildPlan { join, ruleset })
     }
 
-    /// Starts a child under this plan through the run's spawner (started, or replaced
-    /// when the namespaces changed, here), without `fork`ing this process; `None` when
-    /// there is nothing to enforce (the caller starts the child itself).
-    pub(super) fn spawn(
-        &self,
-        reused: &Mutex<Reused>,
-        request: &Request<'_>,
-    ) -> Result<Option<ConfinedChild>, io::Error> {
+    /// Starts a child under this plan without `fork`ing this process
+    /// ([`super::spawner`]); `None` when there is nothing to enforce (the caller starts
+    /// the child itself).
+    pub(super) fn spawn(&self, request: &Request<'_>) -> Result<Option<ConfinedChild>, io::Error> {
         if self.join.is_none() && self.ruleset.is_none() {
             return Ok(None);
         }
-        let namespaces = self.join.as_ref().map(|(shared, _)| Arc::clone(shared));
-        let spawner = {
-            let mut reused = reused.lock().unwrap_or_else(PoisonError::into_inner);
-            match &reused.spawner {
-                Some((joined, spawner))
-                    if same(joined.as_ref(), namespaces.as_ref()) && !spawner.is_closed() =>
-                {
-                    Arc::clone(spawner)
-                }
-                _ => {
-                    let join = namespaces
-                        .as_ref()
-                        .map(|shared| shared.descriptors())
-                        .unwrap_or_default();
-                    let spawner = Arc::new(Spawner::start(&join)?);
-                    reused.spawner = Some((namespaces, Arc::clone(&spawner)));
-                    spawner
-                }
-            }
-        };
-        let request = Request {
-            ruleset: self.ruleset.as_deref(),
-            ..*request
-        };
-        spawner.spawn(&request).map(Some)
+        super::spawner::spawn(self, request).map(Some)
     }
 
     /// Installs the plan as the child's last step before `exec`.
@@ -167,7 +137,7 @@ impl ChildPlan {
     }
 
     /// In the child: joins the namespaces, then restricts itself with Landlock.
-    fn enter(&self) -> io::Result<()> {
+    pub(super) fn enter(&self) -> io::Result<()> {
         if let Some((namespaces, cwd)) = &self.join {
             namespaces.join(cwd)?;
         }
@@ -175,15 +145,6 @@ impl ChildPlan {
             restrict_self(ruleset)?;
         }
         Ok(())
-    }
-}
-
-/// Whether both are the same namespaces (or both none).
-fn same(a: Option<&Arc<SharedNamespaces>>, b: Option<&Arc<SharedNamespaces>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
     }
 }
 
@@ -315,18 +276,6 @@ impl SharedNamespaces {
             mount,
             network,
         })
-    }
-
-    /// The descriptors to join, in `join`'s order, for the spawner.
-    fn descriptors(&self) -> Vec<(std::os::fd::RawFd, libc::c_int)> {
-        let mut join = vec![(self.user.as_raw_fd(), libc::CLONE_NEWUSER)];
-        if let Some(mount) = &self.mount {
-            join.push((mount.as_raw_fd(), libc::CLONE_NEWNS));
-        }
-        if let Some(network) = &self.network {
-            join.push((network.as_raw_fd(), libc::CLONE_NEWNET));
-        }
-        join
     }
 
     /// In the child: joins the user namespace (which grants the rights to join the

@@ -1,107 +1,46 @@
-//! The spawner of confined children (SPEC 16): one small process per run and set of
-//! namespaces that starts every confined child of the run, so the multi-threaded engine
-//! process is never `fork`ed per process start.
+//! Starting confined children (SPEC 16) without `fork`ing the engine.
 //!
 //! Applying isolation in a `pre_exec` step makes the standard library `fork` the whole
-//! engine process for every child instead of using `posix_spawn` (`vfork`): the kernel
-//! copies the page tables of its large address space and the runtime then takes
-//! copy-on-write faults on every page it writes (docs/benchmarks.md, "Kernel
-//! isolation"). Instead, the first confined start of a run `fork`s the engine once; the
-//! child (the spawner) joins the run's namespaces once, closes every descriptor it does
-//! not need and serves requests on a Unix socket until the engine closes it. For each
-//! request (argument vector, environment, working directory; standard input, output and
-//! error and the stage's Landlock ruleset passed with `SCM_RIGHTS`) it starts the child
-//! with `clone(CLONE_VM | CLONE_VFORK)`, which costs the same whatever the size of the
-//! address space; the child only calls `dup2`, `setpgid`, `chdir`, `prctl`,
-//! `landlock_restrict_self` and `execve`. The spawner answers with the pid (or the
-//! `errno` of a failed start) on the request socket and reports every exit status,
-//! collected through a `signalfd`, on a second socket, which a task of the engine reads
-//! and hands to [`ConfinedChild::wait`].
+//! engine process for every child instead of using `posix_spawn`: the kernel copies the
+//! page tables of its large address space and the runtime then takes copy-on-write
+//! faults on every page it writes (docs/benchmarks.md, "Kernel isolation"). Instead each
+//! confined child is made the way `posix_spawn` makes children:
+//! `clone(CLONE_VM | CLONE_VFORK)` runs it on a small stack in the engine's memory and
+//! suspends only the calling thread until the child has called `execve` (or failed), so
+//! the cost does not depend on the engine's size and nothing is copied. The child is a
+//! thread group of its own, which is what joining a user namespace asks for.
 //!
-//! The spawner is a forked copy of a multi-threaded process, so everything it runs is
-//! async-signal-safe: raw system calls on memory allocated before the `fork`, no
-//! allocation, no locks, no panics. A child in its own process group can be signalled
-//! from the engine by process group id (same user), so timeouts and cancellation kill
-//! it and everything it started exactly as for children the engine starts itself.
-//!
-//! The cost: the spawner keeps the copy-on-write image of the engine from the moment of
-//! its `fork`, so pages the engine writes afterwards are copied once (as after any
-//! `fork`) and the old copies stay in memory until the run's settings are dropped.
+//! Between `clone` and `execve` the child shares the engine's memory, so it makes raw,
+//! async-signal-safe system calls only, on data prepared here: signal handlers back to
+//! their defaults, standard streams, a process group of its own, the run's namespaces
+//! joined, its working directory, `no_new_privs` and `landlock_restrict_self`, an empty
+//! signal mask, `execve`. A failure before `execve` leaves its `errno` in memory the
+//! engine reads once `clone` returns. `clone` also makes a pidfd (`CLONE_PIDFD`), which
+//! the runtime watches; the engine reaps the child with `waitid` on it. The child leads
+//! its own process group, so timeouts and cancellation signal it and everything it
+//! started by process group, as for children started by the runtime.
 #![allow(
     unsafe_code,
-    reason = "a forked server and clone(CLONE_VM) children: raw system calls only"
+    reason = "clone(CLONE_VM) children making raw system calls; waitid on pidfds"
 )]
 
-use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::libc;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::process::{ChildStderr, ChildStdout};
-use tokio::sync::oneshot;
 
-use server::serve;
-
-mod server;
-
-/// The largest request body (working directory, program, arguments, environment).
-const MAX_REQUEST: usize = 4 << 20;
-
-/// The most argument and environment strings of one request.
-const MAX_STRINGS: usize = 1 << 15;
+use super::linux::ChildPlan;
 
 /// The stack the `clone`d child runs on until it calls `execve`.
-const CHILD_STACK: usize = 128 << 10;
-
-/// Request flag: the child leads a process group of its own.
-const FLAG_PROCESS_GROUP: u32 = 1;
-
-/// Request flag: a Landlock ruleset follows the three standard descriptors.
-const FLAG_RULESET: u32 = 2;
-
-/// Bytes of a request header, a spawn reply and an exit record (two 32-bit numbers).
-const RECORD: usize = 8;
-
-/// The namespaces the spawner joins, in order: descriptor and `CLONE_NEW*` type.
-pub(super) type Join = Vec<(RawFd, libc::c_int)>;
-
-/// One run's spawner process, seen from the engine. Dropping it (when the run's
-/// settings and every child it started are gone) closes the request socket, which ends
-/// the spawner; the reading task then sees the end of the exit socket and reaps it.
-pub(super) struct Spawner {
-    /// Requests and spawn replies; closing it ends the spawner.
-    requests: Mutex<UnixStream>,
-    /// Exit statuses, filled by the reading task.
-    exits: Arc<Mutex<Exits>>,
-    /// The spawner process.
-    pid: libc::pid_t,
-}
-
-/// Exit statuses reported by the spawner and the waiters for them.
-#[derive(Default)]
-struct Exits {
-    slots: HashMap<libc::pid_t, Slot>,
-    /// The spawner is gone: no more statuses will come.
-    closed: bool,
-    /// The reading task was dropped before the end of the socket (its runtime shut
-    /// down): the spawner is reaped when dropped.
-    unread: bool,
-}
-
-/// One child's exit status, or who waits for it.
-enum Slot {
-    Waiting(oneshot::Sender<ExitStatus>),
-    Exited(ExitStatus),
-    /// Dropped before it exited: the status is discarded.
-    Abandoned,
-}
+const CHILD_STACK: usize = 64 << 10;
 
 /// One child to start.
 pub(super) struct Request<'a> {
@@ -113,151 +52,193 @@ pub(super) struct Request<'a> {
     pub(super) env: &'a [(&'a OsString, &'a OsString)],
     /// The working directory.
     pub(super) cwd: &'a Path,
-    /// The Landlock ruleset to restrict the child with.
-    pub(super) ruleset: Option<&'a OwnedFd>,
 }
 
-impl Spawner {
-    /// Forks the spawner, which joins `join` and serves requests until dropped.
-    pub(super) fn start(join: &Join) -> io::Result<Spawner> {
-        let (requests, requests_far) = UnixStream::pair()?;
-        let (exits_near, exits_far) = UnixStream::pair()?;
-        let null = fs_err::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/null")?;
-        let null = OwnedFd::from(null.into_parts().0);
-        let mut memory = Memory {
-            body: vec![0; MAX_REQUEST],
-            strings: vec![std::ptr::null(); MAX_STRINGS + 2],
-            stack: vec![0; CHILD_STACK],
-        };
-        let setup = Setup {
-            requests: requests_far.as_raw_fd(),
-            exits: exits_far.as_raw_fd(),
-            null: null.as_raw_fd(),
-            join,
-        };
-        let fence = super::fork_fence();
-        // SAFETY: the child runs `serve`, which only makes raw system calls on memory
-        // allocated above and never returns.
-        let pid = unsafe { libc::fork() };
-        if pid == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: in the forked child, see above.
-            unsafe { serve(&setup, &mut memory) }
-        }
-        drop((requests_far, exits_far, null, memory));
-        // The spawner writes one byte once it has closed the descriptors it inherited
-        // (locks among them); until then no lock may be released (the fence).
-        let mut ready = [0u8; 1];
-        let started = (&exits_near).read_exact(&mut ready);
-        drop(fence);
-        if let Err(error) = started {
-            drop(requests);
-            // SAFETY: waits for our own child, which failed to prepare.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-            return Err(error);
-        }
-        let exits = Arc::new(Mutex::new(Exits::default()));
-        if let Err(error) = start_reader(exits_near, Arc::clone(&exits), pid) {
-            // Closing the request socket (below) ends the spawner; reap it.
-            drop(requests);
-            // SAFETY: waits for our own child.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-            return Err(error);
-        }
-        Ok(Spawner {
-            requests: Mutex::new(requests),
-            exits,
-            pid,
-        })
-    }
+/// Everything the `clone`d child reads (and `error`, which it writes), prepared before
+/// the `clone` in memory the child shares until `execve`.
+struct Exec<'a> {
+    plan: &'a ChildPlan,
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    stdio: [RawFd; 3],
+    /// Set by the child when it fails before `execve` succeeds.
+    error: libc::c_int,
+}
 
-    /// Starts `request` with standard input from `/dev/null`, piped standard output and
-    /// error, in a process group of its own.
-    pub(super) fn spawn(self: &Arc<Self>, request: &Request<'_>) -> io::Result<ConfinedChild> {
-        let program = resolve(request)?;
-        let body = encode(request, &program)?;
-        let stdin = fs_err::File::open("/dev/null")?;
-        let stdin = OwnedFd::from(stdin.into_parts().0);
-        let (stdout_read, stdout_write) = pipe()?;
-        let (stderr_read, stderr_write) = pipe()?;
-        let mut fds = vec![
+/// Starts `request` under `plan` with standard input from `/dev/null`, piped standard
+/// output and error, in a process group of its own.
+pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<ConfinedChild> {
+    // The pipes and the pidfd are registered with the runtime.
+    tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    let program = resolve(request)?;
+    let path = c_string(program.as_os_str().as_bytes())?;
+    let cwd = c_string(request.cwd.as_os_str().as_bytes())?;
+    let argv: Vec<CString> = std::iter::once(request.program)
+        .chain(request.args.iter().map(OsString::as_os_str))
+        .map(|argument| c_string(argument.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let envp: Vec<CString> = request
+        .env
+        .iter()
+        .map(|(name, value)| {
+            let mut entry = name.as_bytes().to_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            c_string(&entry)
+        })
+        .collect::<io::Result<_>>()?;
+    let argv_pointers = null_terminated(&argv);
+    let envp_pointers = null_terminated(&envp);
+    let stdin = OwnedFd::from(fs_err::File::open("/dev/null")?.into_parts().0);
+    let (stdout_read, stdout_write) = pipe()?;
+    let (stderr_read, stderr_write) = pipe()?;
+    let mut exec = Exec {
+        plan,
+        path: path.as_ptr(),
+        argv: argv_pointers.as_ptr(),
+        envp: envp_pointers.as_ptr(),
+        cwd: cwd.as_ptr(),
+        stdio: [
             stdin.as_raw_fd(),
             stdout_write.as_raw_fd(),
             stderr_write.as_raw_fd(),
-        ];
-        let mut flags = FLAG_PROCESS_GROUP;
-        if let Some(ruleset) = request.ruleset {
-            fds.push(ruleset.as_raw_fd());
-            flags |= FLAG_RULESET;
-        }
-        let reply = {
-            let stream = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
-            let length = u32::try_from(body.len()).map_err(|_| too_big())?;
-            send_with_fds(&stream, &header(length, flags), &fds)?;
-            (&*stream).write_all(&body)?;
-            let mut reply = [0; RECORD];
-            (&*stream).read_exact(&mut reply)?;
-            reply
+        ],
+        error: 0,
+    };
+    let mut stack = vec![0u8; CHILD_STACK];
+    // The child has copies of every descriptor until `execve` closes the
+    // close-on-exec ones; no lock may be released meanwhile (the fence).
+    let (pid, pidfd) = {
+        let _fence = super::fork_fence();
+        // SAFETY: the child runs `child` on `stack` with `exec`, both alive until the
+        // child has called `execve` or exited (CLONE_VFORK suspends this thread until
+        // then); it makes raw system calls only.
+        unsafe { clone_child(&mut exec, &mut stack)? }
+    };
+    // SAFETY: CLONE_VFORK: the child has called `execve` or exited by now, and no
+    // longer writes `error`.
+    let error = unsafe { std::ptr::read_volatile(&raw const exec.error) };
+    drop((stdin, stdout_write, stderr_write));
+    let mut child = ConfinedChild {
+        pid,
+        // SAFETY: an `OwnedFd` stays open and names the same pidfd while registered.
+        pidfd: Some(unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE)? }),
+        status: None,
+        stdout: Some(ChildStdout::from_std(std::process::ChildStdout::from(
+            stdout_read,
+        ))?),
+        stderr: Some(ChildStderr::from_std(std::process::ChildStderr::from(
+            stderr_read,
+        ))?),
+    };
+    if error != 0 {
+        // The child exited with 127 before `execve`; reap it.
+        child.reap_blocking();
+        return Err(io::Error::from_raw_os_error(error));
+    }
+    Ok(child)
+}
+
+/// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` running [`child`] with every signal
+/// blocked around it (so no handler of this process runs on the child's stack before
+/// it has reset them); the pid and the pidfd.
+///
+/// # Safety
+/// `exec` and `stack` must stay alive and untouched until this returns.
+unsafe fn clone_child(exec: &mut Exec<'_>, stack: &mut [u8]) -> io::Result<(libc::pid_t, OwnedFd)> {
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    let mut previous: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    let top = stack.as_mut_ptr().add(stack.len());
+    let top = top.sub(top as usize % 16);
+    let mut pidfd: libc::c_int = -1;
+    let pid = libc::clone(
+        child,
+        top.cast(),
+        libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+        std::ptr::from_mut(exec).cast(),
+        &raw mut pidfd,
+    );
+    let error = io::Error::last_os_error();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+    if pid == -1 {
+        return Err(error);
+    }
+    Ok((pid, OwnedFd::from_raw_fd(pidfd)))
+}
+
+/// The `clone`d child. It shares the engine's memory until `execve`, so it only makes
+/// system calls and writes `error`.
+extern "C" fn child(argument: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `argument` is the engine's `Exec`, alive until this child has exec'd or
+    // exited (CLONE_VFORK suspends the engine's thread until then).
+    unsafe {
+        let exec = &mut *argument.cast::<Exec<'_>>();
+        let failed = |exec: &mut Exec<'_>, error: libc::c_int| -> libc::c_int {
+            std::ptr::write_volatile(&raw mut exec.error, error.max(1));
+            libc::_exit(127)
         };
-        // The child has its copies; the pipes must end when it (and what it started)
-        // closes them.
-        drop((stdin, stdout_write, stderr_write));
-        let (pid, error) = split(reply);
-        if pid <= 0 {
-            return Err(io::Error::from_raw_os_error(error));
-        }
-        let exit = self.register(pid)?;
-        Ok(ConfinedChild {
-            pid,
-            spawner: Arc::clone(self),
-            exit: Some(exit),
-            status: None,
-            stdout: Some(ChildStdout::from_std(std::process::ChildStdout::from(
-                stdout_read,
-            ))?),
-            stderr: Some(ChildStderr::from_std(std::process::ChildStderr::from(
-                stderr_read,
-            ))?),
-        })
-    }
-
-    /// Whether it is gone (or its exits are no longer read): a new one is needed.
-    pub(super) fn is_closed(&self) -> bool {
-        self.exits().closed
-    }
-
-    fn exits(&self) -> MutexGuard<'_, Exits> {
-        self.exits.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The receiver of `pid`'s exit status (already there when it exited first).
-    fn register(&self, pid: libc::pid_t) -> io::Result<oneshot::Receiver<ExitStatus>> {
-        let (sender, receiver) = oneshot::channel();
-        let mut exits = self.exits();
-        match exits.slots.remove(&pid) {
-            Some(Slot::Exited(status)) => {
-                let _ = sender.send(status);
-            }
-            _ if exits.closed => return Err(spawner_gone()),
-            _ => {
-                exits.slots.insert(pid, Slot::Waiting(sender));
+        let errno = || {
+            io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        };
+        reset_signal_handlers();
+        for (target, fd) in exec.stdio.into_iter().enumerate() {
+            if libc::dup2(fd, target as libc::c_int) == -1 {
+                return failed(exec, errno());
             }
         }
-        Ok(receiver)
+        if libc::setpgid(0, 0) == -1 {
+            return failed(exec, errno());
+        }
+        if let Err(error) = exec.plan.enter() {
+            return failed(exec, error.raw_os_error().unwrap_or(libc::EPERM));
+        }
+        if libc::chdir(exec.cwd) == -1 {
+            return failed(exec, errno());
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::execve(exec.path, exec.argv, exec.envp);
+        failed(exec, errno())
     }
 }
 
-/// A child started by the spawner: its pid, pipes and exit status. Dropped before its
-/// exit was seen, it is killed (like `kill_on_drop`).
+/// Handlers of the engine (its runtime's signal handling) back to the default, as
+/// `posix_spawn` does; `SIGPIPE` to the default too (the engine ignores it).
+///
+/// # Safety
+/// In the `clone`d child, with every signal blocked.
+unsafe fn reset_signal_handlers() {
+    for signal in 1..libc::SIGRTMAX() {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, std::ptr::null(), &mut old) == -1 {
+            continue;
+        }
+        if old.sa_sigaction != libc::SIG_DFL
+            && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+        {
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &default, std::ptr::null_mut());
+        }
+    }
+}
+
+/// A confined child: its pid, pipes and exit status. Dropped before its exit was
+/// seen, it is killed (like `kill_on_drop`) and reaped.
 pub(crate) struct ConfinedChild {
     pid: libc::pid_t,
-    spawner: Arc<Spawner>,
-    exit: Option<oneshot::Receiver<ExitStatus>>,
+    /// Readable once it exited; `None` once reaped.
+    pidfd: Option<AsyncFd<OwnedFd>>,
     status: Option<ExitStatus>,
     /// Its standard output, until taken.
     pub(crate) stdout: Option<ChildStdout>,
@@ -277,155 +258,123 @@ impl ConfinedChild {
     /// Waits for the exit status (cancel-safe; again after it returned, the same
     /// status).
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
-        if let Some(status) = self.status {
-            return Ok(status);
+        loop {
+            if let Some(status) = self.status {
+                return Ok(status);
+            }
+            let pidfd = self.pidfd.as_ref().ok_or_else(already_reaped)?;
+            let mut ready = pidfd.readable().await?;
+            match reap(ready.get_inner(), false)? {
+                Some(status) => {
+                    self.status = Some(status);
+                    drop(ready);
+                    self.pidfd = None;
+                }
+                None => ready.clear_ready(),
+            }
         }
-        let exit = self.exit.as_mut().ok_or_else(spawner_gone)?;
-        let status = exit.await.map_err(|_| spawner_gone())?;
-        self.status = Some(status);
-        self.exit = None;
-        Ok(status)
+    }
+
+    /// Waits for the exit without the runtime (the child is known to be ending).
+    fn reap_blocking(&mut self) {
+        if let Some(pidfd) = self.pidfd.take() {
+            if let Ok(Some(status)) = reap(pidfd.get_ref(), true) {
+                self.status = Some(status);
+            }
+        }
     }
 }
 
 impl Drop for ConfinedChild {
     fn drop(&mut self) {
-        if self.status.is_some() {
+        let Some(pidfd) = self.pidfd.take() else {
+            return;
+        };
+        if let Ok(Some(_)) = reap(pidfd.get_ref(), false) {
             return;
         }
-        let mut exits = self.spawner.exits();
-        // The reader sends under the lock, so a status not received now is not sent.
-        let exited = self
-            .exit
-            .as_mut()
-            .is_some_and(|exit| exit.try_recv().is_ok());
-        if exited || exits.closed {
-            return;
+        // SAFETY: a plain system call on our pidfd, which names this child whatever
+        // happened to its pid.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.get_ref().as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0 as libc::c_uint,
+            );
         }
-        exits.slots.insert(self.pid, Slot::Abandoned);
-        // SAFETY: a plain system call; the pid is not reaped (its exit has not been
-        // reported), so it still names our child.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        // Killed, it ends at once; reap it in the background where there is a runtime.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    while let Ok(mut ready) = pidfd.readable().await {
+                        match reap(ready.get_inner(), false) {
+                            Ok(None) => ready.clear_ready(),
+                            Ok(Some(_)) | Err(_) => return,
+                        }
+                    }
+                });
+            }
+            Err(_) => {
+                let _ = reap(pidfd.get_ref(), true);
+            }
+        }
     }
 }
 
-/// Starts reading `stream`'s exit records in a task of the current `tokio` runtime
-/// (which the child's pipes need too). Not a thread of its own: a new thread is not
-/// free here, its first allocation takes a fresh allocator segment, whose first touch
-/// the kernel backs with a zeroed huge page (docs/benchmarks.md, "Kernel isolation").
-fn start_reader(
-    stream: UnixStream,
-    exits: Arc<Mutex<Exits>>,
-    spawner: libc::pid_t,
-) -> io::Result<()> {
-    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-    stream.set_nonblocking(true)?;
-    let _entered = runtime.enter();
-    let stream = tokio::net::UnixStream::from_std(stream)?;
-    let reaper = Reaper {
-        exits,
-        spawner,
-        reaped: false,
+/// `waitid` on `pidfd`: the exit status once it exited (`None` while it runs and
+/// `block` is false).
+fn reap(pidfd: &OwnedFd, block: bool) -> io::Result<Option<ExitStatus>> {
+    let flags = if block {
+        libc::WEXITED
+    } else {
+        libc::WEXITED | libc::WNOHANG
     };
-    runtime.spawn(read_exits(stream, reaper));
-    Ok(())
-}
-
-/// The reading task: delivers records until the spawner closes its socket.
-async fn read_exits(mut stream: tokio::net::UnixStream, mut reaper: Reaper) {
-    use tokio::io::AsyncReadExt;
-    let mut record = [0; RECORD];
-    while stream.read_exact(&mut record).await.is_ok() {
-        deliver(&reaper.exits, record);
-    }
-    // The spawner closes its socket by exiting: reap it.
-    drop(close(&reaper.exits));
-    // SAFETY: reaps our own child, the spawner.
-    unsafe { libc::waitpid(reaper.spawner, std::ptr::null_mut(), 0) };
-    reaper.reaped = true;
-}
-
-/// Ends the spawner's bookkeeping if its reading task is dropped before the end of the
-/// socket (its runtime shut down): waiters get an error, the next start makes a new
-/// spawner, and dropping this one reaps it.
-struct Reaper {
-    exits: Arc<Mutex<Exits>>,
-    spawner: libc::pid_t,
-    reaped: bool,
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if !self.reaped {
-            close(&self.exits).unread = true;
+    loop {
+        // SAFETY: `info` is plain data the kernel fills; the pidfd is ours.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let pidfd_id = libc::id_t::try_from(pidfd.as_raw_fd()).map_err(io::Error::other)?;
+        // SAFETY: as above.
+        let result = unsafe { libc::waitid(libc::P_PIDFD, pidfd_id, &mut info, flags) };
+        if result == -1 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(error);
         }
+        // SAFETY: after a successful waitid, `si_pid` and `si_status` are set (a zero
+        // pid: nothing exited yet).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        let raw = match info.si_code {
+            libc::CLD_EXITED => (status & 0xff) << 8,
+            libc::CLD_DUMPED => status | 0x80,
+            _ => status,
+        };
+        return Ok(Some(ExitStatus::from_raw(raw)));
     }
 }
 
-impl Drop for Spawner {
-    fn drop(&mut self) {
-        let requests = self
-            .requests
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        // The end of the request socket ends the spawner.
-        let _ = requests.shutdown(std::net::Shutdown::Both);
-        if self.exits().unread {
-            // SAFETY: reaps our own child, the spawner, which exits at the end of its
-            // request socket; nobody else reaps it (its reading task is gone).
-            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
-        }
-    }
+fn already_reaped() -> io::Error {
+    io::Error::other("the child was already reaped")
 }
 
-/// Hands one exit record to its waiter, or keeps it for a later one.
-fn deliver(exits: &Mutex<Exits>, record: [u8; RECORD]) {
-    let (pid, raw) = split(record);
-    let status = ExitStatus::from_raw(raw);
-    let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
-    match exits.slots.remove(&pid) {
-        Some(Slot::Waiting(sender)) => {
-            let _ = sender.send(status);
-        }
-        Some(Slot::Abandoned) => {}
-        Some(Slot::Exited(_)) | None => {
-            exits.slots.insert(pid, Slot::Exited(status));
-        }
-    }
+/// `bytes` as a C string; an interior NUL is invalid input.
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
-/// No more statuses will come: every waiter is woken with an error.
-fn close(exits: &Mutex<Exits>) -> MutexGuard<'_, Exits> {
-    let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
-    exits.closed = true;
-    // Dropping the senders wakes every waiter with an error.
-    exits.slots.clear();
-    exits
-}
-
-fn spawner_gone() -> io::Error {
-    io::Error::other("the spawner of confined processes exited")
-}
-
-fn too_big() -> io::Error {
-    io::Error::from_raw_os_error(libc::E2BIG)
-}
-
-/// Two native-endian 32-bit numbers.
-fn header(first: u32, second: u32) -> [u8; RECORD] {
-    let mut bytes = [0; RECORD];
-    bytes[..4].copy_from_slice(&first.to_ne_bytes());
-    bytes[4..].copy_from_slice(&second.to_ne_bytes());
-    bytes
-}
-
-/// The two signed numbers of a reply or exit record.
-fn split(record: [u8; RECORD]) -> (i32, i32) {
-    let [a, b, c, d, e, f, g, h] = record;
-    (
-        i32::from_ne_bytes([a, b, c, d]),
-        i32::from_ne_bytes([e, f, g, h]),
-    )
+/// Pointers to `strings`, then a null pointer.
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|string| string.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
 }
 
 /// The program's path: as given when it contains a slash, otherwise the first
@@ -455,41 +404,6 @@ fn is_executable(path: &Path) -> bool {
         .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
 }
 
-/// The request body: working directory, program path, then the counted argument
-/// vector (program name first) and environment, each string NUL-terminated.
-fn encode(request: &Request<'_>, program: &Path) -> io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    let string = |body: &mut Vec<u8>, bytes: &[u8]| -> io::Result<()> {
-        CString::new(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        body.extend_from_slice(bytes);
-        body.push(0);
-        Ok(())
-    };
-    string(&mut body, request.cwd.as_os_str().as_bytes())?;
-    string(&mut body, program.as_os_str().as_bytes())?;
-    let argc = request.args.len() + 1;
-    if argc + request.env.len() > MAX_STRINGS {
-        return Err(too_big());
-    }
-    body.extend_from_slice(&u32::try_from(argc).map_err(|_| too_big())?.to_ne_bytes());
-    string(&mut body, request.program.as_bytes())?;
-    for argument in request.args {
-        string(&mut body, argument.as_bytes())?;
-    }
-    let envc = u32::try_from(request.env.len()).map_err(|_| too_big())?;
-    body.extend_from_slice(&envc.to_ne_bytes());
-    for (name, value) in request.env {
-        let mut entry = name.as_bytes().to_vec();
-        entry.push(b'=');
-        entry.extend_from_slice(value.as_bytes());
-        string(&mut body, &entry)?;
-    }
-    if body.len() > MAX_REQUEST {
-        return Err(too_big());
-    }
-    Ok(body)
-}
-
 /// A pipe (read end, write end), both close-on-exec.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -499,65 +413,4 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both descriptors were just created and are owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Room for `SCM_RIGHTS` with up to four descriptors (aligned for `cmsghdr`).
-type Control = [u64; 8];
-
-/// Sends `bytes` with `fds` attached.
-fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let mut control: Control = [0; 8];
-    let fds_bytes = std::mem::size_of_val(fds);
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr().cast_mut().cast(),
-        iov_len: bytes.len(),
-    };
-    // SAFETY: msghdr is plain data; every pointer set below outlives the sendmsg call,
-    // and the control buffer is large enough for four descriptors (checked).
-    unsafe {
-        let space = libc::CMSG_SPACE(u32::try_from(fds_bytes).map_err(|_| too_big())?) as usize;
-        if fds.len() > 4 || space > std::mem::size_of::<Control>() {
-            return Err(too_big());
-        }
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&message);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(fds_bytes as u32) as _;
-        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast(), fds.len());
-        loop {
-            let sent = libc::sendmsg(stream.as_raw_fd(), &message, libc::MSG_NOSIGNAL);
-            if sent >= 0 {
-                // The header is tiny; a stream socket with room takes it whole.
-                return if usize::try_from(sent).ok() == Some(bytes.len()) {
-                    Ok(())
-                } else {
-                    Err(io::Error::from(io::ErrorKind::WriteZero))
-                };
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
-    }
-}
-
-/// Memory the spawner uses, allocated before the `fork`.
-struct Memory {
-    body: Vec<u8>,
-    strings: Vec<*const libc::c_char>,
-    stack: Vec<u8>,
-}
-
-/// The spawner's descriptors (numbers valid in the forked child).
-struct Setup<'a> {
-    requests: RawFd,
-    exits: RawFd,
-    null: RawFd,
-    join: &'a Join,
 }

@@ -1,6 +1,6 @@
 //! Isolation settings, reports and, where the kernel has the mechanisms, real children
 //! confined by [`crate::ProcessEnv::command`] (a `pre_exec` step) and by
-//! [`crate::ProcessEnv::spawn_piped`] (the run's spawner process), which must agree.
+//! [`crate::ProcessEnv::spawn_piped`] (a `clone` without `fork`), which must agree.
 
 use std::collections::BTreeMap;
 use std::path::Path;

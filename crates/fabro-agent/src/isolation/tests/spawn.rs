@@ -1,9 +1,11 @@
-//! The spawner path of [`crate::ProcessEnv::spawn_piped`] under `workspace`: exit codes
+//! The `clone` path of [`crate::ProcessEnv::spawn_piped`] under `workspace`: exit codes
 //! and signals reported faithfully, output captured, environment and working
-//! directory, process groups killable from here (a timed-out command and what it
-//! started), kill on drop, failed starts, and many children at once.
+//! directory, children of this process and reaped, process groups killable from here
+//! (a timed-out command and what it started), kill on drop, failed starts, and many
+//! children at once.
 
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -12,7 +14,7 @@ use super::{fixture, kernel_has, sh_spawned, stage_env, Fixture};
 use crate::isolation::{IsolationMode, Mechanism};
 use crate::{ProcessEnv, ProcessGroup, SpawnError};
 
-/// A confined environment that uses the spawner (Landlock, plus namespaces for the
+/// A confined environment that starts children by `clone` (Landlock, plus namespaces for the
 /// fixture's hidden directory where the kernel has them); `None` (skipped, with a
 /// message) without Landlock.
 fn confined() -> Option<(Fixture, ProcessEnv)> {
@@ -78,9 +80,15 @@ async fn exit_codes_signals_output_environment_and_directory() {
     assert!(stdout.starts_with(&expected), "{stdout}");
     assert_eq!(stdout.len(), expected.len() + 300_000);
     assert_eq!(stderr, "to-stderr\n");
-    // The spawner started it, not this process.
-    let (_, stdout, _) = sh_spawned(&env, &fixture.tree, "echo $PPID").await;
-    assert_ne!(stdout.trim(), std::process::id().to_string());
+    // This process started it (a child of its own, not of a forked copy), and reaped
+    // it once it exited.
+    let (_, stdout, _) = sh_spawned(&env, &fixture.tree, "echo $$ $PPID").await;
+    let (pid, parent) = stdout.trim().split_once(' ').expect("two pids");
+    assert_eq!(parent, std::process::id().to_string());
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} not reaped"
+    );
     // Writes are still confined to the tree and TMPDIR.
     let outside = fixture.outside.join("nope");
     let (status, _, stderr) = sh_spawned(
@@ -144,7 +152,12 @@ async fn a_dropped_child_is_killed() {
         .unwrap();
     let pid = i32::try_from(child.id().unwrap()).unwrap();
     drop(child);
-    assert!(eventually(|| ended(pid)).await, "sleep {pid} survived");
+    // Killed, and reaped: gone, not a zombie.
+    let proc = format!("/proc/{pid}");
+    assert!(
+        eventually(|| !Path::new(&proc).exists()).await,
+        "sleep {pid} survived or was not reaped"
+    );
 }
 
 #[tokio::test]
@@ -163,7 +176,7 @@ async fn a_missing_program_is_a_start_error() {
             SpawnError::Isolation(error) => panic!("{error}"),
         }
     }
-    // The spawner keeps serving after a failed start; a program found on PATH runs.
+    // Later starts work after a failed one; a program found on PATH runs.
     let (status, stdout, _) = sh_spawned(&env, &fixture.tree, "echo ok").await;
     assert!(status.success());
     assert_eq!(stdout, "ok\n");
@@ -190,42 +203,4 @@ async fn many_children_at_once_each_get_their_own_status() {
         assert_eq!(code, Some(index));
         assert_eq!(stdout, format!("{index}\n"));
     }
-}
-
-/// The exits of a spawner are read by a task of the runtime that started it. When that
-/// runtime ends first, the next start (in another runtime) gets a new spawner.
-#[test]
-fn a_start_after_the_runtime_of_the_spawner_ended_gets_a_new_spawner() {
-    let Some((fixture, env)) = confined() else {
-        return;
-    };
-    for round in 0..3 {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (status, stdout, stderr) = runtime.block_on(sh_spawned(&env, &fixture.tree, "echo ok"));
-        assert_eq!(
-            (status.code(), stdout.as_str(), stderr.as_str()),
-            (Some(0), "ok\n", ""),
-            "round {round}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn a_dropped_spawner_exits_and_is_reaped() {
-    let Some((fixture, env)) = confined() else {
-        return;
-    };
-    let (status, stdout, _) = sh_spawned(&env, &fixture.tree, "echo $PPID").await;
-    assert_eq!(status.code(), Some(0));
-    let spawner: i32 = stdout.trim().parse().expect("the spawner's pid");
-    assert!(!ended(spawner), "the spawner serves while the run needs it");
-    drop(env);
-    let proc = format!("/proc/{spawner}");
-    assert!(
-        eventually(|| !std::path::Path::new(&proc).exists()).await,
-        "the spawner {spawner} was not reaped"
-    );
 }
