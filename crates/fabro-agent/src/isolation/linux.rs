@@ -5,11 +5,12 @@
 //! [`ChildPlan::prepare`] does all the work that allocates or resolves paths, in the
 //! parent, and reuses across spawns what it can: the namespaces live as long as the
 //! run (created by a short-lived child, kept by descriptors) and the ruleset while the
-//! writable set is unchanged. [`ChildPlan::enter`] runs in the forked child before
-//! `exec` and makes raw, async-signal-safe system calls only: no allocation, no locks,
-//! no Rust I/O types. Order in the child: join the namespaces first (joining needs the
-//! privileges Landlock would deny), then Landlock, which also forbids the child to
-//! undo the mounts.
+//! writable set is unchanged. [`ChildPlan::enter`] runs in the child before `exec` (a
+//! `clone`d one, or a forked one for a `pre_exec` step) and makes raw,
+//! async-signal-safe system calls only: no allocation, no locks, no Rust I/O types.
+//! Order in the child: join the namespaces first (joining needs the privileges
+//! Landlock would deny), then Landlock, which also forbids the child to undo the
+//! mounts.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
@@ -63,7 +64,7 @@ pub(super) struct Reused {
     hidden: HashMap<PathBuf, Hidden>,
 }
 
-/// Everything the child needs, prepared before `fork`.
+/// Everything the child needs, prepared before the child is made.
 pub(super) struct ChildPlan {
     /// The namespaces to join and the working directory to enter again.
     join: Option<(Arc<SharedNamespaces>, CString)>,
