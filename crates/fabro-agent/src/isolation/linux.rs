@@ -601,28 +601,15 @@ fn in_child(namespaces: &Namespaces, open: &[&CStr]) -> io::Result<Vec<OwnedFd>>
         error: 0,
     };
     let mut stack = vec![0u8; IN_CHILD_STACK];
-    // SAFETY: the child runs `in_child_entry` on `stack` with `task`, both alive until
-    // it has exited (CLONE_VFORK, then `waitpid`). Every signal is blocked around the
-    // `clone`, so no handler of this process runs on the child's stack; the mask is
-    // restored in this thread afterwards.
+    // SAFETY: `in_child_entry` makes raw system calls only, on `task` and `stack`,
+    // which live until it has exited and been reaped below.
     unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut previous: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-        let top = stack.as_mut_ptr().add(stack.len());
-        let top = top.sub(top as usize % 16);
-        let pid = libc::clone(
+        let (pid, _) = super::spawner::clone_vfork(
             in_child_entry,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD,
             (&raw mut task).cast(),
-        );
-        let clone_error = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
-        if pid == -1 {
-            return Err(clone_error);
-        }
+            &mut stack,
+            libc::CLONE_FILES,
+        )?;
         let mut status = 0;
         while libc::waitpid(pid, &mut status, 0) == -1
             && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted

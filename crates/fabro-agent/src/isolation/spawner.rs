@@ -112,11 +112,18 @@ pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<Confi
     // close-on-exec ones; no lock may be released meanwhile (the fence).
     let (pid, pidfd) = {
         let _fence = super::fork_fence();
-        // SAFETY: the child runs `child` on `stack` with `exec`, both alive until the
-        // child has called `execve` or exited (CLONE_VFORK suspends this thread until
-        // then); it makes raw system calls only.
-        unsafe { clone_child(&mut exec, &mut stack)? }
+        // SAFETY: `child` makes raw system calls only; `exec` and `stack` live until
+        // the end of this function.
+        unsafe {
+            clone_vfork(
+                child,
+                std::ptr::from_mut(&mut exec).cast(),
+                &mut stack,
+                libc::CLONE_PIDFD,
+            )?
+        }
     };
+    let pidfd = pidfd.ok_or_else(|| io::Error::other("clone made no pidfd"))?;
     // SAFETY: CLONE_VFORK: the child has called `execve` or exited by now, and no
     // longer writes `error`.
     let error = unsafe { std::ptr::read_volatile(&raw const exec.error) };
@@ -141,13 +148,21 @@ pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<Confi
     Ok(child)
 }
 
-/// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` running [`child`] with every signal
-/// blocked around it (so no handler of this process runs on the child's stack before
-/// it has reset them); the pid and the pidfd.
+/// `clone(flags | CLONE_VM | CLONE_VFORK)` running `entry(argument)` on `stack`, with
+/// `SIGCHLD` at its exit and every signal blocked in this thread around the call (so
+/// no handler of this process runs on the child's stack; the child inherits the full
+/// mask). The pid, and the pidfd when `flags` has `CLONE_PIDFD`.
 ///
 /// # Safety
-/// `exec` and `stack` must stay alive and untouched until this returns.
-unsafe fn clone_child(exec: &mut Exec<'_>, stack: &mut [u8]) -> io::Result<(libc::pid_t, OwnedFd)> {
+/// `entry` may only make raw system calls (it shares this process's memory), and
+/// `argument` and `stack` must stay alive and untouched until this returns (the child
+/// has then called `execve` or exited).
+pub(super) unsafe fn clone_vfork(
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    argument: *mut libc::c_void,
+    stack: &mut [u8],
+    flags: libc::c_int,
+) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
     let mut all: libc::sigset_t = std::mem::zeroed();
     let mut previous: libc::sigset_t = std::mem::zeroed();
     libc::sigfillset(&mut all);
@@ -156,10 +171,10 @@ unsafe fn clone_child(exec: &mut Exec<'_>, stack: &mut [u8]) -> io::Result<(libc
     let top = top.sub(top as usize % 16);
     let mut pidfd: libc::c_int = -1;
     let pid = libc::clone(
-        child,
+        entry,
         top.cast(),
-        libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-        std::ptr::from_mut(exec).cast(),
+        flags | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+        argument,
         &raw mut pidfd,
     );
     let error = io::Error::last_os_error();
@@ -167,7 +182,8 @@ unsafe fn clone_child(exec: &mut Exec<'_>, stack: &mut [u8]) -> io::Result<(libc
     if pid == -1 {
         return Err(error);
     }
-    Ok((pid, OwnedFd::from_raw_fd(pidfd)))
+    let pidfd = (flags & libc::CLONE_PIDFD != 0).then(|| OwnedFd::from_raw_fd(pidfd));
+    Ok((pid, pidfd))
 }
 
 /// The `clone`d child. It shares the engine's memory until `execve`, so it only makes
