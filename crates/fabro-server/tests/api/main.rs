@@ -412,6 +412,9 @@ async fn runs_beyond_max_concurrent_runs_wait_queued() {
     fixture.write("sleepy.fabro", &sleepy(30, "first"));
     fixture.write("quick.fabro", &chain(1));
     let first = fixture.start(json!({"workflow": "sleepy.fabro"})).await;
+    // The first holds the only slot before the others arrive (on a loaded machine it
+    // may still be starting when the next request comes).
+    fixture.wait_status(&first, &["running"]).await;
     let reply = fixture
         .post("/api/v1/runs", json!({"workflow": "quick.fabro"}))
         .await;
