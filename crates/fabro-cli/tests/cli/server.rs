@@ -399,12 +399,42 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     }
 }
 
-/// `text` with the run id replaced and digits dropped (durations, timestamps).
+/// `text` with the run id replaced and every number, with the unit of a duration
+/// after it (`850ms`, `1.2s`), as `#`: timings differ between two runs, and a stage may
+/// take 999ms in one and 1.0s in the other.
 fn normalized(text: &str, run_id: &str) -> String {
-    text.replace(run_id, "RUN")
-        .chars()
-        .filter(|c| !c.is_ascii_digit())
-        .collect()
+    let text = text.replace(run_id, "RUN");
+    let mut normalized = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(first) = rest.chars().next() {
+        if !first.is_ascii_digit() {
+            normalized.push(first);
+            rest = &rest[first.len_utf8()..];
+            continue;
+        }
+        rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        rest = after_unit(rest, "ms")
+            .or_else(|| after_unit(rest, "s"))
+            .unwrap_or(rest);
+        normalized.push('#');
+    }
+    normalized
+}
+
+/// What follows `unit` at the start of `rest`, when `unit` is a whole word there.
+fn after_unit<'a>(rest: &'a str, unit: &str) -> Option<&'a str> {
+    rest.strip_prefix(unit)
+        .filter(|after| !after.starts_with(|c: char| c.is_alphanumeric()))
+}
+
+#[test]
+fn normalized_output_hides_numbers_and_duration_units() {
+    assert_eq!(
+        normalized("✓ a success (999ms)\n1 stage in 1.2s; r-1 stages", "r-1"),
+        normalized("✓ a success (1.0s)\n1 stage in 38ms; r-1 stages", "r-1"),
+    );
+    assert_eq!(normalized("2 stages in 3s", "x"), "# stages in #");
+    assert_ne!(normalized("a (1ms)", "x"), normalized("b (1ms)", "x"));
 }
 
 #[test]
