@@ -135,9 +135,14 @@ impl ProcessEnv {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        // Nothing is enforced here (another system, or a kernel without the mechanisms),
-        // so `command` installed no `pre_exec` step: a plain `posix_spawn`.
-        Ok(Spawned::local(command.spawn()?))
+        // Not started above: nothing to enforce (another system, or a kernel without
+        // the mechanisms), or a kernel without pidfds, where `command` installed a
+        // `pre_exec` step and the child is forked (under the fence).
+        let child = {
+            let _fence = self.is_confined().then(crate::isolation::fork_fence);
+            command.spawn()?
+        };
+        Ok(Spawned::local(child))
     }
 
     /// The current process's environment, filtered, without extras.

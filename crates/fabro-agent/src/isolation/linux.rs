@@ -112,10 +112,11 @@ impl ChildPlan {
     }
 
     /// Starts a child under this plan without `fork`ing this process
-    /// ([`super::spawner`]); `None` when there is nothing to enforce (the caller starts
-    /// the child itself).
+    /// ([`super::spawner`]); `None` when there is nothing to enforce, or on a kernel
+    /// without pidfds (the caller starts the child itself, with this plan installed
+    /// as a `pre_exec` step).
     pub(super) fn spawn(&self, request: &Request<'_>) -> Result<Option<ConfinedChild>, io::Error> {
-        if self.join.is_none() && self.ruleset.is_none() {
+        if self.join.is_none() && self.ruleset.is_none() || !super::spawner::supported() {
             return Ok(None);
         }
         super::spawner::spawn(self, request).map(Some)

@@ -67,6 +67,31 @@ struct Exec<'a> {
     error: libc::c_int,
 }
 
+/// Whether this kernel has what [`spawn`] needs: `CLONE_PIDFD` (Linux 5.2) and
+/// `waitid(P_PIDFD)` (5.4). Landlock needs 5.13, but namespaces alone run on older
+/// kernels, where confined children are started with a `pre_exec` step instead.
+pub(super) fn supported() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        // SAFETY: plain system calls; the pidfd (of this process) is closed below.
+        unsafe {
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+            let Ok(pidfd) = libc::c_int::try_from(pidfd) else {
+                return false;
+            };
+            if pidfd < 0 {
+                return false;
+            }
+            let pidfd = OwnedFd::from_raw_fd(pidfd);
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let id = libc::id_t::try_from(pidfd.as_raw_fd()).unwrap_or_default();
+            // Not a child of ours: ECHILD where P_PIDFD is known, EINVAL where not.
+            let result = libc::waitid(libc::P_PIDFD, id, &mut info, libc::WEXITED | libc::WNOHANG);
+            result == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+        }
+    })
+}
+
 /// Starts `request` under `plan` with standard input from `/dev/null`, piped standard
 /// output and error, in a process group of its own.
 pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<ConfinedChild> {

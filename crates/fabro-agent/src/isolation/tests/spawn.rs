@@ -204,3 +204,13 @@ async fn many_children_at_once_each_get_their_own_status() {
         assert_eq!(stdout, format!("{index}\n"));
     }
 }
+
+#[test]
+fn this_kernel_starts_confined_children_without_fork() {
+    // Linux 5.4 or later (the machines of the project's CI run 6.x): pidfds exist, so
+    // confined children are started by `clone`, not with a `pre_exec` step.
+    if !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    assert!(crate::isolation::spawner::supported());
+}
