@@ -10,8 +10,11 @@
 //! - a run directory was created or removed: the modification time of `{root}/scratch`
 //!   (a time too close to the build to tell two changes apart makes the next call
 //!   rebuild again, as git treats "racily clean" files);
-//! - a process wrote the table (a run started or ended): SQLite's `data_version`, and
-//!   the inode of `runs.db` (deleted and recreated by someone else);
+//! - a process wrote the table (a run started or ended): the file change counter in the
+//!   header of `runs.db` (SQLite's file format: incremented by every commit in rollback
+//!   journal mode, documented for other processes to notice changes), read with one
+//!   `pread` on a kept descriptor, or SQLite's `data_version` when the file is in WAL
+//!   mode; and the inode of `runs.db` (deleted and recreated by someone else);
 //! - a manifest changed (say, corrupted by hand): every [`MANIFEST_RECHECK`] one caller
 //!   compares the `stat` of each run's manifest with the one the snapshot read.
 //!
@@ -83,6 +86,8 @@ struct State {
     index: Option<RunIndex>,
     /// The inode of `runs.db` when `index` opened it.
     index_inode: Option<u64>,
+    /// `runs.db` opened for reading its header (the same inode as `index`).
+    header: Option<std::fs::File>,
     /// What the snapshot was built from; `None`: rebuild on the next call.
     stamp: Option<Stamp>,
     snapshot: Arc<Snapshot>,
@@ -93,7 +98,40 @@ struct State {
 struct Stamp {
     scratch: Option<FileStamp>,
     database_inode: Option<u64>,
-    data_version: i64,
+    version: Version,
+}
+
+/// What tells that a connection committed to `runs.db`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    /// The file change counter (offset 24 of the header): one `pread`, no transaction.
+    /// A `PRAGMA data_version` starts a read transaction, which with the kept rollback
+    /// journal costs about 20 system calls (locks, the hot-journal check opening the
+    /// journal), the largest part of answering a cached `GET /api/v1/runs/{id}`.
+    Counter(u32),
+    /// `PRAGMA data_version`, for a file in WAL mode (whose commits need not change the
+    /// counter) or a header that cannot be read.
+    Data(i64),
+}
+
+/// The file change counter of the SQLite database open as `file`, or `None` when the
+/// header is short or the file is in WAL mode (SQLite file format, section 1.3: bytes
+/// 18 and 19 are the write and read versions, 2 for WAL; bytes 24 to 27 the counter,
+/// big-endian).
+fn change_counter(file: &std::fs::File) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut header = [0u8; 12];
+    file.read_exact_at(&mut header, 16).ok()?;
+    let [_, _, write_version, read_version, _, _, _, _, c0, c1, c2, c3] = header;
+    (write_version == 1 && read_version == 1).then_some(u32::from_be_bytes([c0, c1, c2, c3]))
+}
+
+/// The version of the table as `index` and `header` (the same file) see it now.
+fn version(index: &RunIndex, header: Option<&std::fs::File>) -> Result<Version, RunIndexError> {
+    match header.and_then(change_counter) {
+        Some(counter) => Ok(Version::Counter(counter)),
+        None => index.data_version().map(Version::Data),
+    }
 }
 
 /// Enough of a file's `stat` to notice it changed.
@@ -133,6 +171,7 @@ impl RunCatalog {
             state: Mutex::new(State {
                 index: None,
                 index_inode: None,
+                header: None,
                 stamp: None,
                 snapshot: Arc::default(),
             }),
@@ -216,13 +255,13 @@ impl RunCatalog {
         let Some(index) = &state.index else {
             return false;
         };
-        let Ok(data_version) = index.data_version() else {
+        let Ok(version) = version(index, state.header.as_ref()) else {
             return false;
         };
         let now = Stamp {
             scratch: file_stamp(&self.root.join("scratch")),
             database_inode: file_stamp(&self.root.join("runs.db")).map(|file| file.inode),
-            data_version,
+            version,
         };
         *stamp == now
     }
@@ -238,20 +277,44 @@ impl RunCatalog {
             // Deleted (and perhaps recreated) by someone else: the open connection
             // would keep reading the old file.
             state.index = None;
+            state.header = None;
             state.index = Some(RunIndex::open(&self.root)?);
-            state.index_inode = file_stamp(&self.root.join("runs.db")).map(|file| file.inode);
+            let path = self.root.join("runs.db");
+            state.index_inode = file_stamp(&path).map(|file| file.inode);
+            // Opened after the connection, and kept only when it is the same file: a
+            // replacement in between shows as a changed inode at the next call.
+            state.header = fs_err::File::open(&path)
+                .ok()
+                .map(|file| file.into_parts().0)
+                .filter(|file| {
+                    file.metadata().ok().map(|metadata| metadata.ino()) == state.index_inode
+                });
         }
         let Some(index) = state.index.as_mut() else {
             return Ok(());
         };
         // Taken before the reads: a change made while they run shows at the next call.
         let scratch = file_stamp(&self.root.join("scratch"));
+        let data_before = index.data_version()?;
+        let counter_before = state.header.as_ref().and_then(change_counter);
+        let (rows, unreadable) = index.stored_rows()?;
+        // The reads may write (the sync with the run directories), which moves the
+        // counter but not this connection's `data_version`: when `data_version` did not
+        // move either, no other connection committed, and the counter after the reads
+        // (read first) is the state the snapshot holds; else the one before, so the next
+        // call rebuilds.
+        let counter_after = state.header.as_ref().and_then(change_counter);
+        let data_after = index.data_version()?;
+        let version = match (counter_before, counter_after) {
+            (Some(_), Some(after)) if data_after == data_before => Version::Counter(after),
+            (Some(before), Some(_)) => Version::Counter(before),
+            _ => Version::Data(data_before),
+        };
         let stamp = Stamp {
             scratch,
             database_inode: state.index_inode,
-            data_version: index.data_version()?,
+            version,
         };
-        let (rows, unreadable) = index.stored_rows()?;
         let old = Arc::clone(&state.snapshot);
         let mut entries: Vec<Entry> = rows
             .into_iter()
@@ -497,6 +560,63 @@ mod tests {
 
         // A removed run directory disappears.
         fs_err::remove_dir_all(root.join("scratch/new")).expect("removes");
+        assert_eq!(listed(&catalog), [("old".to_owned(), RunStatus::Canceled)]);
+    }
+
+    #[test]
+    fn the_change_counter_moves_with_each_commit_and_is_not_used_in_wal_mode() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let path = root.path().join("runs.db");
+        let writer = rusqlite::Connection::open(&path).expect("opens");
+        writer
+            .execute_batch("PRAGMA journal_mode=PERSIST; CREATE TABLE t(x);")
+            .expect("creates");
+        let header = fs_err::File::open(&path).expect("opens").into_parts().0;
+        let before = change_counter(&header).expect("a rollback-journal database");
+        writer
+            .execute("INSERT INTO t VALUES (1)", [])
+            .expect("inserts");
+        let after = change_counter(&header).expect("a rollback-journal database");
+        assert_ne!(before, after, "a commit moves the counter");
+        assert_eq!(change_counter(&header), Some(after), "reading does not");
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .expect("switches");
+        assert_eq!(mode, "wal");
+        assert_eq!(
+            change_counter(&header),
+            None,
+            "WAL commits need not move it"
+        );
+        let empty = fs_err::File::create(root.path().join("empty.db"))
+            .expect("creates")
+            .into_parts()
+            .0;
+        assert_eq!(change_counter(&empty), None, "no header");
+    }
+
+    #[test]
+    fn a_commit_to_a_database_in_wal_mode_is_noticed() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let root = root.path();
+        write_run(root, "old", DAY1, Some("success"));
+        let catalog = RunCatalog::new(root);
+        settle(root);
+        assert_eq!(listed(&catalog), [("old".to_owned(), RunStatus::Success)]);
+        let other = rusqlite::Connection::open(root.join("runs.db")).expect("opens");
+        let mode: String = other
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .expect("switches");
+        assert_eq!(mode, "wal");
+        assert_eq!(listed(&catalog), [("old".to_owned(), RunStatus::Success)]);
+        assert!(cached(&catalog).is_some(), "an unchanged WAL database");
+        other
+            .execute(
+                "UPDATE runs SET status = 'canceled' WHERE run_id = 'old'",
+                [],
+            )
+            .expect("updates");
+        assert_eq!(cached(&catalog), None, "a WAL commit is noticed");
         assert_eq!(listed(&catalog), [("old".to_owned(), RunStatus::Canceled)]);
     }
 

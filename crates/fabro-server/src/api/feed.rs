@@ -2,10 +2,11 @@
 //! subscribe to its feed instead of each reading and parsing the file on its own.
 //!
 //! The first stream of a run starts the feed's reader task; it reads the appended lines
-//! once ([`EventTail`]), woken by the engine's sink when this server executes the run,
-//! else every [`POLL`], and publishes each event as an `Arc` on a broadcast channel. It
-//! ends after the run's terminal event, when the run is executed nowhere any more, or
-//! when its last subscriber left. A stream subscribes first, then replays the file from
+//! once ([`EventTail`], its file kept open), woken by the engine's sink when this server
+//! executes the run (reading at most once per [`coalesce_for`] its streams), else every
+//! [`POLL`], and publishes each event as an `Arc` on a broadcast channel. It ends after
+//! the run's terminal event, when the run is executed nowhere any more, or when its last
+//! subscriber left. A stream subscribes first, then replays the file from
 //! its `Last-Event-ID`, then takes the live events, skipping ids it already sent
 //! ([`Handover`]): nothing is missed and nothing sent twice. A stream that lags behind
 //! the channel reads the file again from its last id.
@@ -24,6 +25,27 @@ use crate::state::AppState;
 
 /// How often a reader looks for new events when nothing woke it.
 pub const POLL: Duration = Duration::from_millis(50);
+/// After a wake-up, the reader lets the run append for this long before it reads, so
+/// the events of one stage (about four, appended within a fraction of a millisecond) are
+/// read, published and written to each stream together. Woken per event, the reader
+/// preempted the engine's thread once per append (its wake-up is a system call on that
+/// thread, and with both cores busy the woken reader runs in the engine's place), and
+/// each stream wrote and each client read once per event: 10 ms of a 40 ms run of 100
+/// prompt stages (docs/benchmarks.md). An event waits at most this long more, plus
+/// [`COALESCE_PER_STREAM`] for each stream of the run.
+pub const COALESCE: Duration = Duration::from_millis(1);
+/// What each stream adds to the pause, up to [`MAX_COALESCE`]: every batch costs a
+/// write per stream and a read per client, so with 100 streams a batch per millisecond
+/// cost more CPU than the 2 cores had beside the engine, and the streams fell behind.
+pub const COALESCE_PER_STREAM: Duration = Duration::from_micros(20);
+/// The longest pause.
+pub const MAX_COALESCE: Duration = Duration::from_millis(4);
+
+/// The pause before a read while `streams` streams follow the run.
+pub fn coalesce_for(streams: usize) -> Duration {
+    let per_stream = COALESCE_PER_STREAM.saturating_mul(u32::try_from(streams).unwrap_or(u32::MAX));
+    COALESCE.saturating_add(per_stream).min(MAX_COALESCE)
+}
 /// Events a subscriber may fall behind before it reads the file instead.
 const CAPACITY: usize = 4096;
 
@@ -98,12 +120,12 @@ pub async fn subscribe(
     // appended later reaches the subscribers.
     let directory = run_dir.to_path_buf();
     let tail = tokio::task::spawn_blocking(move || {
-        let mut tail = EventTail::new(&directory);
+        let mut tail = EventTail::new(&directory).kept_open();
         tail.read_new();
         tail
     })
     .await
-    .unwrap_or_else(|_| EventTail::new(run_dir));
+    .unwrap_or_else(|_| EventTail::new(run_dir).kept_open());
     let mut map = state.feeds().map();
     if let Some(sender) = map.get(run_id) {
         return sender.subscribe();
@@ -170,9 +192,15 @@ struct Reader {
 }
 
 impl Reader {
+    /// Runs on a thread of its own (see [`subscribe`]), so the coalescing pause blocks
+    /// nothing else.
     async fn run(mut self) {
         let (state, run_id) = (self.state.clone(), self.run_id.clone());
+        let mut first = true;
         let _ = on_appends(&state, &run_id, |executed_here| {
+            if executed_here && !std::mem::take(&mut first) {
+                std::thread::sleep(coalesce_for(self.sender.receiver_count()));
+            }
             let mut finished = self.publish();
             if !finished && !executed_here && !records::is_locked(&self.run_dir) {
                 // Executed nowhere: what was appended before the lock was let go.
@@ -365,6 +393,16 @@ mod tests {
         while let Some(event) = handover.next_buffered() {
             ids.push(event.id);
         }
+    }
+
+    #[test]
+    fn the_pause_grows_with_the_streams_up_to_its_limit() {
+        assert_eq!(coalesce_for(0), Duration::from_millis(1));
+        assert_eq!(coalesce_for(1), Duration::from_micros(1020));
+        assert_eq!(coalesce_for(50), Duration::from_millis(2));
+        assert_eq!(coalesce_for(100), Duration::from_millis(3));
+        assert_eq!(coalesce_for(150), MAX_COALESCE);
+        assert_eq!(coalesce_for(usize::MAX), MAX_COALESCE);
     }
 
     #[tokio::test]

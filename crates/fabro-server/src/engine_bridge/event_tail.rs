@@ -17,7 +17,19 @@ pub struct EventTail {
     path: PathBuf,
     offset: u64,
     pending: Vec<u8>,
+    /// The file kept open between reads ([`EventTail::kept_open`]), with its read buffer.
+    kept: Option<Kept>,
 }
+
+/// The descriptor and buffer of a tail that keeps its file open.
+#[derive(Debug)]
+struct Kept {
+    file: Option<std::fs::File>,
+    buffer: Box<[u8]>,
+}
+
+/// How much a kept-open tail reads per system call.
+const KEPT_BUFFER: usize = 64 * 1024;
 
 /// One stored event: its id, its name and the stored line.
 #[derive(Debug, Clone)]
@@ -51,7 +63,23 @@ impl EventTail {
             path: run_dir.join("events.jsonl"),
             offset: 0,
             pending: Vec::new(),
+            kept: None,
         }
+    }
+
+    /// The same tail, keeping the file open between reads: a read is one `pread` when
+    /// events were appended (two when none were), instead of opening, measuring, seeking,
+    /// reading to the end and closing the file each time. For the one reader per run
+    /// that reads after every append ([`crate::api::feed`]), not for each stream, so an
+    /// open stream holds no descriptor. The engine appends to `events.jsonl` and only
+    /// truncates it in place (a resume's repair of a torn line, SPEC 8.7), never replaces
+    /// it, so the open file stays the run's.
+    pub fn kept_open(mut self) -> EventTail {
+        self.kept = Some(Kept {
+            file: None,
+            buffer: vec![0; KEPT_BUFFER].into_boxed_slice(),
+        });
+        self
     }
 
     /// A reader that starts at the first stored line whose id is above `after` (or, when
@@ -70,8 +98,18 @@ impl EventTail {
     /// The complete events appended since the last call (a file that shrank, as a
     /// resume's repair of a torn line does, is read again from where it now ends).
     pub fn read_new(&mut self) -> Vec<StoredEvent> {
+        if self.kept.is_some() {
+            self.read_kept();
+        } else {
+            self.read_reopened();
+        }
+        self.complete_events()
+    }
+
+    /// Appends what the file holds past `offset` to `pending`, opening it for this read.
+    fn read_reopened(&mut self) {
         let Ok(mut file) = fs_err::File::open(&self.path) else {
-            return Vec::new();
+            return;
         };
         let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
         if length < self.offset {
@@ -79,13 +117,65 @@ impl EventTail {
             self.pending.clear();
         }
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return Vec::new();
+            return;
         }
         let mut bytes = Vec::new();
         let read = file.read_to_end(&mut bytes).unwrap_or(0);
         self.offset += read as u64;
         self.pending
             .extend_from_slice(&bytes[..read.min(bytes.len())]);
+    }
+
+    /// [`EventTail::read_reopened`] through the kept descriptor (opened once the file
+    /// exists); the length is asked only when nothing was read, to notice a truncation.
+    fn read_kept(&mut self) {
+        use std::os::unix::fs::FileExt;
+        let Some(kept) = self.kept.as_mut() else {
+            return;
+        };
+        if kept.file.is_none() {
+            kept.file = fs_err::File::open(&self.path)
+                .ok()
+                .map(|file| file.into_parts().0);
+        }
+        let Some(file) = kept.file.as_ref() else {
+            return;
+        };
+        // Twice at most: again after a truncation, from where the file now ends.
+        for _ in 0..2 {
+            let mut any = false;
+            loop {
+                let read = match file.read_at(&mut kept.buffer, self.offset) {
+                    Ok(read) => read,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if read == 0 {
+                    break;
+                }
+                any = true;
+                self.offset += read as u64;
+                self.pending.extend_from_slice(&kept.buffer[..read]);
+                if read < kept.buffer.len() {
+                    return;
+                }
+            }
+            if any {
+                return;
+            }
+            let length = file
+                .metadata()
+                .map_or(self.offset, |metadata| metadata.len());
+            if length >= self.offset {
+                return;
+            }
+            self.offset = length;
+            self.pending.clear();
+        }
+    }
+
+    /// Takes the complete lines out of `pending`, as events.
+    fn complete_events(&mut self) -> Vec<StoredEvent> {
         let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
             return Vec::new();
         };
@@ -268,5 +358,57 @@ mod tests {
         let directory = tempfile::tempdir().expect("temp dir");
         assert!(EventTail::after(directory.path(), 3).read_new().is_empty());
         assert_eq!(ids_after("", 3), Vec::<u64>::new());
+    }
+
+    /// The same appends, truncation and late creation read by a tail that reopens the
+    /// file each time and by one that keeps it open: both see the same events.
+    #[test]
+    fn a_kept_open_tail_reads_what_a_reopening_one_reads() {
+        use std::io::Write;
+        let directory = tempfile::tempdir().expect("temp dir");
+        let path = directory.path().join("events.jsonl");
+        let mut reopening = EventTail::new(directory.path());
+        let mut kept = EventTail::new(directory.path()).kept_open();
+        let mut check = |expected: Vec<u64>, step: &str| {
+            for (tail, name) in [(&mut reopening, "reopening"), (&mut kept, "kept open")] {
+                let ids: Vec<u64> = tail.read_new().into_iter().map(|event| event.id).collect();
+                assert_eq!(ids, expected, "{name}: {step}");
+            }
+        };
+        check(vec![], "no file yet");
+        let append = |text: &str| {
+            let mut file = fs_err::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .expect("opens");
+            file.write_all(text.as_bytes()).expect("appends");
+        };
+        append(&(1..=3).map(envelope).collect::<String>());
+        check(vec![1, 2, 3], "created");
+        check(vec![], "nothing new");
+        let fourth = envelope(4);
+        let (head, tail) = fourth.split_at(10);
+        append(head);
+        check(vec![], "a line being written");
+        append(tail);
+        append(&envelope(5));
+        check(vec![4, 5], "the line completed");
+        // More than one read buffer at once.
+        let many: String = (6..=2000).map(envelope).collect();
+        assert!(many.len() > KEPT_BUFFER * 2);
+        append(&many);
+        check((6..=2000).collect(), "a large append");
+        // Truncated in place (a resume's repair of a torn line), then appended to.
+        let kept_length = (1..=3).map(envelope).map(|line| line.len()).sum::<usize>();
+        fs_err::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("opens")
+            .set_len(kept_length as u64)
+            .expect("truncates");
+        check(vec![], "truncated");
+        append(&envelope(4));
+        check(vec![4], "appended after the truncation");
     }
 }
