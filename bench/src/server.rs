@@ -300,11 +300,19 @@ fn unix_seconds(time: SystemTime) -> f64 {
 }
 
 /// The `ts` of an event's JSON, found by its key rather than a full parse (100 streams
-/// parse every event).
-fn event_ts(data: &str) -> f64 {
-    data.split_once("\"ts\":\"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .and_then(|(ts, _)| fabro_agent::timestamp::parse_rfc3339(ts))
+/// parse every event); only the timestamp's bytes are checked as UTF-8.
+fn event_ts(data: &[u8]) -> f64 {
+    const KEY: &[u8] = b"\"ts\":\"";
+    data.windows(KEY.len())
+        .position(|window| window == KEY)
+        .map(|at| &data[at + KEY.len()..])
+        .and_then(|rest| {
+            rest.iter()
+                .position(|&byte| byte == b'"')
+                .map(|end| &rest[..end])
+        })
+        .and_then(|ts| std::str::from_utf8(ts).ok())
+        .and_then(fabro_agent::timestamp::parse_rfc3339)
         .map_or(f64::NAN, unix_seconds)
 }
 
@@ -326,8 +334,10 @@ async fn follow(
     if !response.status().is_success() {
         return Err(format!("GET {path}: {}", response.status()));
     }
+    // Bytes, not text: 100 streams read every event, and only the id, the name and the
+    // timestamp need to be text.
     let mut pending = Vec::<u8>::new();
-    let (mut id, mut name, mut data) = (0u64, String::new(), String::new());
+    let (mut id, mut name, mut data) = (0u64, Vec::<u8>::new(), Vec::<u8>::new());
     while let Some(chunk) = response
         .chunk()
         .await
@@ -337,25 +347,29 @@ async fn follow(
         pending.extend_from_slice(&chunk);
         let mut start = 0;
         while let Some(end) = pending[start..].iter().position(|&byte| byte == b'\n') {
-            let line = String::from_utf8_lossy(&pending[start..start + end]);
+            let line = &pending[start..start + end];
             start += end + 1;
-            let line = line.trim_end_matches('\r');
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
                 if !data.is_empty() {
                     on_event(Received {
                         id,
-                        name: std::mem::take(&mut name),
+                        name: String::from_utf8_lossy(&name).into_owned(),
                         ts: event_ts(&data),
                         received,
                     });
                     data.clear();
                 }
-            } else if let Some(value) = line.strip_prefix("id:") {
-                id = value.trim().parse().unwrap_or(0);
-            } else if let Some(value) = line.strip_prefix("event:") {
-                value.trim().clone_into(&mut name);
-            } else if let Some(value) = line.strip_prefix("data:") {
-                data.push_str(value.strip_prefix(' ').unwrap_or(value));
+            } else if let Some(value) = line.strip_prefix(b"id:") {
+                id = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0);
+            } else if let Some(value) = line.strip_prefix(b"event:") {
+                name.clear();
+                name.extend_from_slice(value.trim_ascii());
+            } else if let Some(value) = line.strip_prefix(b"data:") {
+                data.extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
             }
         }
         pending.drain(..start);
@@ -802,9 +816,10 @@ mod tests {
     #[test]
     fn event_ts_reads_the_envelope_timestamp_to_the_millisecond() {
         let data = r#"{"id":7,"ts":"2026-11-26T10:00:00.123Z","run_id":"r","event":"StageStarted","properties":{}}"#;
-        let seconds = event_ts(data);
+        let seconds = event_ts(data.as_bytes());
         assert!((seconds - 1_795_687_200.123).abs() < 1e-6, "{seconds}");
-        assert!(event_ts("{}").is_nan());
+        assert!(event_ts(b"{}").is_nan());
+        assert!(event_ts(br#"{"ts":"2026-11-26T10:00"#).is_nan());
     }
 
     #[test]
