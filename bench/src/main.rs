@@ -20,6 +20,7 @@ mod isolation;
 mod llm;
 mod measure;
 mod server;
+mod sse;
 mod w6;
 
 use std::path::PathBuf;
