@@ -17,16 +17,16 @@ pub(crate) fn unix_seconds(time: SystemTime) -> f64 {
         .map_or(0.0, |since| since.as_secs_f64())
 }
 
-/// The `ts` of an event's JSON, found by its key rather than a full parse (100 streams
-/// parse every event); only the timestamp's bytes are checked as UTF-8.
-fn event_ts(data: &[u8]) -> f64 {
-    ts_bytes(data)
-        .and_then(|ts| std::str::from_utf8(ts).ok())
+/// A `ts` value in seconds since the epoch; NaN when it is not RFC 3339.
+fn parse_ts(ts: &[u8]) -> f64 {
+    std::str::from_utf8(ts)
+        .ok()
         .and_then(fabro_agent::timestamp::parse_rfc3339)
         .map_or(f64::NAN, unix_seconds)
 }
 
-/// The bytes of the `ts` value of an event's JSON.
+/// The bytes of the `ts` value of an event's JSON, found by its key rather than a full
+/// parse (100 streams read every event).
 fn ts_bytes(data: &[u8]) -> Option<&[u8]> {
     const KEY: &[u8] = b"\"ts\":\"";
     let at = memchr::memmem::find(data, KEY)?;
@@ -113,7 +113,7 @@ impl EventScanner {
         if bytes != self.last_ts.0.as_slice() {
             self.last_ts.0.clear();
             self.last_ts.0.extend_from_slice(bytes);
-            self.last_ts.1 = event_ts(data);
+            self.last_ts.1 = parse_ts(bytes);
         }
         self.last_ts.1
     }
@@ -122,6 +122,10 @@ impl EventScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event_ts(data: &[u8]) -> f64 {
+        ts_bytes(data).map_or(f64::NAN, parse_ts)
+    }
 
     #[test]
     fn event_ts_reads_the_envelope_timestamp_to_the_millisecond() {
