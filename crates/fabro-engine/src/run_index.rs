@@ -610,6 +610,20 @@ fn effective_status(
     finished_at: Option<String>,
     run_dir: &Path,
 ) -> (RunStatus, Option<String>) {
+    effective_status_with(stored, finished_at, run_dir, RunLock::is_held)
+}
+
+/// [`effective_status`] with the lock test as a parameter, so tests can finish the run
+/// between the reads. A run writes its final checkpoint, then lets its lock go: one
+/// that does both between the first read of the checkpoint and the lock test would
+/// read `interrupted` for an instant, so a free lock sends the reader back to the
+/// checkpoint once more (SPEC decision 66).
+fn effective_status_with(
+    stored: Option<RunStatus>,
+    finished_at: Option<String>,
+    run_dir: &Path,
+    lock_is_held: impl FnOnce(&Path) -> bool,
+) -> (RunStatus, Option<String>) {
     if let Some(status) = stored.filter(|status| status.is_finished()) {
         if status != RunStatus::Interrupted {
             return (status, finished_at);
@@ -618,18 +632,20 @@ fn effective_status(
     if stored == Some(RunStatus::Queued) && read_queued(run_dir).is_some() {
         return (RunStatus::Queued, None);
     }
-    if let Some(checkpoint) = read_checkpoint_status(run_dir) {
-        if let Some(status) = RunStatus::parse(&checkpoint.run_status) {
-            if status.is_finished() {
-                return (status, finished_at.or(Some(checkpoint.timestamp)));
-            }
-        }
+    let finished_checkpoint = |finished_at: Option<String>| {
+        let checkpoint = read_checkpoint_status(run_dir)?;
+        let status = RunStatus::parse(&checkpoint.run_status)?;
+        status
+            .is_finished()
+            .then(|| (status, finished_at.or(Some(checkpoint.timestamp))))
+    };
+    if let Some(finished) = finished_checkpoint(finished_at.clone()) {
+        return finished;
     }
-    if RunLock::is_held(run_dir) {
-        (RunStatus::Running, None)
-    } else {
-        (RunStatus::Interrupted, finished_at)
+    if lock_is_held(run_dir) {
+        return (RunStatus::Running, None);
     }
+    (RunStatus::Interrupted, finished_at)
 }
 
 /// A run whose manifest cannot be read: its id is its directory's name, its start time
@@ -896,6 +912,47 @@ mod tests {
             index.resolve("abcd"),
             Err(RunIndexError::AmbiguousRun { candidates, .. }) if candidates.len() == 3
         ));
+    }
+
+    /// Decision 66: a run that writes its final checkpoint and lets its lock go between
+    /// the reader's first look at the checkpoint and its lock test is reported with its
+    /// final status, never `interrupted`. The lock test itself finishes the run here, so
+    /// the interleaving happens every time.
+    #[test]
+    fn a_run_finishing_between_the_checkpoint_read_and_the_lock_test_is_not_interrupted() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let run_dir = write_run(
+            root.path(),
+            "ending",
+            "2026-01-01T00:00:00.000Z",
+            Some("running"),
+        );
+        let finish_then_release = |run_dir: &Path| {
+            write_json_atomic(
+                &run_dir.join("checkpoint.json"),
+                &serde_json::json!({"run_status": "canceled", "timestamp": "2026-01-01T00:02:00.000Z"}),
+            )
+            .expect("writes the final checkpoint");
+            false
+        };
+        let (status, finished_at) = effective_status_with(
+            Some(RunStatus::Running),
+            None,
+            &run_dir,
+            finish_then_release,
+        );
+        assert_eq!(status, RunStatus::Canceled);
+        assert_eq!(finished_at.as_deref(), Some("2026-01-01T00:02:00.000Z"));
+
+        // A run that is truly gone without a final checkpoint is still interrupted.
+        let gone = write_run(
+            root.path(),
+            "gone",
+            "2026-01-01T00:00:00.000Z",
+            Some("running"),
+        );
+        let (status, _) = effective_status_with(Some(RunStatus::Running), None, &gone, |_| false);
+        assert_eq!(status, RunStatus::Interrupted);
     }
 
     #[test]
