@@ -645,7 +645,7 @@ fn effective_status_with(
     if lock_is_held(run_dir) {
         return (RunStatus::Running, None);
     }
-    (RunStatus::Interrupted, finished_at)
+    finished_checkpoint(finished_at.clone()).unwrap_or((RunStatus::Interrupted, finished_at))
 }
 
 /// A run whose manifest cannot be read: its id is its directory's name, its start time
