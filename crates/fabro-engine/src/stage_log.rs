@@ -93,7 +93,15 @@ pub fn read_output(stage: &StageDir) -> Result<Vec<u8>, StageLogError> {
             }
             Ok(bytes)
         }
-        OutputKind::Response => read_if_present(&stage.path.join("response.md")),
+        OutputKind::Response => {
+            // A response is text for a terminal: it ends with a newline, so a shell
+            // prompt printed after it starts on a line of its own.
+            let mut bytes = read_if_present(&stage.path.join("response.md"))?;
+            if bytes.last().is_some_and(|last| *last != b'\n') {
+                bytes.push(b'\n');
+            }
+            Ok(bytes)
+        }
         OutputKind::Answer => Ok(answer(stage).into_bytes()),
         OutputKind::Nothing => Ok(Vec::new()),
     }
@@ -376,7 +384,9 @@ mod tests {
         fs_err::write(llm.path.join("prompt.md"), "the prompt").expect("write");
         fs_err::write(llm.path.join("response.md"), "the plan").expect("write");
         write_status(&llm, "agent", serde_json::json!({}), None);
-        assert_eq!(read_output(&llm).expect("reads"), b"the plan");
+        assert_eq!(read_output(&llm).expect("reads"), b"the plan\n");
+        fs_err::write(llm.path.join("response.md"), "the plan\n").expect("write");
+        assert_eq!(read_output(&llm).expect("reads"), b"the plan\n");
 
         let gate = stage(root.path(), "004-review@1");
         write_status(
