@@ -48,18 +48,11 @@ fn every_corpus_workflow_validates_except_the_invalid_one() {
                 )),
                 "{text}"
             );
-        } else if text.contains("error[") {
-            // Stylesheets naming providers that do not exist (SPEC 17.6; listed in
-            // `the_new_rules_find_only_genuine_problems_in_the_corpus`) are the only errors.
-            assert_eq!(code(&output), 1, "{argument}:\n{text}");
-            assert!(
-                text.lines()
-                    .filter(|line| line.contains("error["))
-                    .all(|line| line.contains("error[provider_known]")),
-                "{argument}:\n{text}"
-            );
         } else {
+            // Every other workflow validates with exit 0 and no error (decision 62:
+            // unknown providers in stylesheets are warnings, `google` names `gemini`).
             assert_eq!(code(&output), 0, "{argument}:\n{text}");
+            assert!(!text.contains("error["), "{argument}:\n{text}");
         }
     }
 }
@@ -67,13 +60,10 @@ fn every_corpus_workflow_validates_except_the_invalid_one() {
 /// What `unknown_attribute` and `provider_known` (SPEC 17.6) find in the corpus, per file
 /// and message with a count. Each was inspected: `is_codergen` and `provenance_version`
 /// are attributes of no fabro element (SPEC 2.9-2.11), `max_visits` is a node attribute
-/// written on an edge, and `google`, `inception` and the `*_PROVIDER` placeholders name
-/// no provider of SPEC 10.1 (runs of those files fail when they start).
+/// written on an edge, and `inception` and the `*_PROVIDER` placeholders name no known
+/// provider (warnings in stylesheets, decision 62; `google` is an alias of `gemini`).
 const CORPUS_FINDINGS: &str = "\
 attractor/consensus_task.dot: unknown_attribute: unknown attribute 'is_codergen' (x17)
-attractor/refactor_test_complex.dot: provider_known: model_stylesheet sets unknown provider 'google'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x4)
-attractor/refactor_test_moderate.dot: provider_known: model_stylesheet sets unknown provider 'google'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x4)
-attractor/refactor_test_vague.dot: provider_known: model_stylesheet sets unknown provider 'google'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
 attractor/reference_template.dot: provider_known: model_stylesheet sets unknown provider 'BRANCH_A_PROVIDER'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
 attractor/reference_template.dot: provider_known: model_stylesheet sets unknown provider 'BRANCH_B_PROVIDER'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
 attractor/reference_template.dot: provider_known: model_stylesheet sets unknown provider 'BRANCH_C_PROVIDER'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
