@@ -112,6 +112,9 @@ pub struct EdgeRef {
 pub struct Diagnostic {
     /// The rule that fired.
     pub rule: Rule,
+    /// How serious it is: the rule's severity unless the rule reports some findings
+    /// differently (`provider_known` warns about stylesheets, SPEC 17.6).
+    pub severity: Severity,
     /// One-line message, lowercase start, no trailing period.
     pub message: String,
     /// The node concerned, if any.
@@ -129,6 +132,7 @@ impl Diagnostic {
     pub fn new(rule: Rule, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             rule,
+            severity: rule.severity(),
             message: message.into(),
             node_id: None,
             edge: None,
@@ -137,9 +141,15 @@ impl Diagnostic {
         }
     }
 
-    /// The severity of the rule.
+    /// How serious the finding is (see [`Diagnostic::severity`]'s field).
     pub fn severity(&self) -> Severity {
-        self.rule.severity()
+        self.severity
+    }
+
+    /// Reports this finding as a warning, whatever its rule's severity.
+    pub fn as_warning(mut self) -> Diagnostic {
+        self.severity = Severity::Warning;
+        self
     }
 
     /// Sets the span.

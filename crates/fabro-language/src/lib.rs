@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 
 pub use condition::{Condition, ConditionContext};
 pub use diagnostic::{Diagnostic, Rule, Severity};
-pub use lint::provider_known::PROVIDERS;
+pub use lint::provider_known::{PROVIDERS, PROVIDER_ALIASES};
 pub use model::{Cluster, Edge, EdgeIndex, HandlerKind, Node, NodeIndex, Workflow};
 pub use span::{LineColumn, LineIndex, Span};
 pub use status::StageStatus;
@@ -66,11 +66,13 @@ pub trait ModelCatalog {
     fn is_known(&self, model: &str) -> bool;
 
     /// Whether a workflow may name `provider` (for `provider_known`): by default exactly
-    /// the providers of SPEC 10.1 ([`PROVIDERS`]). Callers whose runs never call the
-    /// providers a workflow names (dry runs, the simulated override of SPEC 17.3) may
-    /// accept every name.
+    /// the providers of SPEC 10.1 ([`PROVIDERS`]) and their aliases
+    /// ([`PROVIDER_ALIASES`]: `google` names `gemini`, decision 62). Callers whose runs
+    /// never call the providers a workflow names (dry runs, the simulated override of
+    /// SPEC 17.3) may accept every name.
     fn is_provider_known(&self, provider: &str) -> bool {
         PROVIDERS.contains(&provider)
+            || PROVIDER_ALIASES.iter().any(|(alias, _)| *alias == provider)
     }
 }
 

@@ -36,8 +36,12 @@ impl Provider {
         }
     }
 
-    /// Parses a provider name.
+    /// Parses a provider name; `google` is an alias of `gemini` everywhere a provider
+    /// is named (SPEC 10.7, decision 62).
     pub fn parse(text: &str) -> Option<Provider> {
+        if text == "google" {
+            return Some(Provider::Gemini);
+        }
         Provider::ALL
             .iter()
             .copied()
@@ -61,5 +65,6 @@ mod tests {
             assert_eq!(Provider::parse(provider.as_str()), Some(provider));
         }
         assert_eq!(Provider::parse("Anthropic"), None);
+        assert_eq!(Provider::parse("google"), Some(Provider::Gemini));
     }
 }

@@ -160,7 +160,10 @@ fn logs_show_responses_answers_and_the_last_stage_and_reject_unknown_nodes() {
     assert!(response.contains("A considered answer."), "{response}");
     // Issue 28 item 8: the response ends with exactly one newline on the terminal, so
     // the shell prompt is not glued to it, whether response.md has one or not.
-    assert_eq!(stdout(&think), format!("{}\n", response.trim_end_matches('\n')));
+    assert_eq!(
+        stdout(&think),
+        format!("{}\n", response.trim_end_matches('\n'))
+    );
 
     let gate = fabro(&env, &["logs", "r1", "gate"]);
     assert_eq!(code(&gate), 0, "{}", stderr(&gate));

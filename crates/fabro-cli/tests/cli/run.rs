@@ -851,13 +851,13 @@ fn bad_provider_and_model_flags_are_usage_errors_before_a_run_exists() {
 fn unknown_workflow_providers_stop_real_runs_but_not_simulated_ones() {
     let env = TestEnv::new("run_unknown_provider");
     let workflow = format!(
-        "{FRAME_START}  ask [label=\"Ask\", prompt=\"Hi\", provider=google]\n  start -> ask -> exit\n}}\n"
+        "{FRAME_START}  ask [label=\"Ask\", prompt=\"Hi\", provider=azure]\n  start -> ask -> exit\n}}\n"
     );
     let (output, run_dir) = run(&env, &workflow, &[]);
     assert_eq!(code(&output), 1, "{}", stderr(&output));
     assert!(
         stderr(&output).contains(
-            "w.fabro:4:34: error[provider_known]: unknown provider 'google' on node 'ask'"
+            "w.fabro:4:34: error[provider_known]: unknown provider 'azure' on node 'ask'"
         ),
         "{}",
         stderr(&output)

@@ -329,22 +329,22 @@ fn typos_are_unknown_attributes_with_a_suggestion() {
     assert_eq!(first["fix"], "rename it to 'prompt'");
 }
 
-/// SPEC 17.6: a provider outside SPEC 10.1, on a node or in the stylesheet, is a
-/// `provider_known` error with its line and column.
+/// SPEC 17.6 and decision 62: an unknown provider on a node is a `provider_known` error
+/// with its line and column and the closest known name; in the stylesheet a warning.
 #[test]
 fn unknown_providers_are_errors_with_line_and_column() {
     let env = TestEnv::new("validate_provider");
     env.write(
         "p.fabro",
-        "digraph p {\n  model_stylesheet=\"* { provider: openai; } .x { provider: azure; }\"\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  ask [label=\"Ask\", provider=google]\n  start -> ask -> exit\n}\n",
+        "digraph p {\n  model_stylesheet=\"* { provider: openai; } .x { provider: azure; }\"\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  ask [label=\"Ask\", provider=antropic]\n  start -> ask -> exit\n}\n",
     );
     let output = fabro(&env, &["validate", "p.fabro"]);
     assert_eq!(code(&output), 1, "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "p.fabro:2:60: error[provider_known]: model_stylesheet sets unknown provider 'azure'; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n\
-         p.fabro:5:21: error[provider_known]: unknown provider 'google' on node 'ask'; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n\
-         2 error(s), 0 warning(s)\n"
+        "p.fabro:2:60: warning[provider_known]: model_stylesheet sets unknown provider 'azure'; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n\
+         p.fabro:5:21: error[provider_known]: unknown provider 'antropic' on node 'ask'; did you mean 'anthropic'?\n\
+         1 error(s), 1 warning(s)\n"
     );
 }
 

@@ -1,10 +1,14 @@
 //! `provider_known`: a provider named on a node (`provider`, alias `llm_provider`), by
 //! the graph's `default_provider` or in the model stylesheet must be one of the
-//! providers of SPEC 10.1 (SPEC 17.6). Unlike unknown models, which are passed through,
-//! an unknown provider cannot be called at all, so this is an error.
+//! providers of SPEC 10.1 or an alias of one (SPEC 17.6, decision 62). Unlike unknown
+//! models, which are passed through, an unknown provider cannot be called at all, so on
+//! a node or the graph this is an error; in a stylesheet it is a warning, since
+//! stylesheets are shared between projects and templates carry placeholders. The
+//! message names the closest known provider within edit distance 2.
 
 use std::collections::HashSet;
 
+use super::unknown_attribute::edit_distance;
 use super::Lint;
 use crate::diagnostic::{Diagnostic, Rule};
 use crate::span::Span;
@@ -19,6 +23,10 @@ pub const PROVIDERS: [&str; 5] = [
     "simulated",
 ];
 
+/// Other names of providers, as `(alias, provider)`: `google` names `gemini`
+/// (SPEC 10.7, decision 62).
+pub const PROVIDER_ALIASES: [(&str, &str); 1] = [("google", "gemini")];
+
 /// Node attribute keys naming a provider, in the order lowering reads them.
 const NODE_KEYS: [&str; 2] = ["provider", "llm_provider"];
 
@@ -27,8 +35,22 @@ fn is_known(lint: &Lint<'_>, name: &str) -> bool {
     name.is_empty() || lint.options.models.is_provider_known(name)
 }
 
-fn expected() -> String {
-    format!("expected one of: {}", PROVIDERS.join(", "))
+/// What follows the message: the closest known name, or the list of them.
+fn hint(name: &str) -> String {
+    let closest = PROVIDERS
+        .iter()
+        .chain(PROVIDER_ALIASES.iter().map(|(alias, _)| alias))
+        .map(|known| (edit_distance(name, known), *known))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance);
+    match closest {
+        Some((_, known)) => format!("did you mean '{known}'?"),
+        None => format!("expected one of: {}", PROVIDERS.join(", ")),
+    }
+}
+
+fn fix() -> String {
+    format!("use one of: {}", PROVIDERS.join(", "))
 }
 
 pub(super) fn check(lint: &mut Lint<'_>) {
@@ -50,11 +72,11 @@ fn check_graph(lint: &mut Lint<'_>) {
             format!(
                 "unknown default_provider '{}'; {}",
                 attribute.value.escape_debug(),
-                expected()
+                hint(&attribute.value)
             ),
         )
         .at(attribute.key_span)
-        .fix(format!("use one of: {}", PROVIDERS.join(", "))),
+        .fix(fix()),
     );
 }
 
@@ -80,12 +102,12 @@ fn check_nodes(lint: &mut Lint<'_>) {
                         "unknown provider '{}' on node '{}'; {}",
                         attribute.value.escape_debug(),
                         node.id,
-                        expected()
+                        hint(&attribute.value)
                     ),
                 )
                 .at(attribute.key_span)
                 .node(&node.id)
-                .fix(format!("use one of: {}", PROVIDERS.join(", "))),
+                .fix(fix()),
             );
         }
     }
@@ -111,11 +133,12 @@ fn check_stylesheet(lint: &mut Lint<'_>) {
                 format!(
                     "model_stylesheet sets unknown provider '{}'; {}",
                     declaration.value.escape_debug(),
-                    expected()
+                    hint(declaration.value)
                 ),
             )
             .at(attribute.value_subspan(lint.source, declaration.range))
-            .fix(format!("use one of: {}", PROVIDERS.join(", "))),
+            .fix(fix())
+            .as_warning(),
         );
     }
 }
@@ -135,14 +158,36 @@ mod tests {
 
     #[test]
     fn an_unknown_node_provider_is_an_error_at_its_key() {
-        let text = frame(" a [label=\"A\", provider=google]\n start -> a -> exit");
+        let text = frame(" a [label=\"A\", provider=azure]\n start -> a -> exit");
         let found = assert_fires(Rule::ProviderKnown, &text, 1);
         assert_eq!(found[0].severity(), Severity::Error);
         assert_eq!(
             found[0].message,
-            "unknown provider 'google' on node 'a'; expected one of: anthropic, openai, gemini, openai_compatible, simulated"
+            "unknown provider 'azure' on node 'a'; expected one of: anthropic, openai, gemini, openai_compatible, simulated"
         );
         assert_eq!(found[0].node_id.as_deref(), Some("a"));
+        assert_eq!(position(&text, &found[0]), (4, 16));
+    }
+
+    /// Decision 62: `google` names `gemini`, on nodes, the graph and in stylesheets.
+    #[test]
+    fn google_is_an_alias_of_gemini() {
+        let text = frame(
+            " default_provider=google\n model_stylesheet=\"* { provider: google }\"\n a [provider=google]\n start -> a -> exit",
+        );
+        assert_fires(Rule::ProviderKnown, &text, 0);
+    }
+
+    /// SPEC 17.6: a misspelt provider is an error naming the closest known one.
+    #[test]
+    fn a_misspelt_provider_names_the_closest_one() {
+        let text = frame(" a [label=\"A\", provider=\"antropic\"]\n start -> a -> exit");
+        let found = assert_fires(Rule::ProviderKnown, &text, 1);
+        assert_eq!(found[0].severity(), Severity::Error);
+        assert_eq!(
+            found[0].message,
+            "unknown provider 'antropic' on node 'a'; did you mean 'anthropic'?"
+        );
         assert_eq!(position(&text, &found[0]), (4, 16));
     }
 
@@ -154,8 +199,9 @@ mod tests {
         let found = assert_fires(Rule::ProviderKnown, &text, 2);
         assert_eq!(
             found[0].message,
-            "unknown default_provider 'Anthropic'; expected one of: anthropic, openai, gemini, openai_compatible, simulated"
+            "unknown default_provider 'Anthropic'; did you mean 'anthropic'?"
         );
+        assert_eq!(found[0].severity(), Severity::Error);
         assert_eq!(position(&text, &found[0]), (4, 2));
         assert!(found[1]
             .message
@@ -164,17 +210,18 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_stylesheet_provider_points_inside_the_value() {
+    fn an_unknown_stylesheet_provider_is_a_warning_pointing_inside_the_value() {
         let text = frame(
-            " model_stylesheet=\"* { model: x }\n  #a { provider: google }\"\n a\n start -> a -> exit",
+            " model_stylesheet=\"* { model: x }\n  #a { provider: inception }\"\n a\n start -> a -> exit",
         );
         let found = assert_fires(Rule::ProviderKnown, &text, 1);
         assert_eq!(
             found[0].message,
-            "model_stylesheet sets unknown provider 'google'; expected one of: anthropic, openai, gemini, openai_compatible, simulated"
+            "model_stylesheet sets unknown provider 'inception'; expected one of: anthropic, openai, gemini, openai_compatible, simulated"
         );
+        assert_eq!(found[0].severity(), Severity::Warning);
         assert_eq!(position(&text, &found[0]), (5, 18));
         let span = found[0].span.expect("span");
-        assert_eq!(&text[span.range()], "google");
+        assert_eq!(&text[span.range()], "inception");
     }
 }

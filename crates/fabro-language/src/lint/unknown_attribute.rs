@@ -229,7 +229,7 @@ fn unknown(element: Element, attribute: &Attribute) -> Diagnostic {
 /// Edit distance counting insertions, deletions, substitutions and transpositions of
 /// adjacent characters as one edit each (optimal string alignment), so that `scrpit` is
 /// one edit from `script`.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     // Three rows of the dynamic programme: two back, previous and current.
