@@ -69,6 +69,29 @@ fn no_parked_or_panic_expecting_tests() {
     );
 }
 
+/// Issue 28 item 6: a test that cannot run says so through `fabro_test_support::skip`,
+/// which fails it where `CI` is set; an `eprintln!` and an early `return` would pass in
+/// CI without checking anything.
+#[test]
+fn tests_skip_only_through_the_helper_that_fails_in_ci() {
+    let banned = [
+        concat!("eprintln!(\"skip", "ped"),
+        concat!("eprintln!(\"skip", "ping"),
+        concat!("\"skip", "ped: "),
+    ];
+    let offenders: Vec<_> = workspace_sources()
+        .into_iter()
+        .filter(|path| {
+            let text = fs_err::read_to_string(path).unwrap_or_default();
+            banned.iter().any(|pattern| text.contains(pattern))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "tests that skip without failing in CI (use fabro_test_support::skip): {offenders:#?}"
+    );
+}
+
 #[test]
 fn readme_names_the_test_command_that_ci_runs() {
     let root = workspace_root();
