@@ -143,8 +143,49 @@ fn collect(directory: &Path, files: &mut Vec<PathBuf>) {
 }
 
 /// Says on stderr that `test` skipped its checks and why (visible with `--nocapture`
-/// and in CI logs of failures), so a skip never passes silently.
-#[expect(clippy::print_stderr, reason = "a skipped test must say so")]
+/// and in CI logs of failures), so a skip never passes silently; where `CI` is set,
+/// fails the test instead: CI installs every tool the tests need, so a missing one is a
+/// defect of CI, not a reason to pass.
 pub fn skip(test: &str, why: &str) {
+    skip_where(std::env::var_os("CI").is_some(), test, why);
+}
+
+/// [`skip`] with the environment's answer as a parameter.
+#[expect(clippy::print_stderr, reason = "a skipped test must say so")]
+fn skip_where(ci: bool, test: &str, why: &str) {
+    assert!(!ci, "{test} cannot run, and CI is set: {why}");
     eprintln!("SKIPPED {test}: {why}");
+}
+
+/// Whether the program `name` can be started (`name --version`); when it cannot,
+/// [`skip`]s `test` (which fails it where `CI` is set).
+pub fn require_program(test: &str, name: &str) -> bool {
+    let found = std::process::Command::new(name)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        skip(test, &format!("the `{name}` program is not installed"));
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28 item 6: with `CI` set a skip fails the test; without it, it only says so.
+    #[test]
+    fn a_skip_fails_where_ci_is_set() {
+        skip_where(false, "t", "nothing to run");
+        let failed = std::panic::catch_unwind(|| skip_where(true, "t", "git is missing"));
+        let message = failed.expect_err("a skip in CI fails");
+        let text = message
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        assert_eq!(text, "t cannot run, and CI is set: git is missing");
+    }
 }

@@ -181,7 +181,10 @@ fn stage_env(fixture: &Fixture, mode: IsolationMode, network: bool) -> ProcessEn
 fn kernel_has(mechanism: Mechanism) -> bool {
     let has = KernelSupport::detect().supports(mechanism);
     if !has {
-        println!("skipped: this kernel lacks {}", mechanism.as_str());
+        fabro_test_support::skip(
+            "an isolation test",
+            &format!("this kernel lacks {}", mechanism.as_str()),
+        );
     }
     has
 }
@@ -254,7 +257,7 @@ async fn without_network_loopback_is_unreachable() {
         return;
     }
     if !Path::new("/bin/bash").exists() {
-        println!("skipped: no /bin/bash for /dev/tcp");
+        fabro_test_support::skip("an isolation test", "no /bin/bash for /dev/tcp");
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

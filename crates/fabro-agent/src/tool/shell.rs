@@ -201,7 +201,7 @@ mod tests {
         use crate::isolation::{IsolationMode, IsolationSettings, KernelSupport, Mechanism};
         let support = KernelSupport::detect();
         if !support.supports(Mechanism::Landlock) {
-            println!("skipped: this kernel lacks landlock");
+            fabro_test_support::skip("a shell tool test", "this kernel lacks landlock");
             return;
         }
         let (dir, mut context) = context();

@@ -36,8 +36,7 @@ fn files_completed(run_dir: &Path, node: &str) -> Value {
 
 #[test]
 fn command_stages_record_the_files_of_their_commit() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("command_stages_record_the_files_of_their_commit") {
         return;
     }
     let env = TestEnv::new("command_files");

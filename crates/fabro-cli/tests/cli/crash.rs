@@ -153,8 +153,7 @@ fn final_state(run_dir: &Path) -> (BTreeMap<String, usize>, Value, Value) {
 
 #[test]
 fn runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result") {
         return;
     }
     let seed = std::env::var("FABRO_CRASH_SEED")
@@ -302,8 +301,7 @@ fn runs_killed_at_thirty_moments_resume_to_the_uninterrupted_result() {
 /// first stage scans fully without one), and the stages' file changes are all committed.
 #[test]
 fn a_run_killed_inside_a_watched_stage_resumes_to_the_same_branch_content() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_run_killed_inside_a_watched_stage_resumes_to_the_same_branch_content") {
         return;
     }
     let env = TestEnv::new("crash_watched_stage");

@@ -48,8 +48,7 @@ fn stage_commit(env: &TestEnv, run_id: &str, node: &str) -> String {
 
 #[test]
 fn diffs_of_a_stage_and_of_a_run_equal_git_diff() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("diffs_of_a_stage_and_of_a_run_equal_git_diff") {
         return;
     }
     let env = TestEnv::new("diff_git");

@@ -165,8 +165,7 @@ fn age(path: &Path) {
 
 #[test]
 fn gc_removes_exactly_the_old_finished_runs_and_what_only_they_use() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("gc_removes_exactly_the_old_finished_runs_and_what_only_they_use") {
         return;
     }
     let env = TestEnv::new("gc");

@@ -2,7 +2,6 @@
 //! metadata ref, their trailers, `git fsck`, and the user's repository left untouched.
 
 use std::path::Path;
-use std::process::Command;
 
 use fabro_test_support::TestEnv;
 
@@ -27,8 +26,10 @@ pub(crate) fn git(env: &TestEnv, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-pub(crate) fn git_available() -> bool {
-    Command::new("git").arg("--version").output().is_ok()
+/// Whether the `git` program is installed; when it is not, `test` is skipped (and fails
+/// where `CI` is set, see `fabro_test_support::skip`).
+pub(crate) fn git_available(test: &str) -> bool {
+    fabro_test_support::require_program(test, "git")
 }
 
 /// HEAD, current branch, status, index bytes and every file of the working directory.
@@ -70,8 +71,7 @@ fn init_repo(env: &TestEnv) {
 
 #[test]
 fn runs_in_a_clean_repository_checkpoint_into_git() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("runs_in_a_clean_repository_checkpoint_into_git") {
         return;
     }
     let env = TestEnv::new("git_checkpoints");
@@ -193,8 +193,7 @@ fn runs_in_a_clean_repository_checkpoint_into_git() {
 
 #[test]
 fn a_dirty_working_tree_runs_in_place_without_checkpoints() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_dirty_working_tree_runs_in_place_without_checkpoints") {
         return;
     }
     let env = TestEnv::new("git_dirty");
@@ -225,8 +224,7 @@ fn a_dirty_working_tree_runs_in_place_without_checkpoints() {
 /// interrupted stage's partial work is discarded and no completed stage runs twice.
 #[test]
 fn a_killed_run_resumes_from_the_git_history() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_killed_run_resumes_from_the_git_history") {
         return;
     }
     let env = TestEnv::new("git_resume");
@@ -318,7 +316,7 @@ fn the_quickstart_example_succeeds_with_and_without_git() {
         fs_err::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.gitignore"))
             .expect("the repository's .gitignore");
     for with_git in [true, false] {
-        if with_git && !git_available() {
+        if with_git && !git_available("the_quickstart_example_succeeds_with_and_without_git") {
             continue;
         }
         let env = TestEnv::new("quickstart");

@@ -78,8 +78,7 @@ fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
 
 #[test]
 fn an_in_place_run_saves_the_users_changes_and_restores_them_exactly() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("an_in_place_run_saves_the_users_changes_and_restores_them_exactly") {
         return;
     }
     let env = TestEnv::new("in_place_snapshot");
@@ -137,8 +136,7 @@ fn an_in_place_run_saves_the_users_changes_and_restores_them_exactly() {
 
 #[test]
 fn refuse_stops_a_run_in_a_dirty_tree_before_anything_starts() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("refuse_stops_a_run_in_a_dirty_tree_before_anything_starts") {
         return;
     }
     let env = TestEnv::new("in_place_refuse");

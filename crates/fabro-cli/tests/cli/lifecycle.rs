@@ -113,8 +113,7 @@ fn assert_fsck_clean(env: &TestEnv) {
 /// repository stays sound, and every run has its index row.
 #[test]
 fn twenty_runs_started_at_once_in_one_repository_all_succeed() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("twenty_runs_started_at_once_in_one_repository_all_succeed") {
         return;
     }
     let env = TestEnv::new("concurrent_runs");
@@ -178,8 +177,7 @@ fn twenty_runs_started_at_once_in_one_repository_all_succeed() {
 /// once.
 #[test]
 fn two_resumes_of_one_killed_run_started_together_run_it_once() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("two_resumes_of_one_killed_run_started_together_run_it_once") {
         return;
     }
     let env = TestEnv::new("resume_race");
@@ -260,8 +258,7 @@ fn two_resumes_of_one_killed_run_started_together_run_it_once() {
 /// untouched.
 #[test]
 fn a_run_that_fails_during_set_up_leaves_nothing_or_is_listed_as_failed() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_run_that_fails_during_set_up_leaves_nothing_or_is_listed_as_failed") {
         return;
     }
     let env = TestEnv::new("setup_failure");
@@ -346,8 +343,7 @@ fn kill_at(env: &TestEnv, workflow: &str, run_id: &str, point: &str) {
 /// not disturbed by leftovers.
 #[test]
 fn runs_killed_during_set_up_are_garbage_or_resumable() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("runs_killed_during_set_up_are_garbage_or_resumable") {
         return;
     }
     let env = TestEnv::new("setup_kill");

@@ -155,12 +155,7 @@ fn write_turn(id: &str, path: &str, content: &str) -> Reply {
 /// the written file.
 #[test]
 fn plan_implement_review_against_the_twin() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: git is not installed");
+    if !crate::git::git_available("plan_implement_review_against_the_twin") {
         return;
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");

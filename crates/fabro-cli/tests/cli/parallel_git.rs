@@ -95,8 +95,7 @@ const FAN_IN: &str = r#"digraph w {
 
 #[test]
 fn branches_run_in_their_own_worktrees_and_the_fan_in_takes_the_best() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("branches_run_in_their_own_worktrees_and_the_fan_in_takes_the_best") {
         return;
     }
     let env = TestEnv::new("parallel_git_fan_in");
@@ -240,8 +239,9 @@ const SAME_FILE: &str = r#"digraph w {
 
 #[test]
 fn without_a_fan_in_node_the_parallel_stage_moves_the_run_branch_to_the_best_success() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available(
+        "without_a_fan_in_node_the_parallel_stage_moves_the_run_branch_to_the_best_success",
+    ) {
         return;
     }
     let env = TestEnv::new("parallel_git_same_file");
@@ -342,8 +342,8 @@ fn assert_slow_stage_skipped(run_dir: &Path) {
 
 #[test]
 fn first_success_ends_the_cancelled_branch_stage_skipped_with_its_status_file() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("first_success_ends_the_cancelled_branch_stage_skipped_with_its_status_file")
+    {
         return;
     }
     let env = TestEnv::new("parallel_git_first_success");
@@ -408,8 +408,7 @@ const NESTED: &str = r#"digraph w {
 
 #[test]
 fn a_nested_parallel_stage_builds_on_its_enclosing_branch() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_nested_parallel_stage_builds_on_its_enclosing_branch") {
         return;
     }
     let env = TestEnv::new("parallel_git_nested");

@@ -124,8 +124,7 @@ fn kill_during_branch_b(env: &TestEnv, prepare: impl FnOnce()) -> (Vec<String>, 
 
 #[test]
 fn a_resumed_parallel_stage_reuses_the_branches_that_had_finished() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_resumed_parallel_stage_reuses_the_branches_that_had_finished") {
         return;
     }
     resumed_branches_are_reused("parallel_resume_reuse", true);
@@ -206,8 +205,7 @@ fn resumed_branches_are_reused(name: &str, with_git: bool) {
 
 #[test]
 fn stale_locks_of_branch_refs_are_removed_on_resume() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("stale_locks_of_branch_refs_are_removed_on_resume") {
         return;
     }
     let env = TestEnv::new("parallel_resume_stale_lock");
@@ -234,8 +232,7 @@ fn stale_locks_of_branch_refs_are_removed_on_resume() {
 
 #[test]
 fn a_parallel_stage_whose_branches_cannot_be_isolated_fails() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("a_parallel_stage_whose_branches_cannot_be_isolated_fails") {
         return;
     }
     let env = TestEnv::new("parallel_isolation_failure");

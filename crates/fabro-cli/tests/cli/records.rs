@@ -4,12 +4,13 @@
 //! directory from the repository's metadata.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use fabro_test_support::TestEnv;
 use serde_json::Value;
 
+use crate::git::git_available;
 use crate::{code, fabro, stderr, stdout};
 
 fn git(env: &TestEnv, args: &[&str]) -> String {
@@ -20,10 +21,6 @@ fn git(env: &TestEnv, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn git_available() -> bool {
-    Command::new("git").arg("--version").output().is_ok()
 }
 
 /// A parent whose sub_workflow node runs `child.fabro`, which runs `grand.fabro` in turn.
@@ -89,8 +86,9 @@ fn checkpoint(run_dir: &Path) -> Value {
 
 #[test]
 fn child_workflows_are_stored_in_the_run_directory_and_the_first_metadata_commit() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available(
+        "child_workflows_are_stored_in_the_run_directory_and_the_first_metadata_commit",
+    ) {
         return;
     }
     let env = TestEnv::new("records_children");
@@ -165,8 +163,7 @@ fn a_resumed_run_needs_no_original_child_workflow_files() {
 
 #[test]
 fn resume_rebuilds_a_lost_run_directory_from_the_repository() {
-    if !git_available() {
-        eprintln!("skipped: git is not installed");
+    if !git_available("resume_rebuilds_a_lost_run_directory_from_the_repository") {
         return;
     }
     let env = TestEnv::new("records_lost_run_dir");

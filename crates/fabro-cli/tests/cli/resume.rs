@@ -357,12 +357,7 @@ fn runs_killed_at_any_moment_resume_to_the_same_result() {
 /// to the last complete checkpoint, and the run branch's final tree identical.
 #[test]
 fn runs_with_git_killed_at_any_moment_resume_to_the_same_result() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: git is not installed");
+    if !crate::git::git_available("runs_with_git_killed_at_any_moment_resume_to_the_same_result") {
         return;
     }
     kill_at_twenty_moments("resume_kill_git", true);

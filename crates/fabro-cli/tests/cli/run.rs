@@ -733,14 +733,7 @@ fn sub_workflow_nodes_run_the_child_as_its_own_run() {
 #[test]
 fn human_gates_ask_on_a_terminal() {
     use std::io::Write as _;
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "skipped: `script` (util-linux) is not installed, no pseudo-terminal to test with"
-        );
+    if !fabro_test_support::require_program("human_gates_ask_on_a_terminal", "script") {
         return;
     }
     let env = TestEnv::new("run_human_tty");

@@ -69,12 +69,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[test]
 fn no_child_sees_a_secret_and_nothing_stored_holds_one() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: git is not installed");
+    if !crate::git::git_available("no_child_sees_a_secret_and_nothing_stored_holds_one") {
         return;
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");

@@ -255,12 +255,7 @@ fn node_retries_keep_the_stage_files_of_every_attempt() {
 /// is untouched.
 #[test]
 fn plan_implement_review_in_a_repository_commits_the_agent_work() {
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: git is not installed");
+    if !crate::git::git_available("plan_implement_review_in_a_repository_commits_the_agent_work") {
         return;
     }
     let env = TestEnv::new("stages_pir_git");

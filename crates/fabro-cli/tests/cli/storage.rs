@@ -57,15 +57,21 @@ fn a_full_disk_cancels_the_run_and_resume_runs_the_stage_again() {
         .env("FABRO", env!("CARGO_BIN_EXE_fabro"))
         .output();
     let Ok(output) = output else {
-        eprintln!("skipped: unshare is not installed");
+        fabro_test_support::skip(
+            "a_full_disk_cancels_the_run_and_resume_runs_the_stage_again",
+            "the `unshare` program is not installed",
+        );
         return;
     };
     if matches!(output.status.code(), Some(90 | 91) | None)
         || (!output.status.success() && read(&env, "run.code").is_empty())
     {
-        eprintln!(
-            "skipped: cannot mount a tmpfs in a user namespace here: {}",
-            String::from_utf8_lossy(&output.stderr)
+        fabro_test_support::skip(
+            "a_full_disk_cancels_the_run_and_resume_runs_the_stage_again",
+            &format!(
+                "cannot mount a tmpfs in a user namespace here: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ),
         );
         return;
     }
@@ -161,15 +167,21 @@ fn a_full_repository_disk_stops_a_parallel_stage_with_the_cause() {
         .env("FABRO", env!("CARGO_BIN_EXE_fabro"))
         .output();
     let Ok(output) = output else {
-        eprintln!("skipped: unshare is not installed");
+        fabro_test_support::skip(
+            "a_full_repository_disk_stops_a_parallel_stage_with_the_cause",
+            "the `unshare` program is not installed",
+        );
         return;
     };
     if matches!(output.status.code(), Some(90..=92) | None)
         || (!output.status.success() && read(&env, "run.code").is_empty())
     {
-        eprintln!(
-            "skipped: cannot mount a tmpfs in a user namespace here: {}",
-            String::from_utf8_lossy(&output.stderr)
+        fabro_test_support::skip(
+            "a_full_repository_disk_stops_a_parallel_stage_with_the_cause",
+            &format!(
+                "cannot mount a tmpfs in a user namespace here: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ),
         );
         return;
     }

@@ -44,8 +44,7 @@ impl TestRepo {
     }
 
     fn empty_in(parent: Option<&Path>) -> Option<TestRepo> {
-        if Command::new("git").arg("--version").output().is_err() {
-            eprintln!("skipping: the git command is not installed");
+        if !fabro_test_support::require_program("a git test", "git") {
             return None;
         }
         let dir = match parent {
