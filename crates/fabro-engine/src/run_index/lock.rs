@@ -27,8 +27,9 @@ impl RunLock {
     /// `run.lock`, without waiting for another holder: [`RunIndexError::Locked`] at once
     /// when a live process holds it. Two kinds of holder are waited out (for at most
     /// [`LOCK_PATIENCE`]): readers testing the lock for an instant ([`RunLock::is_held`]),
-    /// and a holder whose recorded pid is dead (a child forked by a killed run keeps the
-    /// descriptor until it execs).
+    /// and a holder whose recorded pid is dead or dying (a zombie, or a process with a
+    /// SIGKILL pending): a killed run lets its lock go while it is torn down, and a child
+    /// it forked keeps the descriptor until it execs.
     pub fn acquire(run_dir: &Path) -> Result<RunLock, RunIndexError> {
         let path = lock_path(run_dir);
         let io = |action: &'static str| {
@@ -123,6 +124,34 @@ fn lock_path(run_dir: &Path) -> PathBuf {
     run_dir.join("run.lock")
 }
 
+/// Whether `pid` is alive and not on its way out: a zombie, or a process that a SIGKILL
+/// is already ending, holds nothing for long (`/proc/{pid}/status`; where it cannot be
+/// read, a live pid counts as running).
+fn process_is_running(pid: u32) -> bool {
+    process_is_alive(pid)
+        && !fs_err::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|status| status_says_dying(&status))
+}
+
+/// Whether a `/proc/{pid}/status` text describes a zombie or dead process, or one with
+/// SIGKILL pending (bit 8 of the pending masks).
+fn status_says_dying(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << 8;
+    status.lines().any(|line| {
+        let Some((key, value)) = line.split_once(':') else {
+            return false;
+        };
+        let value = value.trim();
+        match key {
+            "State" => value.starts_with('Z') || value.starts_with('X'),
+            "SigPnd" | "ShdPnd" => {
+                u64::from_str_radix(value, 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+            }
+            _ => false,
+        }
+    })
+}
+
 fn process_is_alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
@@ -130,5 +159,63 @@ fn process_is_alive(pid: u32) -> bool {
     match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
         Ok(()) => true,
         Err(errno) => errno == nix::errno::Errno::EPERM,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28 item 7: a killed run whose pid is still a zombie while a child it forked
+    /// holds the lock is waited out, not reported as a live holder. Here the lock is held
+    /// by a second descriptor of this process and let go after 100 ms, and `run.lock`
+    /// names a zombie (a child that exited and was not waited for yet).
+    #[test]
+    fn a_lock_named_by_a_zombie_is_waited_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run_dir = dir.path();
+        let holder = RunLock::acquire(run_dir).expect("locks");
+        let mut zombie = std::process::Command::new("true")
+            .spawn()
+            .expect("starts `true`");
+        let zombie_pid = zombie.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !fs_err::read_to_string(format!("/proc/{zombie_pid}/status"))
+            .is_ok_and(|status| status_says_dying(&status))
+        {
+            assert!(std::time::Instant::now() < deadline, "`true` never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        fs_err::write(lock_path(run_dir), format!("{zombie_pid}\n")).expect("writes the pid");
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(holder);
+        });
+        let taken = RunLock::acquire(run_dir);
+        release.join().expect("the releasing thread ends");
+        zombie.wait().expect("reaps the zombie");
+        assert!(taken.is_ok(), "{taken:?}");
+    }
+
+    #[test]
+    fn dying_processes_are_read_from_their_status() {
+        let status = |state: &str, pending: &str| {
+            format!("Name:\tx\nState:\t{state}\nSigPnd:\t0000000000000000\nShdPnd:\t{pending}\n")
+        };
+        assert!(!status_says_dying(&status(
+            "S (sleeping)",
+            "0000000000000000"
+        )));
+        assert!(status_says_dying(&status("Z (zombie)", "0000000000000000")));
+        assert!(status_says_dying(&status(
+            "R (running)",
+            "0000000000000100"
+        )));
+        assert!(!status_says_dying(&status(
+            "R (running)",
+            "0000000000000002"
+        )));
+        assert!(!status_says_dying("garbage"));
+        assert!(process_is_running(std::process::id()));
     }
 }
