@@ -55,7 +55,7 @@ impl RunLock {
                     // An exclusive holder makes the shared test fail too; readers do not.
                     let pid = lock_pid(run_dir);
                     let live_holder =
-                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_alive);
+                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_running);
                     if live_holder || started.elapsed() >= LOCK_PATIENCE {
                         return Err(RunIndexError::Locked { path, pid });
                     }
