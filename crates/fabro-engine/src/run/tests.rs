@@ -290,3 +290,62 @@ async fn a_finished_run_is_not_resumed() {
     }
     assert_eq!(fixture.events().len(), events_before, "nothing was written");
 }
+
+/// Issue 28 item 4: an event that cannot be appended (a full disk) stops the run as an
+/// engine error, `canceled` and resumable, at the stage that was running; resumed once
+/// the disk has room, the run runs that stage again and finishes.
+#[tokio::test]
+async fn an_event_append_that_fails_stops_the_run_as_an_engine_error() {
+    let fixture = Fixture::new();
+    let run_id = RunId::from("run-1");
+    // WorkflowRunStarted, then start's stage events; the disk fills up during `plan`.
+    fixture.runs.fail_event_appends_after(&run_id, Some(7));
+    let report = fixture
+        .run(fixture.options(THREE), CancellationToken::new())
+        .await;
+    assert_eq!(report.status, RunStatus::Canceled, "{:?}", report.end);
+    match &report.end {
+        RunEnd::Canceled {
+            reason,
+            cause,
+            node_id,
+        } => {
+            assert_eq!(*cause, crate::traversal::StopCause::EngineError);
+            assert!(
+                reason.starts_with("engine error: cannot append to the event log: ")
+                    && reason.contains("No space left on device"),
+                "{reason}"
+            );
+            assert_eq!(node_id.as_deref(), Some("plan"));
+        }
+        other => panic!("the run stops canceled, not {other:?}"),
+    }
+    let stored = fixture.events();
+    assert_eq!(stored.len(), 7, "nothing after the failure is appended");
+    assert_eq!(started_stages(&stored, 1), ["start", "plan"]);
+    let checkpoint = fixture.checkpoint();
+    assert_eq!(checkpoint.run_status, RunStatus::Canceled);
+    assert_eq!(checkpoint.next_node_id.as_deref(), Some("plan"));
+    assert_eq!(checkpoint.completed_nodes, ["start"]);
+
+    fixture.runs.fail_event_appends_after(&run_id, None);
+    let lease = fixture.stores.runs.lock(&run_id).expect("locks");
+    let prepared = prepare_resume_with(
+        fixture.options(THREE),
+        fixture.stores.clone(),
+        checkpoint,
+        lease,
+        &FsLoader,
+        &AnyModel,
+    )
+    .expect("prepares the resume");
+    let report = prepared
+        .execute(CancellationToken::new(), Vec::new())
+        .await
+        .expect("executes");
+    assert_eq!(report.status, RunStatus::Success);
+    let events = fixture.events();
+    assert_eq!(started_stages(&events, 8), ["plan", "build", "exit"]);
+    let ids: Vec<u64> = events.iter().map(|event| event.id).collect();
+    assert_eq!(ids, (1..=events.len() as u64).collect::<Vec<_>>());
+}

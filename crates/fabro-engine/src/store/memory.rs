@@ -37,6 +37,9 @@ pub struct StoredRun {
     pub events: Vec<u8>,
     /// Whether an execution holds the lock.
     pub locked: bool,
+    /// Fault injection for tests: the number of event appends that still succeed before
+    /// every further one fails as a full disk would (`None`: never).
+    pub event_appends_left: Option<u64>,
     /// The scratch directory given at start.
     pub run_dir: PathBuf,
     /// The indexed status and end time.
@@ -56,6 +59,12 @@ impl MemoryRunStore {
 
     fn runs(&self) -> MutexGuard<'_, BTreeMap<RunId, StoredRun>> {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Fault injection for tests: after `appends` more events, every append to the
+    /// run's event log fails as on a full disk (`None` lifts the fault).
+    pub fn fail_event_appends_after(&self, run_id: &RunId, appends: Option<u64>) {
+        self.with_run(run_id, |run| run.event_appends_left = appends);
     }
 
     fn with_run<T>(&self, run_id: &RunId, change: impl FnOnce(&mut StoredRun) -> T) -> T {
@@ -119,9 +128,16 @@ struct MemoryEventLog {
 
 impl EventLog for MemoryEventLog {
     fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
-        self.store
-            .with_run(&self.run_id, |run| run.events.extend_from_slice(line));
-        Ok(())
+        self.store.with_run(&self.run_id, |run| {
+            if let Some(left) = &mut run.event_appends_left {
+                if *left == 0 {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC));
+                }
+                *left -= 1;
+            }
+            run.events.extend_from_slice(line);
+            Ok(())
+        })
     }
 }
 
