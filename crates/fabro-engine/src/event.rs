@@ -205,6 +205,11 @@ pub struct Emitter {
     sinks: Vec<Arc<dyn EventSink>>,
     last_activity: Mutex<Instant>,
     last_event_id: AtomicU64,
+    /// The first failed append: events are no longer persisted, and the run stops as an
+    /// engine error (SPEC 13.2).
+    storage_failure: std::sync::OnceLock<String>,
+    /// Fired at the first failed append, so the run stops at once.
+    on_storage_failure: std::sync::OnceLock<tokio_util::sync::CancellationToken>,
 }
 
 /// Why events could not be written.
@@ -253,7 +258,21 @@ impl Emitter {
             sinks,
             last_activity: Mutex::new(Instant::now()),
             last_event_id: AtomicU64::new(first_id.saturating_sub(1)),
+            storage_failure: std::sync::OnceLock::new(),
+            on_storage_failure: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Cancels `token` when an event cannot be appended (the run's token, so the run
+    /// stops at once, as for any failure of its own storage).
+    pub fn cancel_on_storage_failure(&self, token: tokio_util::sync::CancellationToken) {
+        let _ = self.on_storage_failure.set(token);
+    }
+
+    /// Why events stopped being persisted, if they did: the run must stop as an engine
+    /// error (run `canceled`, resumable).
+    pub fn storage_failure(&self) -> Option<&str> {
+        self.storage_failure.get().map(String::as_str)
     }
 
     /// Emits `event`: numbers it, appends it to the file and passes it to every sink.
@@ -286,9 +305,17 @@ impl Emitter {
             }
             line.push(b'\n');
             if let Some(handle) = file.as_mut() {
-                if handle.append(&line).is_err() {
-                    tracing::error!(run_id = %self.run_id, "cannot append to events.jsonl; further events are not persisted");
+                if let Err(error) = handle.append(&line) {
+                    // A torn line may have been written: nothing more is appended after
+                    // it (resume cuts it off), and the run stops as an engine error.
+                    tracing::error!(run_id = %self.run_id, %error, "cannot append to the event log; the run stops");
                     *file = None;
+                    let _ = self
+                        .storage_failure
+                        .set(format!("cannot append to the event log: {error}"));
+                    if let Some(token) = self.on_storage_failure.get() {
+                        token.cancel();
+                    }
                 }
             }
         }

@@ -439,9 +439,13 @@ impl Traversal {
                 Stop::Branch(Box::new(outcome.clone()))
             });
         }
+        // Events that stopped being persisted interrupt the stage whatever its outcome:
+        // it runs again on resume (SPEC 13.2).
+        let events_lost = self.run.services.emitter.storage_failure().is_some();
         (is_root
-            && self.run.services.cancel.is_cancelled()
-            && outcome.failure_class() == Some(FailureClass::Canceled))
+            && (events_lost
+                || (self.run.services.cancel.is_cancelled()
+                    && outcome.failure_class() == Some(FailureClass::Canceled))))
         .then(|| Stop::Run(self.canceled(Some(node))))
     }
 
@@ -488,6 +492,13 @@ impl Traversal {
 
     fn canceled(&self, node: Option<NodeIndex>) -> RunEnd {
         let node_id = node.map(|node| self.run.workflow.node(node).id.clone());
+        if let Some(failure) = self.run.services.emitter.storage_failure() {
+            return RunEnd::Canceled {
+                reason: format!("engine error: {failure}"),
+                node_id,
+                cause: StopCause::EngineError,
+            };
+        }
         if let Some(exhausted) = self.run.services.budget.exhausted() {
             return RunEnd::Canceled {
                 reason: exhausted.reason(),

@@ -107,6 +107,7 @@ impl PreparedRun {
             opened.next_id,
             sinks,
         ));
+        emitter.cancel_on_storage_failure(cancel.clone());
         let (llm, setup_failure) = self.take_llm()?;
         let manifest = match start {
             Start::New => self.manifest(self.simulated_llm),
