@@ -163,3 +163,41 @@ fn token_counts_print_like_the_spec() {
     check(999_950, "1.0m");
     check(1_234_567, "1.2m");
 }
+
+/// SPEC 6.6 (third milestone): the 1,000th visit of a node in a loop gets a `compact`
+/// preamble of at most 16,000 characters plus its context section: the newest stages in
+/// full, the oldest dropped.
+#[test]
+fn compact_keeps_its_stage_list_within_sixteen_thousand_characters() {
+    let mut fixture = fixture();
+    fixture.context = Context::new();
+    fixture.context.set("graph.goal", "loop until done");
+    fixture.context.set("score", 9);
+    let mut visit = Outcome::success();
+    visit.model = Some("claude-sonnet-4-6".to_owned());
+    visit.usage = Some(Usage {
+        input_tokens: 4_000,
+        output_tokens: 300,
+        ..Usage::default()
+    });
+    visit.files_touched = vec!["src/lib.rs".to_owned(), "NOTES.md".to_owned()];
+    fixture.stages = (0..1_000)
+        .map(|_| ("review".to_owned(), visit.clone()))
+        .collect();
+    let text = render(&fixture, Fidelity::Compact);
+    let context = "\n## Context\n- score: 9\n";
+    assert!(text.ends_with(context), "{text}");
+    let list = text.chars().count() - context.chars().count();
+    assert!(list <= 16_000, "{list} characters before the context");
+    assert!(list > 15_000, "the budget is used: {list}");
+    assert!(text.contains("earlier stages omitted)\n"), "oldest dropped");
+    assert!(
+        text.ends_with(&format!("  - Files: src/lib.rs, NOTES.md\n{context}")),
+        "the newest stage keeps its full form: {}",
+        &text[text.len() - 300..]
+    );
+    // Short runs are unchanged: every stage in full.
+    fixture.stages.truncate(3);
+    let short = render(&fixture, Fidelity::Compact);
+    assert_eq!(short.matches("  - Model: claude-sonnet-4-6").count(), 3);
+}
