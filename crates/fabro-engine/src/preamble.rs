@@ -24,6 +24,8 @@ const COMPACT_TAIL_LINES: usize = 25;
 const SUMMARY_TAIL_LINES: usize = 50;
 /// Context values are cut at this many characters.
 const CONTEXT_VALUE_LIMIT: usize = 500;
+/// Characters of a `compact` preamble before its context section (SPEC 6.6).
+const COMPACT_BUDGET: usize = 16_000;
 
 /// What a preamble is rendered from.
 pub(crate) struct PreambleInput<'a> {
@@ -94,16 +96,16 @@ impl Renderer<'_, '_> {
         }
     }
 
+    /// `compact`: the goal, the stage list within [`COMPACT_BUDGET`] characters (goal
+    /// line included), then the context.
     fn compact(&self) -> String {
-        let mut text = format!("Goal: {}\n", self.goal());
-        if !self.input.stages.is_empty() {
-            text.push_str("\n## Completed stages\n");
-            for (node_id, outcome) in self.input.stages {
-                text.push_str(&self.compact_stage(node_id, outcome));
-            }
-        }
-        text.push_str(&self.context_section());
-        text
+        let head = format!("Goal: {}\n", self.goal());
+        let list = self.stage_list(
+            COMPACT_BUDGET.saturating_sub(head.chars().count()),
+            |node_id, outcome| self.compact_stage(node_id, outcome),
+            |_| true,
+        );
+        format!("{head}{list}{}", self.context_section())
     }
 
     fn compact_stage(&self, node_id: &str, outcome: &Outcome) -> String {
@@ -301,15 +303,6 @@ impl Renderer<'_, '_> {
     /// A `summary:*` preamble within `budget` characters: the oldest stages collapse
     /// to their one-line form first, then are dropped behind an omission line.
     fn summary(&self, detail: Detail, budget: usize) -> String {
-        let stages = self.input.stages;
-        let full: Vec<String> = stages
-            .iter()
-            .map(|(id, outcome)| self.detailed(detail, id, outcome))
-            .collect();
-        let short: Vec<String> = stages
-            .iter()
-            .map(|(id, outcome)| Self::one_line(id, outcome))
-            .collect();
         let head = format!("Goal: {}\n", self.goal());
         let context = if detail == Detail::Low {
             String::new()
@@ -317,36 +310,90 @@ impl Renderer<'_, '_> {
             self.context_section()
         };
         let fixed = head.chars().count() + context.chars().count();
-        let mut collapsed = 0;
-        let mut dropped = 0;
-        let render = |collapsed: usize, dropped: usize| {
-            let mut text = String::new();
-            // summary:high gives every stage its own section; the list heading is
-            // needed only for collapsed stages.
-            if !stages.is_empty() && (detail != Detail::High || collapsed > 0) {
-                text.push_str("\n## Completed stages\n");
-            }
-            if dropped > 0 {
-                text.push_str(&format!("- ({dropped} earlier stages omitted)\n"));
-            }
-            for line in &short[dropped..collapsed.max(dropped)] {
-                text.push_str(line);
-            }
-            for section in &full[collapsed.max(dropped)..] {
-                text.push_str(section);
-            }
-            text
-        };
-        let mut body = render(collapsed, dropped);
-        while fixed + body.chars().count() > budget && dropped < stages.len() {
-            if collapsed < stages.len() {
-                collapsed += 1;
-            } else {
-                dropped += 1;
-            }
-            body = render(collapsed, dropped);
+        // summary:high gives every stage its own section; the list heading is needed
+        // only for collapsed stages.
+        let list = self.stage_list(
+            budget.saturating_sub(fixed),
+            |node_id, outcome| self.detailed(detail, node_id, outcome),
+            |collapsed| detail != Detail::High || collapsed > 0,
+        );
+        format!("{head}{list}{context}")
+    }
+
+    /// The list of the epoch's stages within `budget` characters (SPEC 6.6): the newest
+    /// keep their `full` form; older ones collapse to their one-line form, and the
+    /// oldest are dropped behind a line `- ({n} earlier stages omitted)`. `heading(collapsed)`
+    /// says whether the list starts with `## Completed stages`. Full forms are rendered
+    /// only for the newest stages that can fit, so a run's thousandth stage costs no more
+    /// than its tenth.
+    fn stage_list(
+        &self,
+        budget: usize,
+        full: impl Fn(&str, &Outcome) -> String,
+        heading: impl Fn(usize) -> bool,
+    ) -> String {
+        const HEADING: &str = "\n## Completed stages\n";
+        let stages = self.input.stages;
+        let count = stages.len();
+        if count == 0 {
+            return String::new();
         }
-        format!("{head}{body}{context}")
+        let short: Vec<String> = stages
+            .iter()
+            .map(|(node_id, outcome)| Self::one_line(node_id, outcome))
+            .collect();
+        let mut short_before = Vec::with_capacity(count + 1);
+        short_before.push(0);
+        for line in &short {
+            short_before.push(short_before.last().copied().unwrap_or(0) + line.chars().count());
+        }
+        // Full forms of the newest stages, newest first, until they alone overflow.
+        let mut full_newest: Vec<String> = Vec::new();
+        let mut full_after = vec![0];
+        for (node_id, outcome) in stages.iter().rev() {
+            if full_after.last().is_some_and(|size| *size > budget) {
+                break;
+            }
+            let section = full(node_id, outcome);
+            full_after.push(full_after.last().copied().unwrap_or(0) + section.chars().count());
+            full_newest.push(section);
+        }
+        let omitted = |dropped: usize| {
+            if dropped > 0 {
+                format!("- ({dropped} earlier stages omitted)\n")
+            } else {
+                String::new()
+            }
+        };
+        // With stages [dropped, collapsed) on one line and [collapsed, count) in full.
+        let size = |collapsed: usize, dropped: usize| {
+            let heading = if heading(collapsed) { HEADING.len() } else { 0 };
+            heading
+                + omitted(dropped).len()
+                + (short_before[collapsed] - short_before[dropped])
+                + full_after[count - collapsed]
+        };
+        // As many of the newest stages in full as fit with every older one dropped, then
+        // as many of the older ones on one line as still fit.
+        let first_full = count - full_newest.len();
+        let collapsed = (first_full..=count)
+            .find(|&c| size(c, c) <= budget)
+            .unwrap_or(count);
+        let dropped = (0..=collapsed)
+            .find(|&d| size(collapsed, d) <= budget)
+            .unwrap_or(collapsed);
+        let mut text = String::new();
+        if heading(collapsed) {
+            text.push_str(HEADING);
+        }
+        text.push_str(&omitted(dropped));
+        for line in &short[dropped..collapsed] {
+            text.push_str(line);
+        }
+        for section in full_newest[..count - collapsed].iter().rev() {
+            text.push_str(section);
+        }
+        text
     }
 }
 
