@@ -19,6 +19,7 @@
 //!
 //! The twin never reads the environment and never touches the network beyond loopback.
 
+mod cache;
 mod wire;
 
 use std::collections::VecDeque;
@@ -205,6 +206,8 @@ pub struct Turn {
     pub output_tokens: u64,
     /// Cache-read tokens reported.
     pub cache_read_tokens: u64,
+    /// Cache-write tokens reported (Anthropic's `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
     /// Reasoning tokens reported (where the format has them).
     pub reasoning_tokens: u64,
     /// Characters of text or arguments per streamed delta.
@@ -230,6 +233,7 @@ impl Turn {
             input_tokens: 10,
             output_tokens: 5,
             cache_read_tokens: 0,
+            cache_write_tokens: 0,
             reasoning_tokens: 0,
             chunk_size: 8,
             chunk_delay: Duration::ZERO,
@@ -281,6 +285,8 @@ struct State {
     queue: VecDeque<Reply>,
     fallback: Option<Reply>,
     requests: Vec<Recorded>,
+    /// Anthropic's prompt caching, once [`Twin::apply_prompt_caching`] turned it on.
+    prompt_cache: Option<cache::PromptCache>,
 }
 
 /// The running twin; dropping it stops the server.
@@ -330,6 +336,14 @@ impl Twin {
         self.lock().fallback = Some(reply);
     }
 
+    /// From now on, Messages requests are billed by Anthropic's prompt caching rules
+    /// (module `cache`): their turns report the tokens the request really has, read from
+    /// and written to the cache, instead of the scripted counts; a request with more than
+    /// four breakpoints is answered 400.
+    pub fn apply_prompt_caching(&self) {
+        self.lock().prompt_cache = Some(cache::PromptCache::default());
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
@@ -353,11 +367,16 @@ impl Drop for Twin {
 
 async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Body> {
     let (recorded, call) = read_request(request).await;
-    let reply = {
+    let (reply, bill) = {
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
         state.requests.push(recorded);
         let fallback = state.fallback.clone();
-        state.queue.pop_front().or(fallback)
+        let reply = state.queue.pop_front().or(fallback);
+        let bill = match &mut state.prompt_cache {
+            Some(cache) if call.format == Some(Format::Anthropic) => Some(cache.bill(&call.body)),
+            _ => None,
+        };
+        (reply, bill)
     };
     let Some(format) = call.format else {
         return plain(StatusCode::NOT_FOUND, "the twin does not serve this path");
@@ -369,6 +388,22 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
                 StatusCode::BAD_REQUEST,
                 &wire::error_body(format, 400, "invalid_request_error", &message),
             );
+        }
+        match bill {
+            Some(Err(message)) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &wire::error_body(format, 400, "invalid_request_error", &message),
+                );
+            }
+            Some(Ok(bill)) => {
+                if let Reply::Turn(turn) | Reply::WholeJson(turn) = &mut reply {
+                    turn.input_tokens = bill.total;
+                    turn.cache_read_tokens = bill.read;
+                    turn.cache_write_tokens = bill.written;
+                }
+            }
+            None => {}
         }
         // With thinking enabled the API's turns always start with a thinking block.
         if let Reply::Turn(turn) = &mut reply {

@@ -110,13 +110,22 @@ pub(crate) fn stream_events(
     }
 }
 
+/// Anthropic's `input_tokens`: the prompt tokens neither read from nor written to the
+/// cache.
+fn anthropic_uncached(turn: &Turn) -> u64 {
+    turn.input_tokens
+        .saturating_sub(turn.cache_read_tokens)
+        .saturating_sub(turn.cache_write_tokens)
+}
+
 /// A Messages stream: `message_start`, one content block per thinking, text and tool
 /// call, then `message_delta` with the stop reason and usage and `message_stop`.
 fn anthropic_events(turn: &Turn, model: &str) -> Vec<Event> {
     let name = |name: &'static str| Some(name);
     let mut events = Vec::new();
-    let usage = json!({"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
-                       "cache_read_input_tokens": turn.cache_read_tokens, "cache_creation_input_tokens": 0});
+    let usage = json!({"input_tokens": anthropic_uncached(turn),
+                       "cache_read_input_tokens": turn.cache_read_tokens,
+                       "cache_creation_input_tokens": turn.cache_write_tokens});
     let start_usage = if turn.usage_in_message_delta {
         json!({"input_tokens": 0, "output_tokens": 1})
     } else {
@@ -473,8 +482,9 @@ pub(crate) fn whole(format: Format, request: &Value, path_model: &str, turn: &Tu
                 "tool_use"
             };
             json!({"id": "msg_twin", "type": "message", "role": "assistant", "model": model, "content": content,
-                   "stop_reason": stop, "usage": {"input_tokens": turn.input_tokens - turn.cache_read_tokens.min(turn.input_tokens),
-                   "cache_read_input_tokens": turn.cache_read_tokens, "output_tokens": turn.output_tokens}})
+                   "stop_reason": stop, "usage": {"input_tokens": anthropic_uncached(turn),
+                   "cache_read_input_tokens": turn.cache_read_tokens,
+                   "cache_creation_input_tokens": turn.cache_write_tokens, "output_tokens": turn.output_tokens}})
         }
         Format::OpenAiResponses => {
             let mut output = Vec::new();

@@ -241,3 +241,88 @@ fn plan_implement_review_against_the_twin() {
         "the user's tree is untouched"
     );
 }
+
+/// The stage's usage from its `status.json`: (input, cache reads, cache writes).
+fn stage_usage(run_dir: &Path, stage: &str) -> (u64, u64, u64) {
+    let status: serde_json::Value = serde_json::from_str(
+        &fs_err::read_to_string(run_dir.join("stages").join(stage).join("status.json"))
+            .expect("status"),
+    )
+    .expect("JSON");
+    let number = |key: &str| status["usage"][key].as_u64().unwrap_or(0);
+    (
+        number("input_tokens"),
+        number("cache_read_tokens"),
+        number("cache_write_tokens"),
+    )
+}
+
+/// SPEC 10.8, issue 33 acceptance 1 and 2: a 30-turn agent stage against a twin that
+/// applies Anthropic's caching rules is billed at most 0.35x its uncached input price
+/// (reads at 0.1x, writes at 1.25x), no request carries more than four breakpoints (the
+/// twin answers 400 to more), and `[llm] prompt_caching = false` sends no marker.
+#[test]
+fn a_thirty_turn_agent_stage_reads_its_prefix_from_the_cache() {
+    const AGENT: &str = r#"digraph w {
+  graph [goal="Write thirty files", default_model="sonnet"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=box, prompt="Write the files"]
+  start -> work -> exit
+}
+"#;
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let env = TestEnv::new("prompt_caching");
+    env.write("w.fabro", AGENT);
+    env.write("off.toml", "[llm]\nprompt_caching = false\n");
+    let mut billed = Vec::new();
+    for (run_id, extra) in [
+        ("cached", &[][..]),
+        ("uncached", &["--config", "off.toml"][..]),
+    ] {
+        let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+        twin.apply_prompt_caching();
+        twin.enqueue((1..30).map(|turn| {
+            write_turn(
+                &format!("toolu_{turn}"),
+                &format!("notes/{turn}.txt"),
+                &format!("note {turn}\n"),
+            )
+        }));
+        twin.enqueue([Reply::text("Wrote thirty files.")]);
+        twin.set_fallback(Reply::bad_request());
+        let output = env
+            .command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", "w.fabro", "--run-id", run_id])
+            .args(extra)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .env("ANTHROPIC_BASE_URL", twin.base_url())
+            .output()
+            .expect("fabro runs");
+        assert_eq!(code(&output), 0, "{run_id}: {}", stderr(&output));
+        let requests = twin.requests();
+        assert_eq!(requests.len(), 30, "{run_id}");
+        for request in &requests {
+            let markers = request.body.to_string().matches("cache_control").count();
+            if run_id == "cached" {
+                assert!((1..=4).contains(&markers), "{markers} breakpoints");
+            } else {
+                assert_eq!(markers, 0);
+            }
+        }
+        let (input, read, written) =
+            stage_usage(&env.fabro_home().join("scratch").join(run_id), "002-work@1");
+        let uncached = input - read - written;
+        billed.push((uncached as f64 + 0.1 * read as f64 + 1.25 * written as f64) / input as f64);
+    }
+    assert!(
+        billed[0] <= 0.35,
+        "billed {:.3}x the uncached price",
+        billed[0]
+    );
+    assert!(
+        (billed[1] - 1.0).abs() < 1e-9,
+        "uncached: {:.3}x",
+        billed[1]
+    );
+}
