@@ -44,6 +44,9 @@ pub struct AgentConfig {
     /// Reasoning effort of every call, summaries included; sent only to models with
     /// reasoning (SPEC 10.1 item 2).
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// The prompt cache of the session's calls (SPEC 10.8, see
+    /// [`Request::prompt_cache`]); `None` sends no cache markers.
+    pub prompt_cache: Option<String>,
     /// Load project instruction files (SPEC 10.6).
     pub project_memory: bool,
     /// `write_scope` globs; empty means the whole working directory.
@@ -77,6 +80,7 @@ impl AgentConfig {
             context_window: None,
             max_tokens: None,
             reasoning_effort: None,
+            prompt_cache: None,
             project_memory: true,
             write_scope: Vec::new(),
             env: ProcessEnv::inherit(),
@@ -292,6 +296,7 @@ impl AgentSession {
                 tools: self.tools.definitions(),
                 node_id: self.config.node_id.clone(),
                 reasoning_effort: self.config.reasoning_effort,
+                prompt_cache: self.config.prompt_cache.clone(),
                 ..Request::default()
             };
             let response = tokio::select! {

@@ -112,6 +112,10 @@ pub struct LlmConfig {
     /// `[llm.simulated] responses`, resolved against the file's directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulated_responses: Option<PathBuf>,
+    /// `prompt_caching`: mark stable prompt prefixes for the providers' caches (SPEC
+    /// 10.8); on unless set to false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_caching: Option<bool>,
 }
 
 /// `[checkpoint]`.
@@ -448,6 +452,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
             }
         }
         config.llm.headers = llm.string_table("headers")?;
+        config.llm.prompt_caching = llm.boolean("prompt_caching")?;
         if let Some(simulated) = llm.section("simulated", &["responses"])? {
             config.llm.simulated_responses = simulated.path("responses")?;
         }
@@ -519,6 +524,7 @@ impl RunConfig {
                     .llm
                     .simulated_responses
                     .or(lower.llm.simulated_responses),
+                prompt_caching: self.llm.prompt_caching.or(lower.llm.prompt_caching),
             },
             checkpoint: CheckpointConfig {
                 exclude_globs: self
@@ -588,6 +594,7 @@ const LLM_KEYS: &[&str] = &[
     "fallbacks",
     "headers",
     "simulated",
+    "prompt_caching",
 ];
 
 /// Serialises a header table with every value replaced by `[REDACTED]` (SPEC 13.1).

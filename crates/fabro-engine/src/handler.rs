@@ -144,6 +144,8 @@ pub(crate) struct RunServices {
     pub(crate) assets: AssetCapture,
     /// The run's budget (SPEC 17.1).
     pub(crate) budget: Arc<crate::budget::Budget>,
+    /// `[llm] prompt_caching` (SPEC 10.8): whether LLM calls mark their stable prefix.
+    pub(crate) prompt_caching: bool,
     /// How agents find the files they changed: from the run worktree's watch once
     /// [`follow_git`](RunServices::follow_git) set it, else git snapshots.
     pub(crate) file_tracking: std::sync::OnceLock<fabro_agent::FileTracking>,
@@ -158,6 +160,13 @@ impl RunServices {
                 .file_tracking
                 .set(fabro_agent::FileTracking::with_tracker(tracker));
         }
+    }
+
+    /// The prompt cache of `node_id`'s calls (SPEC 10.8): `{run_id}:{node_id}`, or none
+    /// when `[llm] prompt_caching = false`.
+    pub(crate) fn prompt_cache(&self, node_id: &str) -> Option<String> {
+        self.prompt_caching
+            .then(|| format!("{}:{node_id}", self.run_id))
     }
 
     /// The agents' file tracking (a clone sharing the run's tracker).
@@ -409,6 +418,7 @@ pub(crate) mod test_support {
                 child_runner: Arc::new(NoChildRuns),
                 acp_command: None,
                 threads: crate::thread::ThreadStore::default(),
+                prompt_caching: true,
                 assets: super::AssetCapture::new(
                     crate::asset_capture::AssetScanner::new(
                         &[],

@@ -113,12 +113,23 @@ pub(crate) fn body(request: &Request) -> Value {
             _ => messages.push((role.to_owned(), blocks)),
         }
     }
+    let cached = request.prompt_cache.is_some();
+    if cached {
+        mark_newest_turns(&mut messages);
+    }
     let mut max_tokens = request.effective_max_tokens();
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("stream".into(), json!(true));
     if !system.is_empty() {
-        body.insert("system".into(), json!(system));
+        if cached {
+            body.insert(
+                "system".into(),
+                json!([{"type": "text", "text": system, "cache_control": ephemeral()}]),
+            );
+        } else {
+            body.insert("system".into(), json!(system));
+        }
     }
     body.insert(
         "messages".into(),
@@ -130,11 +141,14 @@ pub(crate) fn body(request: &Request) -> Value {
         ),
     );
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
             .collect();
+        if let (true, Some(Value::Object(last))) = (cached, tools.last_mut()) {
+            last.insert("cache_control".into(), ephemeral());
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(effort) = effort {
@@ -154,6 +168,40 @@ pub(crate) fn body(request: &Request) -> Value {
     }
     body.insert("max_tokens".into(), json!(max_tokens));
     Value::Object(body)
+}
+
+/// The cache marker of a breakpoint (SPEC 10.8).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// SPEC 10.8: breakpoints on the last content block of the newest message and, once the
+/// conversation has earlier turns, of the newest message of the previous request (two
+/// messages back: the user turn before the last assistant turn), whose prefix the
+/// previous request wrote to the cache. With the tools and the system prompt that makes
+/// at most four, Anthropic's limit.
+fn mark_newest_turns(messages: &mut [(String, Vec<Value>)]) {
+    let count = messages.len();
+    let marked = [Some(count.wrapping_sub(1)), count.checked_sub(3)];
+    for index in marked.into_iter().flatten() {
+        if let Some(Value::Object(block)) = messages
+            .get_mut(index)
+            .and_then(|(_, blocks)| blocks.last_mut())
+        {
+            // The API refuses markers on thinking blocks and on empty text.
+            let markable = match block.get("type").and_then(Value::as_str) {
+                Some("text") => block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| !text.is_empty()),
+                Some("tool_result" | "tool_use") => true,
+                _ => false,
+            };
+            if markable {
+                block.insert("cache_control".into(), ephemeral());
+            }
+        }
+    }
 }
 
 struct Decoder<'t> {
@@ -372,6 +420,90 @@ mod tests {
         assert_eq!(body["max_tokens"], 17_384);
         let haiku = body_for("haiku");
         assert!(haiku.get("thinking").is_none());
+    }
+
+    /// Where `cache_control` markers are in a body, as JSON pointers.
+    fn breakpoints(body: &Value) -> Vec<String> {
+        fn walk(value: &Value, path: String, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if map.contains_key("cache_control") {
+                        found.push(path.clone());
+                    }
+                    for (key, child) in map {
+                        walk(child, format!("{path}/{key}"), found);
+                    }
+                }
+                Value::Array(items) => {
+                    for (index, child) in items.iter().enumerate() {
+                        walk(child, format!("{path}/{index}"), found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        walk(body, String::new(), &mut found);
+        found
+    }
+
+    /// SPEC 10.8: the last tool, the system prompt, the newest message and the previous
+    /// request's newest message carry breakpoints, never more than four; none without
+    /// `prompt_cache`.
+    #[test]
+    fn cached_requests_carry_at_most_four_breakpoints_in_prefix_order() {
+        let call = |id: &str| {
+            let mut assistant = Message::assistant("");
+            assistant.tool_calls.push(ToolCall {
+                id: id.to_owned(),
+                name: "read".to_owned(),
+                arguments: json!({}),
+            });
+            assistant
+        };
+        let tool = |name: &str| ToolDefinition {
+            name: name.to_owned(),
+            description: "d".to_owned(),
+            parameters: json!({"type": "object"}),
+        };
+        let mut request = Request {
+            model: "claude-sonnet-4-6".to_owned(),
+            system: Some("be brief".to_owned()),
+            messages: vec![Message::user("go")],
+            tools: vec![tool("read"), tool("write")],
+            prompt_cache: Some("run:node".to_owned()),
+            ..Request::default()
+        };
+        let first = body(&request);
+        assert_eq!(
+            breakpoints(&first),
+            ["/messages/0/content/0", "/system/0", "/tools/1"]
+        );
+        assert_eq!(first["system"][0]["text"], "be brief");
+        for turn in 1..=30 {
+            let id = format!("toolu_{turn}");
+            request.messages.push(call(&id));
+            request
+                .messages
+                .push(Message::tool_result(&id, "data", false));
+            let marked = breakpoints(&body(&request));
+            assert!(marked.len() <= 4, "{marked:?}");
+            let newest = request.messages.len() - 1;
+            let previous = newest - 2;
+            assert_eq!(
+                marked,
+                [
+                    format!("/messages/{previous}/content/0"),
+                    format!("/messages/{newest}/content/0"),
+                    "/system/0".to_owned(),
+                    "/tools/1".to_owned(),
+                ]
+            );
+        }
+        request.prompt_cache = None;
+        let plain = body(&request);
+        assert!(breakpoints(&plain).is_empty());
+        assert_eq!(plain["system"], "be brief");
     }
 
     #[test]

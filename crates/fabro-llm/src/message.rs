@@ -158,6 +158,10 @@ pub struct Request {
     /// JSON Schema the reply must follow, sent as structured output where the provider
     /// supports it (OpenAI, Gemini, Chat Completions); Anthropic ignores it.
     pub output_schema: Option<serde_json::Value>,
+    /// Prompt caching (SPEC 10.8): `Some(key)` marks the request's stable prefix for the
+    /// provider's cache (Anthropic breakpoints; OpenAI `prompt_cache_key` = `key`, by
+    /// convention `{run_id}:{node_id}`); `None` sends no markers.
+    pub prompt_cache: Option<String>,
 }
 
 impl Request {

@@ -89,6 +89,10 @@ pub(crate) fn body(request: &Request) -> Value {
     body.insert("model".into(), json!(request.model));
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
+    if let Some(key) = &request.prompt_cache {
+        // SPEC 10.8: every turn of a stage reaches the same cache.
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if let Some(system) = &request.system {
         body.insert("instructions".into(), json!(system));
     }
@@ -258,5 +262,18 @@ mod tests {
         assert_eq!(body["input"][3]["type"], "function_call_output");
         assert_eq!(body["reasoning"]["effort"], "medium");
         assert_eq!(body["text"]["format"]["type"], "json_schema");
+        assert!(body.get("prompt_cache_key").is_none());
+    }
+
+    /// SPEC 10.8: every turn of a stage names the same cache.
+    #[test]
+    fn cached_requests_name_their_cache() {
+        let body = body(&Request {
+            model: "gpt-5.4".to_owned(),
+            messages: vec![Message::user("hi")],
+            prompt_cache: Some("01RUN:plan".to_owned()),
+            ..Request::default()
+        });
+        assert_eq!(body["prompt_cache_key"], "01RUN:plan");
     }
 }

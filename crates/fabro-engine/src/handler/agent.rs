@@ -131,6 +131,7 @@ impl AgentConversation {
                 config.max_turns = node.llm.max_turns;
                 config.max_tokens = node.llm.max_tokens();
                 config.reasoning_effort = Some(super::llm::reasoning_effort(node));
+                config.prompt_cache = services.prompt_cache(&node.id);
                 config.project_memory = node.llm.project_memory;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();

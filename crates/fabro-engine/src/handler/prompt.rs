@@ -49,6 +49,7 @@ impl PromptConversation {
             tools: Vec::new(),
             node_id: input.node.id.clone(),
             reasoning_effort: Some(reasoning_effort(input.node)),
+            prompt_cache: input.services.prompt_cache(&input.node.id),
             ..Request::default()
         };
         // Retries and failover (SPEC 9.2, 9.4), with their events.

@@ -279,6 +279,7 @@ impl PreparedRun {
             )),
             acp_command: self.options.config.agent.acp_command.clone(),
             threads: crate::thread::ThreadStore::default(),
+            prompt_caching: self.options.config.llm.prompt_caching.unwrap_or(true),
             assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
             file_tracking: std::sync::OnceLock::new(),
         }))
