@@ -106,6 +106,8 @@ pub struct StageView {
     pub input_tokens: Option<u64>,
     /// Output tokens.
     pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache (SPEC 10.8).
+    pub cache_read_tokens: Option<u64>,
     /// Cost in US dollars, when known.
     pub cost_usd: Option<f64>,
     /// Files the stage changed.
@@ -127,6 +129,8 @@ pub struct TotalsView {
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens read from the providers' prompt caches (SPEC 10.8).
+    pub cache_read_tokens: u64,
     /// Null when no stage reported a cost.
     pub cost_usd: Option<f64>,
     /// Distinct paths, sorted.
@@ -245,6 +249,7 @@ fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
                     tokens: None,
                     input_tokens: None,
                     output_tokens: None,
+                    cache_read_tokens: None,
                     cost_usd: None,
                     files_touched: Vec::new(),
                 },
@@ -309,6 +314,7 @@ fn finished_stage(status: StageStatusFile) -> StageView {
         tokens: usage.map(|usage| usage.input_tokens.saturating_add(usage.output_tokens)),
         input_tokens: usage.map(|usage| usage.input_tokens),
         output_tokens: usage.map(|usage| usage.output_tokens),
+        cache_read_tokens: usage.map(|usage| usage.cache_read_tokens),
         cost_usd: usage.and_then(|usage| usage.cost_usd),
         files_touched: status.files_touched,
     }
@@ -343,6 +349,7 @@ fn totals(stages: &[StageView]) -> TotalsView {
         tokens: sum(|stage| stage.tokens),
         input_tokens: sum(|stage| stage.input_tokens),
         output_tokens: sum(|stage| stage.output_tokens),
+        cache_read_tokens: sum(|stage| stage.cache_read_tokens),
         cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
         files_touched: files.into_iter().cloned().collect(),
     }

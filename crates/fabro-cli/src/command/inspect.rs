@@ -71,6 +71,7 @@ fn render(view: &InspectView) -> String {
                 stage
                     .tokens
                     .map_or_else(|| "-".to_owned(), |tokens| tokens.to_string()),
+                cached_share(stage.cache_read_tokens, stage.input_tokens),
                 cost(stage.cost_usd),
                 stage.files_touched.len().to_string(),
             ]
@@ -90,13 +91,14 @@ fn render(view: &InspectView) -> String {
         totals.attempts.to_string(),
         elapsed(totals.duration_ms),
         totals.tokens.to_string(),
+        cached_share(Some(totals.cache_read_tokens), Some(totals.input_tokens)),
         cost(totals.cost_usd),
         totals.files_touched.len().to_string(),
     ]);
     text.push_str(&render_table(
         &[
-            "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS", "COST",
-            "FILES",
+            "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS",
+            "CACHED", "COST", "FILES",
         ],
         &rows,
     ));
@@ -105,6 +107,15 @@ fn render(view: &InspectView) -> String {
 
 fn elapsed(milliseconds: u64) -> String {
     format_elapsed(std::time::Duration::from_millis(milliseconds))
+}
+
+/// The share of a stage's input read from the provider's prompt cache (SPEC 10.8), in
+/// whole percent; `-` without input.
+fn cached_share(cache_read_tokens: Option<u64>, input_tokens: Option<u64>) -> String {
+    match (cache_read_tokens, input_tokens) {
+        (Some(read), Some(input)) if input > 0 => format!("{}%", read * 100 / input),
+        _ => "-".to_owned(),
+    }
 }
 
 fn cost(cost_usd: Option<f64>) -> String {

@@ -267,8 +267,8 @@ fn inspect_summarises_the_run_with_one_row_per_stage_and_totals() {
     assert_eq!(
         rows[0],
         [
-            "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS", "COST",
-            "FILES"
+            "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS",
+            "CACHED", "COST", "FILES"
         ]
     );
     let stage = |row: &[&str]| -> Vec<String> {
@@ -282,7 +282,7 @@ fn inspect_summarises_the_run_with_one_row_per_stage_and_totals() {
     let tokens_text = tokens.to_string();
     assert_eq!(
         stage(&rows[1]),
-        ["1", "start", "1", "start", "success", "1", "-", "-", "0"]
+        ["1", "start", "1", "start", "success", "1", "-", "-", "-", "0"]
     );
     assert_eq!(
         stage(&rows[2]),
@@ -294,21 +294,31 @@ fn inspect_summarises_the_run_with_one_row_per_stage_and_totals() {
             "success",
             "1",
             &tokens_text,
+            "0%",
             "$0.0000",
             "0"
         ]
     );
     assert_eq!(
         stage(&rows[3]),
-        ["3", "check", "1", "command", "success", "1", "-", "-", "0"]
+        ["3", "check", "1", "command", "success", "1", "-", "-", "-", "0"]
     );
     assert_eq!(
         stage(&rows[4]),
-        ["4", "exit", "1", "exit", "success", "1", "-", "-", "0"]
+        ["4", "exit", "1", "exit", "success", "1", "-", "-", "-", "0"]
     );
     assert_eq!(
         [&rows[5][..4], &rows[5][5..]].concat(),
-        ["total", "4", "stages", "4", &tokens_text, "$0.0000", "0"]
+        [
+            "total",
+            "4",
+            "stages",
+            "4",
+            &tokens_text,
+            "0%",
+            "$0.0000",
+            "0"
+        ]
     );
     assert_eq!(rows.len(), 6);
 
@@ -329,7 +339,8 @@ fn inspect_summarises_the_run_with_one_row_per_stage_and_totals() {
     let plain = |rank: u32, node: &str, handler: &str| {
         json!({"rank": rank, "node_id": node, "visit": 1, "handler": handler, "status": "success",
                "attempts": 1, "duration_ms": 0, "tokens": null, "input_tokens": null,
-               "output_tokens": null, "cost_usd": null, "files_touched": []})
+               "output_tokens": null, "cache_read_tokens": null, "cost_usd": null,
+               "files_touched": []})
     };
     assert_eq!(
         view,
@@ -354,13 +365,14 @@ fn inspect_summarises_the_run_with_one_row_per_stage_and_totals() {
                 plain(1, "start", "start"),
                 {"rank": 2, "node_id": "greet", "visit": 1, "handler": "prompt", "status": "success",
                  "attempts": 1, "duration_ms": 0, "tokens": tokens, "input_tokens": input,
-                 "output_tokens": output_tokens, "cost_usd": 0.0, "files_touched": []},
+                 "output_tokens": output_tokens, "cache_read_tokens": 0, "cost_usd": 0.0,
+                 "files_touched": []},
                 plain(3, "check", "command"),
                 plain(4, "exit", "exit"),
             ],
             "totals": {"stages": 4, "attempts": 4, "duration_ms": 0, "tokens": tokens,
-                       "input_tokens": input, "output_tokens": output_tokens, "cost_usd": 0.0,
-                       "files_touched": []},
+                       "input_tokens": input, "output_tokens": output_tokens,
+                       "cache_read_tokens": 0, "cost_usd": 0.0, "files_touched": []},
         })
     );
 }

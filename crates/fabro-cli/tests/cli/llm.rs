@@ -325,4 +325,26 @@ fn a_thirty_turn_agent_stage_reads_its_prefix_from_the_cache() {
         "uncached: {:.3}x",
         billed[1]
     );
+    // `fabro inspect` shows the cached share of each stage's input.
+    for (run_id, expected) in [("cached", None), ("uncached", Some("0%"))] {
+        let inspect = crate::fabro(&env, &["inspect", run_id]);
+        assert_eq!(code(&inspect), 0, "{}", stderr(&inspect));
+        let text = stdout(&inspect);
+        assert!(text.contains(" CACHED "), "{text}");
+        let row = text
+            .lines()
+            .find(|line| line.split_whitespace().nth(1) == Some("work"))
+            .expect("a row for the agent stage");
+        let share = row
+            .split_whitespace()
+            .find(|cell| cell.ends_with('%'))
+            .expect("a cached share");
+        match expected {
+            Some(expected) => assert_eq!(share, expected, "{row}"),
+            None => {
+                let percent: u64 = share.trim_end_matches('%').parse().expect("a number");
+                assert!(percent >= 80, "{row}");
+            }
+        }
+    }
 }

@@ -235,12 +235,21 @@ pub async fn live(
     ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
 }
 
+/// Tokens of a stage, with the share of its input read from the provider's prompt
+/// cache when there is one (SPEC 10.8).
 fn tokens(usage: &Value) -> String {
     match (
         usage["input_tokens"].as_u64(),
         usage["output_tokens"].as_u64(),
     ) {
-        (Some(input), Some(output)) => format!("{} ({input} in / {output} out)", input + output),
+        (Some(input), Some(output)) => {
+            let cached = usage["cache_read_tokens"]
+                .as_u64()
+                .filter(|read| *read > 0 && input > 0)
+                .map(|read| format!(", {}% cached", read * 100 / input))
+                .unwrap_or_default();
+            format!("{} ({input} in{cached} / {output} out)", input + output)
+        }
         _ => String::new(),
     }
 }
@@ -361,4 +370,25 @@ fn artifacts(run_id: &str, artifacts: &[Value]) -> String {
     }
     html.push_str("</ul></section>");
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::tokens;
+
+    /// SPEC 10.8: the stage page shows the share of the input read from the cache.
+    #[test]
+    fn tokens_show_the_cached_share_of_the_input() {
+        assert_eq!(
+            tokens(&json!({"input_tokens": 1000, "output_tokens": 50, "cache_read_tokens": 850})),
+            "1050 (1000 in, 85% cached / 50 out)"
+        );
+        assert_eq!(
+            tokens(&json!({"input_tokens": 1000, "output_tokens": 50, "cache_read_tokens": 0})),
+            "1050 (1000 in / 50 out)"
+        );
+        assert_eq!(tokens(&json!(null)), "");
+    }
 }
