@@ -97,9 +97,11 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
+        // Decision 64: `same-origin`, not `no-referrer`, under which browsers send
+        // `Origin: null` on the UI's own form posts and the Origin check refuses them.
         .layer(SetResponseHeaderLayer::overriding(
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         ))
         .with_state(state)
 }
