@@ -89,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn(error::assign_request_id))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("default-src 'self'"),
@@ -107,7 +108,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// One `info` line per request: method, path (never the query, which may hold the
-/// token), status and duration. Headers are never logged.
+/// token), status, duration and request id. Headers are never logged.
 async fn log_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -115,6 +116,7 @@ async fn log_request(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     tracing::info!(
         target: "fabro_server::request",
+        request_id = %error::current_request_id().unwrap_or_default(),
         "{method} {path} {} {}ms",
         response.status().as_u16(),
         started.elapsed().as_millis()

@@ -28,7 +28,11 @@ async fn auth_token_cookie_and_public_routes() {
     let page = fixture.send(Method::GET, "/", None, Auth::None).await;
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(page.headers["referrer-policy"], "same-origin");
-    assert!(!page.text().contains("name=\"referrer\""), "{}", page.text());
+    assert!(
+        !page.text().contains("name=\"referrer\""),
+        "{}",
+        page.text()
+    );
     let openapi = fixture
         .send(Method::GET, "/api/v1/openapi.json", None, Auth::None)
         .await;
