@@ -20,7 +20,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::engine_bridge::{records, ResumeRequest, RunStatus, StartRequest};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::runs;
 use crate::state::AppState;
 use fabro_engine::run_index::RunRecord;
@@ -101,7 +101,7 @@ pub async fn list_runs(
             let catalog = state.clone();
             tokio::task::spawn_blocking(move || records::list_cataloged(catalog.catalog()))
                 .await
-                .map_err(|error| ApiError::internal(error.to_string()))??
+                .map_err(ApiError::internal)??
         }
     };
     // Filtered and paged on the index rows; only the page is summarised, since a summary
@@ -166,7 +166,7 @@ pub async fn list_runs(
                     .collect()
             })
             .await
-            .map_err(|error| ApiError::internal(error.to_string()))?
+            .map_err(ApiError::internal)?
         }
     };
     Ok(run_list_body(&summaries, next.as_deref()))
@@ -332,12 +332,12 @@ async fn find_shared_run(state: &AppState, run: &str) -> Result<Option<Arc<RunRe
                     .map_err(records::resolve_error)
             })
             .await
-            .map_err(|error| ApiError::internal(error.to_string()))?
+            .map_err(ApiError::internal)?
         }
     };
     match found {
         Ok(record) => Ok(Some(record)),
-        Err(error) if error.status == StatusCode::NOT_FOUND => Ok(None),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error),
     }
 }
@@ -381,7 +381,7 @@ pub async fn get_run(
                     None => records::inspect(&record).map(Built::Fresh),
                 })
                 .await
-                .map_err(|error| ApiError::internal(error.to_string()))??;
+                .map_err(ApiError::internal)??;
             Ok(match built {
                 Built::Cached(bytes) => {
                     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
@@ -454,7 +454,7 @@ pub async fn list_workflows(State(state): State<AppState>) -> Result<Json<Value>
     let roots = state.bridge().roots().to_vec();
     let workflows = tokio::task::spawn_blocking(move || records::workflows(&roots))
         .await
-        .map_err(|error| ApiError::internal(error.to_string()))?;
+        .map_err(ApiError::internal)?;
     Ok(Json(serde_json::json!({ "workflows": workflows })))
 }
 

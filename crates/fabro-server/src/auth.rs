@@ -8,14 +8,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Request, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use rand::RngCore;
 use subtle::ConstantTimeEq;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 use crate::state::AppState;
 
 /// The session cookie's name.
@@ -147,12 +147,7 @@ pub async fn require_token(
         }
         return next.run(request).await;
     }
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "missing or wrong token",
-    )
-    .into_response()
+    ApiError::new(ErrorKind::Unauthorized, "missing or wrong token").into_response()
 }
 
 #[cfg(test)]

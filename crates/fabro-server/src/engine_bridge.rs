@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::interviewer::Interviewer;
 use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
@@ -29,7 +28,7 @@ pub use fabro_engine::run::RunReport;
 pub use fabro_engine::run_index::RunStatus;
 pub use fabro_engine::traversal::RunEnd;
 
-use crate::error::ApiError;
+use crate::error::{without_paths, ApiError, ErrorKind};
 
 /// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
@@ -102,16 +101,16 @@ impl EngineBridge {
     }
 
     /// Resolves `path` (symlinks included) and checks it lies inside a root: 403
-    /// otherwise, 400 when it does not exist.
-    pub fn inside_roots(&self, path: &Path) -> Result<PathBuf, ApiError> {
+    /// otherwise, 400 when it does not exist. The errors name it as `shown` (what the
+    /// request said), not as the server's file system does.
+    pub fn inside_roots(&self, path: &Path, shown: &str) -> Result<PathBuf, ApiError> {
         let resolved = fs_err::canonicalize(path)
-            .map_err(|_| ApiError::bad_request(format!("{} does not exist", path.display())))?;
+            .map_err(|_| ApiError::bad_request(format!("{shown} does not exist")))?;
         if self.roots.iter().any(|root| resolved.starts_with(root)) {
             Ok(resolved)
         } else {
             Err(ApiError::forbidden(format!(
-                "{} is outside the server's roots",
-                path.display()
+                "{shown} is outside the server's roots"
             )))
         }
     }
@@ -125,21 +124,23 @@ impl EngineBridge {
     ) -> Result<PreparedRun, ApiError> {
         check_provider(request.provider.as_deref())?;
         let work_dir = match &request.work_dir {
-            Some(work_dir) => self.inside_roots(Path::new(work_dir))?,
+            Some(work_dir) => self.inside_roots(Path::new(work_dir), work_dir)?,
             None => self
                 .roots
                 .first()
                 .cloned()
                 .ok_or_else(|| ApiError::forbidden("the server has no roots"))?,
         };
+        // Errors name the workflow's files relative to the working directory.
+        let shown_base = work_dir.clone();
         let (workflow_path, run_config, loader): (PathBuf, Option<PathBuf>, Box<dyn SourceLoader>) =
             match (&request.workflow, &request.source) {
                 (Some(workflow), None) => {
-                    let located = self.inside_roots(&locate_workflow(&work_dir, workflow))?;
+                    let located =
+                        self.inside_roots(&locate_workflow(&work_dir, workflow), workflow)?;
                     if !located.is_file() {
                         return Err(ApiError::bad_request(format!(
-                            "{} is not a workflow file",
-                            located.display()
+                            "{workflow} is not a workflow file"
                         )));
                     }
                     if located
@@ -149,7 +150,10 @@ impl EngineBridge {
                         let graph = config::workflow_graph(&located, &FsConfigReader)
                             .map_err(config_error)?;
                         (
-                            self.inside_roots(&graph)?,
+                            self.inside_roots(
+                                &graph,
+                                &without_paths(&graph.display().to_string()),
+                            )?,
                             Some(located),
                             Box::new(FsLoader),
                         )
@@ -191,7 +195,7 @@ impl EngineBridge {
         if let Some(path) = source_file {
             let _ = fs_err::remove_file(path);
         }
-        let mut prepared = prepared.map_err(run_error)?;
+        let mut prepared = prepared.map_err(|error| run_error(error, Some(&shown_base)))?;
         prepared.set_origin(fabro_engine::record::RunOrigin::Server);
         Ok(prepared)
     }
@@ -202,10 +206,9 @@ impl EngineBridge {
             return Err(ApiError::too_large("source is larger than 4 MiB"));
         }
         let directory = self.root.join("server").join("sources");
-        fs_err::create_dir_all(&directory)
-            .map_err(|error| ApiError::internal(error.to_string()))?;
+        fs_err::create_dir_all(&directory).map_err(ApiError::internal)?;
         let path = directory.join(format!("{}.fabro", fabro_engine::run::new_run_id()));
-        fs_err::write(&path, source).map_err(|error| ApiError::internal(error.to_string()))?;
+        fs_err::write(&path, source).map_err(ApiError::internal)?;
         Ok(path)
     }
 
@@ -222,10 +225,14 @@ impl EngineBridge {
             RunIndexErrorKind::Locked => {
                 ApiError::conflict(format!("run {run_id} is running in another process"))
             }
-            _ => ApiError::internal(fabro_engine::error_chain(&error)),
+            _ => ApiError::internal(error),
         })?;
-        let manifest = read_manifest(paths.run_dir())
-            .map_err(|error| ApiError::conflict(fabro_engine::error_chain(&error)))?;
+        let manifest = read_manifest(paths.run_dir()).map_err(|error| {
+            ApiError::conflict(format!(
+                "run {run_id} cannot be resumed: its manifest cannot be read"
+            ))
+            .caused_by(error)
+        })?;
         let refused = |message: String| ApiError::conflict(message);
         let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
             (Some(_), Some(repo_root)) => fabro_engine::checkpoint::load_newest_from_git(
@@ -233,20 +240,24 @@ impl EngineBridge {
                 paths.run_dir(),
                 run_id,
             )
-            .map_err(|error| refused(fabro_engine::error_chain(&error)))?
+            .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?
             .or(fabro_engine::checkpoint::load_newest(paths.run_dir())
-                .map_err(|error| refused(fabro_engine::error_chain(&error)))?
+                .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?
                 .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
                 .map(|mut checkpoint| {
                     checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
                     checkpoint
                 })),
             _ => fabro_engine::checkpoint::load_newest(paths.run_dir())
-                .map_err(|error| refused(fabro_engine::error_chain(&error)))?,
+                .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?,
         }
         .ok_or_else(|| refused(format!("run {run_id} has no checkpoint to resume from")))?;
-        let config_text = fs_err::read(paths.config())
-            .map_err(|error| refused(format!("cannot read the run's configuration: {error}")))?;
+        let config_text = fs_err::read(paths.config()).map_err(|error| {
+            refused(format!(
+                "run {run_id} cannot be resumed: its configuration cannot be read"
+            ))
+            .caused_by(error)
+        })?;
         let config: RunConfig = serde_json::from_slice(&config_text)
             .map_err(|error| refused(format!("invalid run configuration: {error}")))?;
         let work_dir = checkpoint
@@ -266,14 +277,14 @@ impl EngineBridge {
         let catalog = catalog_for(&options);
         prepare_resume(options, checkpoint, lock, &FsLoader, catalog).map_err(|error| match error {
             RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
-                refused(fabro_engine::error_chain(&error))
+                ApiError::explained(ErrorKind::Conflict, error)
             }
             // The workflow is the stored one: an answer naming none of its gates is a
             // bad body here, not an invalid workflow.
             RunError::UnknownAnswerNodes { .. } => {
-                ApiError::bad_request(fabro_engine::error_chain(&error))
+                ApiError::explained(ErrorKind::BadRequest, error)
             }
-            error => run_error(error),
+            error => run_error(error, None),
         })
     }
 
@@ -312,7 +323,7 @@ impl EngineBridge {
             model.clone(),
             provider.clone(),
         )
-        .map_err(|error| ApiError::bad_request(fabro_engine::error_chain(&error)))
+        .map_err(|error| ApiError::explained(ErrorKind::BadRequest, error))
     }
 }
 
@@ -355,10 +366,11 @@ fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError>
     let text = match without {
         Some(table) => {
             let mut document = text.parse::<toml::Table>().map_err(|error| {
-                ApiError::bad_request(format!("{}: {}", path.display(), error.message()))
+                let file = without_paths(&path.display().to_string());
+                ApiError::bad_request(format!("{file}: {}", error.message()))
             })?;
             document.remove(table);
-            toml::to_string(&document).map_err(|error| ApiError::internal(error.to_string()))?
+            toml::to_string(&document).map_err(ApiError::internal)?
         }
         None => text,
     };
@@ -378,7 +390,7 @@ fn check_provider(provider: Option<&str>) -> Result<(), ApiError> {
 
 /// Configuration errors are the request's fault.
 fn config_error(error: config::ConfigError) -> ApiError {
-    ApiError::bad_request(fabro_engine::error_chain(&error))
+    ApiError::explained(ErrorKind::BadRequest, error)
 }
 
 /// Reads `@path` references of a `source` workflow against `work_dir`: paths under the
@@ -401,33 +413,32 @@ impl SourceLoader for RebasedLoader {
     }
 }
 
-/// A run that could not be prepared, as an API error (SPEC 14.3).
-fn run_error(error: RunError) -> ApiError {
+/// A run that could not be prepared, as an API error (SPEC 14.3). The workflow file is
+/// named relative to `work_dir` when it lies under it, else by its file name.
+fn run_error(error: RunError, work_dir: Option<&Path>) -> ApiError {
     match error {
         RunError::InvalidWorkflow {
             path,
             text,
             checked,
         } => {
-            let diagnostics = records::diagnostics_json(&path, &text, &checked.diagnostics);
-            ApiError {
-                status: StatusCode::UNPROCESSABLE_ENTITY,
-                code: "invalid_workflow",
-                message: format!("workflow {} has errors", path.display()),
-                diagnostics: Some(diagnostics),
-            }
+            let shown = work_dir
+                .and_then(|work_dir| path.strip_prefix(work_dir).ok())
+                .map_or_else(
+                    || without_paths(&path.display().to_string()),
+                    |relative| relative.display().to_string(),
+                );
+            let diagnostics =
+                records::diagnostics_json(Path::new(&shown), &text, &checked.diagnostics);
+            ApiError::invalid_workflow(format!("workflow {shown} has errors"), diagnostics)
         }
         RunError::RunExists { run_id } => {
             ApiError::conflict(format!("run {run_id} already exists"))
         }
-        RunError::Io { .. } | RunError::Store(_) => {
-            ApiError::internal(fabro_engine::error_chain(&error))
+        RunError::Io { .. } | RunError::Store(_) => ApiError::internal(error),
+        error @ (RunError::Unparsed { .. } | RunError::UnknownAnswerNodes { .. }) => {
+            ApiError::explained(ErrorKind::InvalidWorkflow, error)
         }
-        error @ (RunError::Unparsed { .. } | RunError::UnknownAnswerNodes { .. }) => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_workflow",
-            fabro_engine::error_chain(&error),
-        ),
-        error => ApiError::bad_request(fabro_engine::error_chain(&error)),
+        error => ApiError::explained(ErrorKind::BadRequest, error),
     }
 }

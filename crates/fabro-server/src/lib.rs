@@ -89,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn(error::assign_request_id))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("default-src 'self'"),
@@ -97,15 +98,17 @@ pub fn router(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
+        // Decision 64: `same-origin`, not `no-referrer`, under which browsers send
+        // `Origin: null` on the UI's own form posts and the Origin check refuses them.
         .layer(SetResponseHeaderLayer::overriding(
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         ))
         .with_state(state)
 }
 
 /// One `info` line per request: method, path (never the query, which may hold the
-/// token), status and duration. Headers are never logged.
+/// token), status, duration and request id. Headers are never logged.
 async fn log_request(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -113,6 +116,7 @@ async fn log_request(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     tracing::info!(
         target: "fabro_server::request",
+        request_id = %error::current_request_id().unwrap_or_default(),
         "{method} {path} {} {}ms",
         response.status().as_u16(),
         started.elapsed().as_millis()

@@ -8,7 +8,7 @@ use fabro_engine::run::PreparedRun;
 use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 use crate::engine_bridge::{records, ChannelInterviewer, ResumeRequest, RunStatus, StartRequest};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 use crate::state::{ActiveRun, AppState, NotifySink};
 
 /// How long shutdown waits for cancelled runs to write their final records.
@@ -29,8 +29,7 @@ pub struct Accepted {
 fn refuse_when_stopping(state: &AppState) -> Result<(), ApiError> {
     if state.shutdown_token().is_cancelled() {
         return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
+            ErrorKind::ShuttingDown,
             "the server is shutting down",
         ));
     }
@@ -63,7 +62,7 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
         Ok::<_, ApiError>(prepared)
     })
     .await
-    .map_err(|error| ApiError::internal(error.to_string()))??;
+    .map_err(ApiError::internal)??;
     Ok(launch(state, prepared, answers, workflow_name))
 }
 
@@ -85,8 +84,7 @@ fn mark_queued(
     }
     let workflow_path = request.workflow.clone().unwrap_or_default();
     let goal = request.goal.clone().unwrap_or_default();
-    let stored =
-        serde_json::to_value(&request).map_err(|error| ApiError::internal(error.to_string()))?;
+    let stored = serde_json::to_value(&request).map_err(ApiError::internal)?;
     let queued = QueuedRun::now(
         prepared.run_id().to_owned(),
         workflow_name,
@@ -128,7 +126,7 @@ pub async fn start_queued(state: &AppState) -> Vec<String> {
         match start(state, request).await {
             Ok(accepted) => started.push(accepted.run_id),
             Err(error) => {
-                tracing::warn!(run_id = %waiting.run_id, message = %error.message, "cannot start a queued run")
+                tracing::warn!(run_id = %waiting.run_id, error = %fabro_engine::error_chain(&error), "cannot start a queued run")
             }
         }
     }
@@ -161,7 +159,7 @@ pub async fn resume(
         bridge.prepare_resume(&id, &request, Arc::new(interviewer))
     })
     .await
-    .map_err(|error| ApiError::internal(error.to_string()))??;
+    .map_err(ApiError::internal)??;
     Ok(launch(state, prepared, answers, String::new()))
 }
 
@@ -295,7 +293,7 @@ pub async fn resume_interrupted(state: &AppState) -> Vec<String> {
         match resume(state, &run_id, ResumeRequest::default()).await {
             Ok(accepted) => resumed.push(accepted.run_id),
             Err(error) => {
-                tracing::warn!(%run_id, message = %error.message, "cannot resume interrupted run")
+                tracing::warn!(%run_id, error = %fabro_engine::error_chain(&error), "cannot resume interrupted run")
             }
         }
     }

@@ -157,18 +157,13 @@ pub fn posted_form<T>(
 }
 
 /// A whole page: `title`, the navigation, `body`; the stylesheet and the script come
-/// from `/ui/` (no inline script or style: CSP `default-src 'self'`).
-///
-/// Responses say `Referrer-Policy: no-referrer` (SPEC 15), under which browsers send
-/// `Origin: null` even on same-origin form posts, which the `Origin` check must refuse.
-/// The page therefore narrows its own policy to `same-origin`: the browser then sends
-/// the real `Origin` (and a referrer) to this server only, and still nothing to any
-/// other site.
+/// from `/ui/` (no inline script or style: CSP `default-src 'self'`). The responses'
+/// `Referrer-Policy: same-origin` (decision 64) lets the browser send the real `Origin`
+/// of the page's form posts, and nothing to any other site.
 pub fn layout(title: &str, body_attributes: &str, body: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta name=\"referrer\" content=\"same-origin\">\
          <title>{title} · fabro</title><link rel=\"icon\" href=\"/favicon.ico\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/ui/app.css\">\
          <script src=\"/ui/app.js\" defer></script></head><body{body_attributes}>\
          <header class=\"top\"><nav aria-label=\"main\"><a href=\"/\" class=\"brand\">fabro</a> \

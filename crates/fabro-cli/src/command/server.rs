@@ -31,14 +31,15 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
             source,
         )
     })?;
-    // SPEC 14.1: one line per request at `info` when `RUST_LOG` asks for it.
-    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .try_init();
-    }
+    // SPEC 14.1: one line per request at `info` when `RUST_LOG` asks for it; warnings
+    // and errors (a 500's cause, under its request id) in any case.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -180,7 +180,7 @@ async fn hostile_text_stays_text_and_the_security_rules_hold() {
             .expect("fetch runs");
         assert_eq!(
             headers,
-            serde_json::json!([200, "default-src 'self'", "nosniff", "no-referrer"]),
+            serde_json::json!([200, "default-src 'self'", "nosniff", "same-origin"]),
             "{path}"
         );
     }

@@ -31,6 +31,7 @@ mod schemathesis;
 mod secrets;
 mod server;
 mod server_catalog;
+mod server_errors;
 mod server_stream;
 mod special_files;
 mod stages;

@@ -81,6 +81,18 @@ fn request(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> (u16, String) {
+    let (status, _, body) = exchange(address, method, path, token, body);
+    (status, body)
+}
+
+/// [`request`], with the response's head (status line and headers) too.
+pub(crate) fn exchange(
+    address: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, String, String) {
     let mut stream = TcpStream::connect(address).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -113,7 +125,7 @@ fn request(
     } else {
         body.to_owned()
     };
-    (status, body)
+    (status, head.to_owned(), body)
 }
 
 fn dechunk(mut text: &str) -> String {

@@ -119,18 +119,14 @@ impl DocCache {
                 return Ok(Arc::clone(entry));
             }
         }
-        let view = run_view::inspect(record.clone())
-            .map_err(|error| ApiError::internal(fabro_engine::error_chain(&error)))?;
+        let view = run_view::inspect(record.clone()).map_err(ApiError::internal)?;
         let summary = records::summary_of(record, Some(&view));
-        let mut document =
-            serde_json::to_value(&view).map_err(|error| ApiError::internal(error.to_string()))?;
+        let mut document = serde_json::to_value(&view).map_err(ApiError::internal)?;
         if let Value::Object(map) = &mut document {
             map.insert("pending_question".into(), Value::Null);
         }
-        let document =
-            serde_json::to_vec(&document).map_err(|error| ApiError::internal(error.to_string()))?;
-        let summary_bytes =
-            serde_json::to_vec(&summary).map_err(|error| ApiError::internal(error.to_string()))?;
+        let document = serde_json::to_vec(&document).map_err(ApiError::internal)?;
+        let summary_bytes = serde_json::to_vec(&summary).map_err(ApiError::internal)?;
         let entry = Arc::new(Entry {
             key,
             document: Bytes::from(document),

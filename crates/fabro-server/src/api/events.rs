@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::feed::{self, share, Handover, Live, Shared};
 use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
 /// Comment lines keep idle streams open (SPEC 14.3).
@@ -88,21 +88,18 @@ pub async fn events(
         let limit = query.limit.unwrap_or(MAX_LIMIT).clamp(1, MAX_LIMIT);
         let page = tokio::task::spawn_blocking(move || page(&run_dir, after, limit))
             .await
-            .map_err(|error| ApiError::internal(error.to_string()))?;
+            .map_err(ApiError::internal)?;
         return Ok(Json(page).into_response());
     }
-    let permit = state.streams().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            "too many open event streams",
-        )
-    })?;
+    let permit = state
+        .streams()
+        .try_acquire_owned()
+        .map_err(|_| ApiError::new(ErrorKind::TooManyStreams, "too many open event streams"))?;
     let live = feed::subscribe(&state, &run_id, &run_dir).await;
     let replay_dir = run_dir.clone();
     let handover = tokio::task::spawn_blocking(move || Handover::new(&replay_dir, after, live))
         .await
-        .map_err(|error| ApiError::internal(error.to_string()))?;
+        .map_err(ApiError::internal)?;
     let follow = Follow {
         source: Source::Live(handover),
         state,

@@ -16,7 +16,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|error| ApiError::internal(error.to_string()))?
+        .map_err(ApiError::internal)?
 }
 
 /// Stages in rank order.

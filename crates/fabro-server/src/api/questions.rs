@@ -5,14 +5,13 @@
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
 use crate::engine_bridge::{AnswerError, Question};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
 /// How long a detached run may take to pick up an answer file.
@@ -123,11 +122,9 @@ pub async fn answer(
     match answered {
         Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
         Err(AnswerError::NotPending { .. }) => Err(not_pending(&state, &run_id, &question_id)),
-        Err(error @ AnswerError::Rejected { .. }) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "no_such_option",
-            error.to_string(),
-        )),
+        Err(error @ AnswerError::Rejected { .. }) => {
+            Err(ApiError::explained(ErrorKind::NoSuchOption, error))
+        }
     }
 }
 
@@ -172,17 +169,13 @@ async fn answer_file(
         fabro_engine::interviewer::answer_pending(&run_dir, &value, text.as_deref(), FILE_PATIENCE)
     })
     .await
-    .map_err(|error| ApiError::internal(error.to_string()))?;
+    .map_err(ApiError::internal)?;
     match answered {
         Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
         Err(fabro_engine::interviewer::AnswerFileError::NoQuestion) => {
             Err(not_pending(state, run_id, question_id))
         }
-        Err(error) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "no_such_option",
-            fabro_engine::error_chain(&error),
-        )),
+        Err(error) => Err(ApiError::explained(ErrorKind::NoSuchOption, error)),
     }
 }
 

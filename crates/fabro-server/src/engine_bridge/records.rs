@@ -15,7 +15,7 @@ use fabro_engine::run_view;
 use fabro_language::{Diagnostic, LineIndex};
 use serde_json::{json, Value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorKind};
 
 pub use super::event_tail::{last_id, EventTail, StoredEvent};
 
@@ -32,8 +32,8 @@ pub const STAGE_FILES: [&str; 6] = [
 /// The events of which exactly one ends a finished run (SPEC 11.3).
 pub const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
-fn storage(error: impl std::error::Error) -> ApiError {
-    ApiError::internal(fabro_engine::error_chain(&error))
+fn storage(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
+    ApiError::internal(error)
 }
 
 /// Every run of the index, newest first.
@@ -58,7 +58,7 @@ pub fn resolve(root: &Path, run: &str) -> Result<RunRecord, ApiError> {
 /// The API error of a failed resolution: 404 when the argument names no single run.
 pub fn resolve_error(error: RunIndexError) -> ApiError {
     match error.kind() {
-        RunIndexErrorKind::NoSuchRun => ApiError::not_found(error.to_string()),
+        RunIndexErrorKind::NoSuchRun => ApiError::explained(ErrorKind::NotFound, error),
         _ => storage(error),
     }
 }
@@ -202,7 +202,7 @@ pub fn stage_diff(record: &RunRecord, rank: u32) -> Result<Vec<u8>, ApiError> {
     let lines = fabro_engine::run_diff::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
         .map_err(|error| match error {
             fabro_engine::run_diff::DiffError::Git { .. } => storage(error),
-            error => ApiError::not_found(error.to_string()),
+            error => ApiError::explained(ErrorKind::NotFound, error),
         })?;
     Ok(lines.into_iter().flat_map(|line| line.text).collect())
 }

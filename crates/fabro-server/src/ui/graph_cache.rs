@@ -109,6 +109,6 @@ mod tests {
         let error = GraphCache::default()
             .layout(directory.path(), "none")
             .expect_err("no graph");
-        assert_eq!(error.status, axum::http::StatusCode::NOT_FOUND);
+        assert_eq!(error.status(), axum::http::StatusCode::NOT_FOUND);
     }
 }

@@ -87,7 +87,10 @@ pub async fn submit(
             )],
         )
             .into_response(),
-        Err(error) => form_again(&state, &form, &error.message, error.diagnostics.as_ref()).await,
+        Err(error) => {
+            let error = error.into_public();
+            form_again(&state, &form, &error.message, error.diagnostics.as_ref()).await
+        }
     }
 }
 

@@ -74,8 +74,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         // A finished run's document comes from the API's cache; its graph's layout
         // from the page's: only the stages and the statuses are read per request.
         let document = match cache.documents().document(&record) {
-            Some(cached) => serde_json::from_slice(&cached?)
-                .map_err(|error| ApiError::internal(error.to_string()))?,
+            Some(cached) => serde_json::from_slice(&cached?).map_err(ApiError::internal)?,
             None => records::inspect(&record)?,
         };
         let stages = records::stages(&record);
@@ -104,12 +103,13 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
 }
 
 fn error_page(error: ApiError) -> Response {
-    let heading = if error.status == StatusCode::NOT_FOUND {
+    let status = error.status();
+    let heading = if status == StatusCode::NOT_FOUND {
         "Not found"
     } else {
         "Error"
     };
-    message_page(error.status, heading, &error.message)
+    message_page(status, heading, &error.into_public().message)
 }
 
 /// `GET /runs/{id}`.

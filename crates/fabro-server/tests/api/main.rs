@@ -21,7 +21,18 @@ async fn auth_token_cookie_and_public_routes() {
         "default-src 'self'"
     );
     assert_eq!(health.headers["x-content-type-options"], "nosniff");
-    assert_eq!(health.headers["referrer-policy"], "no-referrer");
+    // Decision 64: same-origin, so the UI's own form posts carry their `Origin`; the
+    // pages need no `<meta name="referrer">` of their own.
+    assert_eq!(health.headers["referrer-policy"], "same-origin");
+    assert_eq!(health.headers["x-request-id"].len(), 26);
+    let page = fixture.send(Method::GET, "/", None, Auth::None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(page.headers["referrer-policy"], "same-origin");
+    assert!(
+        !page.text().contains("name=\"referrer\""),
+        "{}",
+        page.text()
+    );
     let openapi = fixture
         .send(Method::GET, "/api/v1/openapi.json", None, Auth::None)
         .await;
