@@ -506,6 +506,72 @@ mod tests {
         assert_eq!(plain["system"], "be brief");
     }
 
+    proptest::proptest! {
+        /// SPEC 10.8, issue 33 acceptance 2: whatever the conversation (after compaction,
+        /// failover to another model, or a `full` thread resent across stages: any mix
+        /// of roles, empty texts, tool calls and thinking), a cached request carries at
+        /// most four breakpoints, never on a thinking block or an empty text.
+        #[test]
+        fn no_request_carries_more_than_four_breakpoints(
+            turns in proptest::collection::vec((0_u8..4, 0_u8..3, proptest::bool::ANY), 0..40),
+            tools in 0_usize..4,
+            system in proptest::bool::ANY,
+            thinking in proptest::bool::ANY,
+        ) {
+            let messages = turns
+                .iter()
+                .enumerate()
+                .map(|(index, (role, text, call))| {
+                    let text = ["", "x", "a longer text"][usize::from(*text)];
+                    match role {
+                        0 => Message::user(text),
+                        1 => {
+                            let mut assistant = Message::assistant(text);
+                            assistant.thinking =
+                                vec![json!({"type": "thinking", "thinking": "t", "signature": "s"})];
+                            if *call {
+                                assistant.tool_calls.push(ToolCall {
+                                    id: format!("toolu_{index}"),
+                                    name: "read".to_owned(),
+                                    arguments: json!({}),
+                                });
+                            }
+                            assistant
+                        }
+                        2 => Message::tool_result(&format!("toolu_{index}"), text, *call),
+                        _ => Message {
+                            role: crate::message::Role::System,
+                            ..Message::user(text)
+                        },
+                    }
+                })
+                .collect();
+            let request = Request {
+                model: "claude-sonnet-4-6".to_owned(),
+                system: system.then(|| "be brief".to_owned()),
+                messages,
+                tools: (0..tools)
+                    .map(|index| ToolDefinition {
+                        name: format!("tool{index}"),
+                        description: "d".to_owned(),
+                        parameters: json!({"type": "object"}),
+                    })
+                    .collect(),
+                reasoning_effort: thinking.then_some(ReasoningEffort::Low),
+                prompt_cache: Some("run:node".to_owned()),
+                ..Request::default()
+            };
+            let body = body(&request);
+            let marked = breakpoints(&body);
+            proptest::prop_assert!(marked.len() <= 4, "{marked:?}");
+            for pointer in &marked {
+                let block = body.pointer(pointer).expect("a marked block");
+                proptest::prop_assert!(block["type"] != "thinking", "{block}");
+                proptest::prop_assert!(block["type"] != "text" || block["text"] != "", "{block}");
+            }
+        }
+    }
+
     #[test]
     fn thinking_blocks_lead_assistant_turns_only_while_thinking_is_on() {
         let signed = json!({"type": "thinking", "thinking": "plan", "signature": "sig"});
