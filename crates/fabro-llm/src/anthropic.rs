@@ -538,7 +538,7 @@ mod tests {
                             }
                             assistant
                         }
-                        2 => Message::tool_result(&format!("toolu_{index}"), text, *call),
+                        2 => Message::tool_result(format!("toolu_{index}"), text, *call),
                         _ => Message {
                             role: crate::message::Role::System,
                             ..Message::user(text)
