@@ -201,6 +201,35 @@ mod tests {
     }
 
     #[test]
+    fn agents_are_told_that_fabro_commits_only_under_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = |confined| {
+            system_prompt(&SystemPromptInput {
+                provider: Provider::Anthropic,
+                model: "m",
+                working_dir: dir.path(),
+                project_memory: false,
+                date: Some("2026-01-02"),
+                confined,
+            })
+        };
+        // Decision 65: under `workspace` the repository's object store and refs are not
+        // writable, so the agent's own commits fail; fabro commits at the checkpoint.
+        let workspace = prompt(true);
+        assert!(
+            workspace.contains("`git add` and `git commit` fail with Permission denied"),
+            "{workspace}"
+        );
+        assert!(
+            workspace.contains("fabro commits the stage's changes at its checkpoint"),
+            "{workspace}"
+        );
+        let none = prompt(false);
+        assert!(!none.contains("git commit"), "{none}");
+        assert!(!none.contains("fabro commits"), "{none}");
+    }
+
+    #[test]
     fn instructions_are_capped_at_32_kb() {
         let dir = tempfile::tempdir().unwrap();
         fs_err::write(dir.path().join("AGENTS.md"), "é".repeat(20_000)).unwrap();
