@@ -32,10 +32,11 @@ pub(crate) struct SystemPromptInput<'a> {
 }
 
 /// What the model is told about writes outside the working directory, so that it does
-/// not retry refused ones.
+/// not retry refused ones; confined, also that it cannot commit (decision 65: the
+/// repository's object store and refs are outside the writable set).
 fn write_policy(confined: bool) -> &'static str {
     if confined {
-        "Writes outside the working directory are refused: the file tools reject them, and shell commands (and everything they start) may write only inside it and in $TMPDIR, anywhere else they fail with Permission denied. Do not retry such writes."
+        "Writes outside the working directory are refused: the file tools reject them, and shell commands (and everything they start) may write only inside it and in $TMPDIR, anywhere else they fail with Permission denied. Do not retry such writes. The repository's object store and refs are outside what you may write, so `git add` and `git commit` fail with Permission denied: do not commit, fabro commits the stage's changes at its checkpoint."
     } else {
         "Writes outside the working directory are refused: the file tools reject them. Do not retry such writes."
     }
