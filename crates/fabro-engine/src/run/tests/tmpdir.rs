@@ -21,9 +21,7 @@ fn sandbox(command: IsolationMode) -> SandboxEnv {
 /// A command node `id` that records its `TMPDIR` in `{id}.tmpdir` in the working
 /// directory, then runs `then`.
 fn recording(id: &str, then: &str) -> String {
-    format!(
-        r#"{id} [shape=parallelogram, script="printf %s \"$TMPDIR\" > {id}.tmpdir; {then}"]"#
-    )
+    format!(r#"{id} [shape=parallelogram, script="printf %s \"$TMPDIR\" > {id}.tmpdir; {then}"]"#)
 }
 
 /// What node `id` recorded as its `TMPDIR`.
@@ -64,7 +62,10 @@ async fn confined_stages_of_a_run_share_one_tmpdir() {
     assert_eq!(one, two, "both stages of the run get the run's TMPDIR");
     assert!(is_under(&one, &tmp_root(&report)), "{}", one.display());
     let seen = fs_err::read_to_string(fixture.root.path().join("seen.txt")).expect("seen.txt");
-    assert_eq!(seen, "shared\n", "the second stage sees the first one's file");
+    assert_eq!(
+        seen, "shared\n",
+        "the second stage sees the first one's file"
+    );
 }
 
 #[tokio::test]
