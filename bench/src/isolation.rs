@@ -11,7 +11,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use fabro_agent::isolation::{IsolationMode, IsolationSettings, KernelSupport, ProcessKind};
+use fabro_agent::isolation::{
+    IsolationMode, IsolationSettings, KernelSupport, PrivateTmpDir, ProcessKind,
+};
 use fabro_agent::ProcessEnv;
 
 /// The three settings compared: label and `[sandbox]` table.
@@ -117,10 +119,11 @@ fn spawn_costs(runs: usize, support: KernelSupport, directory: &Path) -> Result<
         if index == 0 {
             return Ok(base.clone());
         }
-        base.clone()
+        let tmpdir = PrivateTmpDir::new(directory.join(format!("tmp{index}")));
+        Ok(base
+            .clone()
             .with_isolation(envs[index].clone())
-            .for_stage(ProcessKind::Command, &directory.join(format!("tmp{index}")))
-            .map_err(|error| error.to_string())
+            .for_stage(ProcessKind::Command, &tmpdir))
     };
     let stages = [stage(0)?, stage(1)?, stage(2)?];
     let mut samples: [Vec<f64>; 3] = Default::default();

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use crate::isolation::{Confinement, IsolationError, IsolationSettings, ProcessKind};
+use crate::isolation::{
+    Confinement, IsolationError, IsolationSettings, PrivateTmpDir, ProcessKind,
+};
 use crate::process::{SpawnError, Spawned};
 
 /// Suffixes that mark a variable as a secret (case-insensitive).
@@ -70,23 +72,17 @@ impl ProcessEnv {
         &self.isolation
     }
 
-    /// The environment of one stage's processes of `kind`. Under `workspace` it creates
-    /// `tmpdir`, the stage's private temporary directory, points `TMPDIR` at it and
-    /// confines every child made by [`ProcessEnv::command`].
-    pub fn for_stage(
-        &self,
-        kind: ProcessKind,
-        tmpdir: &Path,
-    ) -> Result<ProcessEnv, IsolationError> {
+    /// The environment of one stage's processes of `kind`. Under `workspace` it points
+    /// `TMPDIR` at `tmpdir`, the private temporary directory of the stage's run or
+    /// parallel branch (created when the first confined child starts), and confines
+    /// every child made by [`ProcessEnv::command`].
+    pub fn for_stage(&self, kind: ProcessKind, tmpdir: &PrivateTmpDir) -> ProcessEnv {
         let mut env = self.clone();
         env.confinement = self.isolation.confinement(kind, tmpdir);
-        if let Some(confinement) = &env.confinement {
-            fs_err::create_dir_all(confinement.tmpdir())
-                .map_err(|source| IsolationError::TempDir { source })?;
-            let tmpdir = confinement.tmpdir().as_os_str().to_owned();
-            env.set("TMPDIR", tmpdir);
+        if env.confinement.is_some() {
+            env.set("TMPDIR", tmpdir.path().as_os_str());
         }
-        Ok(env)
+        env
     }
 
     /// Whether children run confined (`workspace`).
@@ -104,6 +100,7 @@ impl ProcessEnv {
         let mut command = tokio::process::Command::new(program);
         command.current_dir(cwd).env_clear().envs(self.iter());
         if let Some(confinement) = &self.confinement {
+            confinement.create_tmpdir()?;
             confinement.apply(&mut command, cwd)?;
         }
         Ok(command)
@@ -122,6 +119,7 @@ impl ProcessEnv {
     ) -> Result<Spawned, SpawnError> {
         #[cfg(target_os = "linux")]
         if let Some(confinement) = &self.confinement {
+            confinement.create_tmpdir()?;
             let env: Vec<(&OsString, &OsString)> = self.iter().collect();
             if let Some(child) = confinement.spawn(program.as_ref(), args, &env, cwd)? {
                 return Ok(Spawned::confined(child));
@@ -169,6 +167,37 @@ impl ProcessEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isolation::{IsolationMode, KernelSupport};
+
+    #[tokio::test]
+    async fn the_private_tmpdir_is_made_by_the_first_confined_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmpdir = PrivateTmpDir::new(dir.path().join("cache/tmp/run"));
+        let settings = IsolationSettings::new(
+            IsolationMode::Workspace,
+            IsolationMode::None,
+            KernelSupport::none(),
+        );
+        let env = ProcessEnv::inherit().with_isolation(settings);
+        // Unconfined processes get the parent's TMPDIR; nothing is created.
+        let command = env.for_stage(ProcessKind::Command, &tmpdir);
+        assert_eq!(command.get("TMPDIR"), std::env::var_os("TMPDIR").as_ref());
+        let agent = env.for_stage(ProcessKind::Agent, &tmpdir);
+        assert_eq!(
+            agent.get("TMPDIR").map(std::path::PathBuf::from).as_deref(),
+            Some(tmpdir.path())
+        );
+        assert!(!tmpdir.path().exists(), "made before any process started");
+        let arguments = [OsString::from("-c"), OsString::from("true")];
+        let status = agent
+            .spawn_piped("sh", &arguments, dir.path())
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        assert!(status.success());
+        assert!(tmpdir.path().is_dir());
+    }
 
     #[test]
     fn secrets_are_filtered_unless_passed_through() {

@@ -32,10 +32,11 @@ pub(crate) struct SystemPromptInput<'a> {
 }
 
 /// What the model is told about writes outside the working directory, so that it does
-/// not retry refused ones.
+/// not retry refused ones; confined, also that it cannot commit (decision 65: the
+/// repository's object store and refs are outside the writable set).
 fn write_policy(confined: bool) -> &'static str {
     if confined {
-        "Writes outside the working directory are refused: the file tools reject them, and shell commands (and everything they start) may write only inside it and in $TMPDIR, anywhere else they fail with Permission denied. Do not retry such writes."
+        "Writes outside the working directory are refused: the file tools reject them, and shell commands (and everything they start) may write only inside it and in $TMPDIR, anywhere else they fail with Permission denied. Do not retry such writes. The repository's object store and refs are outside what you may write, so `git add` and `git commit` fail with Permission denied: do not commit, fabro commits the stage's changes at its checkpoint."
     } else {
         "Writes outside the working directory are refused: the file tools reject them. Do not retry such writes."
     }
@@ -198,6 +199,35 @@ mod tests {
         });
         assert!(!without.contains("project_instructions"));
         assert!(without.contains("Writes outside the working directory are refused: the file tools reject them. Do not retry"));
+    }
+
+    #[test]
+    fn agents_are_told_that_fabro_commits_only_under_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = |confined| {
+            system_prompt(&SystemPromptInput {
+                provider: Provider::Anthropic,
+                model: "m",
+                working_dir: dir.path(),
+                project_memory: false,
+                date: Some("2026-01-02"),
+                confined,
+            })
+        };
+        // Decision 65: under `workspace` the repository's object store and refs are not
+        // writable, so the agent's own commits fail; fabro commits at the checkpoint.
+        let workspace = prompt(true);
+        assert!(
+            workspace.contains("`git add` and `git commit` fail with Permission denied"),
+            "{workspace}"
+        );
+        assert!(
+            workspace.contains("fabro commits the stage's changes at its checkpoint"),
+            "{workspace}"
+        );
+        let none = prompt(false);
+        assert!(!none.contains("git commit"), "{none}");
+        assert!(!none.contains("fabro commits"), "{none}");
     }
 
     #[test]

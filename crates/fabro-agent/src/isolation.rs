@@ -1,7 +1,8 @@
 //! Kernel-enforced isolation of the processes models and workflows start (SPEC 16).
 //!
 //! `workspace` confines a process and everything it starts: it may write only inside
-//! its working directory, a private per-stage `TMPDIR`, the configured writable paths
+//! its working directory, a private `TMPDIR` (one per run and parallel branch,
+//! [`PrivateTmpDir`]), the configured writable paths
 //! and `/dev/null`, `/dev/zero`, `/dev/tty` (Landlock); `hidden_paths` are covered by
 //! empty read-only mounts and `network = false` leaves it a network namespace of its
 //! own without any interface up (unprivileged user, mount and network namespaces).
@@ -370,9 +371,13 @@ impl IsolationSettings {
     }
 
     /// The confinement of one stage's processes, `None` for `none`.
-    pub(crate) fn confinement(&self, kind: ProcessKind, tmpdir: &Path) -> Option<Confinement> {
+    pub(crate) fn confinement(
+        &self,
+        kind: ProcessKind,
+        tmpdir: &PrivateTmpDir,
+    ) -> Option<Confinement> {
         (self.mode(kind) == IsolationMode::Workspace).then(|| Confinement {
-            tmpdir: tmpdir.to_path_buf(),
+            tmpdir: tmpdir.clone(),
             network: self.network,
             writable: self.writable_paths.clone(),
             hidden: self.hidden_paths.clone(),
@@ -449,6 +454,57 @@ impl PartialEq for Reuse {
     }
 }
 
+/// The private temporary directory of confined processes (SPEC 16, decision 63): one
+/// per run and per parallel branch, shared by all its stages, created when its first
+/// confined process starts (a run without one creates none). Clones share whether it
+/// was created; removing it is up to the owner of the run.
+#[derive(Debug, Clone)]
+pub struct PrivateTmpDir {
+    inner: Arc<TmpDirState>,
+}
+
+#[derive(Debug)]
+struct TmpDirState {
+    path: PathBuf,
+    created: AtomicBool,
+}
+
+impl PrivateTmpDir {
+    /// The directory at `path`, not created yet.
+    pub fn new(path: impl Into<PathBuf>) -> PrivateTmpDir {
+        PrivateTmpDir {
+            inner: Arc::new(TmpDirState {
+                path: path.into(),
+                created: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Where it is (or will be).
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Creates it (and its parents) unless that was done before: once per run or
+    /// branch, not per stage or process.
+    pub(crate) fn create(&self) -> Result<(), IsolationError> {
+        if self.inner.created.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        fs_err::create_dir_all(&self.inner.path)
+            .map_err(|source| IsolationError::TempDir { source })?;
+        self.inner.created.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// The same directory.
+impl PartialEq for PrivateTmpDir {
+    fn eq(&self, other: &PrivateTmpDir) -> bool {
+        self.inner.path == other.inner.path
+    }
+}
+
 /// One stage's confinement: what its processes may write and see.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(
@@ -456,7 +512,7 @@ impl PartialEq for Reuse {
     allow(dead_code, reason = "only Linux enforces the policy")
 )]
 pub(crate) struct Confinement {
-    tmpdir: PathBuf,
+    tmpdir: PrivateTmpDir,
     network: bool,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
@@ -465,9 +521,10 @@ pub(crate) struct Confinement {
 }
 
 impl Confinement {
-    /// The private temporary directory.
-    pub(crate) fn tmpdir(&self) -> &Path {
-        &self.tmpdir
+    /// Creates the private temporary directory before the first confined process
+    /// starts (a no-op after that).
+    pub(crate) fn create_tmpdir(&self) -> Result<(), IsolationError> {
+        self.tmpdir.create()
     }
 
     /// Arranges for the child of `command` to enter the confinement before `exec`;
@@ -494,7 +551,7 @@ impl Confinement {
     /// writable paths), the hidden paths and the network, with the kernel's support.
     #[cfg(target_os = "linux")]
     fn plan(&self, cwd: &Path) -> Result<linux::ChildPlan, IsolationError> {
-        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.clone()];
+        let mut writable = vec![cwd.to_path_buf(), self.tmpdir.path().to_path_buf()];
         writable.extend(self.writable.iter().cloned());
         linux::ChildPlan::prepare(
             &linux::Policy {

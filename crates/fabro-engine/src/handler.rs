@@ -101,6 +101,8 @@ pub(crate) struct StageInput<'a> {
     pub(crate) stage_dir: &'a Path,
     /// The stage's working directory.
     pub(crate) work_dir: &'a Path,
+    /// The private `TMPDIR` of the stage's run or parallel branch (decision 63).
+    pub(crate) tmpdir: &'a crate::sandbox::PrivateTmpDir,
     /// 1-based attempt number.
     pub(crate) attempt: u32,
     /// Outcome of the most recently completed stage, if any (conditional nodes copy it,
@@ -383,6 +385,8 @@ pub(crate) mod test_support {
         pub(crate) stage_dir: PathBuf,
         /// The working directory, already created.
         pub(crate) work_dir: PathBuf,
+        /// The private `TMPDIR`, `{tmp}/tmp/`, made by the first confined process.
+        pub(crate) tmpdir: crate::sandbox::PrivateTmpDir,
     }
 
     impl TestRun {
@@ -395,6 +399,7 @@ pub(crate) mod test_support {
             let root = dir.path();
             let stage_dir = root.join("stages").join("001-stage@1");
             let work_dir = root.join("work");
+            let tmpdir = crate::sandbox::PrivateTmpDir::new(root.join("tmp"));
             fs_err::create_dir_all(&stage_dir).expect("stage directory");
             fs_err::create_dir_all(&work_dir).expect("working directory");
             let emitter = Emitter::open("test-run", &root.join("events.jsonl"), 1, Vec::new())
@@ -435,6 +440,7 @@ pub(crate) mod test_support {
                 context: Context::new(),
                 stage_dir,
                 work_dir,
+                tmpdir,
             }
         }
 
@@ -455,6 +461,7 @@ pub(crate) mod test_support {
                 context: &self.context,
                 stage_dir: &self.stage_dir,
                 work_dir: &self.work_dir,
+                tmpdir: &self.tmpdir,
                 attempt: 1,
                 previous: None,
                 preamble: "",

@@ -6,14 +6,16 @@
 //! sandbox will implement later.
 //!
 //! Here: the `[sandbox]` isolation settings with SPEC 16's defaults
-//! ([`isolation_settings`]), a stage's environment with its private `TMPDIR`
-//! ([`stage_env`]), and the `isolation` of `StageStarted` with the one
+//! ([`isolation_settings`]), a stage's environment with the private `TMPDIR` of its run
+//! or parallel branch ([`stage_env`], [`run_tmpdir`], [`branch_tmpdir`], removed at the
+//! run's end by [`remove_tmpdirs`]), and the `isolation` of `StageStarted` with the one
 //! `isolation_unavailable` warning of a run ([`stage_isolation`]).
 
 use std::path::{Path, PathBuf};
 
 pub use fabro_agent::isolation::{
-    IsolationError, IsolationMode, IsolationSettings, KernelSupport, Mechanism, ProcessKind,
+    IsolationError, IsolationMode, IsolationSettings, KernelSupport, Mechanism, PrivateTmpDir,
+    ProcessKind,
 };
 pub use fabro_agent::{is_secret_name, ProcessEnv as SandboxEnv};
 use fabro_language::HandlerKind;
@@ -148,23 +150,38 @@ pub(crate) fn stage_isolation(
 }
 
 /// The environment of one stage's processes of `kind`: under `workspace` confined, with
-/// its private `TMPDIR` at `{run_dir}/cache/tmp/{stage}` (SPEC 11.1's scratch space).
-pub(crate) fn stage_env(
-    env: &SandboxEnv,
-    stage_dir: &Path,
-    kind: ProcessKind,
-) -> Result<SandboxEnv, IsolationError> {
-    env.for_stage(kind, &stage_tmpdir(stage_dir))
+/// `TMPDIR` at `tmpdir`, its run's or parallel branch's private directory.
+pub(crate) fn stage_env(env: &SandboxEnv, tmpdir: &PrivateTmpDir, kind: ProcessKind) -> SandboxEnv {
+    env.for_stage(kind, tmpdir)
 }
 
-/// `{run_dir}/cache/tmp/{name}` for `{run_dir}/stages/{name}`.
-fn stage_tmpdir(stage_dir: &Path) -> PathBuf {
-    match (
-        stage_dir.parent().and_then(Path::parent),
-        stage_dir.file_name(),
-    ) {
-        (Some(run_dir), Some(name)) => run_dir.join("cache").join("tmp").join(name),
-        _ => stage_dir.join("tmp"),
+/// `{run_dir}/cache/tmp` (SPEC 11.1's scratch space), where the private `TMPDIR`s of a
+/// run and its parallel branches live (decision 63).
+fn tmp_root(run_dir: &Path) -> PathBuf {
+    run_dir.join("cache").join("tmp")
+}
+
+/// The run's own private `TMPDIR`, `{run_dir}/cache/tmp/run`, made when its first
+/// confined process starts.
+pub(crate) fn run_tmpdir(run_dir: &Path) -> PrivateTmpDir {
+    PrivateTmpDir::new(tmp_root(run_dir).join("run"))
+}
+
+/// The private `TMPDIR` of the parallel branch starting at `target` of the parallel
+/// stage of rank `rank` (ranks are unique in a run, so nested branches and branches of
+/// a parallel stage visited again get their own): `{run_dir}/cache/tmp/branch-{rank:03}-{target}`.
+pub(crate) fn branch_tmpdir(run_dir: &Path, rank: u32, target: &str) -> PrivateTmpDir {
+    PrivateTmpDir::new(tmp_root(run_dir).join(format!("branch-{rank:03}-{target}")))
+}
+
+/// Removes the private `TMPDIR`s of the run and its branches when the run finishes,
+/// however it ended; a resumed run makes them again. A failure is logged, not fatal.
+pub(crate) fn remove_tmpdirs(run_dir: &Path) {
+    let root = tmp_root(run_dir);
+    match fs_err::remove_dir_all(&root) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => tracing::warn!(%error, "cannot remove the private temporary directories"),
     }
 }
 
@@ -225,10 +242,14 @@ mod tests {
     }
 
     #[test]
-    fn stage_tmpdirs_live_in_the_run_scratch_space() {
+    fn tmpdirs_live_in_the_run_scratch_space() {
         assert_eq!(
-            stage_tmpdir(Path::new("/r/stages/002-build@1")),
-            Path::new("/r/cache/tmp/002-build@1")
+            run_tmpdir(Path::new("/r")).path(),
+            Path::new("/r/cache/tmp/run")
+        );
+        assert_eq!(
+            branch_tmpdir(Path::new("/r"), 4, "a").path(),
+            Path::new("/r/cache/tmp/branch-004-a")
         );
     }
 }

@@ -179,6 +179,9 @@ pub(crate) struct Traversal {
     rng: StdRng,
     /// The working directory of its stages.
     work_dir: PathBuf,
+    /// The private `TMPDIR` of its confined processes: the run's, or the branch's own
+    /// (decision 63).
+    tmpdir: crate::sandbox::PrivateTmpDir,
     /// Join node chosen by the last parallel stage, consumed by edge selection.
     pending_join: Option<NodeIndex>,
     /// Branch stages to record after the parallel node, in finish order (SPEC 5.7).
@@ -217,6 +220,7 @@ impl Traversal {
         checkpointer: Checkpointer,
         resumed: bool,
     ) -> Traversal {
+        let tmpdir = crate::sandbox::run_tmpdir(run.paths.run_dir());
         Traversal::new(
             run,
             Role::Root(Box::new(Root {
@@ -226,6 +230,7 @@ impl Traversal {
             state,
             rng,
             work_dir,
+            tmpdir,
         )
     }
 
@@ -235,6 +240,7 @@ impl Traversal {
         state: RunState,
         rng: StdRng,
         work_dir: PathBuf,
+        tmpdir: crate::sandbox::PrivateTmpDir,
     ) -> Traversal {
         Traversal {
             run,
@@ -242,6 +248,7 @@ impl Traversal {
             state,
             rng,
             work_dir,
+            tmpdir,
             pending_join: None,
             pending_records: Vec::new(),
             last_stage_dir: None,

@@ -173,8 +173,10 @@ fn stage_env(fixture: &Fixture, mode: IsolationMode, network: bool) -> ProcessEn
     isolation.hidden_paths = vec![fixture.hidden.clone()];
     ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
         .with_isolation(isolation)
-        .for_stage(ProcessKind::Command, &fixture.tree.with_file_name("tmp"))
-        .expect("stage environment")
+        .for_stage(
+            ProcessKind::Command,
+            &PrivateTmpDir::new(fixture.tree.with_file_name("tmp")),
+        )
 }
 
 /// Whether the kernel has `mechanism`; says so when it does not.
@@ -237,8 +239,10 @@ async fn hidden_paths_cannot_be_read() {
     isolation.hidden_paths = vec![secret.clone()];
     let file_env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
         .with_isolation(isolation)
-        .for_stage(ProcessKind::Agent, &fixture.tree.with_file_name("tmp"))
-        .expect("stage environment");
+        .for_stage(
+            ProcessKind::Agent,
+            &PrivateTmpDir::new(fixture.tree.with_file_name("tmp")),
+        );
     let (_, text) = sh(
         &file_env,
         &fixture.tree,
@@ -300,8 +304,10 @@ async fn reused_namespaces_keep_the_working_directory_and_hide_paths_created_lat
     isolation.hidden_paths = vec![fixture.hidden.clone(), later.clone()];
     let env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new())
         .with_isolation(isolation)
-        .for_stage(ProcessKind::Command, &fixture.tree.with_file_name("tmp"))
-        .expect("stage environment");
+        .for_stage(
+            ProcessKind::Command,
+            &PrivateTmpDir::new(fixture.tree.with_file_name("tmp")),
+        );
     let read_secret = format!("cat '{}'", fixture.hidden.join("secret").display());
     // Several starts share one set of namespaces; each still starts in its own
     // working directory, writes there, and cannot read the hidden file.

@@ -211,9 +211,8 @@ mod tests {
             .with_isolation(isolation)
             .for_stage(
                 crate::isolation::ProcessKind::Agent,
-                &dir.path().join("stage-tmp"),
-            )
-            .unwrap();
+                &crate::isolation::PrivateTmpDir::new(dir.path().join("stage-tmp")),
+            );
         let result = run(
             Arc::new(Shell),
             json!({"command": "echo out; echo err >&2; exit 4"}),

@@ -16,10 +16,13 @@ use serde_json::Value;
 
 use crate::{code, stderr};
 
-/// Tries everything isolation forbids; `$1` names the caller. Prints `in tmp` and a
-/// line per forbidden thing that worked.
+/// Tries everything isolation forbids; `$1` names the caller. Prints its `TMPDIR`,
+/// `in tmp`, `sees command-tmp` when the command's file is in its `TMPDIR`, and a line
+/// per forbidden thing that worked.
 const PROBE: &str = r#"T=${TMPDIR:-$PWD}
+echo "tmpdir=[$T]"
 echo in > "$1-inside.txt" && echo tmp > "$T/$1-tmp.txt" && echo "in tmp"
+test -f "$T/command-tmp.txt" && echo "sees command-tmp"
 echo x > "$OUT/$1-direct.txt" 2>/dev/null && echo WROTE-DIRECT
 sh -c "echo x > '$OUT/$1-nested.txt'" 2>/dev/null && echo WROTE-NESTED
 cat "$HIDDEN/secret.txt" 2>/dev/null
@@ -166,10 +169,14 @@ fn workspace_confines_commands_and_agent_shells() {
             .join(format!("{who}-inside.txt"))
             .exists());
     }
-    // The private TMPDIR is per stage, under the run directory.
+    // One private TMPDIR for the run, under the run directory (decision 63): the agent
+    // stage sees what the command stage left there; it is gone after the run.
     let tmp = probe.run_dir().join("cache/tmp");
-    assert!(tmp.join("002-probe@1/command-tmp.txt").exists());
-    assert!(tmp.join("003-agent@1/agent-tmp.txt").exists());
+    let run_tmp = format!("tmpdir=[{}]", tmp.join("run").display());
+    assert!(command.contains(&run_tmp), "{command}");
+    assert!(agent.contains(&run_tmp), "{agent}");
+    assert!(agent.contains("sees command-tmp"), "{agent}");
+    assert!(!tmp.exists(), "the run's TMPDIR outlived the run");
     let started = probe.events("StageStarted");
     let isolation = |node: &str| {
         started

@@ -219,13 +219,9 @@ fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
 fn process_env(input: &StageInput<'_>, provider: Provider) -> Result<ProcessEnv, Failure> {
     let mut env = crate::sandbox::stage_env(
         &input.services.sandbox_env,
-        input.stage_dir,
+        input.tmpdir,
         crate::sandbox::ProcessKind::Agent,
-    )
-    .map_err(|error| Failure {
-        reason: crate::error_chain(&error),
-        class: FailureClass::Deterministic,
-    })?;
+    );
     if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
         let extra: &[&str] = match provider {
             Provider::Gemini => &["GOOGLE_API_KEY"],

@@ -405,9 +405,9 @@ async fn supervise(
 ) -> Result<Ending, CommandError> {
     let env = crate::sandbox::stage_env(
         &input.services.sandbox_env,
-        input.stage_dir,
+        input.tmpdir,
         crate::sandbox::ProcessKind::Command,
-    )?;
+    );
     let arguments = [OsString::from("-c"), OsString::from(script)];
     let mut child = env
         .spawn_piped(interpreter.program, &arguments, input.work_dir)

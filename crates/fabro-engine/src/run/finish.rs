@@ -70,6 +70,8 @@ impl PreparedRun {
                 }
             }
         }
+        // Decision 63: the private TMPDIRs go when the run finishes, however it ended.
+        crate::sandbox::remove_tmpdirs(self.paths.run_dir());
         if let Err(error) = self.stores.runs.register_end(&self.id(), status) {
             tracing::warn!(error = %crate::error_chain(&error), "cannot record the run status in the run index");
         }

@@ -13,6 +13,8 @@ use crate::interviewer::{BoxFuture, Question, Reply};
 use crate::source::FsLoader;
 use crate::store::{MemoryRunStore, RunStore};
 
+mod tmpdir;
+
 /// start → plan (LLM) → review (human gate) → build (LLM) → exit.
 const GATED: &str = r#"digraph Gated {
     graph [goal="Ship it"]

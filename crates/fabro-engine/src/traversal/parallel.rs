@@ -98,6 +98,12 @@ impl Traversal {
         worktree: Option<BranchWorktree>,
     ) -> Traversal {
         let target_id = self.run.workflow.node(target).id.clone();
+        // The parallel stage's rank is unique in the run, so is the branch's TMPDIR.
+        let tmpdir = crate::sandbox::branch_tmpdir(
+            self.run.paths.run_dir(),
+            self.state.stage_rank,
+            &target_id,
+        );
         let mut state = self.state.clone();
         state
             .context
@@ -124,7 +130,7 @@ impl Traversal {
             stage_log,
         }));
         let rng = rand::rngs::StdRng::seed_from_u64(self.rng.random());
-        Traversal::new(Arc::clone(&self.run), role, state, rng, work_dir)
+        Traversal::new(Arc::clone(&self.run), role, state, rng, work_dir, tmpdir)
     }
 
     /// The branch this traversal commits to and its worktree: a parallel branch's own, else

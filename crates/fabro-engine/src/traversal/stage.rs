@@ -415,6 +415,7 @@ impl Traversal {
             context: &self.state.context,
             stage_dir,
             work_dir: &self.work_dir,
+            tmpdir: &self.tmpdir,
             attempt,
             previous,
             preamble,
