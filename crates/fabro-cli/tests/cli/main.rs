@@ -24,6 +24,7 @@ mod offline;
 mod parallel_git;
 mod parallel_resume;
 mod records;
+mod remote_stream;
 mod resume;
 mod run;
 mod runs_list;
