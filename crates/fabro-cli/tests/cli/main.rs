@@ -32,6 +32,7 @@ mod schemathesis;
 mod secrets;
 mod server;
 mod server_catalog;
+mod server_flags;
 mod server_stream;
 mod special_files;
 mod stages;
