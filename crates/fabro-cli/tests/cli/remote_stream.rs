@@ -94,7 +94,7 @@ fn events_split_inside_characters_with_crlf_framing_and_a_reconnect_read_as_loca
     let half = lines[lines.len() / 2].0;
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let address = listener.local_addr().expect("address");
-    let served = lines.clone();
+    let served = lines;
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let (path, last) = read_head(&stream);
