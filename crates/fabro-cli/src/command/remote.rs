@@ -707,3 +707,24 @@ async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, Cli
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_canceled_run_exits_130_only_when_the_user_stopped_it() {
+        for (status, cause, expected) in [
+            ("success", None, Status::Success),
+            ("partial_success", None, Status::PartialSuccess),
+            ("fail", None, Status::Failure),
+            ("canceled", Some(StopCause::User), Status::Canceled),
+            ("canceled", Some(StopCause::Budget), Status::Failure),
+            ("canceled", Some(StopCause::Stall), Status::Failure),
+            ("canceled", Some(StopCause::EngineError), Status::Failure),
+            ("interrupted", None, Status::Failure),
+        ] {
+            assert_eq!(exit_status(status, cause), expected, "{status} {cause:?}");
+        }
+    }
+}
