@@ -290,13 +290,14 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        let signals = if args.detach { None } else { Signals::catch() };
         let Some(run_id) = start_run(&remote, &body, output).await? else {
             return Ok(Status::Failure);
         };
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
-        follow(&remote, &run_id, None, args.json, output).await
+        follow(&remote, (&run_id, None), args.json, signals, output).await
     })
 }
 
@@ -394,12 +395,13 @@ async fn print_detached(
 
 /// Prints the `run_id`/`run_dir` lines, drives the progress view from the run's event
 /// stream, prints the `status` lines and returns the run's exit status, as a local run.
-/// `after`: the id of the last event before this run (or resume) started.
+/// `after`: the id of the last event before this run (or resume) started; `signals`:
+/// the Ctrl-C that cancels the run.
 async fn follow(
     remote: &Remote,
-    run_id: &str,
-    after: Option<u64>,
+    (run_id, after): (&str, Option<u64>),
     json: bool,
+    signals: Option<Signals>,
     output: &mut Output,
 ) -> Result<Status, CliError> {
     let run_id = run_id.to_owned();
@@ -417,7 +419,7 @@ async fn follow(
     };
     let terminal = tokio::select! {
         terminal = stream_events(remote, &run_id, after, sink.as_ref()) => terminal,
-        () = interrupted(remote, &run_id) => {
+        () = interrupted(remote, &run_id, signals) => {
             if let Some(progress) = &progress {
                 progress.finish();
             }
@@ -502,16 +504,34 @@ async fn stream_events(
 /// The events of which exactly one ends a finished run (SPEC 11.3).
 const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
+/// SIGINT and SIGTERM, caught from before the run is started, so that a Ctrl-C at any
+/// moment after that cancels the remote run instead of ending this process.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Catches both signals (within a runtime); `None` when they cannot be caught.
+    fn catch() -> Option<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some(Signals {
+            terminate: signal(SignalKind::terminate()).ok()?,
+            interrupt: signal(SignalKind::interrupt()).ok()?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! { _ = self.terminate.recv() => {} _ = self.interrupt.recv() => {} }
+    }
+}
+
 /// Completes on a second SIGINT or SIGTERM; the first one cancels the remote run.
-async fn interrupted(remote: &Remote, run_id: &str) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+async fn interrupted(remote: &Remote, run_id: &str, signals: Option<Signals>) {
+    let Some(mut signals) = signals else {
         return std::future::pending().await;
     };
-    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+    signals.next().await;
     let _ = remote
         .send(
             reqwest::Method::POST,
@@ -519,7 +539,7 @@ async fn interrupted(remote: &Remote, run_id: &str) {
             Some(&json!({})),
         )
         .await;
-    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+    signals.next().await;
 }
 
 fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, CliError> {
@@ -669,6 +689,7 @@ pub(crate) fn resume(
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        let signals = if args.detach { None } else { Signals::catch() };
         // The resumed run's events follow the ones stored now; only those are shown.
         let reply = remote.get(&format!("/api/v1/runs/{target}")).await?;
         let run_id = reply["run_id"].as_str().unwrap_or(&target).to_owned();
@@ -684,7 +705,7 @@ pub(crate) fn resume(
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
-        follow(&remote, &run_id, after, args.json, output).await
+        follow(&remote, (&run_id, after), args.json, signals, output).await
     })
 }
 

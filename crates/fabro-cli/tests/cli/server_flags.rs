@@ -638,3 +638,50 @@ fn no_in_place_refuses_a_dirty_tree_on_a_server_as_locally() {
     let scratch = env.fabro_home().join("scratch");
     assert_eq!(fs_err::read_dir(&scratch).map_or(0, Iterator::count), 0);
 }
+
+#[test]
+fn ctrl_c_cancels_a_server_run_and_exits_130_as_locally() {
+    let env = TestEnv::new("server-flags-ctrl-c");
+    let server = Server::start(&env, &[]);
+    let url = format!("http://{}", server.address);
+    let mut outputs = Vec::new();
+    for (run_id, remote) in [("L-nap", false), ("R-nap", true)] {
+        let marker = env.work_dir().join(format!("{run_id}.started"));
+        env.write(
+            "nap.fabro",
+            &format!(
+                "digraph nap {{\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  nap [shape=parallelogram, script=\"touch {}; sleep 30\"]\n  start -> nap -> exit\n}}\n",
+                marker.display()
+            ),
+        );
+        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+        command.args(["run", "nap.fabro", "--run-id", run_id]);
+        if remote {
+            command.args(["--server", &url]);
+        }
+        let child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("fabro starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !marker.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the stage never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+        outputs.push((child.wait_with_output().expect("fabro exits"), run_id));
+    }
+    let ((local, local_id), (remote, remote_id)) = (&outputs[0], &outputs[1]);
+    let canceled = assert_same("Ctrl-C", (local, *local_id), (remote, *remote_id), false);
+    assert_eq!(canceled, 130, "{}", stderr(local));
+    assert!(
+        stdout(remote).contains("status: canceled\nreason: canceled\n"),
+        "{}",
+        stdout(remote)
+    );
+}
