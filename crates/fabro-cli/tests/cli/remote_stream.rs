@@ -174,11 +174,16 @@ fn a_server_that_drops_every_stream_is_retried_a_few_times_with_a_growing_delay(
         "{} attempts in {elapsed:?}",
         attempts.len()
     );
+    // Lower bounds only (a loaded machine makes every gap longer, never shorter): the
+    // first retry comes after a short delay, the last after a long one.
     let gaps: Vec<Duration> = attempts.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    let (first, last) = (gaps[0], gaps[gaps.len() - 1]);
     assert!(
-        last >= Duration::from_millis(500) && last > first * 2,
+        gaps[0] >= Duration::from_millis(40) && gaps[gaps.len() - 1] >= Duration::from_secs(1),
         "the delays do not grow: {gaps:?}"
+    );
+    assert!(
+        elapsed >= Duration::from_secs(4),
+        "gave up too soon: {elapsed:?}"
     );
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
 }
