@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use fabro_language::ModelCatalog;
 use fabro_llm::Provider;
 
-use crate::config::RunConfig;
+use crate::config::{CostLimit, DirtyWorktree, RunConfig};
 use crate::llm_target::{LlmDefaults, ProviderSettings};
 use crate::run::RunOptions;
 use crate::sandbox::{self, IsolationUnavailable, KernelSupport, Mechanism, SandboxEnv};
@@ -43,6 +43,37 @@ pub fn env_var(name: &str) -> Option<String> {
         .map(str::to_owned)
         .or_else(|| std::env::var(name).ok())
         .filter(|value| !value.is_empty())
+}
+
+/// What the command line of `fabro run`/`fabro resume` (or the body of a server's start
+/// or resume request) changes in the configuration: the budget flags over `[run]`'s
+/// limits (SPEC 17.1) and `--no-in-place`. The run records the result in `config.json`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigOverrides {
+    /// `--max-stages`.
+    pub max_stages: Option<u64>,
+    /// `--max-tokens`.
+    pub max_tokens: Option<u64>,
+    /// `--max-cost`.
+    pub max_cost: Option<CostLimit>,
+    /// `--max-duration`, as written (`90s`, `30m`, `2h`).
+    pub max_duration: Option<String>,
+    /// `--no-in-place`: `[run] dirty_worktree = "refuse"`.
+    pub refuse_dirty_worktree: bool,
+}
+
+impl ConfigOverrides {
+    /// Applies the overrides to `config`; what they leave unset stays as configured.
+    pub fn apply(&self, config: &mut RunConfig) {
+        let run = &mut config.run;
+        run.max_stages = self.max_stages.or(run.max_stages);
+        run.max_tokens = self.max_tokens.or(run.max_tokens);
+        run.max_cost_usd = self.max_cost.or(run.max_cost_usd);
+        run.max_duration = self.max_duration.clone().or(run.max_duration.take());
+        if self.refuse_dirty_worktree {
+            run.dirty_worktree = Some(DirtyWorktree::Refuse);
+        }
+    }
 }
 
 /// Run options from `config`, the environment and the model flags; the caller fills in
@@ -215,5 +246,28 @@ mod tests {
         config.sandbox.agent_isolation = Some(IsolationMode::None);
         sandbox_env(&config, unconfined.path()).unwrap();
         assert!(!unconfined.path().join("blobs").exists());
+    }
+
+    #[test]
+    fn overrides_replace_only_what_they_set() {
+        let mut config = RunConfig::default();
+        config.run.max_stages = Some(7);
+        config.run.max_duration = Some("1h".to_owned());
+        ConfigOverrides::default().apply(&mut config);
+        assert_eq!(config.run.max_stages, Some(7));
+        assert_eq!(config.run.dirty_worktree, None);
+        ConfigOverrides {
+            max_stages: Some(3),
+            max_tokens: Some(10),
+            max_cost: CostLimit::new(0.5),
+            max_duration: None,
+            refuse_dirty_worktree: true,
+        }
+        .apply(&mut config);
+        assert_eq!(config.run.max_stages, Some(3));
+        assert_eq!(config.run.max_tokens, Some(10));
+        assert_eq!(config.run.max_cost_usd, CostLimit::new(0.5));
+        assert_eq!(config.run.max_duration.as_deref(), Some("1h"));
+        assert_eq!(config.run.dirty_worktree, Some(DirtyWorktree::Refuse));
     }
 }

@@ -82,6 +82,23 @@ pub enum StopCause {
     Budget,
 }
 
+impl StopCause {
+    /// What stopped a run that ended `canceled`, read back from its `WorkflowRunFailed`
+    /// (a client of a server sees only the events): `failure_class`
+    /// `budget_exhausted` is a budget stop (SPEC 17.1); with `canceled`, the reason
+    /// `canceled` is the user (4.8), `stall timeout: …` the watchdog (9.11) and
+    /// `engine error: …` fabro's own storage (9.12). `None` for anything else.
+    pub fn from_run_failed(failure_class: &str, reason: &str) -> Option<StopCause> {
+        match failure_class {
+            "budget_exhausted" => Some(StopCause::Budget),
+            "canceled" if reason == "canceled" => Some(StopCause::User),
+            "canceled" if reason.starts_with("stall timeout") => Some(StopCause::Stall),
+            "canceled" if reason.starts_with("engine error") => Some(StopCause::EngineError),
+            _ => None,
+        }
+    }
+}
+
 /// Why the watchdog or the user cancelled, set before the token fires.
 #[derive(Debug, Default)]
 pub struct CancelCause {

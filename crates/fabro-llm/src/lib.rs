@@ -33,7 +33,7 @@ pub mod redact;
 mod resilient;
 mod secret;
 pub mod simulated;
-mod sse;
+pub mod sse;
 mod stream;
 
 pub use anthropic::AnthropicClient;

@@ -1,36 +1,61 @@
-//! An incremental decoder for server-sent events (the WHATWG `text/event-stream` format).
+//! An incremental decoder for server-sent events (the WHATWG `text/event-stream` format),
+//! the one SSE reader of the workspace: LLM provider streams and the CLI's reading of a
+//! `fabro server` event stream both use it.
 //!
-//! Bytes arrive in arbitrary chunks; [`SseDecoder::feed`] returns the events completed by
-//! each chunk. Lines end with LF, CRLF or CR; `event:` and `data:` fields are kept (data
-//! lines joined with LF), comments and other fields are ignored. A line that is not UTF-8
-//! is an error: the stream is malformed.
+//! Bytes arrive in arbitrary chunks, split anywhere (inside a line, a CRLF pair or a
+//! multi-byte character); [`SseDecoder::feed`] returns the events completed by each
+//! chunk. Lines end with LF, CRLF or CR. The `event:`, `data:` (lines joined with LF)
+//! and `id:` fields are kept; comment lines (`:` first) and other fields are ignored. A
+//! line that is not UTF-8 is an error: the stream is malformed.
+//!
+//! ```
+//! use fabro_llm::sse::{SseDecoder, SseEvent};
+//!
+//! let mut decoder = SseDecoder::default();
+//! let mut events = decoder.feed(b": hello\r\nid: 7\r\nevent: tick\r\ndata: \xc3").unwrap();
+//! events.extend(decoder.feed(b"\xa9\r\n\r\n").unwrap());
+//! assert_eq!(
+//!     events,
+//!     vec![SseEvent { event: "tick".into(), data: "é".into(), id: Some("7".into()) }]
+//! );
+//! ```
 
 /// One dispatched event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field, empty when absent.
-    pub(crate) event: String,
+    pub event: String,
     /// The `data:` lines joined with LF.
-    pub(crate) data: String,
+    pub data: String,
+    /// The stream's last event id when the event was dispatched: the newest `id:` field
+    /// so far (this event's or an earlier one's), `None` before any or after an empty
+    /// one. A client that reconnects sends it as `Last-Event-ID`.
+    pub id: Option<String>,
 }
 
-/// The stream was not valid SSE.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MalformedSse;
+/// The stream was not valid SSE: a line is not UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed event stream: a line is not UTF-8")]
+pub struct MalformedSse;
 
 /// Incremental SSE decoder.
 #[derive(Debug, Default)]
-pub(crate) struct SseDecoder {
+pub struct SseDecoder {
     buffer: Vec<u8>,
     event: String,
     data: String,
     has_data: bool,
     skip_lf: bool,
+    last_id: Option<String>,
 }
 
 impl SseDecoder {
     /// Feeds a chunk, returning the events it completed.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, MalformedSse> {
+    ///
+    /// # Errors
+    /// [`MalformedSse`] when a completed line is not UTF-8; the decoder should not be
+    /// fed further.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, MalformedSse> {
         let mut events = Vec::new();
         let mut input = chunk;
         if self.skip_lf && !input.is_empty() {
@@ -73,6 +98,7 @@ impl SseDecoder {
                 events.push(SseEvent {
                     event: std::mem::take(&mut self.event),
                     data: std::mem::take(&mut self.data),
+                    id: self.last_id.clone(),
                 });
             }
             self.event.clear();
@@ -95,6 +121,10 @@ impl SseDecoder {
                 }
                 self.data.push_str(value);
                 self.has_data = true;
+            }
+            // An id with NUL is ignored (WHATWG); an empty one resets the last id.
+            "id" if !value.contains('\0') => {
+                self.last_id = (!value.is_empty()).then(|| value.to_owned());
             }
             _ => {}
         }
@@ -122,16 +152,61 @@ mod tests {
             SseEvent {
                 event: "a".to_owned(),
                 data: "{\"x\":1}".to_owned(),
+                id: None,
             },
             SseEvent {
                 event: String::new(),
                 data: "one\ntwo".to_owned(),
+                id: None,
             },
             SseEvent {
                 event: "b".to_owned(),
                 data: "z".to_owned(),
+                id: None,
             },
         ];
+        for size in 1..=text.len() {
+            assert_eq!(
+                decode_in_chunks(text, size).as_ref(),
+                Ok(&expected),
+                "chunk size {size}"
+            );
+        }
+    }
+
+    /// Multi-byte characters (2, 3 and 4 bytes), CRLF, CR and LF line ends, comment
+    /// lines, ids (kept across events, reset by an empty one): split in two at every
+    /// byte offset, and in three around every offset, the stream decodes the same.
+    #[test]
+    fn events_split_at_every_byte_decode_the_same() {
+        let text = ": opened\r\n\r\nid: 1\r\nevent: Grüße\r\ndata: {\"goal\":\"日本語 ✓ 🚀\"}\r\n\r\n: keep-alive\r\n\
+                    data: ü\r\ndata: é\n\nid: 3\revent: x\rdata: 🚀\r\r:c\nid\ndata: end\n\n"
+            .as_bytes();
+        let event = |event: &str, data: &str, id: Option<&str>| SseEvent {
+            event: event.to_owned(),
+            data: data.to_owned(),
+            id: id.map(str::to_owned),
+        };
+        let expected = vec![
+            event("Grüße", "{\"goal\":\"日本語 ✓ 🚀\"}", Some("1")),
+            event("", "ü\né", Some("1")),
+            event("x", "🚀", Some("3")),
+            event("", "end", None),
+        ];
+        for split in 0..=text.len() {
+            let mut decoder = SseDecoder::default();
+            let mut events = decoder.feed(&text[..split]).expect("valid SSE");
+            events.extend(decoder.feed(&text[split..]).expect("valid SSE"));
+            assert_eq!(events, expected, "split at byte {split}");
+            for second in split..=text.len() {
+                let mut decoder = SseDecoder::default();
+                let mut events = Vec::new();
+                for part in [&text[..split], &text[split..second], &text[second..]] {
+                    events.extend(decoder.feed(part).expect("valid SSE"));
+                }
+                assert_eq!(events, expected, "split at bytes {split} and {second}");
+            }
+        }
         for size in 1..=text.len() {
             assert_eq!(
                 decode_in_chunks(text, size).as_ref(),
@@ -171,7 +246,7 @@ mod tests {
             let decoded = decode_in_chunks(text.as_bytes(), size).expect("valid SSE");
             let expected: Vec<SseEvent> = events
                 .iter()
-                .map(|(name, data)| SseEvent { event: name.clone(), data: data.clone() })
+                .map(|(name, data)| SseEvent { event: name.clone(), data: data.clone(), id: None })
                 .collect();
             proptest::prop_assert_eq!(decoded, expected);
         }

@@ -14,7 +14,7 @@ use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, Ru
 use fabro_engine::interviewer::Interviewer;
 use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
 use fabro_engine::run_dir::RunPaths;
-use fabro_engine::run_env::{catalog_for, environment_options};
+use fabro_engine::run_env::{catalog_for, environment_options, ConfigOverrides};
 use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
 use fabro_engine::source::FsLoader;
 use fabro_language::SourceLoader;
@@ -33,7 +33,8 @@ use crate::error::{without_paths, ApiError, ErrorKind};
 /// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The body of `POST /api/v1/runs` (also kept in a queued run's `queued.json`).
+/// The body of `POST /api/v1/runs` (also kept in a queued run's `queued.json`): the
+/// fields are the flags of `fabro run` (SPEC 12.1, 14.3).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
@@ -43,30 +44,105 @@ pub struct StartRequest {
     pub source: Option<String>,
     /// Working directory; default: the first root.
     pub work_dir: Option<String>,
-    /// Goal.
+    /// Like `--goal`.
     pub goal: Option<String>,
-    /// Variables.
+    /// Like `--var K=V`.
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
-    /// Model.
+    /// Like `--model`.
     pub model: Option<String>,
-    /// Provider.
+    /// Like `--provider`.
     pub provider: Option<String>,
     /// Like `--auto-approve`.
     #[serde(default)]
     pub auto_approve: bool,
-    /// Like `--answer NODE=LABEL`, one per node.
+    /// Like `--answer NODE=LABEL`: per node, one label or the labels in the order the
+    /// node's visits consume them.
     #[serde(default)]
-    pub answers: BTreeMap<String, String>,
-    /// A dry run.
+    pub answers: BTreeMap<String, AnswerLabels>,
+    /// Like `--dry-run`.
     #[serde(default)]
     pub dry_run: bool,
-    /// The run id to use.
+    /// Like `--run-id`.
     pub run_id: Option<String>,
+    /// Like `--config FILE`: the run-config TOML layer above `.fabro/project.toml`
+    /// (SPEC 12.3), sent as text since the file may be the client's.
+    pub config: Option<ConfigFile>,
+    /// Like `--no-in-place`: refuse a working tree with uncommitted changes.
+    #[serde(default)]
+    pub no_in_place: bool,
+    /// Like `--max-stages N` (SPEC 17.1; 0: unlimited).
+    pub max_stages: Option<u64>,
+    /// Like `--max-tokens N`.
+    pub max_tokens: Option<u64>,
+    /// Like `--max-cost USD`.
+    pub max_cost_usd: Option<f64>,
+    /// Like `--max-duration D` (`90s`, `30m`, `2h`).
+    pub max_duration: Option<String>,
 }
 
-/// The body of `POST /api/v1/runs/{id}/resume`.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// The labels of one node's `--answer` flags.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum AnswerLabels {
+    /// One answer.
+    One(String),
+    /// Answers consumed in order, one per visit of the node.
+    Many(Vec<String>),
+}
+
+impl AnswerLabels {
+    fn labels(&self) -> Vec<String> {
+        match self {
+            AnswerLabels::One(label) => vec![label.clone()],
+            AnswerLabels::Many(labels) => labels.clone(),
+        }
+    }
+}
+
+/// A run-config TOML file of the client (`--config`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Its path (absolute, or relative to `work_dir`): relative paths in it resolve
+    /// against its directory, and errors name it.
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// The budget flags of a request (SPEC 17.1) and `--no-in-place` as overrides of the
+/// configuration, or 400 for a limit that is none.
+fn overrides(
+    (max_stages, max_tokens): (Option<u64>, Option<u64>),
+    max_cost_usd: Option<f64>,
+    max_duration: Option<&String>,
+    no_in_place: bool,
+) -> Result<ConfigOverrides, ApiError> {
+    let max_cost = match max_cost_usd {
+        Some(usd) => Some(config::CostLimit::new(usd).ok_or_else(|| {
+            ApiError::bad_request(format!("max_cost_usd: {usd} is not an amount in USD"))
+        })?),
+        None => None,
+    };
+    if let Some(duration) = max_duration {
+        if fabro_language::value::parse_duration(duration).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "max_duration: '{duration}' is not a duration (examples: 90s, 30m, 2h)"
+            )));
+        }
+    }
+    Ok(ConfigOverrides {
+        max_stages,
+        max_tokens,
+        max_cost,
+        max_duration: max_duration.cloned(),
+        refuse_dirty_worktree: no_in_place,
+    })
+}
+
+/// The body of `POST /api/v1/runs/{id}/resume`: the flags of `fabro resume`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
     /// Like `--auto-approve`.
@@ -74,7 +150,32 @@ pub struct ResumeRequest {
     pub auto_approve: bool,
     /// Like `--answer NODE=LABEL`.
     #[serde(default)]
-    pub answers: BTreeMap<String, String>,
+    pub answers: BTreeMap<String, AnswerLabels>,
+    /// Like `--model`.
+    pub model: Option<String>,
+    /// Like `--provider`.
+    pub provider: Option<String>,
+    /// Like `--max-stages N` (SPEC 17.1; 0: unlimited).
+    pub max_stages: Option<u64>,
+    /// Like `--max-tokens N`.
+    pub max_tokens: Option<u64>,
+    /// Like `--max-cost USD`.
+    pub max_cost_usd: Option<f64>,
+    /// Like `--max-duration D` (`90s`, `30m`, `2h`).
+    pub max_duration: Option<String>,
+}
+
+/// `answers` as the engine takes them: (node, label) pairs, in order per node.
+fn answer_pairs(answers: &BTreeMap<String, AnswerLabels>) -> Vec<(String, String)> {
+    answers
+        .iter()
+        .flat_map(|(node, labels)| {
+            labels
+                .labels()
+                .into_iter()
+                .map(move |label| (node.clone(), label))
+        })
+        .collect()
 }
 
 /// The engine as the server uses it: the storage root and the configured roots.
@@ -123,6 +224,12 @@ impl EngineBridge {
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
         check_provider(request.provider.as_deref())?;
+        let overrides = overrides(
+            (request.max_stages, request.max_tokens),
+            request.max_cost_usd,
+            request.max_duration.as_ref(),
+            request.no_in_place,
+        )?;
         let work_dir = match &request.work_dir {
             Some(work_dir) => self.inside_roots(Path::new(work_dir), work_dir)?,
             None => self
@@ -175,12 +282,23 @@ impl EngineBridge {
                     ))
                 }
             };
-        let config = self.run_config(&workflow_path, run_config)?;
+        // `--config` comes before a TOML workflow (SPEC 12.3), as in `fabro run`.
+        let config_file = request.config.as_ref().map(|file| ClientConfig {
+            path: work_dir.join(&file.path),
+            text: file.text.clone(),
+        });
+        let run_configs = config_file
+            .iter()
+            .map(|file| file.path.clone())
+            .chain(run_config)
+            .collect();
+        let mut config = self.run_config(&workflow_path, run_configs, config_file.as_ref())?;
+        overrides.apply(&mut config);
         let mut options = self.options(workflow_path, config, &request.model, &request.provider)?;
         options.goal = request.goal.clone();
         options.dry_run = request.dry_run;
         options.auto_approve = request.auto_approve;
-        options.answers = request.answers.clone().into_iter().collect();
+        options.answers = answer_pairs(&request.answers);
         options.vars.extend(request.vars.clone());
         options.run_id = request.run_id.clone();
         options.work_dir = Some(work_dir);
@@ -220,6 +338,7 @@ impl EngineBridge {
         request: &ResumeRequest,
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
+        check_provider(request.provider.as_deref())?;
         let paths = RunPaths::new(&self.root, run_id);
         let lock = RunLock::acquire(paths.run_dir()).map_err(|error| match error.kind() {
             RunIndexErrorKind::Locked => {
@@ -258,18 +377,25 @@ impl EngineBridge {
             ))
             .caused_by(error)
         })?;
-        let config: RunConfig = serde_json::from_slice(&config_text)
+        let mut config: RunConfig = serde_json::from_slice(&config_text)
             .map_err(|error| refused(format!("invalid run configuration: {error}")))?;
+        overrides(
+            (request.max_stages, request.max_tokens),
+            request.max_cost_usd,
+            request.max_duration.as_ref(),
+            false,
+        )?
+        .apply(&mut config);
         let work_dir = checkpoint
             .context_values
             .get("internal.work_dir")
             .and_then(serde_json::Value::as_str)
             .map(PathBuf::from);
-        let mut options = self.options(paths.graph(), config, &None, &None)?;
+        let mut options = self.options(paths.graph(), config, &request.model, &request.provider)?;
         options.goal = Some(manifest.goal);
         options.dry_run = manifest.dry_run;
         options.auto_approve = request.auto_approve;
-        options.answers = request.answers.clone().into_iter().collect();
+        options.answers = answer_pairs(&request.answers);
         options.run_id = Some(run_id.to_owned());
         options.parent_run_id = manifest.parent_run_id;
         options.work_dir = work_dir;
@@ -294,15 +420,17 @@ impl EngineBridge {
     fn run_config(
         &self,
         workflow: &Path,
-        run_config: Option<PathBuf>,
+        run_configs: Vec<PathBuf>,
+        client: Option<&ClientConfig>,
     ) -> Result<RunConfig, ApiError> {
         // `load` with a root that holds no settings file reads the upper layers only.
         let sources = ConfigSources {
             root: self.root.join("server").join("no-settings"),
             workflow: workflow.to_path_buf(),
-            run_configs: run_config.into_iter().collect(),
+            run_configs,
         };
-        let upper = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+        let reader = ClientConfigReader { client };
+        let upper = config::load(&sources, &reader).map_err(config_error)?;
         let settings = read_layer(&self.root.join("settings.toml"), None)?;
         let server = read_layer(&crate::settings::server_toml(&self.root), Some("server"))?;
         Ok(upper.over(server.over(settings)))
@@ -324,6 +452,26 @@ impl EngineBridge {
             provider.clone(),
         )
         .map_err(|error| ApiError::explained(ErrorKind::BadRequest, error))
+    }
+}
+
+/// The `--config` file a client sent, at its path.
+struct ClientConfig {
+    path: PathBuf,
+    text: String,
+}
+
+/// Reads the client's `--config` file from the request, every other layer from disk.
+struct ClientConfigReader<'a> {
+    client: Option<&'a ClientConfig>,
+}
+
+impl ConfigReader for ClientConfigReader<'_> {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        match self.client {
+            Some(client) if client.path == path => Ok(client.text.clone()),
+            _ => FsConfigReader.read(path),
+        }
     }
 }
 

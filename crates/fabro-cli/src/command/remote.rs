@@ -3,11 +3,18 @@
 //! lines, drives the same progress view from the server's event stream, and exits with
 //! the run's code. The first Ctrl-C cancels the remote run, a second one detaches.
 
+mod stream;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fabro_engine::config::CostLimit;
 use fabro_engine::event::{EventEnvelope, EventSink};
 use fabro_engine::run_view::{InspectView, RunView};
-use serde_json::{json, Map, Value};
+use fabro_engine::StopCause;
+use fabro_server::engine_bridge::{AnswerLabels, ConfigFile, ResumeRequest, StartRequest};
+use serde_json::{json, Value};
+use stream::stream_lines;
 
 use crate::args::RunArgs;
 use crate::command::events::format_event;
@@ -234,46 +241,112 @@ pub(crate) fn answer(
     })
 }
 
+/// `fabro run WORKFLOW --server URL`: every flag of `run` goes into the start request
+/// (`--config` as the file's text, since the server may not see the client's files), or
+/// is refused.
 pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
+    if args.detached_worker {
+        return Err(not_remote("--detached-worker"));
+    }
     let current = std::env::current_dir()
         .map_err(|source| CliError::io("cannot read", "the current directory", source))?;
     let workflow = std::path::absolute(&args.workflow).unwrap_or_else(|_| args.workflow.clone());
-    let mut vars = Map::new();
+    let config = match &args.config {
+        Some(path) => Some(client_config(path)?),
+        None => None,
+    };
+    let answers = answer_labels(&args.stages.answers)?;
+    let mut vars = BTreeMap::new();
     for var in &args.vars {
         let (key, value) = var
             .split_once('=')
             .filter(|(key, _)| !key.is_empty())
             .ok_or_else(|| CliError::Usage(format!("--var expects K=V, found '{var}'")))?;
-        vars.insert(key.to_owned(), Value::String(value.to_owned()));
+        vars.insert(key.to_owned(), value.to_owned());
     }
-    let answers: Map<String, Value> = parse_answers(&args.stages.answers)?
-        .into_iter()
-        .map(|(node, label)| (node, Value::String(label)))
-        .collect();
-    let body = json!({
-        "workflow": workflow, "work_dir": current, "goal": args.goal, "vars": vars,
-        "model": args.stages.model, "provider": args.stages.provider,
-        "auto_approve": args.stages.auto_approve, "answers": answers,
-        "dry_run": args.dry_run, "run_id": args.run_id,
-    });
-    let remote = Remote {
-        client: reqwest::Client::new(),
-        url: url.to_owned(),
-        token: token(url),
+    let request = StartRequest {
+        workflow: Some(workflow.display().to_string()),
+        source: None,
+        work_dir: Some(current.display().to_string()),
+        goal: args.goal.clone(),
+        vars,
+        model: args.stages.model.clone(),
+        provider: args.stages.provider.clone(),
+        auto_approve: args.stages.auto_approve,
+        answers,
+        dry_run: args.dry_run,
+        run_id: args.run_id.clone(),
+        config,
+        no_in_place: args.no_in_place,
+        max_stages: args.stages.max_stages,
+        max_tokens: args.stages.max_tokens,
+        max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
+        max_duration: args.stages.max_duration.clone(),
     };
+    let body = serde_json::to_value(&request).map_err(CliError::EncodeJson)?;
+    let remote = remote(url);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(CliError::Runtime)?;
-    runtime.block_on(follow_run(&remote, &body, args.json, output))
+    runtime.block_on(async {
+        let signals = if args.detach { None } else { Signals::catch() };
+        let Some(run_id) = start_run(&remote, &body, output).await? else {
+            return Ok(Status::Failure);
+        };
+        if args.detach {
+            return print_detached(&remote, &run_id, output).await;
+        }
+        follow(&remote, (&run_id, None), args.json, signals, output).await
+    })
 }
 
-async fn follow_run(
+/// A flag that has no meaning for a run in a server.
+fn not_remote(flag: &str) -> CliError {
+    CliError::Usage(format!("{flag} cannot be used with --server"))
+}
+
+/// The `--config` file for the server: read and checked here as `fabro run` checks it
+/// (the same messages, exit 2), sent with its absolute path.
+fn client_config(path: &std::path::Path) -> Result<ConfigFile, CliError> {
+    use fabro_engine::config::ConfigReader;
+    let text = fabro_engine::config::FsConfigReader
+        .read(path)
+        .map_err(|source| CliError::io("cannot read configuration", path, source))?;
+    fabro_engine::config::parse(&text, path).map_err(CliError::Config)?;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(ConfigFile {
+        path: absolute.display().to_string(),
+        text,
+    })
+}
+
+/// `--answer NODE=LABEL` flags as the request's `answers`: per node, in order.
+fn answer_labels(answers: &[String]) -> Result<BTreeMap<String, AnswerLabels>, CliError> {
+    let mut grouped: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (node, label) in parse_answers(answers)? {
+        grouped.entry(node).or_default().push(label);
+    }
+    Ok(grouped
+        .into_iter()
+        .map(|(node, mut labels)| {
+            let labels = if labels.len() == 1 {
+                AnswerLabels::One(labels.remove(0))
+            } else {
+                AnswerLabels::Many(labels)
+            };
+            (node, labels)
+        })
+        .collect())
+}
+
+/// `POST /api/v1/runs`: the new run's id, or `None` after printing an invalid
+/// workflow's diagnostics (exit 1, as locally).
+async fn start_run(
     remote: &Remote,
     body: &Value,
-    json: bool,
     output: &mut Output,
-) -> Result<Status, CliError> {
+) -> Result<Option<String>, CliError> {
     let (status, reply) = remote
         .send(reqwest::Method::POST, "/api/v1/runs", Some(body))
         .await?;
@@ -294,23 +367,41 @@ async fn follow_run(
                 diagnostic["message"].as_str().unwrap_or_default(),
             ));
         }
-        return Ok(Status::Failure);
+        if reply["error"]["diagnostics"].is_array() {
+            return Ok(None);
+        }
     }
     if status != 201 {
         return Err(CliError::Usage(api_message(&reply)));
     }
-    let run_id = reply["run_id"].as_str().unwrap_or_default().to_owned();
-    follow(remote, &run_id, None, json, output).await
+    Ok(Some(
+        reply["run_id"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// What `--detach` prints once the run is started: its id and directory (exit 0).
+async fn print_detached(
+    remote: &Remote,
+    run_id: &str,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
+    output.out(&format!(
+        "run_id: {run_id}\nrun_dir: {}\n",
+        document["run_dir"].as_str().unwrap_or_default()
+    ));
+    Ok(Status::Success)
 }
 
 /// Prints the `run_id`/`run_dir` lines, drives the progress view from the run's event
 /// stream, prints the `status` lines and returns the run's exit status, as a local run.
-/// `after`: the id of the last event before this run (or resume) started.
+/// `after`: the id of the last event before this run (or resume) started; `signals`:
+/// the Ctrl-C that cancels the run.
 async fn follow(
     remote: &Remote,
-    run_id: &str,
-    after: Option<u64>,
+    (run_id, after): (&str, Option<u64>),
     json: bool,
+    signals: Option<Signals>,
     output: &mut Output,
 ) -> Result<Status, CliError> {
     let run_id = run_id.to_owned();
@@ -328,7 +419,7 @@ async fn follow(
     };
     let terminal = tokio::select! {
         terminal = stream_events(remote, &run_id, after, sink.as_ref()) => terminal,
-        () = interrupted(remote, &run_id) => {
+        () = interrupted(remote, &run_id, signals) => {
             if let Some(progress) = &progress {
                 progress.finish();
             }
@@ -340,19 +431,27 @@ async fn follow(
     let terminal = terminal?;
     let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
     let run_status = document["status"].as_str().unwrap_or("fail").to_owned();
+    let failed = terminal
+        .as_ref()
+        .filter(|event| event.name() == "WorkflowRunFailed")
+        .map(|event| {
+            let properties = event.properties();
+            let text = |key: &str| {
+                properties
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (text("failure_class"), text("reason"))
+        });
     if let Some(summary) = summary {
         output.err(&format!("{summary}\n"));
     }
     if !json {
         let mut text = format!("status: {run_status}\n");
         if matches!(run_status.as_str(), "fail" | "canceled") {
-            if let Some(reason) = terminal.as_ref().and_then(|event| {
-                event
-                    .properties()
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            }) {
+            if let Some((_, reason)) = &failed {
                 text.push_str(&format!("reason: {reason}\n"));
             }
         }
@@ -361,12 +460,22 @@ async fn follow(
             output.err(&format!("resume with: fabro resume {run_id}\n"));
         }
     }
-    Ok(match run_status.as_str() {
-        "success" => Status::Success,
-        "partial_success" => Status::PartialSuccess,
-        "canceled" => Status::Canceled,
+    let cause = failed
+        .as_ref()
+        .and_then(|(class, reason)| StopCause::from_run_failed(class, reason));
+    Ok(exit_status(&run_status, cause))
+}
+
+/// The exit status of a run that ended with `run_status`, as `fabro run` maps its end
+/// (SPEC 14.2): a user cancellation is 130; a budget stop, a stall timeout or a storage
+/// failure leaves status `canceled` but exits 1.
+fn exit_status(run_status: &str, cause: Option<StopCause>) -> Status {
+    match (run_status, cause) {
+        ("success", _) => Status::Success,
+        ("partial_success", _) => Status::PartialSuccess,
+        ("canceled", Some(StopCause::User)) => Status::Canceled,
         _ => Status::Failure,
-    })
+    }
 }
 
 /// Feeds the run's events to `sink` until the stream ends; returns the terminal event.
@@ -395,76 +504,34 @@ async fn stream_events(
 /// The events of which exactly one ends a finished run (SPEC 11.3).
 const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
-/// Hands each stored event line after event `after` (from the first without it) of the
-/// run's event stream to `each` (which says whether it was the terminal event),
-/// reconnecting with `Last-Event-ID` while the run is running or queued. Returns whether
-/// the terminal event came.
-async fn stream_lines(
-    remote: &Remote,
-    run_id: &str,
-    after: Option<u64>,
-    mut each: impl FnMut(&str) -> bool,
-) -> Result<bool, CliError> {
-    let mut last: Option<u64> = after;
-    for _attempt in 0..100 {
-        let mut request = remote
-            .request(
-                reqwest::Method::GET,
-                &format!("/api/v1/runs/{run_id}/events"),
-                None,
-            )
-            .header("accept", "text/event-stream");
-        if let Some(last) = last {
-            request = request.header("last-event-id", last.to_string());
-        }
-        let Ok(mut response) = request.send().await else {
-            continue;
-        };
-        let mut pending = String::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            pending.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = pending.find("\n\n") {
-                let block: String = pending.drain(..end + 2).collect();
-                let id = block
-                    .lines()
-                    .find_map(|line| line.strip_prefix("id: "))
-                    .and_then(|id| id.parse::<u64>().ok());
-                let Some(data) = block.lines().find_map(|line| line.strip_prefix("data: ")) else {
-                    continue;
-                };
-                last = id.or(last);
-                if each(data) {
-                    return Ok(true);
-                }
-            }
-        }
-        // The stream ended without the terminal event: the server went away or the run
-        // was interrupted; look again, as a reconnecting client does.
-        let (status, document) = remote
-            .send(
-                reqwest::Method::GET,
-                &format!("/api/v1/runs/{run_id}"),
-                None,
-            )
-            .await?;
-        if status != 200 || !matches!(document["status"].as_str(), Some("running" | "queued")) {
-            return Ok(false);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+/// SIGINT and SIGTERM, caught from before the run is started, so that a Ctrl-C at any
+/// moment after that cancels the remote run instead of ending this process.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Catches both signals (within a runtime); `None` when they cannot be caught.
+    fn catch() -> Option<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some(Signals {
+            terminate: signal(SignalKind::terminate()).ok()?,
+            interrupt: signal(SignalKind::interrupt()).ok()?,
+        })
     }
-    Ok(false)
+
+    async fn next(&mut self) {
+        tokio::select! { _ = self.terminate.recv() => {} _ = self.interrupt.recv() => {} }
+    }
 }
 
 /// Completes on a second SIGINT or SIGTERM; the first one cancels the remote run.
-async fn interrupted(remote: &Remote, run_id: &str) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+async fn interrupted(remote: &Remote, run_id: &str, signals: Option<Signals>) {
+    let Some(mut signals) = signals else {
         return std::future::pending().await;
     };
-    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+    signals.next().await;
     let _ = remote
         .send(
             reqwest::Method::POST,
@@ -472,7 +539,7 @@ async fn interrupted(remote: &Remote, run_id: &str) {
             Some(&json!({})),
         )
         .await;
-    tokio::select! { _ = terminate.recv() => {} _ = interrupt.recv() => {} }
+    signals.next().await;
 }
 
 fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, CliError> {
@@ -595,26 +662,37 @@ pub(crate) fn events(
 }
 
 /// `fabro resume RUN --server URL`: the server resumes the run; this process follows it
-/// as `fabro run --server` does.
+/// as `fabro run --server` does (or, with `--detach`, prints it and exits).
 pub(crate) fn resume(
     url: &str,
     args: &crate::args::ResumeArgs,
     output: &mut Output,
 ) -> Result<Status, CliError> {
-    let answers: Map<String, Value> = parse_answers(&args.stages.answers)?
-        .into_iter()
-        .map(|(node, label)| (node, Value::String(label)))
-        .collect();
-    let body = json!({"auto_approve": args.stages.auto_approve, "answers": answers});
+    if args.detached_worker {
+        return Err(not_remote("--detached-worker"));
+    }
+    let target = super::resume::remote_target(&args.target)?;
+    let request = ResumeRequest {
+        auto_approve: args.stages.auto_approve,
+        answers: answer_labels(&args.stages.answers)?,
+        model: args.stages.model.clone(),
+        provider: args.stages.provider.clone(),
+        max_stages: args.stages.max_stages,
+        max_tokens: args.stages.max_tokens,
+        max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
+        max_duration: args.stages.max_duration.clone(),
+    };
+    let body = serde_json::to_value(&request).map_err(CliError::EncodeJson)?;
     let remote = remote(url);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        let signals = if args.detach { None } else { Signals::catch() };
         // The resumed run's events follow the ones stored now; only those are shown.
-        let reply = remote.get(&format!("/api/v1/runs/{}", args.target)).await?;
-        let run_id = reply["run_id"].as_str().unwrap_or(&args.target).to_owned();
+        let reply = remote.get(&format!("/api/v1/runs/{target}")).await?;
+        let run_id = reply["run_id"].as_str().unwrap_or(&target).to_owned();
         let after = last_event_id(&remote, &run_id).await?;
         remote
             .call(
@@ -624,7 +702,10 @@ pub(crate) fn resume(
                 202,
             )
             .await?;
-        follow(&remote, &run_id, after, args.json, output).await
+        if args.detach {
+            return print_detached(&remote, &run_id, output).await;
+        }
+        follow(&remote, (&run_id, after), args.json, signals, output).await
     })
 }
 
@@ -644,6 +725,27 @@ async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, Cli
         last = page["next_after"].as_u64().or(last);
         if last.is_none() {
             return Ok(None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_canceled_run_exits_130_only_when_the_user_stopped_it() {
+        for (status, cause, expected) in [
+            ("success", None, Status::Success),
+            ("partial_success", None, Status::PartialSuccess),
+            ("fail", None, Status::Failure),
+            ("canceled", Some(StopCause::User), Status::Canceled),
+            ("canceled", Some(StopCause::Budget), Status::Failure),
+            ("canceled", Some(StopCause::Stall), Status::Failure),
+            ("canceled", Some(StopCause::EngineError), Status::Failure),
+            ("interrupted", None, Status::Failure),
+        ] {
+            assert_eq!(exit_status(status, cause), expected, "{status} {cause:?}");
         }
     }
 }

@@ -97,7 +97,7 @@ fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliErro
             path: paths.config(),
             source,
         })?;
-    super::run::apply_budget_flags(&args.stages, &mut config);
+    super::run::config_overrides(&args.stages, false).apply(&mut config);
     let work_dir = checkpoint
         .context_values
         .get("internal.work_dir")
@@ -147,6 +147,22 @@ fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliErro
     );
     drop(prepared);
     detach(&run_id, &run_dir, worker_args, output)
+}
+
+/// The run a `fabro resume --server` argument names: the run of a checkpoint file or of
+/// a ref name, else the argument (a run id or prefix the server resolves).
+pub(crate) fn remote_target(target: &str) -> Result<String, CliError> {
+    let path = Path::new(target);
+    if path.is_file() {
+        let bytes = read_file("cannot read checkpoint", path)?;
+        let checkpoint: Checkpoint =
+            serde_json::from_slice(&bytes).map_err(|source| CliError::NotACheckpoint {
+                target: target.to_owned(),
+                source,
+            })?;
+        return Ok(checkpoint.run_id.into_string());
+    }
+    Ok(run_id_of_ref(target).unwrap_or(target).to_owned())
 }
 
 /// Whether the repository of the current directory has metadata of run `run_id`.

@@ -8,7 +8,7 @@ use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::event::EventSink;
 use fabro_engine::interviewer::{FileInterviewer, Interviewer};
 use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
-use fabro_engine::run_env::RunEnvError;
+use fabro_engine::run_env::{ConfigOverrides, RunEnvError};
 use fabro_engine::{RunEnd, StopCause};
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
@@ -335,10 +335,7 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
     let mut config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
-    if args.no_in_place {
-        config.run.dirty_worktree = Some(config::DirtyWorktree::Refuse);
-    }
-    apply_budget_flags(&args.stages, &mut config);
+    config_overrides(&args.stages, args.no_in_place).apply(&mut config);
     let answers = parse_answers(&args.stages.answers)?;
     let mut vars = config.run.vars.clone();
     for var in &args.vars {
@@ -363,14 +360,17 @@ fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
     })
 }
 
-/// `--max-stages`, `--max-tokens`, `--max-cost` and `--max-duration` over the
-/// configuration's `[run]` limits (SPEC 17.1); the run records them in `config.json`.
-pub(crate) fn apply_budget_flags(stages: &StageArgs, config: &mut RunConfig) {
-    let run = &mut config.run;
-    run.max_stages = stages.max_stages.or(run.max_stages);
-    run.max_tokens = stages.max_tokens.or(run.max_tokens);
-    run.max_cost_usd = stages.max_cost.or(run.max_cost_usd);
-    run.max_duration = stages.max_duration.clone().or(run.max_duration.take());
+/// `--max-stages`, `--max-tokens`, `--max-cost`, `--max-duration` and `--no-in-place`
+/// as overrides of the configuration (SPEC 17.1); the run records the result in
+/// `config.json`.
+pub(crate) fn config_overrides(stages: &StageArgs, no_in_place: bool) -> ConfigOverrides {
+    ConfigOverrides {
+        max_stages: stages.max_stages,
+        max_tokens: stages.max_tokens,
+        max_cost: stages.max_cost,
+        max_duration: stages.max_duration.clone(),
+        refuse_dirty_worktree: no_in_place,
+    }
 }
 
 /// `--answer NODE=LABEL` values (SPEC 12.1).

@@ -414,7 +414,7 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
 /// `text` with the run id replaced and every number, with the unit of a duration
 /// after it (`850ms`, `1.2s`), as `#`: timings differ between two runs, and a stage may
 /// take 999ms in one and 1.0s in the other.
-fn normalized(text: &str, run_id: &str) -> String {
+pub(crate) fn normalized(text: &str, run_id: &str) -> String {
     let text = text.replace(run_id, "RUN");
     let mut normalized = String::with_capacity(text.len());
     let mut rest = text.as_str();

@@ -380,3 +380,33 @@ async fn a_node_visited_more_often_than_its_limit_fails_the_run() {
     }
     assert_eq!(finished.state.node_visits["a"], 2);
 }
+
+#[test]
+fn the_stop_cause_reads_back_from_the_terminal_event() {
+    for (class, reason, expected) in [
+        ("canceled", "canceled", Some(StopCause::User)),
+        (
+            "canceled",
+            "stall timeout: no events for 30s",
+            Some(StopCause::Stall),
+        ),
+        (
+            "canceled",
+            "engine error: cannot write events.jsonl: No space left on device",
+            Some(StopCause::EngineError),
+        ),
+        (
+            "budget_exhausted",
+            "budget exhausted: stages 5 of 5",
+            Some(StopCause::Budget),
+        ),
+        ("deterministic", "canceled", None),
+        ("canceled", "something else", None),
+    ] {
+        assert_eq!(
+            StopCause::from_run_failed(class, reason),
+            expected,
+            "{class} {reason}"
+        );
+    }
+}

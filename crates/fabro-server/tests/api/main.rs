@@ -600,4 +600,5 @@ async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
     assert!(refused.text().contains("bogus"));
 }
 mod cache;
+mod flags;
 mod hostile;
