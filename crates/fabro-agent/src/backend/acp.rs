@@ -557,4 +557,108 @@ echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported vers
         );
         assert_eq!(error.class(), FailureClass::Deterministic);
     }
+    /// The text-then-tool scenario (decision 67): a plan with a failing outcome before
+    /// the tool call, `DONE` after it; a mode update chunk is no text. Permissions are
+    /// granted once, not always.
+    const PLAN_THEN_TOOL: &str = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-2"}}'
+read -r prompt
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Plan: write the file. {\"outcome\": \"fail\"}"}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Write out.txt","kind":"edit","status":"pending"}}}'
+echo '{"jsonrpc":"2.0","id":"perm-1","method":"session/request_permission","params":{"sessionId":"s-2","toolCall":{"toolCallId":"c1"},"options":[{"optionId":"always","kind":"allow_always"},{"optionId":"once","kind":"allow_once"},{"optionId":"no","kind":"reject_once"}]}}'
+read -r answer
+case "$answer" in *'"optionId":"once"'*) echo written > out.txt;; *) echo "$answer" > wrong-answer.txt;; esac
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed"}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"[MODE_UPDATE] autoEdit"}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"current_mode_update","currentModeId":"autoEdit"}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"plan","entries":[]}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"DONE "}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"{\"outcome\": \"success\"}"}}}}'
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
+"#;
+
+    #[tokio::test]
+    async fn the_response_is_the_final_turn_and_permissions_are_granted_once() {
+        let bin = tempfile::tempdir().unwrap();
+        let repo = repository();
+        let config = agent(bin.path(), PLAN_THEN_TOOL, repo.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        assert_eq!(outcome.text, "DONE {\"outcome\": \"success\"}");
+        assert_eq!(outcome.files_touched, ["out.txt"]);
+    }
+
+    #[tokio::test]
+    async fn a_json_rpc_error_names_its_data_and_the_stderr_tail_and_is_classified() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-3"}}'
+read -r prompt
+for i in $(seq 1 25); do echo "agent log $i" >&2; done
+echo '{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error","data":{"message":"We are currently experiencing high demand","codex_error_info":"server_overloaded"}}}'
+"#;
+        let config = agent(bin.path(), body, dir.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::TransientInfra);
+        let tail: Vec<String> = (6..=25).map(|i| format!("agent log {i}")).collect();
+        assert_eq!(
+            failure.reason,
+            format!(
+                "session/prompt failed: Internal error: {{\"codex_error_info\":\"server_overloaded\",\"message\":\"We are currently experiencing high demand\"}}\n{}",
+                tail.join("\n")
+            )
+        );
+        // A rate limit in the message alone is transient too; an auth error is not.
+        let body = r#"
+read -r init
+echo 'starting' >&2
+echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}'
+"#;
+        let config = agent(bin.path(), body, dir.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Deterministic);
+        assert_eq!(
+            failure.reason,
+            "initialize failed: Authentication required\nstarting"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_acp_timeout_reads_like_every_stage_timeout() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-8"}}'
+read -r prompt
+read -r cancel
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        config.timeout = Some(Duration::from_millis(300));
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.failure.unwrap().reason,
+            "stage timed out after 300ms"
+        );
+    }
 }

@@ -533,4 +533,141 @@ echo '{"type":"result","result":"All done {\"outcome\":\"success\"}","usage":{"i
                 .is_err()
         );
     }
+    /// A stage environment confined as under `agent_isolation = "workspace"` (no kernel
+    /// mechanism is needed to ask whether it is confined).
+    fn confined_env(tmp: &std::path::Path) -> ProcessEnv {
+        use crate::isolation::{IsolationMode, IsolationSettings, KernelSupport, ProcessKind};
+        ProcessEnv::inherit()
+            .with_isolation(IsolationSettings::new(
+                IsolationMode::Workspace,
+                IsolationMode::None,
+                KernelSupport::detect_only(&[]),
+            ))
+            .for_stage(ProcessKind::Agent, &tmp.join("tmp"))
+            .unwrap()
+    }
+
+    #[test]
+    fn commands_and_environments_follow_fabros_isolation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let confined = confined_env(tmp.path());
+        assert!(confined.is_confined());
+        let config = |provider, env: &ProcessEnv| {
+            CliAgentConfig::for_provider(provider, "m", ".", env.clone()).unwrap()
+        };
+        // Decision 68: fabro is codex's sandbox when it confines it.
+        let codex = config(Provider::OpenAi, &confined);
+        assert_eq!(
+            codex.args,
+            ["exec", "--json", "--sandbox", "danger-full-access"]
+        );
+        let codex = config(Provider::OpenAi, &ProcessEnv::inherit());
+        assert_eq!(
+            codex.args,
+            ["exec", "--json", "--sandbox", "workspace-write"]
+        );
+        let claude = config(Provider::Anthropic, &confined);
+        assert_eq!(
+            claude.env.get("IS_SANDBOX").map(|v| v.to_str()),
+            Some(Some("1"))
+        );
+        let claude = config(Provider::Anthropic, &ProcessEnv::inherit());
+        assert_eq!(claude.env.get("IS_SANDBOX"), None);
+        for env in [&confined, &ProcessEnv::inherit()] {
+            let gemini = config(Provider::Gemini, env);
+            assert_eq!(
+                gemini
+                    .env
+                    .get("GEMINI_CLI_TRUST_WORKSPACE")
+                    .map(|v| v.to_str()),
+                Some(Some("true"))
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_claude_reports_the_error_of_its_result_record() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // Claude Code writes its errors to stdout, nothing to stderr.
+        let program = script(
+            bin.path(),
+            "claude",
+            r#"cat > /dev/null
+echo '{"type":"system","subtype":"init","model":"claude-sonnet-4-5"}'
+echo '{"type":"result","is_error":true,"result":"API Error: 500 overloaded upstream","usage":{"input_tokens":0,"output_tokens":0},"total_cost_usd":0,"modelUsage":{}}'
+exit 1
+"#,
+        );
+        let config = claude_like(program, dir.path());
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Deterministic);
+        assert_eq!(
+            failure.reason,
+            "/bin/sh exited with code 1: API Error: 500 overloaded upstream"
+        );
+    }
+
+    #[tokio::test]
+    async fn codex_and_gemini_errors_come_from_their_json() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let codex = script(
+            bin.path(),
+            "codex",
+            r#"cat > /dev/null
+echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"error","message":"We are currently experiencing high demand"}'
+echo '{"type":"turn.failed","error":{"message":"We are currently experiencing high demand"}}'
+echo 'Reading prompt from stdin...' >&2
+exit 1
+"#,
+        );
+        let mut config = sh(codex, dir.path());
+        config.format = CliOutputFormat::CodexJson;
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.failure.unwrap().reason,
+            "/bin/sh exited with code 1: We are currently experiencing high demand"
+        );
+        // gemini prints its error object (pretty-printed) on stderr.
+        let gemini = script(
+            bin.path(),
+            "gemini",
+            r#"cat > /dev/null
+echo 'YOLO mode is enabled.' >&2
+printf '{\n  "session_id": "s",\n  "error": {\n    "type": "Error",\n    "message": "Quota exceeded for model",\n    "code": 1\n  }\n}\n' >&2
+exit 1
+"#,
+        );
+        let mut config = sh(gemini, dir.path());
+        config.format = CliOutputFormat::GeminiJson;
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.failure.unwrap().reason,
+            "/bin/sh exited with code 1: Quota exceeded for model"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_reads_like_every_stage_timeout() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let program = script(bin.path(), "slow", "sleep 30");
+        let mut config = sh(program, dir.path());
+        config.timeout = Some(Duration::from_millis(200));
+        let outcome = run_cli_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::TransientInfra);
+        assert_eq!(failure.reason, "stage timed out after 200ms");
+    }
 }

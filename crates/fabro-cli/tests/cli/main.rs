@@ -1,6 +1,7 @@
 //! Black-box tests of the `fabro` binary: exit codes, stdout, stderr and files.
 
 mod backends;
+mod backends_reports;
 mod blobs;
 mod budget;
 mod config;
