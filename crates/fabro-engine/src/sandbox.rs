@@ -22,9 +22,18 @@ use crate::config::SandboxConfig;
 use crate::event::{kind, Emitter, Event};
 
 /// Writable for isolated processes besides their working directory and `TMPDIR`:
-/// the package caches, so builds work (SPEC 16).
-pub const DEFAULT_WRITABLE_PATHS: [&str; 4] =
-    ["~/.cache", "~/.cargo/registry", "~/.cargo/git", "~/.npm"];
+/// the package caches, so builds work, and the agent programs' own state (SPEC 16,
+/// decision 68).
+pub const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
+    "~/.cache",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/.npm",
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.gemini",
+];
 
 /// Hidden from isolated processes (SPEC 16); `{root}` is `$FABRO_HOME`.
 pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [

@@ -186,13 +186,14 @@ fn every_tool_call_failing_for_a_sandbox_reason_is_a_warning() {
 "#,
     );
     let bin = side_dir(&env, "bin");
+    // `printf '%s'`: the `echo` of dash would turn the JSON's `\n` into a line break.
     fake_program(
         &bin,
         "codex",
         r#"cat > /dev/null
 echo '{"type":"thread.started","thread_id":"t"}'
-echo '{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc \"echo hi > a.txt\"","aggregated_output":"bwrap: setting up uid map: Permission denied\n","exit_code":1,"status":"failed"}}'
-echo '{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"bash -lc \"touch a.txt\"","aggregated_output":"bwrap: setting up uid map: Permission denied\n","exit_code":1,"status":"failed"}}'
+printf '%s\n' '{"type":"item.completed","item":{"id":"i1","type":"command_execution","command":"bash -lc \"echo hi > a.txt\"","aggregated_output":"bwrap: setting up uid map: Permission denied\n","exit_code":1,"status":"failed"}}'
+printf '%s\n' '{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"bash -lc \"touch a.txt\"","aggregated_output":"bwrap: setting up uid map: Permission denied\n","exit_code":1,"status":"failed"}}'
 echo '{"type":"item.completed","item":{"id":"i3","type":"agent_message","text":"I could not write the file."}}'
 echo '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"output_tokens":5}}'
 "#,
