@@ -24,6 +24,7 @@ mod logs;
 mod offline;
 mod parallel_git;
 mod parallel_resume;
+mod real_agents;
 mod records;
 mod resume;
 mod run;
