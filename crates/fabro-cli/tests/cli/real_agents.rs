@@ -213,3 +213,59 @@ fn a_claude_that_meets_a_500_reports_its_own_error() {
     assert_eq!(status["failure_class"], "deterministic");
     assert_eq!(status["usage"], Value::Null);
 }
+
+/// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
+/// writable under fabro's defaults) with the twin as a Responses provider, no retries
+/// and no analytics; its key comes from `OPENAI_API_KEY`.
+fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+    let home = env.work_dir().parent().expect("root").join("home/.codex");
+    fs_err::create_dir_all(&home).expect("codex home");
+    fs_err::write(
+        home.join("config.toml"),
+        format!(
+            r#"model_provider = "twin"
+[model_providers.twin]
+name = "twin"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+[analytics]
+enabled = false
+"#,
+            twin.base_url()
+        ),
+    )
+    .expect("codex config");
+    vec![("OPENAI_API_KEY", KEY.to_owned())]
+}
+
+#[test]
+fn codex_writes_a_file_through_the_cli_backend() {
+    let test = "codex_writes_a_file_through_the_cli_backend";
+    let Some(codex) = installed(test, "codex") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("openai", "gpt-5.1-codex"));
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    // codex 0.171's shell tool: `exec_command {cmd}`.
+    let write = serde_json::json!({"cmd": "echo hello > hello.txt", "yield_time_ms": 5000});
+    twin.enqueue([
+        Reply::Turn(
+            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
+                "call_1",
+                "exec_command",
+                &write.to_string(),
+            ),
+        ),
+        Reply::text("DONE {\"outcome\": \"success\"}"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+    let vars = codex_vars(&env, &twin);
+    let output = run_fabro(&env, &codex, &vars);
+    assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
+    assert!(read(&stage_dir(&env, "work").join("response.md")).starts_with("DONE"));
+}
