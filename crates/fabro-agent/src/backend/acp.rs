@@ -86,31 +86,7 @@ pub async fn run_acp_agent(
         .file_tracking
         .snapshot(tree.root(), &config.env)
         .await;
-    let mut command =
-        config
-            .env
-            .command(&program, tree.root())
-            .map_err(|error| AgentError::Configuration {
-                message: error.to_string(),
-            })?;
-    command
-        .args(&config.command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child =
-        crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-                backend: "acp",
-                program: program.clone(),
-            },
-            _ => AgentError::Spawn {
-                program: program.clone(),
-                source,
-            },
-        })?;
+    let mut child = spawn(config, &program, tree.root())?;
     let group = ProcessGroup::of(&child);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(AgentError::Protocol {
@@ -191,6 +167,38 @@ pub async fn run_acp_agent(
         failure,
         sandboxed_tools: connection.tools.warning(),
         stderr,
+    })
+}
+
+/// Starts the agent in `cwd` with piped stdio, in a process group of its own.
+fn spawn(
+    config: &AcpAgentConfig,
+    program: &str,
+    cwd: &std::path::Path,
+) -> Result<tokio::process::Child, AgentError> {
+    let mut command =
+        config
+            .env
+            .command(program, cwd)
+            .map_err(|error| AgentError::Configuration {
+                message: error.to_string(),
+            })?;
+    command
+        .args(&config.command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+            backend: "acp",
+            program: program.to_owned(),
+        },
+        _ => AgentError::Spawn {
+            program: program.to_owned(),
+            source,
+        },
     })
 }
 

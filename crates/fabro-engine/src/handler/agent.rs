@@ -48,25 +48,7 @@ impl AgentConversation {
         let node = input.node;
         let services = input.services;
         let env = process_env(input, target.provider)?;
-        let started = |backend: &str| {
-            // An acp agent picks its own model: the node's attributes, if any, name it
-            // (decision 69), never fabro's pick for an api node.
-            let (model, provider) = if backend == "acp" {
-                let (model, provider) = acp_identity(node, None);
-                (model.unwrap_or_default(), provider.unwrap_or_default())
-            } else {
-                (target.model.clone(), target.provider.as_str().to_owned())
-            };
-            services.emitter.emit(Event::node(
-                &node.id,
-                AgentSessionStarted {
-                    backend: backend.to_owned(),
-                    model,
-                    provider,
-                    thread_id: thread.map(str::to_owned),
-                },
-            ));
-        };
+        let started = |backend: &str| session_started(input, target, thread, backend);
         match node.llm.backend {
             // The simulated provider has no CLI: a cli agent with it runs like api.
             Backend::Cli if target.provider != Provider::Simulated => {
@@ -223,6 +205,31 @@ impl AgentConversation {
             }
         }
     }
+}
+
+/// Emits `Agent.SessionStarted`. An acp agent picks its own model: the node's
+/// attributes, if any, name it (decision 69), never fabro's pick for an api node.
+fn session_started(
+    input: &StageInput<'_>,
+    target: &LlmTarget,
+    thread: Option<&str>,
+    backend: &str,
+) {
+    let (model, provider) = if backend == "acp" {
+        let (model, provider) = acp_identity(input.node, None);
+        (model.unwrap_or_default(), provider.unwrap_or_default())
+    } else {
+        (target.model.clone(), target.provider.as_str().to_owned())
+    };
+    input.services.emitter.emit(Event::node(
+        &input.node.id,
+        AgentSessionStarted {
+            backend: backend.to_owned(),
+            model,
+            provider,
+            thread_id: thread.map(str::to_owned),
+        },
+    ));
 }
 
 /// The backend a node's agent runs on with `target`, as [`AgentConversation::new`]
