@@ -13,6 +13,10 @@
 //!   command) and tracks files with git snapshots ([`GitSnapshot`], SPEC 7.6).
 //! - `acp`: [`run_acp_agent`] drives an Agent Client Protocol agent over stdio.
 //!
+//! The two external backends return an [`ExternalOutcome`]: an outcome plus what the
+//! program reported (its model, usage only when reported, its stderr, and whether all
+//! its tool calls failed for a sandbox reason).
+//!
 //! Events leave through the [`AgentEventSink`] trait; the engine maps [`AgentEvent`]s
 //! to its run events. This crate knows nothing about workflows, preambles, routing or
 //! output schemas: the engine builds the prompt and interprets the response.
@@ -63,6 +67,7 @@ mod truncate;
 
 pub use backend::acp::{run_acp_agent, AcpAgentConfig};
 pub use backend::cli::{run_cli_agent, CliAgentConfig, CliOutputFormat};
+pub use backend::ExternalOutcome;
 pub use change_tracking::{ChangeSource, ChangeTracker, FileTracking};
 pub use compaction::{DEFAULT_CONTEXT_WINDOW, PRESERVED_ENTRIES, SUMMARY_PREFIX};
 pub use environment::{is_secret_name, ProcessEnv};

@@ -1,63 +1,7 @@
-//! Message classification and failure signatures (SPEC 9.1, 9.8); the failure class
-//! itself is [`fabro_llm::FailureClass`], re-exported here.
+//! Failure signatures (SPEC 9.8); the failure class and the message rules of SPEC 9.1
+//! live in `fabro_llm` ([`FailureClass`], [`classify_message`]), re-exported here.
 
-pub use fabro_llm::FailureClass;
-
-/// Classifies the message of an untyped LLM or engine error (SPEC 9.1): lowercased, the
-/// first matching row in the order canceled, transient_infra, budget_exhausted,
-/// structural wins; otherwise deterministic. Numbers match only as whole words.
-pub fn classify_message(message: &str) -> FailureClass {
-    let lower = message.to_lowercase();
-    const CANCELED: &[&str] = &["cancel", "interrupt"];
-    const TRANSIENT: &[&str] = &[
-        "timeout",
-        "timed out",
-        "rate limit",
-        "too many requests",
-        "connection refused",
-        "connection reset",
-        "broken pipe",
-        "temporarily unavailable",
-        "service unavailable",
-        "could not resolve host",
-        "network is unreachable",
-    ];
-    const TRANSIENT_CODES: &[&str] = &["500", "502", "503", "504"];
-    const BUDGET: &[&str] = &[
-        "context length",
-        "context window",
-        "quota",
-        "turn limit",
-        "token limit",
-        "max turns",
-        "budget",
-    ];
-    if CANCELED.iter().any(|word| lower.contains(word)) {
-        FailureClass::Canceled
-    } else if TRANSIENT.iter().any(|word| lower.contains(word))
-        || TRANSIENT_CODES
-            .iter()
-            .any(|code| contains_whole_word(&lower, code))
-    {
-        FailureClass::TransientInfra
-    } else if BUDGET.iter().any(|word| lower.contains(word)) {
-        FailureClass::BudgetExhausted
-    } else if lower.contains("scope violation") {
-        FailureClass::Structural
-    } else {
-        FailureClass::Deterministic
-    }
-}
-
-/// Whether `needle` occurs in `text` with no letter, digit or `_` on either side.
-fn contains_whole_word(text: &str, needle: &str) -> bool {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(needle).any(|(start, _)| {
-        let before = text[..start].chars().next_back();
-        let after = text[start + needle.len()..].chars().next();
-        !before.is_some_and(is_word) && !after.is_some_and(is_word)
-    })
-}
+pub use fabro_llm::{classify_message, FailureClass};
 
 /// The failure signature `{node_id}|{class}|{normalised reason}` (SPEC 9.8).
 pub fn failure_signature(node_id: &str, class: FailureClass, reason: &str) -> String {

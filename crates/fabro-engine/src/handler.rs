@@ -300,12 +300,13 @@ pub(crate) async fn execute(input: &StageInput<'_>) -> Outcome {
 }
 
 /// Whether the handler of `node` enforces the node `timeout` itself, so the traversal
-/// must not cut it short: commands and human gates, and `acp` agents, which answer a
-/// timeout with `session/cancel` and 2 s of grace before termination (SPEC 5.2.3).
+/// must not cut it short: commands and human gates, `acp` agents, which answer a
+/// timeout with `session/cancel` and 2 s of grace before termination (SPEC 5.2.3), and
+/// `cli` agents, whose stage still records the model that ran (decision 69).
 pub(crate) fn handles_own_timeout(node: &Node) -> bool {
     match node.handler {
         HandlerKind::Command | HandlerKind::Human => true,
-        HandlerKind::Agent => node.llm.backend == fabro_language::model::Backend::Acp,
+        HandlerKind::Agent => node.llm.backend != fabro_language::model::Backend::Api,
         HandlerKind::Start
         | HandlerKind::Exit
         | HandlerKind::Wait

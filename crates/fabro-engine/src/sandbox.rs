@@ -24,9 +24,18 @@ use crate::config::SandboxConfig;
 use crate::event::{kind, Emitter, Event};
 
 /// Writable for isolated processes besides their working directory and `TMPDIR`:
-/// the package caches, so builds work (SPEC 16).
-pub const DEFAULT_WRITABLE_PATHS: [&str; 4] =
-    ["~/.cache", "~/.cargo/registry", "~/.cargo/git", "~/.npm"];
+/// the package caches, so builds work, and the agent programs' own state (SPEC 16,
+/// decision 68).
+pub const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
+    "~/.cache",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/.npm",
+    "~/.claude",
+    "~/.claude.json",
+    "~/.codex",
+    "~/.gemini",
+];
 
 /// Hidden from isolated processes (SPEC 16); `{root}` is `$FABRO_HOME`.
 pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
@@ -205,10 +214,23 @@ mod tests {
         assert_eq!(settings.agent, IsolationMode::Workspace);
         assert_eq!(settings.command, IsolationMode::None);
         assert!(settings.network);
-        assert_eq!(settings.writable_paths.len(), 6);
-        assert_eq!(settings.writable_paths[0], Path::new("/home/u/.cache"));
-        assert_eq!(settings.writable_paths[4], Path::new("/home/u/.gradle"));
-        assert_eq!(settings.writable_paths[5], Path::new("/opt/cache"));
+        // SPEC 16 and decision 68: the package caches and the agent programs' state.
+        let expected: Vec<PathBuf> = [
+            "/home/u/.cache",
+            "/home/u/.cargo/registry",
+            "/home/u/.cargo/git",
+            "/home/u/.npm",
+            "/home/u/.claude",
+            "/home/u/.claude.json",
+            "/home/u/.codex",
+            "/home/u/.gemini",
+            "/home/u/.gradle",
+            "/opt/cache",
+        ]
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(settings.writable_paths, expected);
         assert!(settings
             .hidden_paths
             .contains(&PathBuf::from("/home/u/.ssh")));

@@ -1,4 +1,5 @@
-//! Failure classes (SPEC 9.1): the one type every crate records a failed stage with.
+//! Failure classes (SPEC 9.1): the one type every crate records a failed stage with, and
+//! the text rules that class an untyped error message ([`classify_message`]).
 //!
 //! It lives here, the lowest crate that needs it, because SPEC 10.3 maps every
 //! [`crate::LlmErrorKind`] to a class ([`crate::LlmErrorKind::failure_class`]); the agent
@@ -70,6 +71,62 @@ impl std::fmt::Display for FailureClass {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str(self.as_str())
     }
+}
+
+/// Classifies the message of an untyped LLM or engine error (SPEC 9.1): lowercased, the
+/// first matching row in the order canceled, transient_infra, budget_exhausted,
+/// structural wins; otherwise deterministic. Numbers match only as whole words.
+pub fn classify_message(message: &str) -> FailureClass {
+    let lower = message.to_lowercase();
+    const CANCELED: &[&str] = &["cancel", "interrupt"];
+    const TRANSIENT: &[&str] = &[
+        "timeout",
+        "timed out",
+        "rate limit",
+        "too many requests",
+        "connection refused",
+        "connection reset",
+        "broken pipe",
+        "temporarily unavailable",
+        "service unavailable",
+        "could not resolve host",
+        "network is unreachable",
+    ];
+    const TRANSIENT_CODES: &[&str] = &["500", "502", "503", "504"];
+    const BUDGET: &[&str] = &[
+        "context length",
+        "context window",
+        "quota",
+        "turn limit",
+        "token limit",
+        "max turns",
+        "budget",
+    ];
+    if CANCELED.iter().any(|word| lower.contains(word)) {
+        FailureClass::Canceled
+    } else if TRANSIENT.iter().any(|word| lower.contains(word))
+        || TRANSIENT_CODES
+            .iter()
+            .any(|code| contains_whole_word(&lower, code))
+    {
+        FailureClass::TransientInfra
+    } else if BUDGET.iter().any(|word| lower.contains(word)) {
+        FailureClass::BudgetExhausted
+    } else if lower.contains("scope violation") {
+        FailureClass::Structural
+    } else {
+        FailureClass::Deterministic
+    }
+}
+
+/// Whether `needle` occurs in `text` with no letter, digit or `_` on either side.
+fn contains_whole_word(text: &str, needle: &str) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(needle).any(|(start, _)| {
+        let before = text[..start].chars().next_back();
+        let after = text[start + needle.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
 }
 
 #[cfg(test)]

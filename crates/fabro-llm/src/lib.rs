@@ -41,7 +41,7 @@ pub use catalog::{ModelInfo, CATALOG};
 pub use chat::ChatCompletionsClient;
 pub use client::{BoxFuture, LlmClient};
 pub use error::{parse_retry_after, LlmError, LlmErrorKind};
-pub use failure::FailureClass;
+pub use failure::{classify_message, FailureClass};
 pub use gemini::GeminiClient;
 pub use http::HttpSettings;
 pub use message::{

@@ -224,7 +224,8 @@ fn anthropic_block(
 }
 
 /// A Responses stream: `response.created`, one output item per message and function
-/// call with their deltas, then `response.completed` (or `response.incomplete`).
+/// call with their deltas and its `response.output_item.done` (from which codex takes
+/// its items), then `response.completed` (or `response.incomplete`).
 fn responses_events(turn: &Turn, model: &str) -> Vec<Event> {
     let mut events = Vec::new();
     let push = |events: &mut Vec<Event>, kind: &'static str, mut value: Value| {
@@ -258,6 +259,13 @@ fn responses_events(turn: &Turn, model: &str) -> Vec<Event> {
             json!({"item_id": "msg_twin", "output_index": output_index,
             "content_index": 0, "text": turn.text}),
         );
+        push(
+            &mut events,
+            "response.output_item.done",
+            json!({"output_index": output_index,
+            "item": {"type": "message", "id": "msg_twin", "role": "assistant", "status": "completed",
+                     "content": [{"type": "output_text", "text": turn.text, "annotations": []}]}}),
+        );
         output_index += 1;
     }
     for (number, (id, tool, args)) in turn.tool_calls.iter().enumerate() {
@@ -282,10 +290,19 @@ fn responses_events(turn: &Turn, model: &str) -> Vec<Event> {
             json!({"item_id": item_id,
             "output_index": output_index, "arguments": args}),
         );
+        push(
+            &mut events,
+            "response.output_item.done",
+            json!({"output_index": output_index,
+            "item": {"type": "function_call", "id": item_id, "call_id": id, "name": tool,
+                     "arguments": args, "status": "completed"}}),
+        );
         output_index += 1;
     }
+    // `total_tokens` as the API sends it (codex refuses a completion without it).
     let usage = json!({"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
-                       "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}});
+                       "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
+                       "total_tokens": turn.input_tokens + turn.output_tokens});
     if turn.content_filter {
         push(
             &mut events,
@@ -392,8 +409,8 @@ pub(crate) fn completion_events(format: Format) -> usize {
     match format {
         // message_delta, message_stop.
         Format::Anthropic => 2,
-        // response.completed.
-        Format::OpenAiResponses => 1,
+        // response.output_item.done of the message, response.completed.
+        Format::OpenAiResponses => 2,
         // The chunk with the finish reason and usage.
         Format::Gemini | Format::GeminiStream => 1,
         // The finish chunk, the usage chunk, `[DONE]`.
@@ -499,7 +516,8 @@ pub(crate) fn whole(format: Format, request: &Value, path_model: &str, turn: &Tu
             }
             json!({"id": "resp_twin", "object": "response", "status": "completed", "model": model, "output": output,
                    "usage": {"input_tokens": turn.input_tokens, "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
-                             "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}}})
+                             "output_tokens": turn.output_tokens, "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
+                             "total_tokens": turn.input_tokens + turn.output_tokens}})
         }
         Format::Gemini | Format::GeminiStream => {
             let mut parts = Vec::new();
@@ -618,7 +636,7 @@ mod tests {
             (
                 Format::OpenAiResponses,
                 "response.output_text.done",
-                "response.completed",
+                "response.output_item.done",
             ),
             (Format::GeminiStream, "\"text\":\"ij\"", "finishReason"),
             (

@@ -1,7 +1,9 @@
 //! The `acp` backend (SPEC 5.2.3): an Agent Client Protocol agent driven over its
 //! stdio with JSON-RPC 2.0 (`initialize`, `session/new`, one `session/prompt`).
-//! Message chunks from `session/update` make the response; permission requests are
-//! granted (the write scope is checked afterwards from git snapshots).
+//! The message chunks of the agent's final turn (after its last tool call) make the
+//! response; permission requests are granted once (the write scope is checked
+//! afterwards from git snapshots). The agent's stderr is kept; JSON-RPC errors name
+//! their `data` and are classed with SPEC 9.1's rules.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -12,14 +14,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
+use super::{last_lines, timeout_reason, ExternalOutcome, ToolTally, STDERR_TAIL_LINES};
 use crate::change_tracking::FileTracking;
 use crate::environment::ProcessEnv;
 use crate::failure::{AgentError, AgentFailure};
-use crate::process::{ProcessGroup, KILL_GRACE};
+use crate::process::{Capture, ProcessGroup, KILL_GRACE};
 use crate::scope::{scope_failure_reason, WorkTree};
-use crate::session::AgentOutcome;
 use crate::snapshot::touched;
-use fabro_llm::FailureClass;
+use fabro_llm::{FailureClass, Usage};
 
 /// ACP protocol version fabro speaks.
 const PROTOCOL_VERSION: u64 = 1;
@@ -63,13 +65,15 @@ impl AcpAgentConfig {
     }
 }
 
-/// Runs one ACP session with `prompt`. Protocol breakage is an [`AgentError`];
-/// cancellation and timeout send `session/cancel` and terminate the process after 2 s.
+/// Runs one ACP session with `prompt`. An agent that cannot be started is an
+/// [`AgentError`]; once it runs, a JSON-RPC error or protocol breakage is the outcome's
+/// failure, its reason ending with the last 20 lines of the agent's stderr.
+/// Cancellation and timeout send `session/cancel` and terminate the process after 2 s.
 pub async fn run_acp_agent(
     config: &AcpAgentConfig,
     prompt: &str,
     cancel: &CancellationToken,
-) -> Result<AgentOutcome, AgentError> {
+) -> Result<ExternalOutcome, AgentError> {
     let program = config
         .command
         .first()
@@ -82,37 +86,14 @@ pub async fn run_acp_agent(
         .file_tracking
         .snapshot(tree.root(), &config.env)
         .await;
-    let mut command =
-        config
-            .env
-            .command(&program, tree.root())
-            .map_err(|error| AgentError::Configuration {
-                message: error.to_string(),
-            })?;
-    command
-        .args(&config.command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child =
-        crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => AgentError::MissingProgram {
-                backend: "acp",
-                program: program.clone(),
-            },
-            _ => AgentError::Spawn {
-                program: program.clone(),
-                source,
-            },
-        })?;
+    let mut child = spawn(config, &program, tree.root())?;
     let group = ProcessGroup::of(&child);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(AgentError::Protocol {
             message: "agent stdio unavailable".to_owned(),
         });
     };
+    let stderr = Capture::start(child.stderr.take());
     let mut connection = Connection {
         program,
         stdin: Some(stdin),
@@ -120,6 +101,9 @@ pub async fn run_acp_agent(
         next_id: 0,
         session_id: None,
         text: String::new(),
+        model: None,
+        usage: None,
+        tools: ToolTally::default(),
     };
     let cwd = tree.root().to_string_lossy().into_owned();
     let timeout = async {
@@ -142,26 +126,28 @@ pub async fn run_acp_agent(
             {
                 group.terminate(&mut child).await;
             }
-            stop_failure(&stop_reason)
+            stop_failure(&stop_reason).map(Ok)
         }
-        Some(Err(error)) => return Err(error),
+        Some(Err(failure)) => {
+            connection.stdin = None;
+            group.terminate(&mut child).await;
+            Some(Err(failure))
+        }
         None => {
             connection.cancel(config.cancel_grace).await;
             group.terminate(&mut child).await;
-            Some(if cancel.is_cancelled() {
+            Some(Ok(if cancel.is_cancelled() {
                 AgentFailure::canceled()
             } else {
-                AgentFailure::new(
-                    FailureClass::TransientInfra,
-                    format!(
-                        "acp agent timed out after {}",
-                        format_timeout(config.timeout.unwrap_or_default())
-                    ),
-                )
-            })
+                AgentFailure::new(FailureClass::TransientInfra, timeout_reason(config.timeout))
+            }))
         }
     };
     drop(group);
+    let stderr = stderr.finish().await;
+    // Errors of the agent end with its stderr; stop reasons and timeouts do not.
+    let failure =
+        failure.map(|failure| failure.unwrap_or_else(|error| with_stderr(error, &stderr)));
     let after = config
         .file_tracking
         .snapshot(tree.root(), &config.env)
@@ -172,22 +158,125 @@ pub async fn run_acp_agent(
         (!outside.is_empty())
             .then(|| AgentFailure::new(FailureClass::Structural, scope_failure_reason(&outside)))
     });
-    Ok(AgentOutcome {
+    Ok(ExternalOutcome {
         text: connection.text,
-        usage: fabro_llm::Usage::default(),
-        turns: 1,
+        usage: connection.usage,
+        model: connection.model,
         files_touched,
         last_touched,
         failure,
+        sandboxed_tools: connection.tools.warning(),
+        stderr,
     })
 }
 
-/// A timeout as `{n}s`, or `{n}ms` when it is not a whole number of seconds.
-fn format_timeout(timeout: Duration) -> String {
-    if timeout.subsec_nanos() == 0 {
-        format!("{}s", timeout.as_secs())
+/// Starts the agent in `cwd` with piped stdio, in a process group of its own.
+fn spawn(
+    config: &AcpAgentConfig,
+    program: &str,
+    cwd: &std::path::Path,
+) -> Result<tokio::process::Child, AgentError> {
+    let mut command =
+        config
+            .env
+            .command(program, cwd)
+            .map_err(|error| AgentError::Configuration {
+                message: error.to_string(),
+            })?;
+    command
+        .args(&config.command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    crate::isolation::spawn_fenced(&mut command).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => AgentError::MissingProgram {
+            backend: "acp",
+            program: program.to_owned(),
+        },
+        _ => AgentError::Spawn {
+            program: program.to_owned(),
+            source,
+        },
+    })
+}
+
+/// A failure of the running agent: `reason`, then the last 20 lines of its stderr.
+fn with_stderr(mut failure: AgentFailure, stderr: &str) -> AgentFailure {
+    let tail = last_lines(stderr, STDERR_TAIL_LINES);
+    if !tail.trim().is_empty() {
+        failure.reason.push('\n');
+        failure.reason.push_str(&tail);
+    }
+    failure
+}
+
+/// The failure of a JSON-RPC error answering `method` (SPEC 5.2.3): its message and
+/// `data` in the reason, classed with SPEC 9.1's rules: a typed status or error kind
+/// in `data` first, then the text rules over message and data.
+fn rpc_failure(method: &str, error: &Value) -> AgentFailure {
+    let message = error["message"].as_str().unwrap_or("unknown error");
+    let data = &error["data"];
+    let data_text = match data {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let reason = if data_text.is_empty() {
+        format!("{method} failed: {message}")
     } else {
-        format!("{}ms", timeout.as_millis())
+        format!("{method} failed: {message}: {data_text}")
+    };
+    let class = typed_class(data)
+        .unwrap_or_else(|| fabro_llm::classify_message(&format!("{message} {data_text}")));
+    AgentFailure::new(class, reason)
+}
+
+/// The class a JSON-RPC error's `data` states by type: an HTTP status, or an error kind
+/// such as codex-acp's `codex_error_info` (`server_overloaded`, `usage_limit_exceeded`).
+fn typed_class(data: &Value) -> Option<FailureClass> {
+    let status = [
+        "status",
+        "statusCode",
+        "status_code",
+        "httpStatus",
+        "http_status_code",
+    ]
+    .iter()
+    .find_map(|key| data[*key].as_u64());
+    if let Some(status) = status {
+        return Some(match status {
+            408 | 429 | 500..=599 => FailureClass::TransientInfra,
+            413 => FailureClass::BudgetExhausted,
+            _ => FailureClass::Deterministic,
+        });
+    }
+    let kind = ["codex_error_info", "type", "kind", "code"]
+        .iter()
+        .find_map(|key| data[*key].as_str())?
+        .to_lowercase();
+    if [
+        "overloaded",
+        "rate_limit",
+        "too_many_requests",
+        "internal_server_error",
+        "server_error",
+        "service_unavailable",
+        "stream",
+        "connection_failed",
+    ]
+    .iter()
+    .any(|marker| kind.contains(marker))
+    {
+        Some(FailureClass::TransientInfra)
+    } else if ["usage_limit", "quota", "context_window", "context_length"]
+        .iter()
+        .any(|marker| kind.contains(marker))
+    {
+        Some(FailureClass::BudgetExhausted)
+    } else {
+        None
     }
 }
 
@@ -214,12 +303,18 @@ struct Connection {
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
     session_id: Option<String>,
+    /// The message chunks since the agent's last tool call.
     text: String,
+    /// The model the agent named in `session/new` (`models.currentModelId`).
+    model: Option<String>,
+    /// Usage the agent reported with its stop reason.
+    usage: Option<Usage>,
+    tools: ToolTally,
 }
 
 impl Connection {
     /// `initialize`, `session/new`, `session/prompt`; returns the stop reason.
-    async fn session(&mut self, cwd: &str, prompt: &str) -> Result<String, AgentError> {
+    async fn session(&mut self, cwd: &str, prompt: &str) -> Result<String, AgentFailure> {
         self.request(
             "initialize",
             json!({
@@ -233,17 +328,22 @@ impl Connection {
             .await?;
         let session_id = session["sessionId"]
             .as_str()
-            .ok_or_else(|| AgentError::Protocol {
-                message: "session/new returned no sessionId".to_owned(),
-            })?
+            .ok_or_else(|| protocol_failure("session/new returned no sessionId"))?
             .to_owned();
         self.session_id = Some(session_id.clone());
+        // Decision 69: the model the agent says it runs ("default" names none).
+        self.model = session["models"]["currentModelId"]
+            .as_str()
+            .map(|id| id.split('/').next().unwrap_or(id).trim())
+            .filter(|id| !id.is_empty() && *id != "default")
+            .map(str::to_owned);
         let result = self
             .request(
                 "session/prompt",
                 json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
             )
             .await?;
+        self.usage = prompt_usage(&result["usage"]);
         Ok(result["stopReason"]
             .as_str()
             .unwrap_or("end_turn")
@@ -267,7 +367,7 @@ impl Connection {
 
     /// Sends a request and serves the agent's notifications and requests until the
     /// matching response arrives.
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value, AgentError> {
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, AgentFailure> {
         self.next_id += 1;
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -276,26 +376,28 @@ impl Connection {
     }
 
     /// Serves the agent's notifications and requests until the response `id` arrives.
-    async fn receive(&mut self, id: u64, method: &str) -> Result<Value, AgentError> {
+    async fn receive(&mut self, id: u64, method: &str) -> Result<Value, AgentFailure> {
         loop {
             let line = self
                 .lines
                 .next_line()
                 .await
-                .map_err(|source| AgentError::ChildIo {
-                    program: self.program.clone(),
-                    source,
+                .map_err(|source| {
+                    AgentFailure::new(
+                        FailureClass::TransientInfra,
+                        format!("i/o with {} failed: {source}", self.program),
+                    )
                 })?
-                .ok_or_else(|| AgentError::Protocol {
-                    message: format!("agent closed its output while waiting for {method}"),
+                .ok_or_else(|| {
+                    protocol_failure(&format!(
+                        "agent closed its output while waiting for {method}"
+                    ))
                 })?;
             if line.trim().is_empty() {
                 continue;
             }
-            let message: Value =
-                serde_json::from_str(&line).map_err(|error| AgentError::Protocol {
-                    message: format!("invalid JSON from agent: {error}"),
-                })?;
+            let message: Value = serde_json::from_str(&line)
+                .map_err(|error| protocol_failure(&format!("invalid JSON from agent: {error}")))?;
             if let Some(incoming) = message.get("method").and_then(Value::as_str) {
                 let incoming = incoming.to_owned();
                 self.serve(&incoming, &message).await?;
@@ -305,39 +407,29 @@ impl Connection {
                 continue;
             }
             if let Some(error) = message.get("error") {
-                return Err(AgentError::Protocol {
-                    message: format!(
-                        "{method} failed: {}",
-                        error["message"].as_str().unwrap_or("unknown error")
-                    ),
-                });
+                return Err(rpc_failure(method, error));
             }
             return Ok(message.get("result").cloned().unwrap_or(Value::Null));
         }
     }
 
     /// Handles one notification or request from the agent.
-    async fn serve(&mut self, method: &str, message: &Value) -> Result<(), AgentError> {
+    async fn serve(&mut self, method: &str, message: &Value) -> Result<(), AgentFailure> {
         let params = &message["params"];
         match (method, message.get("id")) {
             ("session/update", None) => {
-                let update = &params["update"];
-                if update["sessionUpdate"] == "agent_message_chunk"
-                    && update["content"]["type"] == "text"
-                {
-                    self.text
-                        .push_str(update["content"]["text"].as_str().unwrap_or_default());
-                }
+                self.update(&params["update"]);
                 Ok(())
             }
             ("session/request_permission", Some(id)) => {
+                // The narrowest option that allows the call (SPEC 5.2.3).
                 let options = params["options"].as_array().cloned().unwrap_or_default();
-                let chosen = options
-                    .iter()
-                    .find(|option| option["kind"] == "allow_always")
-                    .or_else(|| options.iter().find(|option| option["kind"] == "allow_once"))
-                    .or_else(|| options.first())
-                    .and_then(|option| option["optionId"].as_str());
+                let chosen = ["allow_once", "allow_always"].iter().find_map(|kind| {
+                    options
+                        .iter()
+                        .find(|option| option["kind"] == *kind)
+                        .and_then(|option| option["optionId"].as_str())
+                });
                 let result = match chosen {
                     Some(option_id) => {
                         json!({"outcome": {"outcome": "selected", "optionId": option_id}})
@@ -359,28 +451,81 @@ impl Connection {
         }
     }
 
-    async fn send(&mut self, message: &Value) -> Result<(), AgentError> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| AgentError::Protocol {
-            message: "agent input already closed".to_owned(),
-        })?;
+    /// One `session/update`: message chunks of the current turn (a tool call starts a
+    /// new one, decision 67; mode and plan updates are never text) and tool results.
+    fn update(&mut self, update: &Value) {
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") if update["content"]["type"] == "text" => {
+                let text = update["content"]["text"].as_str().unwrap_or_default();
+                // gemini announces mode changes as message text.
+                if !text.starts_with("[MODE_UPDATE]") {
+                    self.text.push_str(text);
+                }
+            }
+            Some("tool_call" | "tool_call_update") => {
+                self.text.clear();
+                match update["status"].as_str() {
+                    Some("completed") => self.tools.record(None),
+                    Some("failed") => {
+                        let content = update["content"].as_array();
+                        let text: Vec<&str> = content
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|item| item["content"]["text"].as_str())
+                            .collect();
+                        let text = text.join("\n");
+                        self.tools.record(Some(&text));
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn send(&mut self, message: &Value) -> Result<(), AgentFailure> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| protocol_failure("agent input already closed"))?;
         let mut line = message.to_string();
         line.push('\n');
         let program = &self.program;
         let io = |source: std::io::Error| {
             if source.kind() == std::io::ErrorKind::BrokenPipe {
-                AgentError::Protocol {
-                    message: "agent closed its input".to_owned(),
-                }
+                protocol_failure("agent closed its input")
             } else {
-                AgentError::ChildIo {
-                    program: program.clone(),
-                    source,
-                }
+                AgentFailure::new(
+                    FailureClass::TransientInfra,
+                    format!("i/o with {program} failed: {source}"),
+                )
             }
         };
         stdin.write_all(line.as_bytes()).await.map_err(io)?;
         stdin.flush().await.map_err(io)
     }
+}
+
+/// A broken protocol: `deterministic`, like [`AgentError::Protocol`].
+fn protocol_failure(message: &str) -> AgentFailure {
+    let error = AgentError::Protocol {
+        message: message.to_owned(),
+    };
+    AgentFailure::new(error.class(), error.to_string())
+}
+
+/// The `usage` of a `session/prompt` result, when the agent reports one.
+fn prompt_usage(usage: &Value) -> Option<Usage> {
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let usage = Usage {
+        input_tokens: count("inputTokens"),
+        output_tokens: count("outputTokens"),
+        cache_read_tokens: count("cachedReadTokens"),
+        cache_write_tokens: count("cachedWriteTokens"),
+        reasoning_tokens: count("thoughtTokens"),
+        cost_usd: None,
+    };
+    (usage.input_tokens + usage.output_tokens > 0).then_some(usage)
 }
 
 #[cfg(test)]
@@ -504,11 +649,10 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
             .unwrap();
         let failure = outcome.failure.unwrap();
         assert_eq!(failure.class, FailureClass::TransientInfra);
-        assert_eq!(failure.reason, "acp agent timed out after 300ms");
+        assert_eq!(failure.reason, "stage timed out after 300ms");
         assert!(fs_err::read_to_string(dir.path().join("cancel-seen.txt"))
             .unwrap()
             .contains("\"method\":\"session/cancel\""));
-        assert_eq!(format_timeout(Duration::from_secs(5)), "5s");
     }
 
     #[tokio::test]
@@ -520,19 +664,23 @@ read -r init
 echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported version"}}'
 "#;
         let config = agent(bin.path(), body, dir.path());
-        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+        let failure = run_acp_agent(&config, "x", &CancellationToken::new())
             .await
-            .unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "acp agent protocol error: initialize failed: unsupported version"
-        );
-        let config = agent(bin.path(), "exit 0\n", dir.path());
-        let error = run_acp_agent(&config, "x", &CancellationToken::new())
+            .unwrap()
+            .failure
+            .unwrap();
+        assert_eq!(failure.reason, "initialize failed: unsupported version");
+        assert_eq!(failure.class, FailureClass::Deterministic);
+        let config = agent(bin.path(), "echo 'no config' >&2; exit 0\n", dir.path());
+        let failure = run_acp_agent(&config, "x", &CancellationToken::new())
             .await
-            .unwrap_err();
-        // The agent exits at once: fabro notices while writing or while reading.
-        assert!(error.to_string().contains("agent closed its"), "{error}");
+            .unwrap()
+            .failure
+            .unwrap();
+        // The agent exits at once: fabro notices while writing or while reading; its
+        // stderr ends the reason.
+        assert!(failure.reason.contains("agent closed its"), "{failure:?}");
+        assert!(failure.reason.ends_with("\nno config"), "{failure:?}");
         assert_eq!(
             stop_failure("max_turn_requests").unwrap().class,
             FailureClass::BudgetExhausted
@@ -556,5 +704,109 @@ echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"unsupported vers
             "acp backend requires 'fabro-no-such-acp-agent' on PATH"
         );
         assert_eq!(error.class(), FailureClass::Deterministic);
+    }
+    /// The text-then-tool scenario (decision 67): a plan with a failing outcome before
+    /// the tool call, `DONE` after it; a mode update chunk is no text. Permissions are
+    /// granted once, not always.
+    const PLAN_THEN_TOOL: &str = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-2"}}'
+read -r prompt
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Plan: write the file. {\"outcome\": \"fail\"}"}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Write out.txt","kind":"edit","status":"pending"}}}'
+echo '{"jsonrpc":"2.0","id":"perm-1","method":"session/request_permission","params":{"sessionId":"s-2","toolCall":{"toolCallId":"c1"},"options":[{"optionId":"always","kind":"allow_always"},{"optionId":"once","kind":"allow_once"},{"optionId":"no","kind":"reject_once"}]}}'
+read -r answer
+case "$answer" in *'"optionId":"once"'*) echo written > out.txt;; *) echo "$answer" > wrong-answer.txt;; esac
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"tool_call_update","toolCallId":"c1","status":"completed"}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"[MODE_UPDATE] autoEdit"}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"current_mode_update","currentModeId":"autoEdit"}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"plan","entries":[]}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"DONE "}}}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"{\"outcome\": \"success\"}"}}}}'
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
+"#;
+
+    #[tokio::test]
+    async fn the_response_is_the_final_turn_and_permissions_are_granted_once() {
+        let bin = tempfile::tempdir().unwrap();
+        let repo = repository();
+        let config = agent(bin.path(), PLAN_THEN_TOOL, repo.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        assert_eq!(outcome.text, "DONE {\"outcome\": \"success\"}");
+        assert_eq!(outcome.files_touched, ["out.txt"]);
+    }
+
+    #[tokio::test]
+    async fn a_json_rpc_error_names_its_data_and_the_stderr_tail_and_is_classified() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-3"}}'
+read -r prompt
+for i in $(seq 1 25); do echo "agent log $i" >&2; done
+echo '{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error","data":{"message":"We are currently experiencing high demand","codex_error_info":"server_overloaded"}}}'
+"#;
+        let config = agent(bin.path(), body, dir.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::TransientInfra);
+        let tail: Vec<String> = (6..=25).map(|i| format!("agent log {i}")).collect();
+        assert_eq!(
+            failure.reason,
+            format!(
+                "session/prompt failed: Internal error: {{\"codex_error_info\":\"server_overloaded\",\"message\":\"We are currently experiencing high demand\"}}\n{}",
+                tail.join("\n")
+            )
+        );
+        // A rate limit in the message alone is transient too; an auth error is not.
+        let body = r#"
+read -r init
+echo 'starting' >&2
+echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Authentication required"}}'
+"#;
+        let config = agent(bin.path(), body, dir.path());
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        let failure = outcome.failure.unwrap();
+        assert_eq!(failure.class, FailureClass::Deterministic);
+        assert_eq!(
+            failure.reason,
+            "initialize failed: Authentication required\nstarting"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_acp_timeout_reads_like_every_stage_timeout() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-8"}}'
+read -r prompt
+read -r cancel
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        config.timeout = Some(Duration::from_millis(300));
+        let outcome = run_acp_agent(&config, "x", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.failure.unwrap().reason,
+            "stage timed out after 300ms"
+        );
     }
 }

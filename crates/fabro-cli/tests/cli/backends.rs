@@ -13,7 +13,7 @@ use crate::{code, stderr, stdout};
 
 /// A directory for fake programs and what they record, outside the working directory
 /// (so nothing they write there counts as touched or untracked).
-fn side_dir(env: &TestEnv, name: &str) -> PathBuf {
+pub(crate) fn side_dir(env: &TestEnv, name: &str) -> PathBuf {
     let dir = env
         .work_dir()
         .parent()
@@ -24,7 +24,7 @@ fn side_dir(env: &TestEnv, name: &str) -> PathBuf {
 }
 
 /// Writes an executable `#!/bin/sh` script `name` into `bin`.
-fn fake_program(bin: &Path, name: &str, body: &str) {
+pub(crate) fn fake_program(bin: &Path, name: &str, body: &str) {
     let path = bin.join(name);
     fs_err::write(&path, format!("#!/bin/sh\n{body}")).expect("script written");
     let mut permissions = fs_err::metadata(&path).expect("metadata").permissions();
@@ -33,12 +33,12 @@ fn fake_program(bin: &Path, name: &str, body: &str) {
 }
 
 /// `{bin}:` followed by the test process's own `PATH` (git and sh stay reachable).
-fn path_with(bin: &Path) -> String {
+pub(crate) fn path_with(bin: &Path) -> String {
     let host = std::env::var("PATH").unwrap_or_default();
     format!("{}:{host}", bin.display())
 }
 
-fn git(env: &TestEnv, args: &[&str]) -> String {
+pub(crate) fn git(env: &TestEnv, args: &[&str]) -> String {
     let output = env.command("git").args(args).output().expect("git runs");
     assert!(
         output.status.success(),
@@ -50,7 +50,7 @@ fn git(env: &TestEnv, args: &[&str]) -> String {
 
 /// A clean repository holding only `w.fabro`, so git checkpointing is active and
 /// `files_touched` comes from git snapshots (SPEC 7.6).
-fn repository_with(env: &TestEnv, workflow: &str) {
+pub(crate) fn repository_with(env: &TestEnv, workflow: &str) {
     git(env, &["init", "-q", "-b", "main"]);
     env.write("w.fabro", workflow);
     git(env, &["add", "w.fabro"]);
@@ -59,7 +59,7 @@ fn repository_with(env: &TestEnv, workflow: &str) {
 
 /// The fake agents record into the side directory `log`, outside the working tree:
 /// `agent_isolation` (SPEC 16) must let them, as `writable_paths` in `settings.toml`.
-fn allow_side_log(env: &TestEnv) {
+pub(crate) fn allow_side_log(env: &TestEnv) {
     let log = side_dir(env, "log");
     fs_err::write(
         env.fabro_home().join("settings.toml"),
@@ -69,7 +69,7 @@ fn allow_side_log(env: &TestEnv) {
 }
 
 /// `fabro run w.fabro --run-id r1` with `PATH` = `path` and no API key anywhere.
-fn run(env: &TestEnv, path: &str) -> Output {
+pub(crate) fn run(env: &TestEnv, path: &str) -> Output {
     allow_side_log(env);
     env.command(env!("CARGO_BIN_EXE_fabro"))
         .args(["run", "w.fabro", "--run-id", "r1"])
@@ -78,12 +78,12 @@ fn run(env: &TestEnv, path: &str) -> Output {
         .expect("fabro runs")
 }
 
-fn run_dir(env: &TestEnv) -> PathBuf {
+pub(crate) fn run_dir(env: &TestEnv) -> PathBuf {
     env.fabro_home().join("scratch/r1")
 }
 
 /// The stage directory of `node_id`'s first visit.
-fn stage_dir(env: &TestEnv, node_id: &str) -> PathBuf {
+pub(crate) fn stage_dir(env: &TestEnv, node_id: &str) -> PathBuf {
     let stages = run_dir(env).join("stages");
     let suffix = format!("-{node_id}@1");
     fs_err::read_dir(&stages)
@@ -93,22 +93,22 @@ fn stage_dir(env: &TestEnv, node_id: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no stage directory for {node_id}"))
 }
 
-fn read(path: &Path) -> String {
+pub(crate) fn read(path: &Path) -> String {
     fs_err::read_to_string(path).unwrap_or_else(|error| panic!("{error}"))
 }
 
-fn json(path: &Path) -> Value {
+pub(crate) fn json(path: &Path) -> Value {
     serde_json::from_str(&read(path)).expect("valid JSON")
 }
 
-fn events(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn events(env: &TestEnv) -> Vec<Value> {
     read(&run_dir(env).join("events.jsonl"))
         .lines()
         .map(|line| serde_json::from_str(line).expect("event line"))
         .collect()
 }
 
-fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+pub(crate) fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events
         .iter()
         .filter(|event| event["event"] == name)
@@ -255,7 +255,11 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":900,"cached_input_token
     let output = run(&env, &path_with(&bin));
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let args = read(&log.join("args.txt"));
-    assert_eq!(args, "exec\n--json\n--full-auto\n--model\ngpt-5.4\n");
+    // Decision 68: under `agent_isolation = "workspace"` fabro is codex's sandbox.
+    assert_eq!(
+        args,
+        "exec\n--json\n--sandbox\ndanger-full-access\n--model\ngpt-5.4\n"
+    );
     assert!(read(&log.join("stdin.txt")).ends_with("Fix the bug"));
     let stage = stage_dir(&env, "fix");
     assert_eq!(
@@ -550,6 +554,6 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"cancelled"}}}}'
     assert_eq!(cancel["method"], "session/cancel");
     assert_eq!(cancel["params"]["sessionId"], "s-1");
     let status = json(&stage_dir(&env, "work").join("status.json"));
-    assert_eq!(status["failure_reason"], "acp agent timed out after 500ms");
+    assert_eq!(status["failure_reason"], "stage timed out after 500ms");
     assert_eq!(status["failure_class"], "transient_infra");
 }

@@ -1,6 +1,7 @@
 //! Black-box tests of the `fabro` binary: exit codes, stdout, stderr and files.
 
 mod backends;
+mod backends_reports;
 mod blobs;
 mod budget;
 mod config;
@@ -23,6 +24,7 @@ mod logs;
 mod offline;
 mod parallel_git;
 mod parallel_resume;
+mod real_agents;
 mod records;
 mod remote_stream;
 mod resume;

