@@ -690,8 +690,10 @@ echo '{"type":"result","result":"All done {\"outcome\":\"success\"}","usage":{"i
                 IsolationMode::None,
                 KernelSupport::detect_only(&[]),
             ))
-            .for_stage(ProcessKind::Agent, &tmp.join("tmp"))
-            .unwrap()
+            .for_stage(
+                ProcessKind::Agent,
+                &crate::isolation::PrivateTmpDir::new(tmp.join("tmp")),
+            )
     }
 
     /// An environment with no variables (the test process's own may set `IS_SANDBOX`).
