@@ -5,7 +5,6 @@
 mod actions;
 mod graph;
 mod live;
-mod perf;
 mod security;
 mod stream;
 mod support;
