@@ -5,7 +5,7 @@
 //! the bytes; each provider client then decodes, assembles and forwards the deltas. The
 //! overhead is the difference of process CPU time (client and twin share the process, so
 //! the twin's work cancels out), median of nine runs. Concurrency: 100 calls at once
-//! through one client per provider, counting errors.
+//! through one client per provider, counting errors. Then prompt caching (`caching`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -127,6 +127,11 @@ async fn run() -> Result<String, String> {
             ms(started.elapsed())
         );
     }
+    let _ = writeln!(
+        out,
+        "\nPrompt caching, a 30-turn agent session per wire (SPEC 10.8):\n"
+    );
+    out.push_str(&crate::caching::caching_table().await?);
     Ok(out)
 }
 

@@ -14,6 +14,7 @@
 //! under 50 clients and the server's peak memory. It times the `fabro` binary beside its own
 //! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
 
+mod caching;
 mod engine;
 mod generate;
 mod isolation;
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
             finish(server::server_benchmark(&fabro_binary(), rounds, parts))
         }
         Some("llm") => finish(llm::llm_benchmark()),
+        Some("caching") => finish(caching::caching_benchmark()),
         Some("generate") => {
             let Some(size) = args.get(1).and_then(|size| size.parse().ok()) else {
                 report("usage: fabro-bench generate NODES");
@@ -87,7 +89,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench llm | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }
