@@ -22,9 +22,6 @@ use crate::output::Output;
 /// so polling the file is all a follower needs.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The events of which exactly one ends a finished run (SPEC 11.3).
-const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
-
 pub(crate) fn run(args: &EventsArgs, output: &mut Output) -> Result<Status, CliError> {
     if let Some(url) = crate::command::remote::server_url(args.server.as_deref()) {
         return crate::command::remote::events(&url, args, output);
@@ -120,7 +117,7 @@ impl EventReader {
     fn ended_with_terminal_event(&self) -> bool {
         self.last_event
             .as_deref()
-            .is_some_and(|event| TERMINAL_EVENTS.contains(&event))
+            .is_some_and(fabro_engine::event::EventKind::is_terminal_name)
     }
 
     /// Appends `line` in `format` to `text`; lines that are not event envelopes (blank,

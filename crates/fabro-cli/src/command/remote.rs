@@ -491,7 +491,7 @@ async fn stream_events(
             return false;
         };
         sink.emit(&envelope);
-        let ends = TERMINAL_EVENTS.contains(&envelope.name());
+        let ends = envelope.kind.is_terminal();
         if ends {
             terminal = Some(envelope);
         }
@@ -500,9 +500,6 @@ async fn stream_events(
     .await?;
     Ok(terminal)
 }
-
-/// The events of which exactly one ends a finished run (SPEC 11.3).
-const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
 
 /// SIGINT and SIGTERM, caught from before the run is started, so that a Ctrl-C at any
 /// moment after that cancels the remote run instead of ending this process.
@@ -647,7 +644,7 @@ pub(crate) fn events(
         let ended = stream_lines(&remote, &run_id, None, |line| {
             format_event(line, args.json).is_some_and(|(text, name)| {
                 output.out(&text);
-                TERMINAL_EVENTS.contains(&name.as_str())
+                fabro_engine::event::EventKind::is_terminal_name(&name)
             })
         })
         .await?;

@@ -203,6 +203,21 @@ fn a_run_started_over_http_has_the_records_of_a_cli_run() {
     );
     assert_eq!(status, 201, "{body}");
     let remote = server.wait_status("server-run", &["success"]);
+    // The final checkpoint (which the status reads) is written before the terminal
+    // event: wait for the event too.
+    let remote_dir = remote["run_dir"].as_str().expect("run_dir").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while events(&remote_dir)
+        .last()
+        .map(|event| event["event"].clone())
+        != Some(json!("WorkflowRunCompleted"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no terminal event in {remote_dir}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let local_doc = server.get("/api/v1/runs/local-run");
     let names = |document: &Value| -> Vec<(String, Option<String>)> {
         events(document["run_dir"].as_str().expect("run_dir"))

@@ -34,6 +34,19 @@ macro_rules! event_kinds {
             /// Every event name this version writes.
             pub const NAMES: &'static [&'static str] = &[$($name),*];
 
+            /// The events of which exactly one ends a finished run (SPEC 11.3).
+            pub const TERMINAL: [&'static str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
+
+            /// Whether an event called `name` ends its run.
+            pub fn is_terminal_name(name: &str) -> bool {
+                EventKind::TERMINAL.contains(&name)
+            }
+
+            /// Whether this event ends its run.
+            pub fn is_terminal(&self) -> bool {
+                EventKind::is_terminal_name(self.name())
+            }
+
             /// The event name, e.g. `StageCompleted` or `Agent.ToolCallStarted`.
             pub fn name(&self) -> &str {
                 match self {

@@ -25,7 +25,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use utoipa::{IntoParams, ToSchema};
 
 use super::feed::{self, share, Handover, Live, Shared};
-use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
+use fabro_engine::event::EventKind;
+
+use crate::engine_bridge::records::{self, EventTail, StoredEvent};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
@@ -183,7 +185,7 @@ impl Follow {
     /// frame is sent as it is.
     fn ready_chunk(&mut self) -> Option<Bytes> {
         let first = self.next_buffered()?;
-        self.finished |= TERMINAL_EVENTS.contains(&first.name.as_str());
+        self.finished |= EventKind::is_terminal_name(&first.name);
         if self.finished || !self.has_buffered() {
             return Some(first.frame.clone());
         }
@@ -194,7 +196,7 @@ impl Follow {
                 break;
             };
             chunk.extend_from_slice(&event.frame);
-            if TERMINAL_EVENTS.contains(&event.name.as_str()) {
+            if EventKind::is_terminal_name(&event.name) {
                 self.finished = true;
                 break;
             }

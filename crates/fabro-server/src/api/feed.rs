@@ -18,9 +18,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use fabro_engine::event::EventKind;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::engine_bridge::records::{self, EventTail, StoredEvent, TERMINAL_EVENTS};
+use crate::engine_bridge::records::{self, EventTail, StoredEvent};
 use crate::state::AppState;
 
 /// How often a reader looks for new events when nothing woke it.
@@ -221,7 +222,7 @@ impl Reader {
     fn publish(&mut self) -> bool {
         let mut terminal = false;
         for event in self.tail.read_new() {
-            terminal |= TERMINAL_EVENTS.contains(&event.name.as_str());
+            terminal |= EventKind::is_terminal_name(&event.name);
             // No receiver now is no error: a stream subscribes before it replays.
             let _ = self.sender.send(Arc::new(SharedEvent::from(event)));
         }

@@ -29,9 +29,6 @@ pub const STAGE_FILES: [&str; 6] = [
     "diff.patch",
 ];
 
-/// The events of which exactly one ends a finished run (SPEC 11.3).
-pub const TERMINAL_EVENTS: [&str; 2] = ["WorkflowRunCompleted", "WorkflowRunFailed"];
-
 fn storage(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
     ApiError::internal(error)
 }

@@ -4,16 +4,9 @@
   'use strict';
   var body = document.body;
 
-  var EVENT_NAMES = ['WorkflowRunStarted', 'WorkflowRunCompleted', 'WorkflowRunFailed',
-    'StageStarted', 'StageCompleted', 'StageRetrying', 'StageOutputRepair', 'EdgeSelected',
-    'CheckpointCompleted', 'CommandStarted', 'CommandCompleted', 'HumanQuestion', 'HumanAnswer',
-    'ParallelStarted', 'ParallelBranchStarted', 'ParallelBranchCompleted', 'ParallelCompleted',
-    'FanInSelected', 'SubWorkflowStarted', 'SubWorkflowCompleted', 'Agent.SessionStarted',
-    'Agent.AssistantMessage', 'Agent.ToolCallStarted', 'Agent.ToolCallCompleted', 'Agent.LlmRetry',
-    'Agent.Failover', 'Agent.LoopDetected', 'Agent.ContextWindowWarning', 'Agent.CompactionStarted',
-    'Agent.CompactionCompleted', 'Agent.Error', 'GoalGateUnsatisfied', 'LoopRestart',
-    'CircuitBreakerTripped', 'WatchdogTimeout', 'BudgetExhausted', 'Warning', 'message'];
-  var TERMINAL = { WorkflowRunCompleted: true, WorkflowRunFailed: true };
+  // Filled in by the server from the engine's list of events (`ui::assets::script`).
+  var EVENT_NAMES = /*EVENT_NAMES*/[];
+  var TERMINAL = /*TERMINAL_EVENTS*/{};
   var MARKS = { success: '\u2713', partial_success: '\u25d0', fail: '\u2717', running: '\u25b6',
     skipped: '\u21b7', pending: '', incomplete: '!' };
   var SVG = 'http://www.w3.org/2000/svg';
