@@ -269,3 +269,58 @@ fn codex_writes_a_file_through_the_cli_backend() {
     assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
     assert!(read(&stage_dir(&env, "work").join("response.md")).starts_with("DONE"));
 }
+
+/// A real gemini's configuration: `~/.gemini/settings.json` choosing the API key as its
+/// auth method (else it exits 41) with one attempt per request (the faults must reach
+/// fabro at once), the twin as `GOOGLE_GEMINI_BASE_URL` and the key in
+/// `GEMINI_API_KEY`.
+fn gemini_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+    let home = env.work_dir().parent().expect("root").join("home/.gemini");
+    fs_err::create_dir_all(&home).expect("gemini home");
+    fs_err::write(
+        home.join("settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": 1, "disableAutoUpdate": true, "disableUpdateNag": true},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false}}"#,
+    )
+    .expect("gemini settings");
+    vec![
+        ("GOOGLE_GEMINI_BASE_URL", twin.base_url()),
+        ("GEMINI_API_KEY", KEY.to_owned()),
+    ]
+}
+
+#[test]
+fn gemini_writes_a_file_through_the_cli_backend() {
+    let test = "gemini_writes_a_file_through_the_cli_backend";
+    let Some(gemini) = installed(test, "gemini") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("gemini", "gemini-2.5-flash"));
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({"file_path": "hello.txt", "content": "hello\n"});
+    twin.enqueue([
+        Reply::Turn(
+            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
+                "call_1",
+                "write_file",
+                &write.to_string(),
+            ),
+        ),
+        Reply::text("DONE {\"outcome\": \"success\"}"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+    let vars = gemini_vars(&env, &twin);
+    let output = run_fabro(&env, &gemini, &vars);
+    assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
+    assert!(read(&stage_dir(&env, "work").join("response.md")).starts_with("DONE"));
+    assert!(
+        twin.requests()
+            .iter()
+            .all(|request| request.header("x-goog-api-key") == Some(KEY)),
+        "gemini used the key fabro gave it"
+    );
+}
