@@ -15,13 +15,13 @@ use crate::backends::{git, json, read, repository_with, run_dir, stage_dir};
 use crate::code;
 
 /// The key the programs send to the twin; it must appear nowhere fabro writes.
-const KEY: &str = "sk-real-agent-key-5f2c9e0b7d41a3";
+pub(crate) const KEY: &str = "sk-real-agent-key-5f2c9e0b7d41a3";
 
 /// Longest a real program's run may take before the test fails (never hangs).
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// `target/agents/node_modules/.bin/{name}`, or a skip (a failure under `CI`).
-fn installed(test: &str, name: &str) -> Option<PathBuf> {
+pub(crate) fn installed(test: &str, name: &str) -> Option<PathBuf> {
     let path = fabro_test_support::workspace_root()
         .join("target/agents/node_modules/.bin")
         .join(name);
@@ -41,7 +41,7 @@ fn installed(test: &str, name: &str) -> Option<PathBuf> {
 
 /// `fabro run w.fabro --run-id r1` with `program`'s directory first on `PATH`, the
 /// extra variables, and a time limit.
-fn run_fabro(env: &TestEnv, program: &Path, vars: &[(&str, String)]) -> std::process::Output {
+pub(crate) fn run_fabro(env: &TestEnv, program: &Path, vars: &[(&str, String)]) -> std::process::Output {
     let bin = program.parent().expect("bin directory");
     let host = std::env::var("PATH").unwrap_or_default();
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
@@ -91,7 +91,7 @@ fn files_under(dir: &Path, found: &mut Vec<PathBuf>) {
 
 /// Acceptance 1: the stage succeeded, `file` is on the run branch and in
 /// `files_touched`, the recorded model is `model`, and the key is nowhere.
-fn assert_wrote(env: &TestEnv, output: &std::process::Output, file: &str, model: &str) -> Value {
+pub(crate) fn assert_wrote(env: &TestEnv, output: &std::process::Output, file: &str, model: &str) -> Value {
     assert_eq!(
         code(output),
         0,
@@ -101,7 +101,8 @@ fn assert_wrote(env: &TestEnv, output: &std::process::Output, file: &str, model:
     );
     let stage = stage_dir(env, "work");
     let status = json(&stage.join("status.json"));
-    assert_eq!(status["status"], "success", "{status}");
+    let stderr = fs_err::read_to_string(stage.join("stderr.log")).unwrap_or_default();
+    assert_eq!(status["status"], "success", "{status}\nstderr.log: {stderr}");
     assert_eq!(
         status["files_touched"],
         serde_json::json!([file]),
@@ -138,7 +139,7 @@ fn workflow(provider: &str, model: &str) -> String {
 
 /// The environment of a real claude: the twin as its API, no telemetry, no update
 /// check, no retries (the faults must reach fabro at once).
-fn claude_vars(twin: &Twin) -> Vec<(&'static str, String)> {
+pub(crate) fn claude_vars(twin: &Twin) -> Vec<(&'static str, String)> {
     vec![
         ("ANTHROPIC_BASE_URL", twin.base_url()),
         ("ANTHROPIC_API_KEY", KEY.to_owned()),
@@ -217,7 +218,7 @@ fn a_claude_that_meets_a_500_reports_its_own_error() {
 /// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
 /// writable under fabro's defaults) with the twin as a Responses provider, no retries
 /// and no analytics; its key comes from `OPENAI_API_KEY`.
-fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+pub(crate) fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
     let home = env.work_dir().parent().expect("root").join("home/.codex");
     fs_err::create_dir_all(&home).expect("codex home");
     fs_err::write(
@@ -274,7 +275,7 @@ fn codex_writes_a_file_through_the_cli_backend() {
 /// auth method (else it exits 41) with one attempt per request (the faults must reach
 /// fabro at once), the twin as `GOOGLE_GEMINI_BASE_URL` and the key in
 /// `GEMINI_API_KEY`.
-fn gemini_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+pub(crate) fn gemini_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
     let home = env.work_dir().parent().expect("root").join("home/.gemini");
     fs_err::create_dir_all(&home).expect("gemini home");
     fs_err::write(
