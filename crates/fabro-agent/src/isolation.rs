@@ -209,6 +209,10 @@ pub struct IsolationSettings {
     pub writable_paths: Vec<PathBuf>,
     /// Unreadable for isolated processes.
     pub hidden_paths: Vec<PathBuf>,
+    /// The agent programs' state directories (also in `writable_paths`): created, when
+    /// missing, before a confined agent process starts, since Landlock can only allow
+    /// a path that exists and the program could not create it itself (decision 68).
+    pub state_dirs: Vec<PathBuf>,
     /// What the kernel can enforce (when not detected lazily: [`Self::detect_lazily`]).
     pub support: KernelSupport,
     /// Detection deferred to the first use of [`Self::support`] (shared by clones).
@@ -236,6 +240,7 @@ impl PartialEq for IsolationSettings {
             && self.network == other.network
             && self.writable_paths == other.writable_paths
             && self.hidden_paths == other.hidden_paths
+            && self.state_dirs == other.state_dirs
             && self.support() == other.support()
     }
 }
@@ -260,6 +265,7 @@ impl IsolationSettings {
             network: true,
             writable_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            state_dirs: Vec::new(),
             support,
             lazy: None,
             warned: Arc::new(AtomicBool::new(false)),
