@@ -386,6 +386,10 @@ impl IsolationSettings {
             tmpdir: tmpdir.clone(),
             network: self.network,
             writable: self.writable_paths.clone(),
+            state_dirs: match kind {
+                ProcessKind::Agent => self.state_dirs.clone(),
+                ProcessKind::Command => Vec::new(),
+            },
             hidden: self.hidden_paths.clone(),
             support: self.support(),
             reuse: self.reuse.clone(),
@@ -521,6 +525,8 @@ pub(crate) struct Confinement {
     tmpdir: PrivateTmpDir,
     network: bool,
     writable: Vec<PathBuf>,
+    /// Created when missing before a process starts (agents only).
+    state_dirs: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     support: KernelSupport,
     reuse: Reuse,
@@ -528,8 +534,15 @@ pub(crate) struct Confinement {
 
 impl Confinement {
     /// Creates the private temporary directory before the first confined process
-    /// starts (a no-op after that).
-    pub(crate) fn create_tmpdir(&self) -> Result<(), IsolationError> {
+    /// starts (a no-op after that), and the missing state directories of an agent. A
+    /// state directory that cannot be created (a read-only home) is left to the
+    /// program, which then meets its own error, as it would unconfined.
+    pub(crate) fn create_dirs(&self) -> Result<(), IsolationError> {
+        for dir in &self.state_dirs {
+            if !dir.is_dir() {
+                let _ = fs_err::create_dir_all(dir);
+            }
+        }
         self.tmpdir.create()
     }
 
