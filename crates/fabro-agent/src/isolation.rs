@@ -213,6 +213,10 @@ pub struct IsolationSettings {
     /// missing, before a confined agent process starts, since Landlock can only allow
     /// a path that exists and the program could not create it itself (decision 68).
     pub state_dirs: Vec<PathBuf>,
+    /// The agent programs' JSON state files (also in `writable_paths`, e.g. claude's
+    /// `~/.claude.json`): created as an empty JSON object when missing, like
+    /// `state_dirs`.
+    pub state_files: Vec<PathBuf>,
     /// What the kernel can enforce (when not detected lazily: [`Self::detect_lazily`]).
     pub support: KernelSupport,
     /// Detection deferred to the first use of [`Self::support`] (shared by clones).
@@ -241,6 +245,7 @@ impl PartialEq for IsolationSettings {
             && self.writable_paths == other.writable_paths
             && self.hidden_paths == other.hidden_paths
             && self.state_dirs == other.state_dirs
+            && self.state_files == other.state_files
             && self.support() == other.support()
     }
 }
@@ -266,6 +271,7 @@ impl IsolationSettings {
             writable_paths: Vec::new(),
             hidden_paths: Vec::new(),
             state_dirs: Vec::new(),
+            state_files: Vec::new(),
             support,
             lazy: None,
             warned: Arc::new(AtomicBool::new(false)),

@@ -397,8 +397,8 @@ async fn paths_replaced_between_starts_are_resolved_again() {
     assert!(!text.contains("n3w"), "{text}");
 }
 
-/// Decision 68: an agent program may write its state directory even when it did not
-/// exist before (Landlock can only allow paths that exist), while a command, which has
+/// Decision 68: an agent program may write its state directory and file even when
+/// they did not exist before (Landlock can only allow paths that exist), while a command, which has
 /// no state directories, does not get it created.
 #[tokio::test]
 async fn missing_state_directories_are_created_for_confined_agents() {
@@ -407,9 +407,11 @@ async fn missing_state_directories_are_created_for_confined_agents() {
     }
     let fixture = fixture();
     let state = fixture.outside.join("home/.agent");
+    let config = fixture.outside.join("home/.agent.json");
     let mut isolation = settings(IsolationMode::Workspace, KernelSupport::detect());
-    isolation.writable_paths = vec![state.clone()];
+    isolation.writable_paths = vec![state.clone(), config.clone()];
     isolation.state_dirs = vec![state.clone()];
+    isolation.state_files = vec![config.clone()];
     let env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new()).with_isolation(isolation);
     let tmpdir = PrivateTmpDir::new(fixture.tree.with_file_name("tmp"));
     let command = env.for_stage(ProcessKind::Command, &tmpdir);
@@ -421,4 +423,9 @@ async fn missing_state_directories_are_created_for_confined_agents() {
     let (code, text) = sh(&agent, &fixture.tree, &script).await;
     assert_eq!(code, Some(0), "{text}");
     assert!(state.join("log").exists());
+    // A JSON state file starts as an empty object the program can rewrite in place.
+    assert_eq!(fs_err::read_to_string(&config).unwrap(), "{}\n");
+    let rewrite = format!("echo '{{\"a\": 1}}' > '{}'", config.display());
+    let (code, text) = sh(&agent, &fixture.tree, &rewrite).await;
+    assert_eq!(code, Some(0), "{text}");
 }
