@@ -396,6 +396,10 @@ impl IsolationSettings {
                 ProcessKind::Agent => self.state_dirs.clone(),
                 ProcessKind::Command => Vec::new(),
             },
+            state_files: match kind {
+                ProcessKind::Agent => self.state_files.clone(),
+                ProcessKind::Command => Vec::new(),
+            },
             hidden: self.hidden_paths.clone(),
             support: self.support(),
             reuse: self.reuse.clone(),
@@ -533,6 +537,8 @@ pub(crate) struct Confinement {
     writable: Vec<PathBuf>,
     /// Created when missing before a process starts (agents only).
     state_dirs: Vec<PathBuf>,
+    /// Created as `{}` when missing before a process starts (agents only).
+    state_files: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     support: KernelSupport,
     reuse: Reuse,
@@ -540,13 +546,23 @@ pub(crate) struct Confinement {
 
 impl Confinement {
     /// Creates the private temporary directory before the first confined process
-    /// starts (a no-op after that), and the missing state directories of an agent. A
-    /// state directory that cannot be created (a read-only home) is left to the
+    /// starts (a no-op after that), and the missing state directories and files of an
+    /// agent. A state path that cannot be created (a read-only home) is left to the
     /// program, which then meets its own error, as it would unconfined.
     pub(crate) fn create_dirs(&self) -> Result<(), IsolationError> {
         for dir in &self.state_dirs {
             if !dir.is_dir() {
                 let _ = fs_err::create_dir_all(dir);
+            }
+        }
+        for file in &self.state_files {
+            if !file.exists() {
+                // `create_new`: a file the program made meanwhile is left alone.
+                let _ = fs_err::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(file)
+                    .and_then(|mut created| std::io::Write::write_all(&mut created, b"{}\n"));
             }
         }
         self.tmpdir.create()

@@ -47,12 +47,17 @@ pub struct AcpAgentConfig {
 }
 
 impl AcpAgentConfig {
-    /// An agent run as `command` in `working_dir`.
+    /// An agent run as `command` in `working_dir`. Under fabro's confinement fabro is
+    /// the agent's sandbox (decision 68): it gets `IS_SANDBOX=1`, without which Claude
+    /// Code (behind claude-code-acp) refuses to skip its prompts when run as root.
     pub fn new(
         command: Vec<String>,
         working_dir: impl Into<PathBuf>,
-        env: ProcessEnv,
+        mut env: ProcessEnv,
     ) -> AcpAgentConfig {
+        if env.is_confined() {
+            env.set("IS_SANDBOX", "1");
+        }
         AcpAgentConfig {
             command,
             working_dir: working_dir.into(),
