@@ -13,13 +13,14 @@ use crate::real_agents::{
     assert_wrote, claude_vars, codex_vars, gemini_vars, installed, run_fabro,
 };
 
-/// The workflow: one `acp` agent node running `command`, without retries.
-fn workflow(provider: &str, command: &str) -> String {
+/// The workflow: one `acp` agent node running `command`, without retries; `model` is
+/// the node's own attribute (recorded when the agent names no model, decision 69).
+fn workflow(provider: &str, model: &str, command: &str) -> String {
     format!(
         r#"digraph real {{
     start [shape=Mdiamond]
     exit [shape=Msquare]
-    work [shape=box, backend="acp", provider="{provider}", acp_command="{command}", max_retries=0, prompt="Write hello.txt"]
+    work [shape=box, backend="acp", provider="{provider}", model="{model}", acp_command="{command}", max_retries=0, prompt="Write hello.txt"]
     start -> work -> exit
 }}
 "#
@@ -48,6 +49,9 @@ fn assert_done(env: &TestEnv) {
     assert!(response.starts_with("DONE"), "{response}");
 }
 
+/// The model claude-code-acp 0.16.2 runs as `default` (its session names no other).
+const CLAUDE_CODE_ACP_MODEL: &str = "claude-sonnet-4-5-20250929";
+
 #[test]
 fn claude_code_acp_writes_a_file_through_the_acp_backend() {
     let test = "claude_code_acp_writes_a_file_through_the_acp_backend";
@@ -55,14 +59,32 @@ fn claude_code_acp_writes_a_file_through_the_acp_backend() {
         return;
     };
     let env = TestEnv::new(test);
-    repository_with(&env, &workflow("anthropic", "claude-code-acp"));
+    repository_with(
+        &env,
+        &workflow("anthropic", CLAUDE_CODE_ACP_MODEL, "claude-code-acp"),
+    );
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"command": "echo hello > hello.txt", "description": "write"});
     script(&twin, "Bash", &write);
-    let output = run_fabro(&env, &adapter, &claude_vars(&twin));
-    assert_wrote(&env, &output, "hello.txt", "claude-sonnet-4-5");
+    // Claude Code's side requests (its guess at the important files) go to its small
+    // model, answered outside the script.
+    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
+    let mut vars = claude_vars(&twin);
+    vars.push((
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "claude-haiku-twin".to_owned(),
+    ));
+    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    let output = run_fabro(&env, &adapter, &vars);
+    assert_wrote(&env, &output, "hello.txt", CLAUDE_CODE_ACP_MODEL);
     assert_done(&env);
+    // The model recorded (the node's: the adapter names only `default`) is the one
+    // Claude Code used for its turns.
+    assert!(twin
+        .requests()
+        .iter()
+        .any(|request| request.body["model"] == CLAUDE_CODE_ACP_MODEL));
 }
 
 #[test]
@@ -72,7 +94,7 @@ fn codex_acp_writes_a_file_through_the_acp_backend() {
         return;
     };
     let env = TestEnv::new(test);
-    repository_with(&env, &workflow("openai", "codex-acp"));
+    repository_with(&env, &workflow("openai", "gpt-5.1-codex", "codex-acp"));
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"cmd": "echo hello > hello.txt", "yield_time_ms": 5000});
@@ -92,7 +114,11 @@ fn gemini_acp_writes_a_file_through_the_acp_backend() {
     let env = TestEnv::new(test);
     repository_with(
         &env,
-        &workflow("gemini", "gemini --acp --model gemini-2.5-flash"),
+        &workflow(
+            "gemini",
+            "gemini-2.5-flash",
+            "gemini --acp --model gemini-2.5-flash",
+        ),
     );
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");

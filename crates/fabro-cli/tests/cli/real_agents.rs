@@ -41,7 +41,11 @@ pub(crate) fn installed(test: &str, name: &str) -> Option<PathBuf> {
 
 /// `fabro run w.fabro --run-id r1` with `program`'s directory first on `PATH`, the
 /// extra variables, and a time limit.
-pub(crate) fn run_fabro(env: &TestEnv, program: &Path, vars: &[(&str, String)]) -> std::process::Output {
+pub(crate) fn run_fabro(
+    env: &TestEnv,
+    program: &Path,
+    vars: &[(&str, String)],
+) -> std::process::Output {
     let bin = program.parent().expect("bin directory");
     let host = std::env::var("PATH").unwrap_or_default();
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
@@ -91,18 +95,26 @@ fn files_under(dir: &Path, found: &mut Vec<PathBuf>) {
 
 /// Acceptance 1: the stage succeeded, `file` is on the run branch and in
 /// `files_touched`, the recorded model is `model`, and the key is nowhere.
-pub(crate) fn assert_wrote(env: &TestEnv, output: &std::process::Output, file: &str, model: &str) -> Value {
+pub(crate) fn assert_wrote(
+    env: &TestEnv,
+    output: &std::process::Output,
+    file: &str,
+    model: &str,
+) -> Value {
+    let stage = stage_dir(env, "work");
+    let stderr = fs_err::read_to_string(stage.join("stderr.log")).unwrap_or_default();
     assert_eq!(
         code(output),
         0,
-        "stdout: {}\nstderr: {}",
+        "stdout: {}\nstderr: {}\nstderr.log: {stderr}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let stage = stage_dir(env, "work");
     let status = json(&stage.join("status.json"));
-    let stderr = fs_err::read_to_string(stage.join("stderr.log")).unwrap_or_default();
-    assert_eq!(status["status"], "success", "{status}\nstderr.log: {stderr}");
+    assert_eq!(
+        status["status"], "success",
+        "{status}\nstderr.log: {stderr}"
+    );
     assert_eq!(
         status["files_touched"],
         serde_json::json!([file]),
