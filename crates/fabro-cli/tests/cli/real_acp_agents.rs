@@ -103,6 +103,10 @@ fn codex_acp_writes_a_file_through_the_acp_backend() {
     let output = run_fabro(&env, &adapter, &vars);
     assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
     assert_done(&env);
+    assert!(twin
+        .requests()
+        .iter()
+        .all(|request| request.body["model"] == "gpt-5.1-codex"));
 }
 
 #[test]

@@ -229,7 +229,9 @@ fn a_claude_that_meets_a_500_reports_its_own_error() {
 
 /// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
 /// writable under fabro's defaults) with the twin as a Responses provider, no retries
-/// and no analytics; its key comes from `OPENAI_API_KEY`.
+/// and no analytics; its key comes from `OPENAI_API_KEY`. For codex-acp, which fabro
+/// cannot give `--model` or `--sandbox`, the model and codex's own sandbox off
+/// (decision 68: fabro is its sandbox; codex's bubblewrap cannot start inside it).
 pub(crate) fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
     let home = env.work_dir().parent().expect("root").join("home/.codex");
     fs_err::create_dir_all(&home).expect("codex home");
@@ -237,6 +239,8 @@ pub(crate) fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, Strin
         home.join("config.toml"),
         format!(
             r#"model_provider = "twin"
+model = "gpt-5.1-codex"
+sandbox_mode = "danger-full-access"
 [model_providers.twin]
 name = "twin"
 base_url = "{}/v1"
