@@ -100,7 +100,7 @@ impl ProcessEnv {
         let mut command = tokio::process::Command::new(program);
         command.current_dir(cwd).env_clear().envs(self.iter());
         if let Some(confinement) = &self.confinement {
-            confinement.create_tmpdir()?;
+            confinement.create_dirs()?;
             confinement.apply(&mut command, cwd)?;
         }
         Ok(command)
@@ -119,7 +119,7 @@ impl ProcessEnv {
     ) -> Result<Spawned, SpawnError> {
         #[cfg(target_os = "linux")]
         if let Some(confinement) = &self.confinement {
-            confinement.create_tmpdir()?;
+            confinement.create_dirs()?;
             let env: Vec<(&OsString, &OsString)> = self.iter().collect();
             if let Some(child) = confinement.spawn(program.as_ref(), args, &env, cwd)? {
                 return Ok(Spawned::confined(child));

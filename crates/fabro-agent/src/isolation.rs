@@ -209,6 +209,14 @@ pub struct IsolationSettings {
     pub writable_paths: Vec<PathBuf>,
     /// Unreadable for isolated processes.
     pub hidden_paths: Vec<PathBuf>,
+    /// The agent programs' state directories (also in `writable_paths`): created, when
+    /// missing, before a confined agent process starts, since Landlock can only allow
+    /// a path that exists and the program could not create it itself (decision 68).
+    pub state_dirs: Vec<PathBuf>,
+    /// The agent programs' JSON state files (also in `writable_paths`, e.g. claude's
+    /// `~/.claude.json`): created as an empty JSON object when missing, like
+    /// `state_dirs`.
+    pub state_files: Vec<PathBuf>,
     /// What the kernel can enforce (when not detected lazily: [`Self::detect_lazily`]).
     pub support: KernelSupport,
     /// Detection deferred to the first use of [`Self::support`] (shared by clones).
@@ -236,6 +244,8 @@ impl PartialEq for IsolationSettings {
             && self.network == other.network
             && self.writable_paths == other.writable_paths
             && self.hidden_paths == other.hidden_paths
+            && self.state_dirs == other.state_dirs
+            && self.state_files == other.state_files
             && self.support() == other.support()
     }
 }
@@ -260,6 +270,8 @@ impl IsolationSettings {
             network: true,
             writable_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            state_dirs: Vec::new(),
+            state_files: Vec::new(),
             support,
             lazy: None,
             warned: Arc::new(AtomicBool::new(false)),
@@ -380,6 +392,14 @@ impl IsolationSettings {
             tmpdir: tmpdir.clone(),
             network: self.network,
             writable: self.writable_paths.clone(),
+            state_dirs: match kind {
+                ProcessKind::Agent => self.state_dirs.clone(),
+                ProcessKind::Command => Vec::new(),
+            },
+            state_files: match kind {
+                ProcessKind::Agent => self.state_files.clone(),
+                ProcessKind::Command => Vec::new(),
+            },
             hidden: self.hidden_paths.clone(),
             support: self.support(),
             reuse: self.reuse.clone(),
@@ -515,6 +535,10 @@ pub(crate) struct Confinement {
     tmpdir: PrivateTmpDir,
     network: bool,
     writable: Vec<PathBuf>,
+    /// Created when missing before a process starts (agents only).
+    state_dirs: Vec<PathBuf>,
+    /// Created as `{}` when missing before a process starts (agents only).
+    state_files: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
     support: KernelSupport,
     reuse: Reuse,
@@ -522,8 +546,25 @@ pub(crate) struct Confinement {
 
 impl Confinement {
     /// Creates the private temporary directory before the first confined process
-    /// starts (a no-op after that).
-    pub(crate) fn create_tmpdir(&self) -> Result<(), IsolationError> {
+    /// starts (a no-op after that), and the missing state directories and files of an
+    /// agent. A state path that cannot be created (a read-only home) is left to the
+    /// program, which then meets its own error, as it would unconfined.
+    pub(crate) fn create_dirs(&self) -> Result<(), IsolationError> {
+        for dir in &self.state_dirs {
+            if !dir.is_dir() {
+                let _ = fs_err::create_dir_all(dir);
+            }
+        }
+        for file in &self.state_files {
+            if !file.exists() {
+                // `create_new`: a file the program made meanwhile is left alone.
+                let _ = fs_err::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(file)
+                    .and_then(|mut created| std::io::Write::write_all(&mut created, b"{}\n"));
+            }
+        }
         self.tmpdir.create()
     }
 

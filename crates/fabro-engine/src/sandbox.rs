@@ -37,6 +37,14 @@ pub const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
     "~/.gemini",
 ];
 
+/// The agent programs' state directories among the writable paths, created when
+/// missing before a confined agent starts (decision 68).
+pub const AGENT_STATE_DIRS: [&str; 3] = ["~/.claude", "~/.codex", "~/.gemini"];
+
+/// The agent programs' JSON state files among the writable paths, created as `{}` when
+/// missing before a confined agent starts (claude cannot start without its own).
+pub const AGENT_STATE_FILES: [&str; 1] = ["~/.claude.json"];
+
 /// Hidden from isolated processes (SPEC 16); `{root}` is `$FABRO_HOME`.
 pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
     "~/.ssh",
@@ -76,6 +84,8 @@ pub fn isolation_settings(
     };
     settings.writable_paths = expand(&DEFAULT_WRITABLE_PATHS, &config.writable_paths);
     settings.hidden_paths = expand(&DEFAULT_HIDDEN_PATHS, &config.hidden_paths);
+    settings.state_dirs = expand(&AGENT_STATE_DIRS, &None);
+    settings.state_files = expand(&AGENT_STATE_FILES, &None);
     settings
 }
 
@@ -231,6 +241,11 @@ mod tests {
         .map(PathBuf::from)
         .collect();
         assert_eq!(settings.writable_paths, expected);
+        assert_eq!(
+            settings.state_dirs,
+            [&expected[4], &expected[6], &expected[7]].map(PathBuf::clone)
+        );
+        assert_eq!(settings.state_files, [expected[5].clone()]);
         assert!(settings
             .hidden_paths
             .contains(&PathBuf::from("/home/u/.ssh")));

@@ -285,6 +285,8 @@ struct State {
     queue: VecDeque<Reply>,
     fallback: Option<Reply>,
     requests: Vec<Recorded>,
+    /// Replies to every request for a model ([`Twin::answer_model`]).
+    by_model: Vec<(String, Reply)>,
     /// Anthropic's prompt caching, once [`Twin::apply_prompt_caching`] turned it on.
     prompt_cache: Option<cache::PromptCache>,
 }
@@ -331,6 +333,13 @@ impl Twin {
         self.lock().queue.extend(replies);
     }
 
+    /// Answers every request for `model` (the body's `model`, or the model of a Gemini
+    /// path) with `reply`, outside the queue: for the side requests agent programs make
+    /// with a small model (titles, summaries) between their scripted turns.
+    pub fn answer_model(&self, model: &str, reply: Reply) {
+        self.lock().by_model.push((model.to_owned(), reply));
+    }
+
     /// The reply given once the queue is empty (initially the text `twin reply`).
     pub fn set_fallback(&self, reply: Reply) {
         self.lock().fallback = Some(reply);
@@ -370,8 +379,16 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
     let (reply, bill) = {
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
         state.requests.push(recorded);
+        let model = call.body["model"]
+            .as_str()
+            .unwrap_or(call.path_model.as_str());
+        let for_model = state
+            .by_model
+            .iter()
+            .find(|(name, _)| name == model)
+            .map(|(_, reply)| reply.clone());
         let fallback = state.fallback.clone();
-        let reply = state.queue.pop_front().or(fallback);
+        let reply = for_model.or_else(|| state.queue.pop_front()).or(fallback);
         let bill = match &mut state.prompt_cache {
             Some(cache) if call.format == Some(Format::Anthropic) => Some(cache.bill(&call.body)),
             _ => None,

@@ -47,12 +47,17 @@ pub struct AcpAgentConfig {
 }
 
 impl AcpAgentConfig {
-    /// An agent run as `command` in `working_dir`.
+    /// An agent run as `command` in `working_dir`. Under fabro's confinement fabro is
+    /// the agent's sandbox (decision 68): it gets `IS_SANDBOX=1`, without which Claude
+    /// Code (behind claude-code-acp) refuses to skip its prompts when run as root.
     pub fn new(
         command: Vec<String>,
         working_dir: impl Into<PathBuf>,
-        env: ProcessEnv,
+        mut env: ProcessEnv,
     ) -> AcpAgentConfig {
+        if env.is_confined() {
+            env.set("IS_SANDBOX", "1");
+        }
         AcpAgentConfig {
             command,
             working_dir: working_dir.into(),
@@ -808,5 +813,33 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}'
             outcome.failure.unwrap().reason,
             "stage timed out after 300ms"
         );
+    }
+
+    /// Decision 68: fabro is the sandbox of the agents it confines, so an adapter that
+    /// runs Claude Code (which refuses to skip its prompts as root otherwise) gets
+    /// `IS_SANDBOX=1` when confined, and only then.
+    #[test]
+    fn a_confined_agent_is_told_it_runs_in_a_sandbox() {
+        use crate::isolation::{IsolationMode, IsolationSettings, KernelSupport, ProcessKind};
+        let tmp = tempfile::tempdir().unwrap();
+        let empty = ProcessEnv::new(Vec::new(), &[], &std::collections::BTreeMap::new());
+        let confined = empty
+            .clone()
+            .with_isolation(IsolationSettings::new(
+                IsolationMode::Workspace,
+                IsolationMode::None,
+                KernelSupport::detect_only(&[]),
+            ))
+            .for_stage(
+                ProcessKind::Agent,
+                &crate::isolation::PrivateTmpDir::new(tmp.path().join("tmp")),
+            );
+        let config = AcpAgentConfig::new(vec!["agent".to_owned()], ".", confined);
+        assert_eq!(
+            config.env.get("IS_SANDBOX").map(|value| value.to_str()),
+            Some(Some("1"))
+        );
+        let config = AcpAgentConfig::new(vec!["agent".to_owned()], ".", empty);
+        assert_eq!(config.env.get("IS_SANDBOX"), None);
     }
 }

@@ -396,3 +396,36 @@ async fn paths_replaced_between_starts_are_resolved_again() {
     .await;
     assert!(!text.contains("n3w"), "{text}");
 }
+
+/// Decision 68: an agent program may write its state directory and file even when
+/// they did not exist before (Landlock can only allow paths that exist), while a command, which has
+/// no state directories, does not get it created.
+#[tokio::test]
+async fn missing_state_directories_are_created_for_confined_agents() {
+    if !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    let fixture = fixture();
+    let state = fixture.outside.join("home/.agent");
+    let config = fixture.outside.join("home/.agent.json");
+    let mut isolation = settings(IsolationMode::Workspace, KernelSupport::detect());
+    isolation.writable_paths = vec![state.clone(), config.clone()];
+    isolation.state_dirs = vec![state.clone()];
+    isolation.state_files = vec![config.clone()];
+    let env = ProcessEnv::new(std::env::vars_os(), &[], &BTreeMap::new()).with_isolation(isolation);
+    let tmpdir = PrivateTmpDir::new(fixture.tree.with_file_name("tmp"));
+    let command = env.for_stage(ProcessKind::Command, &tmpdir);
+    let script = format!("mkdir -p '{0}' && echo x > '{0}/log'", state.display());
+    let (code, _) = sh(&command, &fixture.tree, &script).await;
+    assert_ne!(code, Some(0));
+    assert!(!state.exists());
+    let agent = env.for_stage(ProcessKind::Agent, &tmpdir);
+    let (code, text) = sh(&agent, &fixture.tree, &script).await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(state.join("log").exists());
+    // A JSON state file starts as an empty object the program can rewrite in place.
+    assert_eq!(fs_err::read_to_string(&config).unwrap(), "{}\n");
+    let rewrite = format!("echo '{{\"a\": 1}}' > '{}'", config.display());
+    let (code, text) = sh(&agent, &fixture.tree, &rewrite).await;
+    assert_eq!(code, Some(0), "{text}");
+}

@@ -24,6 +24,7 @@ mod logs;
 mod offline;
 mod parallel_git;
 mod parallel_resume;
+mod real_acp_agents;
 mod real_agents;
 mod records;
 mod remote_stream;

@@ -15,13 +15,13 @@ use crate::backends::{git, json, read, repository_with, run_dir, stage_dir};
 use crate::code;
 
 /// The key the programs send to the twin; it must appear nowhere fabro writes.
-const KEY: &str = "sk-real-agent-key-5f2c9e0b7d41a3";
+pub(crate) const KEY: &str = "sk-real-agent-key-5f2c9e0b7d41a3";
 
 /// Longest a real program's run may take before the test fails (never hangs).
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
 /// `target/agents/node_modules/.bin/{name}`, or a skip (a failure under `CI`).
-fn installed(test: &str, name: &str) -> Option<PathBuf> {
+pub(crate) fn installed(test: &str, name: &str) -> Option<PathBuf> {
     let path = fabro_test_support::workspace_root()
         .join("target/agents/node_modules/.bin")
         .join(name);
@@ -41,7 +41,11 @@ fn installed(test: &str, name: &str) -> Option<PathBuf> {
 
 /// `fabro run w.fabro --run-id r1` with `program`'s directory first on `PATH`, the
 /// extra variables, and a time limit.
-fn run_fabro(env: &TestEnv, program: &Path, vars: &[(&str, String)]) -> std::process::Output {
+pub(crate) fn run_fabro(
+    env: &TestEnv,
+    program: &Path,
+    vars: &[(&str, String)],
+) -> std::process::Output {
     let bin = program.parent().expect("bin directory");
     let host = std::env::var("PATH").unwrap_or_default();
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
@@ -91,17 +95,26 @@ fn files_under(dir: &Path, found: &mut Vec<PathBuf>) {
 
 /// Acceptance 1: the stage succeeded, `file` is on the run branch and in
 /// `files_touched`, the recorded model is `model`, and the key is nowhere.
-fn assert_wrote(env: &TestEnv, output: &std::process::Output, file: &str, model: &str) -> Value {
+pub(crate) fn assert_wrote(
+    env: &TestEnv,
+    output: &std::process::Output,
+    file: &str,
+    model: &str,
+) -> Value {
+    let stage = stage_dir(env, "work");
+    let stderr = fs_err::read_to_string(stage.join("stderr.log")).unwrap_or_default();
     assert_eq!(
         code(output),
         0,
-        "stdout: {}\nstderr: {}",
+        "stdout: {}\nstderr: {}\nstderr.log: {stderr}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let stage = stage_dir(env, "work");
     let status = json(&stage.join("status.json"));
-    assert_eq!(status["status"], "success", "{status}");
+    assert_eq!(
+        status["status"], "success",
+        "{status}\nstderr.log: {stderr}"
+    );
     assert_eq!(
         status["files_touched"],
         serde_json::json!([file]),
@@ -138,7 +151,7 @@ fn workflow(provider: &str, model: &str) -> String {
 
 /// The environment of a real claude: the twin as its API, no telemetry, no update
 /// check, no retries (the faults must reach fabro at once).
-fn claude_vars(twin: &Twin) -> Vec<(&'static str, String)> {
+pub(crate) fn claude_vars(twin: &Twin) -> Vec<(&'static str, String)> {
     vec![
         ("ANTHROPIC_BASE_URL", twin.base_url()),
         ("ANTHROPIC_API_KEY", KEY.to_owned()),
@@ -216,14 +229,18 @@ fn a_claude_that_meets_a_500_reports_its_own_error() {
 
 /// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
 /// writable under fabro's defaults) with the twin as a Responses provider, no retries
-/// and no analytics; its key comes from `OPENAI_API_KEY`.
-fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+/// and no analytics; its key comes from `OPENAI_API_KEY`. For codex-acp, which fabro
+/// cannot give `--model` or `--sandbox`, the model and codex's own sandbox off
+/// (decision 68: fabro is its sandbox; codex's bubblewrap cannot start inside it).
+pub(crate) fn codex_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
     let home = env.work_dir().parent().expect("root").join("home/.codex");
     fs_err::create_dir_all(&home).expect("codex home");
     fs_err::write(
         home.join("config.toml"),
         format!(
             r#"model_provider = "twin"
+model = "gpt-5.1-codex"
+sandbox_mode = "danger-full-access"
 [model_providers.twin]
 name = "twin"
 base_url = "{}/v1"
@@ -268,4 +285,59 @@ fn codex_writes_a_file_through_the_cli_backend() {
     let output = run_fabro(&env, &codex, &vars);
     assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
     assert!(read(&stage_dir(&env, "work").join("response.md")).starts_with("DONE"));
+}
+
+/// A real gemini's configuration: `~/.gemini/settings.json` choosing the API key as its
+/// auth method (else it exits 41) with one attempt per request (the faults must reach
+/// fabro at once), the twin as `GOOGLE_GEMINI_BASE_URL` and the key in
+/// `GEMINI_API_KEY`.
+pub(crate) fn gemini_vars(env: &TestEnv, twin: &Twin) -> Vec<(&'static str, String)> {
+    let home = env.work_dir().parent().expect("root").join("home/.gemini");
+    fs_err::create_dir_all(&home).expect("gemini home");
+    fs_err::write(
+        home.join("settings.json"),
+        r#"{"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": 1, "disableAutoUpdate": true, "disableUpdateNag": true},
+            "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false}}"#,
+    )
+    .expect("gemini settings");
+    vec![
+        ("GOOGLE_GEMINI_BASE_URL", twin.base_url()),
+        ("GEMINI_API_KEY", KEY.to_owned()),
+    ]
+}
+
+#[test]
+fn gemini_writes_a_file_through_the_cli_backend() {
+    let test = "gemini_writes_a_file_through_the_cli_backend";
+    let Some(gemini) = installed(test, "gemini") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("gemini", "gemini-2.5-flash"));
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({"file_path": "hello.txt", "content": "hello\n"});
+    twin.enqueue([
+        Reply::Turn(
+            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
+                "call_1",
+                "write_file",
+                &write.to_string(),
+            ),
+        ),
+        Reply::text("DONE {\"outcome\": \"success\"}"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+    let vars = gemini_vars(&env, &twin);
+    let output = run_fabro(&env, &gemini, &vars);
+    assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
+    assert!(read(&stage_dir(&env, "work").join("response.md")).starts_with("DONE"));
+    assert!(
+        twin.requests()
+            .iter()
+            .all(|request| request.header("x-goog-api-key") == Some(KEY)),
+        "gemini used the key fabro gave it"
+    );
 }

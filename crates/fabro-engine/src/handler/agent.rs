@@ -253,31 +253,53 @@ fn repair_prompt(original: &str, rejected: &str, message: &str) -> String {
 
 /// The environment of agent tools and processes (SPEC 13.5), isolated under
 /// `agent_isolation` (SPEC 16); external CLIs get their own provider's key back
-/// (gemini's under both of its names, SPEC 10.1).
+/// (gemini's under both of its names, SPEC 10.1), ACP agents every LLM key fabro holds.
 fn process_env(input: &StageInput<'_>, provider: Provider) -> Result<ProcessEnv, Failure> {
     let mut env = crate::sandbox::stage_env(
         &input.services.sandbox_env,
         input.tmpdir,
         crate::sandbox::ProcessKind::Agent,
     );
-    if input.node.llm.backend == Backend::Cli && provider != Provider::Simulated {
-        let extra: &[&str] = match provider {
-            Provider::Gemini => &["GOOGLE_API_KEY"],
-            Provider::Anthropic
-            | Provider::OpenAi
-            | Provider::OpenAiCompatible
-            | Provider::Simulated => &[],
-        };
-        for variable in std::iter::once(credential_variable(provider)).chain(extra.iter().copied())
-        {
-            // Credentials live in the process's secret store, not its environment.
-            if let Some(value) = fabro_llm::redact::secrets().get(variable) {
-                env.set(variable, value);
-            }
+    let variables: Vec<&str> = match input.node.llm.backend {
+        Backend::Cli if provider != Provider::Simulated => {
+            let extra: &[&str] = match provider {
+                Provider::Gemini => &["GOOGLE_API_KEY"],
+                Provider::Anthropic
+                | Provider::OpenAi
+                | Provider::OpenAiCompatible
+                | Provider::Simulated => &[],
+            };
+            std::iter::once(credential_variable(provider))
+                .chain(extra.iter().copied())
+                .collect()
+        }
+        Backend::Acp => ACP_KEYS.to_vec(),
+        Backend::Api | Backend::Cli => Vec::new(),
+    };
+    for variable in variables {
+        // Credentials live in the process's secret store, not its environment.
+        if let Some(value) = fabro_llm::redact::secrets().get(variable) {
+            env.set(variable, value);
         }
     }
     Ok(env)
 }
+
+/// The LLM keys an ACP agent gets back (SPEC 13.5): fabro cannot know its provider.
+const ACP_KEYS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENAI_COMPATIBLE_API_KEY",
+    "KIMI_API_KEY",
+    "ZAI_API_KEY",
+    "MINIMAX_API_KEY",
+    "INCEPTION_API_KEY",
+    "OPENROUTER_API_KEY",
+    "FIREWORKS_API_KEY",
+    "LITELLM_API_KEY",
+];
 
 /// The reply of an external agent: usage only when the agent reported some (SPEC
 /// 5.2.2), priced from the catalog when the agent gave no cost (SPEC 10.1.4), and the

@@ -1,0 +1,135 @@
+//! The real ACP adapters as `acp` backends (issue 29): claude-code-acp, codex-acp and
+//! `gemini --acp`, installed by `.ci/run` into `target/agents` and pointed at the twin
+//! like the programs of `real_agents`. Each test runs `fabro run` with fabro's default
+//! settings (`agent_isolation = "workspace"`): the scripted model writes a plan that
+//! says `{"outcome": "fail"}`, calls a tool that writes a file, then answers `DONE`
+//! (decision 67: only the final turn is the response).
+
+use fabro_test_support::TestEnv;
+use fabro_twin::{Reply, Turn, Twin};
+
+use crate::backends::{read, repository_with, stage_dir};
+use crate::real_agents::{
+    assert_wrote, claude_vars, codex_vars, gemini_vars, installed, run_fabro,
+};
+
+/// The workflow: one `acp` agent node running `command`, without retries; `model` is
+/// the node's own attribute (recorded when the agent names no model, decision 69).
+fn workflow(provider: &str, model: &str, command: &str) -> String {
+    format!(
+        r#"digraph real {{
+    start [shape=Mdiamond]
+    exit [shape=Msquare]
+    work [shape=box, backend="acp", provider="{provider}", model="{model}", acp_command="{command}", max_retries=0, prompt="Write hello.txt"]
+    start -> work -> exit
+}}
+"#
+    )
+}
+
+/// Queues the text-then-tool scenario: a plan that says fail with `tool` called with
+/// `arguments`, then `DONE`.
+fn script(twin: &Twin, tool: &str, arguments: &serde_json::Value) {
+    twin.enqueue([
+        Reply::Turn(
+            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
+                "call_1",
+                tool,
+                &arguments.to_string(),
+            ),
+        ),
+        Reply::text("DONE {\"outcome\": \"success\"}"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+}
+
+/// The final turn is the response: `DONE`, not the plan.
+fn assert_done(env: &TestEnv) {
+    let response = read(&stage_dir(env, "work").join("response.md"));
+    assert!(response.starts_with("DONE"), "{response}");
+}
+
+/// The model claude-code-acp 0.16.2 runs as `default` (its session names no other).
+const CLAUDE_CODE_ACP_MODEL: &str = "claude-sonnet-4-5-20250929";
+
+#[test]
+fn claude_code_acp_writes_a_file_through_the_acp_backend() {
+    let test = "claude_code_acp_writes_a_file_through_the_acp_backend";
+    let Some(adapter) = installed(test, "claude-code-acp") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(
+        &env,
+        &workflow("anthropic", CLAUDE_CODE_ACP_MODEL, "claude-code-acp"),
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({"command": "echo hello > hello.txt", "description": "write"});
+    script(&twin, "Bash", &write);
+    // Claude Code's side requests (its guess at the important files) go to its small
+    // model, answered outside the script.
+    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
+    let mut vars = claude_vars(&twin);
+    vars.push((
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "claude-haiku-twin".to_owned(),
+    ));
+    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    let output = run_fabro(&env, &adapter, &vars);
+    assert_wrote(&env, &output, "hello.txt", CLAUDE_CODE_ACP_MODEL);
+    assert_done(&env);
+    // The model recorded (the node's: the adapter names only `default`) is the one
+    // Claude Code used for its turns.
+    assert!(twin
+        .requests()
+        .iter()
+        .any(|request| request.body["model"] == CLAUDE_CODE_ACP_MODEL));
+}
+
+#[test]
+fn codex_acp_writes_a_file_through_the_acp_backend() {
+    let test = "codex_acp_writes_a_file_through_the_acp_backend";
+    let Some(adapter) = installed(test, "codex-acp") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("openai", "gpt-5.1-codex", "codex-acp"));
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({"cmd": "echo hello > hello.txt", "yield_time_ms": 5000});
+    script(&twin, "exec_command", &write);
+    let vars = codex_vars(&env, &twin);
+    let output = run_fabro(&env, &adapter, &vars);
+    assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
+    assert_done(&env);
+    assert!(twin
+        .requests()
+        .iter()
+        .all(|request| request.body["model"] == "gpt-5.1-codex"));
+}
+
+#[test]
+fn gemini_acp_writes_a_file_through_the_acp_backend() {
+    let test = "gemini_acp_writes_a_file_through_the_acp_backend";
+    let Some(gemini) = installed(test, "gemini") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(
+        &env,
+        &workflow(
+            "gemini",
+            "gemini-2.5-flash",
+            "gemini --acp --model gemini-2.5-flash",
+        ),
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({"file_path": "hello.txt", "content": "hello\n"});
+    script(&twin, "write_file", &write);
+    let vars = gemini_vars(&env, &twin);
+    let output = run_fabro(&env, &gemini, &vars);
+    assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
+    assert_done(&env);
+}
