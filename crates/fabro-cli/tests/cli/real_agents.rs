@@ -227,6 +227,82 @@ fn a_claude_that_meets_a_500_reports_its_own_error() {
     assert_eq!(status["usage"], Value::Null);
 }
 
+/// Issue 29 acceptance 4: a 429 reaches fabro as claude's own words too (claude writes
+/// its errors to stdout; what it writes on stderr, if anything, is kept redacted).
+#[test]
+fn a_rate_limited_claude_reports_its_own_error() {
+    let test = "a_rate_limited_claude_reports_its_own_error";
+    let Some(claude) = installed(test, "claude") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("anthropic", "claude-sonnet-4-5"));
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.set_fallback(Reply::rate_limited(Some("0")));
+    let output = run_fabro(&env, &claude, &claude_vars(&twin));
+    assert_eq!(
+        code(&output),
+        3,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stage = stage_dir(&env, "work");
+    let status = json(&stage.join("status.json"));
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("claude exited with code 1: API Error: ")
+            && reason.contains("(429)")
+            && reason.contains("rate limited, slow down"),
+        "{reason}"
+    );
+    // Whatever claude wrote on stderr (nothing, here) is kept redacted.
+    let stderr_log = stage.join("stderr.log");
+    assert!(!stderr_log.exists() || !read(&stderr_log).contains(KEY));
+}
+
+/// Issue 29 acceptance 2: under the default `workspace` isolation a real claude cannot
+/// write outside the run's worktree: its shell gets the kernel's `Permission denied`,
+/// which reaches the model as the tool's result, and the file does not exist.
+#[test]
+fn a_confined_claude_cannot_write_outside_its_worktree() {
+    let test = "a_confined_claude_cannot_write_outside_its_worktree";
+    let Some(claude) = installed(test, "claude") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    repository_with(&env, &workflow("anthropic", "claude-sonnet-4-5"));
+    // The user's checkout: outside the run's worktree (fabro works in its own).
+    let outside = env.work_dir().join("escaped.txt");
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let write = serde_json::json!({
+        "command": format!("echo escaped > {}", outside.display()),
+        "description": "write outside"
+    });
+    twin.enqueue([
+        Reply::Turn(Turn::text("").with_tool_call("toolu_1", "Bash", &write.to_string())),
+        Reply::text("DONE"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+    let output = run_fabro(&env, &claude, &claude_vars(&twin));
+    assert_eq!(
+        code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !outside.exists(),
+        "the write outside the worktree was refused"
+    );
+    let answered = twin
+        .requests()
+        .iter()
+        .any(|request| request.body.to_string().contains("Permission denied"));
+    assert!(answered, "the model saw the shell's own error");
+}
+
 /// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
 /// writable under fabro's defaults) with the twin as a Responses provider, no retries
 /// and no analytics; its key comes from `OPENAI_API_KEY`. For codex-acp, which fabro
