@@ -133,3 +133,44 @@ fn gemini_acp_writes_a_file_through_the_acp_backend() {
     assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
     assert_done(&env);
 }
+
+/// Issue 29 acceptance 4: an overloaded provider behind a real ACP adapter is
+/// `transient_infra` (SPEC 9.1 on the JSON-RPC error) and retried per the node's policy,
+/// and the reason carries the adapter's own message.
+#[test]
+fn a_rate_limited_claude_code_acp_stage_is_transient_and_retried() {
+    let test = "a_rate_limited_claude_code_acp_stage_is_transient_and_retried";
+    let Some(adapter) = installed(test, "claude-code-acp") else {
+        return;
+    };
+    let env = TestEnv::new(test);
+    let workflow = workflow("anthropic", CLAUDE_CODE_ACP_MODEL, "claude-code-acp")
+        .replace("max_retries=0", "max_retries=1");
+    repository_with(&env, &workflow);
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.set_fallback(Reply::rate_limited(Some("0")));
+    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
+    let mut vars = claude_vars(&twin);
+    vars.push((
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "claude-haiku-twin".to_owned(),
+    ));
+    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    let output = run_fabro(&env, &adapter, &vars);
+    assert_ne!(
+        crate::code(&output),
+        0,
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stage = stage_dir(&env, "work");
+    let status = crate::backends::json(&stage.join("status.json"));
+    assert_eq!(status["failure_class"], "transient_infra", "{status}");
+    assert_eq!(status["attempt"], 2, "retried once: {status}");
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("429") || reason.contains("rate"),
+        "{reason}"
+    );
+}
