@@ -417,3 +417,53 @@ fn gemini_writes_a_file_through_the_cli_backend() {
         "gemini used the key fabro gave it"
     );
 }
+
+/// Issue 29 acceptance 2 for codex and gemini: a shell command that writes outside the
+/// run's worktree gets the kernel's `Permission denied`, which reaches the model, and
+/// the file does not exist.
+#[test]
+fn confined_codex_and_gemini_cannot_write_outside_their_worktree() {
+    let test = "confined_codex_and_gemini_cannot_write_outside_their_worktree";
+    let (Some(codex), Some(gemini)) = (installed(test, "codex"), installed(test, "gemini")) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    for (program, provider, model, tool) in [
+        (&codex, "openai", "gpt-5.1-codex", "exec_command"),
+        (&gemini, "gemini", "gemini-2.5-flash", "run_shell_command"),
+    ] {
+        let env = TestEnv::new(&format!("{test}_{provider}"));
+        repository_with(&env, &workflow(provider, model));
+        let outside = env.work_dir().join("escaped.txt");
+        let command = format!("echo escaped > {}", outside.display());
+        let arguments = if tool == "exec_command" {
+            serde_json::json!({"cmd": command, "yield_time_ms": 5000})
+        } else {
+            serde_json::json!({"command": command, "description": "write outside"})
+        };
+        let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+        twin.enqueue([
+            Reply::Turn(Turn::text("").with_tool_call("call_1", tool, &arguments.to_string())),
+            Reply::text("DONE"),
+        ]);
+        twin.set_fallback(Reply::text("DONE"));
+        let vars = if provider == "openai" {
+            codex_vars(&env, &twin)
+        } else {
+            gemini_vars(&env, &twin)
+        };
+        let output = run_fabro(&env, program, &vars);
+        assert_eq!(
+            code(&output),
+            0,
+            "{provider}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!outside.exists(), "{provider}: the write was refused");
+        let answered = twin
+            .requests()
+            .iter()
+            .any(|request| request.body.to_string().contains("Permission denied"));
+        assert!(answered, "{provider}: the model saw the shell's own error");
+    }
+}
