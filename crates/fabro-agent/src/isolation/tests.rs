@@ -223,6 +223,20 @@ async fn workspace_confines_writes_to_the_tree_and_tmpdir_for_all_descendants() 
     assert!(fixture.tree.with_file_name("tmp").join("t").exists());
 }
 
+/// Agents' shells start pseudo-terminals (gemini's `forkpty`): a confined process may
+/// open `/dev/ptmx` and the terminals under `/dev/pts`, which are not files.
+#[tokio::test]
+async fn confined_processes_can_open_pseudo_terminals() {
+    if !kernel_has(Mechanism::Landlock) {
+        return;
+    }
+    let fixture = fixture();
+    let env = stage_env(&fixture, IsolationMode::Workspace, true);
+    let (code, text) = sh(&env, &fixture.tree, "exec 3<>/dev/ptmx && echo opened").await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("opened"), "{text}");
+}
+
 #[tokio::test]
 async fn hidden_paths_cannot_be_read() {
     if !kernel_has(Mechanism::MountNamespace) {

@@ -174,3 +174,92 @@ fn a_rate_limited_claude_code_acp_stage_is_transient_and_retried() {
         "{reason}"
     );
 }
+
+/// Issue 29 acceptance 2 through `acp`: a shell command of each real adapter that writes
+/// outside the run's worktree gets the kernel's `Permission denied`, which reaches the
+/// model, and the file does not exist.
+#[test]
+fn confined_acp_adapters_cannot_write_outside_their_worktree() {
+    let test = "confined_acp_adapters_cannot_write_outside_their_worktree";
+    let (Some(claude), Some(codex), Some(gemini)) = (
+        installed(test, "claude-code-acp"),
+        installed(test, "codex-acp"),
+        installed(test, "gemini"),
+    ) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let cases = [
+        (
+            &claude,
+            "anthropic",
+            CLAUDE_CODE_ACP_MODEL,
+            "claude-code-acp",
+            "Bash",
+        ),
+        (
+            &codex,
+            "openai",
+            "gpt-5.1-codex",
+            "codex-acp",
+            "exec_command",
+        ),
+        (
+            &gemini,
+            "gemini",
+            "gemini-2.5-flash",
+            "gemini --acp --model gemini-2.5-flash",
+            "run_shell_command",
+        ),
+    ];
+    for (program, provider, model, command, tool) in cases {
+        let env = TestEnv::new(&format!("{test}_{provider}"));
+        repository_with(&env, &workflow(provider, model, command));
+        let outside = env.work_dir().join("escaped.txt");
+        let shell = format!("echo escaped > {}", outside.display());
+        let arguments = match tool {
+            "exec_command" => serde_json::json!({"cmd": shell, "yield_time_ms": 5000}),
+            _ => serde_json::json!({"command": shell, "description": "write outside"}),
+        };
+        let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+        twin.enqueue([
+            Reply::Turn(Turn::text("").with_tool_call("call_1", tool, &arguments.to_string())),
+            Reply::text("DONE"),
+        ]);
+        twin.set_fallback(Reply::text("DONE"));
+        let vars = match provider {
+            "anthropic" => {
+                twin.answer_model("claude-haiku-twin", Reply::text("none"));
+                let mut vars = claude_vars(&twin);
+                vars.push((
+                    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+                    "claude-haiku-twin".to_owned(),
+                ));
+                vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+                vars
+            }
+            "openai" => codex_vars(&env, &twin),
+            _ => gemini_vars(&env, &twin),
+        };
+        let output = run_fabro(&env, program, &vars);
+        assert_eq!(
+            crate::code(&output),
+            0,
+            "{command}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!outside.exists(), "{command}: the write was refused");
+        let answered = twin
+            .requests()
+            .iter()
+            .any(|request| request.body.to_string().contains("Permission denied"));
+        assert!(
+            answered,
+            "{command}: the model saw the shell's own error: {:?}",
+            twin.requests()
+                .iter()
+                .map(|request| request.body.to_string())
+                .collect::<Vec<_>>()
+        );
+    }
+}
