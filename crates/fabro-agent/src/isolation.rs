@@ -3,7 +3,7 @@
 //! `workspace` confines a process and everything it starts: it may write only inside
 //! its working directory, a private `TMPDIR` (one per run and parallel branch,
 //! [`PrivateTmpDir`]), the configured writable paths
-//! and `/dev/null`, `/dev/zero`, `/dev/tty` (Landlock); `hidden_paths` are covered by
+//! and `/dev/null`, `/dev/zero`, `/dev/tty` and pseudo-terminals (Landlock); `hidden_paths` are covered by
 //! empty read-only mounts and `network = false` leaves it a network namespace of its
 //! own without any interface up (unprivileged user, mount and network namespaces).
 //!

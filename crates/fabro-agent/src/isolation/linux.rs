@@ -29,8 +29,16 @@ use super::{IsolationError, KernelSupport, Mechanism};
 /// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
-/// Device files every isolated process may write.
-const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/tty"];
+/// Device files every isolated process may write: SPEC 16's three, and the
+/// pseudo-terminals (`/dev/ptmx` and the terminals it makes under `/dev/pts`), which
+/// agents' shells open (gemini's `forkpty`) and which hold no files.
+const WRITABLE_DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
 
 /// Where the namespace probe mounts a tmpfs (inside its own namespace only).
 const PROBE_MOUNT_POINT: &CStr = c"/tmp";

@@ -253,13 +253,6 @@ fn confined_acp_adapters_cannot_write_outside_their_worktree() {
             .requests()
             .iter()
             .any(|request| request.body.to_string().contains("Permission denied"));
-        assert!(
-            answered,
-            "{command}: the model saw the shell's own error: {:?}",
-            twin.requests()
-                .iter()
-                .map(|request| request.body.to_string())
-                .collect::<Vec<_>>()
-        );
+        assert!(answered, "{command}: the model saw the shell's own error");
     }
 }
