@@ -467,3 +467,56 @@ fn confined_codex_and_gemini_cannot_write_outside_their_worktree() {
         assert!(answered, "{provider}: the model saw the shell's own error");
     }
 }
+
+/// Issue 29 acceptance 4 for codex and gemini through `cli`: a 429 and a 500 from the
+/// provider end the stage with the program's own report of it in the reason.
+#[test]
+fn codex_and_gemini_report_provider_errors_in_their_own_words() {
+    let test = "codex_and_gemini_report_provider_errors_in_their_own_words";
+    let (Some(codex), Some(gemini)) = (installed(test, "codex"), installed(test, "gemini")) else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    for (program, name, provider, model) in [
+        (&codex, "codex", "openai", "gpt-5.1-codex"),
+        (&gemini, "gemini", "gemini", "gemini-2.5-flash"),
+    ] {
+        for (fault, status) in [
+            (Reply::rate_limited(Some("0")), "429"),
+            (Reply::server_error(), "500"),
+        ] {
+            let env = TestEnv::new(&format!("{test}_{name}_{status}"));
+            repository_with(&env, &workflow(provider, model));
+            let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+            twin.set_fallback(fault);
+            let vars = if provider == "openai" {
+                codex_vars(&env, &twin)
+            } else {
+                gemini_vars(&env, &twin)
+            };
+            let output = run_fabro(&env, program, &vars);
+            assert_ne!(
+                code(&output),
+                0,
+                "{name} {status}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let stage = stage_dir(&env, "work");
+            let status_file = json(&stage.join("status.json"));
+            let reason = status_file["failure_reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.starts_with(&format!("{name} exited with code")),
+                "{name} {status}: {reason}"
+            );
+            // The program's own report follows the colon (codex answers a 500 with "We're
+            // currently experiencing high demand…").
+            let report = reason.split_once(": ").map_or("", |(_, report)| report);
+            assert!(
+                !report.trim().is_empty(),
+                "{name} {status}: the program's own report: {reason}"
+            );
+            let stderr_log = stage.join("stderr.log");
+            assert!(!stderr_log.exists() || !read(&stderr_log).contains(KEY));
+        }
+    }
+}
