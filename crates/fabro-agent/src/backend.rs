@@ -36,6 +36,9 @@ pub struct ExternalOutcome {
     /// Set when the program made tool calls and every one failed for a sandbox reason
     /// by its own report: what to warn about.
     pub sandboxed_tools: Option<String>,
+    /// The text of the turns before the final one (an ACP agent's plan before its tool
+    /// calls): kept in the stage's events, never in the response (SPEC 5.2.3).
+    pub earlier_turns: Vec<String>,
 }
 
 impl ExternalOutcome {

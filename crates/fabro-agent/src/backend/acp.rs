@@ -106,6 +106,7 @@ pub async fn run_acp_agent(
         next_id: 0,
         session_id: None,
         text: String::new(),
+        earlier_turns: Vec::new(),
         model: None,
         usage: None,
         tools: ToolTally::default(),
@@ -171,6 +172,7 @@ pub async fn run_acp_agent(
         last_touched,
         failure,
         sandboxed_tools: connection.tools.warning(),
+        earlier_turns: connection.earlier_turns,
         stderr,
     })
 }
@@ -310,6 +312,8 @@ struct Connection {
     session_id: Option<String>,
     /// The message chunks since the agent's last tool call.
     text: String,
+    /// The text of each earlier turn, ended by a tool call.
+    earlier_turns: Vec<String>,
     /// The model the agent named in `session/new` (`models.currentModelId`).
     model: Option<String>,
     /// Usage the agent reported with its stop reason.
@@ -468,7 +472,10 @@ impl Connection {
                 }
             }
             Some("tool_call" | "tool_call_update") => {
-                self.text.clear();
+                let turn = std::mem::take(&mut self.text);
+                if !turn.trim().is_empty() {
+                    self.earlier_turns.push(turn);
+                }
                 match update["status"].as_str() {
                     Some("completed") => self.tools.record(None),
                     Some("failed") => {
@@ -744,6 +751,11 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
         assert_eq!(outcome.failure, None);
         assert_eq!(outcome.text, "DONE {\"outcome\": \"success\"}");
         assert_eq!(outcome.files_touched, ["out.txt"]);
+        // The plan is kept for the stage's events (SPEC 5.2.3), not in the response.
+        assert_eq!(
+            outcome.earlier_turns,
+            ["Plan: write the file. {\"outcome\": \"fail\"}"]
+        );
     }
 
     #[tokio::test]

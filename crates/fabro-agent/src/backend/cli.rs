@@ -262,6 +262,7 @@ pub async fn run_cli_agent(
         failure,
         stderr,
         sandboxed_tools: report.tools.warning(),
+        earlier_turns: Vec::new(),
     })
 }
 

@@ -43,10 +43,19 @@ fn script(twin: &Twin, tool: &str, arguments: &serde_json::Value) {
     twin.set_fallback(Reply::text("DONE"));
 }
 
-/// The final turn is the response: `DONE`, not the plan.
+/// The final turn is the response: `DONE`, not the plan; the plan is kept in the
+/// stage's events (SPEC 5.2.3).
 fn assert_done(env: &TestEnv) {
     let response = read(&stage_dir(env, "work").join("response.md"));
     assert!(response.starts_with("DONE"), "{response}");
+    let events = read(&crate::backends::run_dir(env).join("events.jsonl"));
+    assert!(
+        events
+            .lines()
+            .any(|line| line.contains("\"Agent.AssistantMessage\"")
+                && line.contains("Plan: write the file.")),
+        "the plan is an event"
+    );
 }
 
 /// The model claude-code-acp 0.16.2 runs as `default` (its session names no other).

@@ -333,6 +333,17 @@ fn external_reply(
             ));
         }
     }
+    // SPEC 5.2.3: text written before the final turn is kept in the events.
+    for text in &outcome.earlier_turns {
+        input.services.emitter.emit(Event::agent(
+            &input.node.id,
+            &AgentEvent::AssistantMessage {
+                text: text.clone(),
+                tool_call_count: 1,
+                usage: fabro_llm::Usage::default(),
+            },
+        ));
+    }
     if let Some(message) = &outcome.sandboxed_tools {
         input.services.emitter.emit(Event::node(
             &input.node.id,
