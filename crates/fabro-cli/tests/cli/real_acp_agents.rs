@@ -265,3 +265,45 @@ fn confined_acp_adapters_cannot_write_outside_their_worktree() {
         assert!(answered, "{command}: the model saw the shell's own error");
     }
 }
+
+/// Issue 29 acceptance 4 for every adapter: a 500 from the provider behind codex-acp
+/// and `gemini --acp` (claude-code-acp: a 429, above) is `transient_infra` and retried
+/// per the node's policy.
+#[test]
+fn codex_acp_and_gemini_acp_provider_errors_are_transient_and_retried() {
+    let test = "codex_acp_and_gemini_acp_provider_errors_are_transient_and_retried";
+    let (Some(codex), Some(gemini)) = (installed(test, "codex-acp"), installed(test, "gemini"))
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let cases = [
+        (&codex, "openai", "gpt-5.1-codex", "codex-acp"),
+        (
+            &gemini,
+            "gemini",
+            "gemini-2.5-flash",
+            "gemini --acp --model gemini-2.5-flash",
+        ),
+    ];
+    for (program, provider, model, command) in cases {
+        let env = TestEnv::new(&format!("{test}_{provider}"));
+        let workflow = workflow(provider, model, command).replace("max_retries=0", "max_retries=1");
+        repository_with(&env, &workflow);
+        let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+        twin.set_fallback(Reply::server_error());
+        let vars = if provider == "openai" {
+            codex_vars(&env, &twin)
+        } else {
+            gemini_vars(&env, &twin)
+        };
+        let output = run_fabro(&env, program, &vars);
+        assert_ne!(crate::code(&output), 0, "{command}");
+        let status = crate::backends::json(&stage_dir(&env, "work").join("status.json"));
+        assert_eq!(
+            status["failure_class"], "transient_infra",
+            "{command}: {status}"
+        );
+        assert_eq!(status["attempt"], 2, "{command}: retried once: {status}");
+    }
+}
