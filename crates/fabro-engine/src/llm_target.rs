@@ -738,30 +738,15 @@ fn node_provider(
             )
         }
         None => model
-            .and_then(|model| infer_named(model, settings))
-            .or_else(|| model.and_then(infer_provider).map(built_in))
+            .and_then(|model| named::infer_named(model, &settings.named))
+            .or_else(|| model.and_then(infer_provider).map(named::built_in))
             .or_else(|| {
                 [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
                     .into_iter()
                     .find(|provider| defaults.credentials.contains(provider))
-                    .map(built_in)
+                    .map(named::built_in)
             }),
     })
-}
-
-/// A built-in provider with its name.
-fn built_in(provider: Provider) -> (Provider, String) {
-    (provider, provider.as_str().to_owned())
-}
-
-/// The configured provider whose model table lists `model` (SPEC 10.2: a model implies
-/// its provider), the first by name when several do.
-fn infer_named(model: &str, settings: &ProviderSettings) -> Option<(Provider, String)> {
-    settings
-        .named
-        .iter()
-        .find(|(_, named)| named.models.contains_key(model))
-        .map(|(name, named)| (named.wire, name.clone()))
 }
 
 /// The client of a node whose external agent talks to its provider itself. Nothing

@@ -218,3 +218,20 @@ impl LlmClient for PricedClient {
         })
     }
 }
+
+/// A built-in provider with its name.
+pub(super) fn built_in(provider: Provider) -> (Provider, String) {
+    (provider, provider.as_str().to_owned())
+}
+
+/// The configured provider whose model table lists `model` (SPEC 10.2: a model implies
+/// its provider), the first by name when several do.
+pub(super) fn infer_named(
+    model: &str,
+    named: &BTreeMap<String, NamedProvider>,
+) -> Option<(Provider, String)> {
+    named
+        .iter()
+        .find(|(_, provider)| provider.models.contains_key(model))
+        .map(|(name, provider)| (provider.wire, name.clone()))
+}
