@@ -74,7 +74,7 @@ fn a_configured_provider_runs_an_agent_stage_over_each_wire() {
             r#"[llm.providers.gateway]
 wire = "{wire}"
 base_url = "{}{suffix}"
-api_key_env = "GATEWAY_KEY"
+api_key_env = "GATEWAY_API_KEY"
 headers = {{ "X-Team" = "infra" }}
 
 [llm.providers.gateway.models."house-model"]
@@ -88,7 +88,7 @@ output_price = 2
             &twin,
             &agent_workflow("gateway", "house-model"),
             &config,
-            &[("GATEWAY_KEY", KEY.to_owned())],
+            &[("GATEWAY_API_KEY", KEY.to_owned())],
         );
         assert_eq!(code(&output), 0, "{wire}: {}", stderr(&output));
         assert_eq!(requests.len(), 2, "{wire}: a tool call, then the answer");
@@ -161,7 +161,7 @@ fn a_configured_provider_fails_over_to_a_built_in_one() {
         r#"[llm.providers.gateway]
 wire = "chat"
 base_url = "{}/v1"
-api_key_env = "GATEWAY_KEY"
+api_key_env = "GATEWAY_API_KEY"
 
 [llm.fallbacks]
 gateway = ["anthropic"]
@@ -181,7 +181,7 @@ gateway = ["anthropic"]
         workflow,
         &config,
         &[
-            ("GATEWAY_KEY", KEY.to_owned()),
+            ("GATEWAY_API_KEY", KEY.to_owned()),
             ("ANTHROPIC_API_KEY", "sk-ant-FAKE-87654321".to_owned()),
             ("ANTHROPIC_BASE_URL", anthropic.base_url()),
         ],
@@ -202,7 +202,7 @@ fn a_missing_key_variable_fails_before_the_first_stage() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let config = format!(
-        "[llm.providers.gateway]\nwire = \"chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"GATEWAY_KEY\"\n",
+        "[llm.providers.gateway]\nwire = \"chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"GATEWAY_API_KEY\"\n",
         twin.base_url()
     );
     let (output, requests, _) = run(
@@ -215,7 +215,7 @@ fn a_missing_key_variable_fails_before_the_first_stage() {
     assert_ne!(code(&output), 0);
     let text = format!("{}{}", stdout(&output), stderr(&output));
     assert!(
-        text.contains("missing credentials for provider gateway (set GATEWAY_KEY)"),
+        text.contains("missing credentials for provider gateway (set GATEWAY_API_KEY)"),
         "{text}"
     );
     assert!(requests.is_empty());
@@ -234,6 +234,15 @@ fn a_configuration_without_wire_or_base_url_exits_2_naming_the_key() {
         (
             "[llm.providers.gw]\nwire = \"chat\"\n",
             "llm.providers.gw.base_url",
+        ),
+        // SPEC 13.1, 13.5: a key only in a variable fabro keeps out of every record.
+        (
+            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\napi_key_env = \"GW_KEY\"\n",
+            "llm.providers.gw.api_key_env",
+        ),
+        (
+            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\nheaders = { \"X-Auth\" = \"${GW_AUTH}\" }\n",
+            "llm.providers.gw.headers",
         ),
     ] {
         let (output, _, _) = run(
