@@ -17,7 +17,10 @@ pub use fabro_agent::isolation::IsolationMode;
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
+mod providers;
 mod section;
+
+pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
 
 use section::{Context, Section};
 
@@ -109,6 +112,9 @@ pub struct LlmConfig {
         serialize_with = "redacted_values"
     )]
     pub headers: BTreeMap<String, String>,
+    /// `[llm.providers.NAME]`: providers configured by name (SPEC 10.7).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderConfig>,
     /// `[llm.simulated] responses`, resolved against the file's directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulated_responses: Option<PathBuf>,
@@ -303,6 +309,18 @@ pub enum ConfigError {
         /// 1-based line.
         line: usize,
     },
+    /// A `[llm.providers.NAME]` entry that cannot be used (SPEC 10.7).
+    #[error("{reason} in provider '{key}' in {}:{line}", .file.display())]
+    Provider {
+        /// The dotted key at fault.
+        key: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// A value of the wrong type.
     #[error("key '{key}' in {}:{line} expects {expected}, found {found}", .file.display())]
     Type {
@@ -452,6 +470,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
             }
         }
         config.llm.headers = llm.string_table("headers")?;
+        config.llm.providers = providers::providers(&llm)?;
         config.llm.prompt_caching = llm.boolean("prompt_caching")?;
         if let Some(simulated) = llm.section("simulated", &["responses"])? {
             config.llm.simulated_responses = simulated.path("responses")?;
@@ -520,6 +539,7 @@ impl RunConfig {
                 base_url: self.llm.base_url.or(lower.llm.base_url),
                 fallbacks: table(self.llm.fallbacks, lower.llm.fallbacks),
                 headers: table(self.llm.headers, lower.llm.headers),
+                providers: table(self.llm.providers, lower.llm.providers),
                 simulated_responses: self
                     .llm
                     .simulated_responses
@@ -593,6 +613,7 @@ const LLM_KEYS: &[&str] = &[
     "base_url",
     "fallbacks",
     "headers",
+    "providers",
     "simulated",
     "prompt_caching",
 ];

@@ -20,6 +20,9 @@ use fabro_llm::{
 };
 
 use crate::config::LlmConfig;
+pub use named::{base_url_variable as named_base_url_variable, NamedProvider};
+
+mod named;
 use crate::event::kind::{AgentFailover, AgentLlmRetry};
 use crate::event::{Emitter, Event};
 
@@ -31,6 +34,8 @@ pub struct ProviderSettings {
     base_urls: BTreeMap<Provider, String>,
     headers: Vec<(String, String)>,
     fallbacks: BTreeMap<String, Vec<String>>,
+    /// The presets and configured providers (SPEC 10.7).
+    named: BTreeMap<String, NamedProvider>,
 }
 
 impl std::fmt::Debug for ProviderSettings {
@@ -48,6 +53,7 @@ impl std::fmt::Debug for ProviderSettings {
                     .collect::<Vec<_>>(),
             )
             .field("fallbacks", &self.fallbacks)
+            .field("named", &self.named)
             .finish()
     }
 }
@@ -64,6 +70,7 @@ impl ProviderSettings {
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect(),
             fallbacks: config.fallbacks.clone(),
+            named: named::named_providers(env, config),
             ..ProviderSettings::default()
         };
         for provider in [
@@ -100,6 +107,38 @@ impl ProviderSettings {
     /// Every key value, for scrubbing.
     pub fn keys(&self) -> impl Iterator<Item = &ApiKey> {
         self.keys.values()
+    }
+
+    /// The secret values of the presets and configured providers: their keys and the
+    /// header values read from variables (SPEC 10.7, 13.1).
+    pub fn named_secrets(&self) -> Vec<String> {
+        self.named
+            .values()
+            .flat_map(NamedProvider::secrets)
+            .collect()
+    }
+
+    /// The presets and configured providers, by name.
+    pub fn named(&self) -> &BTreeMap<String, NamedProvider> {
+        &self.named
+    }
+
+    /// The wire of the provider called `name` and its canonical name: a built-in
+    /// provider (or alias), a preset or a configured one.
+    pub fn resolve_name(&self, name: &str) -> Option<(Provider, String)> {
+        if let Some(provider) = Provider::parse(name) {
+            return Some((provider, provider.as_str().to_owned()));
+        }
+        self.named
+            .get(name)
+            .map(|named| (named.wire, name.to_owned()))
+    }
+
+    fn usable_name(&self, name: &str, provider: Provider) -> bool {
+        match self.named.get(name) {
+            Some(named) => named.missing_variable().is_none(),
+            None => self.usable(provider),
+        }
     }
 
     fn usable(&self, provider: Provider) -> bool {
@@ -166,8 +205,11 @@ pub struct LlmDefaults {
 /// A resolved provider, model and client for one node.
 #[derive(Clone)]
 pub struct LlmTarget {
-    /// Provider.
+    /// The wire of the provider: its client and tool profile.
     pub provider: Provider,
+    /// The provider's name, recorded as the stage's provider: a built-in name, a preset
+    /// or a configured one (SPEC 10.7).
+    pub name: String,
     /// Model id (aliases resolved).
     pub model: String,
     /// The client of the provider itself, without retries.
@@ -223,6 +265,7 @@ impl LlmTarget {
     ) -> Resilient {
         let primary = Route {
             provider: self.provider,
+            name: self.name.clone(),
             model: self.model.clone(),
             client: self.client.clone(),
         };
@@ -263,9 +306,9 @@ impl CallObserver for EventObserver {
             AgentFailover {
                 error_kind: notice.error_kind.as_str().to_owned(),
                 from_model: notice.from_model.clone(),
-                from_provider: notice.from_provider.as_str().to_owned(),
+                from_provider: notice.from_name.clone(),
                 to_model: notice.to_model.clone(),
-                to_provider: notice.to_provider.as_str().to_owned(),
+                to_provider: notice.to_name.clone(),
             },
         ));
     }
@@ -295,10 +338,10 @@ pub enum LlmSetupError {
     /// A node resolves to a provider without credentials (SPEC 4.1 step 3).
     #[error("missing credentials for provider {provider} (set {variable})")]
     MissingCredentials {
-        /// The provider.
-        provider: Provider,
+        /// The provider's name.
+        provider: String,
         /// The variable to set.
-        variable: &'static str,
+        variable: String,
     },
     /// openai_compatible without a base URL.
     #[error("missing base URL for provider openai_compatible (set OPENAI_COMPATIBLE_BASE_URL or [llm] base_url)")]
@@ -309,8 +352,8 @@ pub enum LlmSetupError {
     /// The HTTP client could not be built.
     #[error("cannot set up the {provider} client: {message}")]
     Client {
-        /// The provider.
-        provider: Provider,
+        /// The provider's name.
+        provider: String,
         /// Why.
         message: String,
     },
@@ -358,7 +401,10 @@ impl LlmSetup {
         let mut resolver = Resolver {
             defaults,
             simulated_client: simulated_client.clone(),
-            clients: BTreeMap::from([(Provider::Simulated, simulated_client.clone())]),
+            clients: BTreeMap::from([(
+                Provider::Simulated.as_str().to_owned(),
+                simulated_client.clone(),
+            )]),
             dry_run,
             simulate_all,
         };
@@ -378,6 +424,7 @@ impl LlmSetup {
             targets,
             fallback: LlmTarget {
                 provider: Provider::Simulated,
+                name: Provider::Simulated.as_str().to_owned(),
                 model: "simulated".to_owned(),
                 client: simulated_client,
                 fallbacks: Vec::new(),
@@ -421,8 +468,8 @@ impl LlmSetup {
 struct Resolver<'a> {
     defaults: &'a LlmDefaults,
     simulated_client: Arc<dyn LlmClient>,
-    /// The clients built so far, the simulated one included.
-    clients: BTreeMap<Provider, Arc<dyn LlmClient>>,
+    /// The clients built so far by provider name, the simulated one included.
+    clients: BTreeMap<String, Arc<dyn LlmClient>>,
     dry_run: bool,
     /// The run simulates every node (SPEC 17.3).
     simulate_all: bool,
@@ -441,31 +488,41 @@ impl Resolver<'_> {
         let named = provider_choice(node, workflow, defaults, self.simulate_all);
         let no_calls = self.dry_run || self.simulate_all;
         let mut simulated_by_default = false;
-        let provider =
+        let (provider, name) =
             match node_provider(node, named, model_choice.as_deref(), defaults, no_calls)? {
-                Some(provider) => provider,
+                Some(resolved) => resolved,
                 None => {
                     // An acp agent does not use the provider it resolves to, so it does
                     // not make the run a simulated one; nor does simulating everything.
                     if external_backend(node) != Some(Backend::Acp) && !self.simulate_all {
                         simulated_by_default = true;
                     }
-                    Provider::Simulated
+                    (Provider::Simulated, Provider::Simulated.as_str().to_owned())
                 }
             };
+        let table_model = defaults
+            .providers
+            .named
+            .get(&name)
+            .and_then(|named| named.models.keys().next().cloned());
         let model = match model_choice {
             Some(model) => catalog::find(&model).map_or(model, |info| info.id.to_owned()),
-            None => catalog::default_model(provider)
-                .map_or_else(|| provider.as_str().to_owned(), |info| info.id.to_owned()),
+            None => match table_model {
+                Some(model) => model,
+                None => catalog::default_model(provider)
+                    .filter(|_| Provider::parse(&name).is_some())
+                    .map_or_else(|| name.clone(), |info| info.id.to_owned()),
+            },
         };
-        let provider = if self.simulate_all {
-            Provider::Simulated
+        let (provider, name) = if self.simulate_all {
+            (Provider::Simulated, Provider::Simulated.as_str().to_owned())
         } else {
-            provider
+            (provider, name)
         };
-        let (client, fallbacks) = self.connection(node, provider, &model)?;
+        let (client, fallbacks) = self.connection(node, provider, &name, &model)?;
         let target = LlmTarget {
             provider,
+            name,
             model,
             client,
             fallbacks,
@@ -480,6 +537,7 @@ impl Resolver<'_> {
         &mut self,
         node: &fabro_language::Node,
         provider: Provider,
+        name: &str,
         model: &str,
     ) -> Result<(Arc<dyn LlmClient>, Vec<Route>), LlmSetupError> {
         if self.dry_run || provider == Provider::Simulated {
@@ -492,15 +550,29 @@ impl Resolver<'_> {
             let client: Arc<dyn LlmClient> = Arc::new(NoApiClient { backend, provider });
             return Ok((client, Vec::new()));
         }
-        if !self.defaults.credentials.contains(&provider) && provider != Provider::OpenAiCompatible
-        {
-            return Err(LlmSetupError::MissingCredentials {
-                provider,
-                variable: credential_variable(provider),
-            });
+        match self.defaults.providers.named.get(name) {
+            // SPEC 10.7: a missing `api_key_env` (or `${VAR}` header) variable fails
+            // the run before its first stage, naming the variable.
+            Some(named) => {
+                if let Some(variable) = named.missing_variable() {
+                    return Err(LlmSetupError::MissingCredentials {
+                        provider: name.to_owned(),
+                        variable,
+                    });
+                }
+            }
+            None if !self.defaults.credentials.contains(&provider)
+                && provider != Provider::OpenAiCompatible =>
+            {
+                return Err(LlmSetupError::MissingCredentials {
+                    provider: name.to_owned(),
+                    variable: credential_variable(provider).to_owned(),
+                });
+            }
+            None => {}
         }
-        let client = self.client_for(provider)?;
-        let fallbacks = self.fallback_routes(node, provider, model)?;
+        let client = self.client_for(provider, name)?;
+        let fallbacks = self.fallback_routes(node, name, model)?;
         Ok((client, fallbacks))
     }
 
@@ -509,7 +581,7 @@ impl Resolver<'_> {
     fn fallback_routes(
         &mut self,
         node: &fabro_language::Node,
-        provider: Provider,
+        provider: &str,
         model: &str,
     ) -> Result<Vec<Route>, LlmSetupError> {
         let defaults = self.defaults;
@@ -517,42 +589,68 @@ impl Resolver<'_> {
         let mut fallbacks = Vec::new();
         let chain = settings
             .fallbacks
-            .get(provider.as_str())
+            .get(provider)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        for name in chain {
-            let fallback = Provider::parse(name)
-                .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(name.clone()))?;
-            if fallback == provider || !settings.usable(fallback) {
+        for entry in chain {
+            let (wire, name) = settings
+                .resolve_name(entry)
+                .ok_or_else(|| LlmSetupError::UnknownFallbackProvider(entry.clone()))?;
+            if name == provider || !settings.usable_name(&name, wire) {
                 continue;
             }
             let require_tools = node.handler == HandlerKind::Agent;
             // SPEC 9.4: a provider without a qualifying model is skipped.
-            let Some(info) = catalog::closest_model(model, fallback, require_tools) else {
+            let closest = match settings.named.get(&name) {
+                Some(named) => named.closest_model(model),
+                None => catalog::closest_model(model, wire, require_tools)
+                    .map(|info| info.id.to_owned()),
+            };
+            let Some(closest) = closest else {
                 continue;
             };
             fallbacks.push(Route {
-                provider: fallback,
-                model: info.id.to_owned(),
-                client: self.client_for(fallback)?,
+                provider: wire,
+                name: name.clone(),
+                model: closest,
+                client: self.client_for(wire, &name)?,
             });
         }
         Ok(fallbacks)
     }
 
-    /// The client of `provider`, built on first use.
-    fn client_for(&mut self, provider: Provider) -> Result<Arc<dyn LlmClient>, LlmSetupError> {
-        if let Some(client) = self.clients.get(&provider) {
+    /// The client of the provider `name` speaking `provider`, built on first use.
+    fn client_for(
+        &mut self,
+        provider: Provider,
+        name: &str,
+    ) -> Result<Arc<dyn LlmClient>, LlmSetupError> {
+        if let Some(client) = self.clients.get(name) {
             return Ok(client.clone());
         }
-        let http = self.defaults.providers.http_settings(provider)?;
-        let client = http_client(provider, http)
+        let named = self.defaults.providers.named.get(name);
+        let http = match named {
+            Some(named) => {
+                let mut http = HttpSettings::new(named.base_url.clone());
+                http.api_key = named.key.clone();
+                http.headers.clone_from(&named.headers);
+                http
+            }
+            None => self.defaults.providers.http_settings(provider)?,
+        };
+        let mut client = http_client(provider, http)
             .unwrap_or_else(|| Ok(self.simulated_client.clone()))
             .map_err(|error| LlmSetupError::Client {
-                provider,
+                provider: name.to_owned(),
                 message: error.message,
             })?;
-        self.clients.insert(provider, client.clone());
+        if let Some(named) = named.filter(|named| !named.models.is_empty()) {
+            client = Arc::new(named::PricedClient {
+                inner: client,
+                models: named.models.clone(),
+            });
+        }
+        self.clients.insert(name.to_owned(), client.clone());
         Ok(client)
     }
 }
@@ -619,24 +717,35 @@ fn node_provider(
     model: Option<&str>,
     defaults: &LlmDefaults,
     no_calls: bool,
-) -> Result<Option<Provider>, LlmSetupError> {
+) -> Result<Option<(Provider, String)>, LlmSetupError> {
+    let settings = &defaults.providers;
     Ok(match named {
         // A dry run or a run simulated everywhere calls no provider, so a provider this
         // build does not know is no obstacle there.
-        Some(name) if no_calls => Some(Provider::parse(&name).unwrap_or(Provider::Simulated)),
+        Some(name) if no_calls => Some(
+            settings
+                .resolve_name(&name)
+                .unwrap_or((Provider::Simulated, Provider::Simulated.as_str().to_owned())),
+        ),
         Some(name) => {
             Some(
-                Provider::parse(&name).ok_or_else(|| LlmSetupError::UnknownProvider {
-                    node_id: node.id.clone(),
-                    provider: name.clone(),
-                })?,
+                settings
+                    .resolve_name(&name)
+                    .ok_or_else(|| LlmSetupError::UnknownProvider {
+                        node_id: node.id.clone(),
+                        provider: name.clone(),
+                    })?,
             )
         }
-        None => model.and_then(infer_provider).or_else(|| {
-            [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
-                .into_iter()
-                .find(|provider| defaults.credentials.contains(provider))
-        }),
+        None => model
+            .and_then(|model| named::infer_named(model, &settings.named))
+            .or_else(|| model.and_then(infer_provider).map(named::built_in))
+            .or_else(|| {
+                [Provider::Anthropic, Provider::OpenAi, Provider::Gemini]
+                    .into_iter()
+                    .find(|provider| defaults.credentials.contains(provider))
+                    .map(named::built_in)
+            }),
     })
 }
 

@@ -6,14 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_language::ModelCatalog;
 use fabro_llm::Provider;
 
 use crate::config::{CostLimit, DirtyWorktree, RunConfig};
 use crate::llm_target::{LlmDefaults, ProviderSettings};
 use crate::run::RunOptions;
 use crate::sandbox::{self, IsolationUnavailable, KernelSupport, Mechanism, SandboxEnv};
-use crate::source::CatalogModels;
+use crate::source::ConfiguredModels;
 
 /// Why the environment cannot start a run.
 #[derive(Debug, thiserror::Error)]
@@ -197,35 +196,21 @@ pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, 
     .with_isolation(isolation))
 }
 
-/// The catalog validation uses for a run: the LLM catalog, and every provider name
-/// accepted when the run never calls the providers a workflow names, that is a dry run
-/// (SPEC 4.9) or a run whose provider setting (flag, environment or configuration, the
-/// first one set) is `simulated` (17.3).
-pub fn catalog_for(options: &RunOptions) -> &'static dyn ModelCatalog {
+/// The catalog validation uses for a run: the LLM catalog with the presets and the
+/// providers configured in `[llm.providers]` (SPEC 10.7), accepting every provider name
+/// when the run never calls the providers a workflow names, that is a dry run (SPEC 4.9)
+/// or a run whose provider setting (flag, environment or configuration, the first one
+/// set) is `simulated` (17.3).
+pub fn catalog_for(options: &RunOptions) -> ConfiguredModels {
     let llm = &options.llm;
     let provider = llm
         .cli_provider
         .as_deref()
         .or(llm.env_provider.as_deref())
         .or(llm.config_provider.as_deref());
-    if options.dry_run || provider == Some(Provider::Simulated.as_str()) {
-        &AnyProvider
-    } else {
-        &CatalogModels
-    }
-}
-
-/// The LLM catalog for models; any provider name is accepted (see [`catalog_for`]).
-struct AnyProvider;
-
-impl ModelCatalog for AnyProvider {
-    fn is_known(&self, model: &str) -> bool {
-        CatalogModels.is_known(model)
-    }
-
-    fn is_provider_known(&self, _provider: &str) -> bool {
-        true
-    }
+    let mut catalog = ConfiguredModels::of(&options.config.llm);
+    catalog.any_provider = options.dry_run || provider == Some(Provider::Simulated.as_str());
+    catalog
 }
 
 #[cfg(test)]

@@ -110,6 +110,48 @@ impl ModelCatalog for CatalogModels {
     fn is_known(&self, model: &str) -> bool {
         fabro_llm::catalog::is_known(model)
     }
+
+    /// The providers of SPEC 10.1, their aliases and the presets of 10.7.
+    fn is_provider_known(&self, provider: &str) -> bool {
+        fabro_language::PROVIDERS.contains(&provider)
+            || fabro_language::PROVIDER_ALIASES
+                .iter()
+                .any(|(alias, _)| *alias == provider)
+            || crate::config::preset_named(provider).is_some()
+    }
+}
+
+/// The LLM catalog with the providers a configuration names in `[llm.providers]`
+/// (SPEC 10.7), or every provider name when `any_provider` (dry runs and the simulated
+/// override of SPEC 17.3).
+#[derive(Debug, Clone, Default)]
+pub struct ConfiguredModels {
+    /// Accept every provider name.
+    pub any_provider: bool,
+    /// The configured provider names.
+    pub providers: std::collections::BTreeSet<String>,
+}
+
+impl ConfiguredModels {
+    /// The catalog with the providers configured in `config`.
+    pub fn of(config: &crate::config::LlmConfig) -> ConfiguredModels {
+        ConfiguredModels {
+            any_provider: false,
+            providers: config.providers.keys().cloned().collect(),
+        }
+    }
+}
+
+impl ModelCatalog for ConfiguredModels {
+    fn is_known(&self, model: &str) -> bool {
+        CatalogModels.is_known(model)
+    }
+
+    fn is_provider_known(&self, provider: &str) -> bool {
+        self.any_provider
+            || CatalogModels.is_provider_known(provider)
+            || self.providers.contains(provider)
+    }
 }
 
 #[cfg(test)]

@@ -228,9 +228,17 @@ impl WireDecoder for Decoder<'_> {
     }
 }
 
-/// Records a Chat Completions `usage` block, when there is one.
+/// Records a Chat Completions `usage` block, when there is one. A `cost` in it is the
+/// call's cost in USD as OpenRouter reports it (SPEC 10.7), used instead of catalog
+/// prices.
 fn usage(usage: &Value, out: &mut Assembler<'_, '_>) {
     if usage.is_object() {
+        if let Some(cost) = usage["cost"]
+            .as_f64()
+            .filter(|cost| cost.is_finite() && *cost >= 0.0)
+        {
+            out.reported_cost = Some(cost);
+        }
         out.usage.input_tokens = number(&usage["prompt_tokens"]);
         out.usage.cache_read_tokens = number(&usage["prompt_tokens_details"]["cached_tokens"]);
         out.usage.output_tokens = number(&usage["completion_tokens"]);

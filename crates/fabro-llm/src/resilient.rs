@@ -152,12 +152,16 @@ pub struct RetryNotice {
 /// A switch to the next provider (`Agent.Failover`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailoverNotice {
-    /// The provider given up.
+    /// The provider given up (its client's wire).
     pub from_provider: Provider,
+    /// Its name, as workflows and configuration name it (SPEC 10.7: e.g. `kimi`).
+    pub from_name: String,
     /// Its model.
     pub from_model: String,
-    /// The provider used next.
+    /// The provider used next (its client's wire).
     pub to_provider: Provider,
+    /// Its name.
+    pub to_name: String,
     /// Its model.
     pub to_model: String,
     /// The error that caused the switch.
@@ -186,12 +190,26 @@ impl CallObserver for IgnoreCalls {
 /// One provider and model to try.
 #[derive(Clone)]
 pub struct Route {
-    /// Provider.
+    /// Provider: the wire its client speaks.
     pub provider: Provider,
+    /// The provider's name (a built-in name, a preset or a configured one, SPEC 10.7).
+    pub name: String,
     /// Model id sent on this route.
     pub model: String,
     /// The client.
     pub client: Arc<dyn LlmClient>,
+}
+
+impl Route {
+    /// A route to a built-in provider, named as the provider.
+    pub fn new(provider: Provider, model: impl Into<String>, client: Arc<dyn LlmClient>) -> Route {
+        Route {
+            provider,
+            name: provider.as_str().to_owned(),
+            model: model.into(),
+            client,
+        }
+    }
 }
 
 /// Retries and failover over a chain of routes; see the module docs.
@@ -286,8 +304,10 @@ impl Resilient {
             tracing::debug!(from = %route.provider, to = %next.provider, kind = error.kind.as_str(), "failing over");
             self.observer.failing_over(&FailoverNotice {
                 from_provider: route.provider,
+                from_name: route.name.clone(),
                 from_model: request.model.clone(),
                 to_provider: next.provider,
+                to_name: next.name.clone(),
                 to_model: next.model.clone(),
                 error_kind: error.kind,
             });

@@ -64,6 +64,9 @@ pub(crate) struct Assembler<'s, 'a> {
     text: String,
     calls: Vec<PartialCall>,
     pub(crate) usage: Usage,
+    /// The call's cost in USD as the provider reported it (OpenRouter's `usage.cost`,
+    /// SPEC 10.7); it wins over the catalog's prices.
+    pub(crate) reported_cost: Option<f64>,
     finished: bool,
     thinking: Vec<Value>,
 }
@@ -84,6 +87,7 @@ impl<'s, 'a> Assembler<'s, 'a> {
             text: String::new(),
             calls: Vec::new(),
             usage: Usage::default(),
+            reported_cost: None,
             finished: false,
             thinking: Vec::new(),
         }
@@ -186,7 +190,9 @@ impl<'s, 'a> Assembler<'s, 'a> {
             })
             .collect();
         let mut usage = self.usage;
-        usage.cost_usd = catalog::cost_usd(&self.model, &usage);
+        usage.cost_usd = self
+            .reported_cost
+            .or_else(|| catalog::cost_usd(&self.model, &usage));
         Ok(Response {
             text: self.text,
             tool_calls,

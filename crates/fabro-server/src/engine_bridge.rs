@@ -308,7 +308,7 @@ impl EngineBridge {
             .source
             .is_some()
             .then(|| options.workflow_path.clone());
-        let prepared = prepare(options, loader.as_ref(), catalog);
+        let prepared = prepare(options, loader.as_ref(), &catalog);
         // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
         if let Some(path) = source_file {
             let _ = fs_err::remove_file(path);
@@ -401,17 +401,19 @@ impl EngineBridge {
         options.work_dir = work_dir;
         options.interviewer = Some(interviewer);
         let catalog = catalog_for(&options);
-        prepare_resume(options, checkpoint, lock, &FsLoader, catalog).map_err(|error| match error {
-            RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
-                ApiError::explained(ErrorKind::Conflict, error)
-            }
-            // The workflow is the stored one: an answer naming none of its gates is a
-            // bad body here, not an invalid workflow.
-            RunError::UnknownAnswerNodes { .. } => {
-                ApiError::explained(ErrorKind::BadRequest, error)
-            }
-            error => run_error(error, None),
-        })
+        prepare_resume(options, checkpoint, lock, &FsLoader, &catalog).map_err(
+            |error| match error {
+                RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
+                    ApiError::explained(ErrorKind::Conflict, error)
+                }
+                // The workflow is the stored one: an answer naming none of its gates is a
+                // bad body here, not an invalid workflow.
+                RunError::UnknownAnswerNodes { .. } => {
+                    ApiError::explained(ErrorKind::BadRequest, error)
+                }
+                error => run_error(error, None),
+            },
+        )
     }
 
     /// The file layers of SPEC 12.3 for a run the server starts: run config >

@@ -222,6 +222,9 @@ pub struct Turn {
     /// An Anthropic extended-thinking block (thinking text, signature) streamed before
     /// the text; the other formats leave it out.
     pub thinking: Option<(String, String)>,
+    /// Chat Completions: the call's cost in USD reported as `usage.cost`, as OpenRouter
+    /// does.
+    pub cost: Option<f64>,
 }
 
 impl Turn {
@@ -240,7 +243,14 @@ impl Turn {
             content_filter: false,
             usage_in_message_delta: false,
             thinking: None,
+            cost: None,
         }
+    }
+
+    /// Reports `cost` USD as the Chat Completions `usage.cost` (OpenRouter).
+    pub fn with_cost(mut self, cost: f64) -> Turn {
+        self.cost = Some(cost);
+        self
     }
 
     /// Adds an Anthropic thinking block with its signature.

@@ -468,10 +468,14 @@ fn gemini_final(turn: &Turn, model: &str, parts: Vec<Value>) -> Value {
 }
 
 fn chat_usage(turn: &Turn) -> Value {
-    json!({"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
+    let mut usage = json!({"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
            "total_tokens": turn.input_tokens + turn.output_tokens,
            "prompt_tokens_details": {"cached_tokens": turn.cache_read_tokens},
-           "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}})
+           "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens}});
+    if let Some(cost) = turn.cost {
+        usage["cost"] = json!(cost);
+    }
+    usage
 }
 
 /// `turn` as one JSON body (non-streaming requests).

@@ -126,7 +126,7 @@ fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliErro
         options.interviewer = Some(detached_interviewer(&options.fabro_home, run_id));
     }
     let catalog = catalog_for(&options);
-    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, catalog);
+    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, &catalog);
     if !args.detach {
         return execute(prepared, args.json, output);
     }

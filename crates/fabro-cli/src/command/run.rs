@@ -35,14 +35,14 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     }
     let catalog = catalog_for(&options);
     if !args.detach {
-        return execute(prepare(options, &FsLoader, catalog), args.json, output);
+        return execute(prepare(options, &FsLoader, &catalog), args.json, output);
     }
     // Allocate the id and the directory here, so that they can be printed at once.
     let run_id = options
         .run_id
         .get_or_insert_with(fabro_engine::run::new_run_id)
         .clone();
-    let prepared = match prepare(options, &FsLoader, catalog) {
+    let prepared = match prepare(options, &FsLoader, &catalog) {
         Ok(prepared) => prepared,
         Err(error) => return report_prepare_error(error, output),
     };

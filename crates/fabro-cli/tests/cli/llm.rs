@@ -46,7 +46,7 @@ fn run_against_twin(
 }
 
 /// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &[u8]) -> (Vec<String>, usize) {
+pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> (Vec<String>, usize) {
     let mut hits = Vec::new();
     let mut count = 0;
     let mut stack = vec![dir.to_path_buf()];

@@ -24,6 +24,7 @@ mod logs;
 mod offline;
 mod parallel_git;
 mod parallel_resume;
+mod providers;
 mod real_acp_agents;
 mod real_agents;
 mod records;

@@ -220,7 +220,7 @@ fn session_started(
         let (model, provider) = acp_identity(input.node, None);
         (model.unwrap_or_default(), provider.unwrap_or_default())
     } else {
-        (target.model.clone(), target.provider.as_str().to_owned())
+        (target.model.clone(), target.name.clone())
     };
     input.services.emitter.emit(Event::node(
         &input.node.id,

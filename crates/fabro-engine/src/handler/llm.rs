@@ -171,12 +171,9 @@ fn record_identity(
         Some(Backend::Acp) => agent::acp_identity(node, reported.as_deref()),
         Some(Backend::Cli) => (
             reported.or_else(|| Some(target.model.clone())),
-            Some(target.provider.as_str().to_owned()),
+            Some(target.name.clone()),
         ),
-        Some(Backend::Api) | None => (
-            Some(target.model.clone()),
-            Some(target.provider.as_str().to_owned()),
-        ),
+        Some(Backend::Api) | None => (Some(target.model.clone()), Some(target.name.clone())),
     };
     outcome.model = model;
     outcome.provider = provider;

@@ -44,16 +44,16 @@ async fn quota_fails_over_to_the_closest_model_without_retrying() {
     let notes = Arc::new(Notes::default());
     let sleeper = Arc::new(RecordingSleeper::default());
     let client = Resilient::new(
-        Route {
-            provider: Provider::Anthropic,
-            model: "claude-sonnet-4-6".to_owned(),
-            client: client(Provider::Anthropic, &anthropic),
-        },
-        vec![Route {
-            provider: Provider::OpenAi,
-            model: closest.id.to_owned(),
-            client: client(Provider::OpenAi, &openai),
-        }],
+        Route::new(
+            Provider::Anthropic,
+            "claude-sonnet-4-6".to_owned(),
+            client(Provider::Anthropic, &anthropic),
+        ),
+        vec![Route::new(
+            Provider::OpenAi,
+            closest.id.to_owned(),
+            client(Provider::OpenAi, &openai),
+        )],
     )
     .with_timing(sleeper.clone(), Arc::new(FixedJitter(1.0)))
     .with_observer(notes.clone());
@@ -71,8 +71,10 @@ async fn quota_fails_over_to_the_closest_model_without_retrying() {
         failovers,
         [FailoverNotice {
             from_provider: Provider::Anthropic,
+            from_name: "anthropic".to_owned(),
             from_model: "claude-sonnet-4-6".to_owned(),
             to_provider: Provider::OpenAi,
+            to_name: "openai".to_owned(),
             to_model: "gpt-5.4".to_owned(),
             error_kind: LlmErrorKind::Quota,
         }]
@@ -95,16 +97,16 @@ async fn transient_errors_retry_before_failing_over_and_auth_never_fails_over() 
     let notes = Arc::new(Notes::default());
     let routes = |gemini: &Twin, anthropic: &Twin| {
         (
-            Route {
-                provider: Provider::Gemini,
-                model: "gemini-3.1-pro-preview".to_owned(),
-                client: client(Provider::Gemini, gemini),
-            },
-            vec![Route {
-                provider: Provider::Anthropic,
-                model: "claude-sonnet-4-6".to_owned(),
-                client: client(Provider::Anthropic, anthropic),
-            }],
+            Route::new(
+                Provider::Gemini,
+                "gemini-3.1-pro-preview".to_owned(),
+                client(Provider::Gemini, gemini),
+            ),
+            vec![Route::new(
+                Provider::Anthropic,
+                "claude-sonnet-4-6".to_owned(),
+                client(Provider::Anthropic, anthropic),
+            )],
         )
     };
     let (primary, fallbacks) = routes(&gemini, &anthropic);

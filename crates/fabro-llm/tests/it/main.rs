@@ -42,11 +42,7 @@ pub(crate) fn resilient(
     twin: &Twin,
 ) -> (Resilient, Arc<RecordingSleeper>) {
     let sleeper = Arc::new(RecordingSleeper::default());
-    let route = Route {
-        provider,
-        model: model.to_owned(),
-        client: client(provider, twin),
-    };
+    let route = Route::new(provider, model.to_owned(), client(provider, twin));
     let resilient =
         Resilient::new(route, Vec::new()).with_timing(sleeper.clone(), Arc::new(FixedJitter(1.0)));
     (resilient, sleeper)

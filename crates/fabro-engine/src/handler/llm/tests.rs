@@ -548,6 +548,7 @@ fn anthropic(run: &TestRun, workflow: &Workflow, node: &str) -> LlmTarget {
     let node = workflow.node(workflow.find(node).expect("node"));
     let mut target = run.services.llm.target_for(node);
     target.provider = fabro_llm::Provider::Anthropic;
+    target.name = "anthropic".to_owned();
     target.model = "claude-sonnet-4-6".to_owned();
     target
 }

@@ -1,0 +1,278 @@
+//! Presets and configured providers (SPEC 10.7): a provider configured by name runs an
+//! agent stage with tool calls over each of the four wires against the twin; a preset
+//! with its `{NAME}_BASE_URL` at the twin reports OpenRouter's cost; failover from a
+//! configured provider to a built-in one; a missing `api_key_env` fails before the
+//! first stage; validation knows preset and configured names.
+
+use fabro_test_support::TestEnv;
+use fabro_twin::{Reply, Turn, Twin};
+
+use crate::{code, stderr, stdout};
+
+const KEY: &str = "gw-secret-key-FAKE-77777777";
+
+fn agent_workflow(provider: &str, model: &str) -> String {
+    format!(
+        r#"digraph w {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=box, provider="{provider}", model="{model}", prompt="Write the file"]
+  start -> work -> exit
+}}
+"#
+    )
+}
+
+fn write_turn(id: &str) -> Reply {
+    let arguments = serde_json::json!({"file_path": "out.txt", "content": "hi"}).to_string();
+    Reply::Turn(Turn::text("").with_tool_call(id, "write_file", &arguments))
+}
+
+/// Runs `workflow` with `config` as `workflow.toml` and `vars` set; returns the output,
+/// the twin's requests and the environment.
+fn run(
+    name: &str,
+    twin: &Twin,
+    workflow: &str,
+    config: &str,
+    vars: &[(&str, String)],
+) -> (std::process::Output, Vec<fabro_twin::Recorded>, TestEnv) {
+    let env = TestEnv::new(name);
+    env.write("w.fabro", workflow);
+    env.write("workflow.toml", config);
+    let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+    command.args(["run", "w.fabro", "--run-id", "r1", "--json"]);
+    for (variable, value) in vars {
+        command.env(variable, value);
+    }
+    let output = command.output().expect("fabro runs");
+    (output, twin.requests(), env)
+}
+
+fn twin_with_agent_turns() -> (tokio::runtime::Runtime, Twin) {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.enqueue([write_turn("call_1"), Reply::text("Wrote it.")]);
+    twin.set_fallback(Reply::bad_request());
+    (runtime, twin)
+}
+
+#[test]
+fn a_configured_provider_runs_an_agent_stage_over_each_wire() {
+    for (wire, suffix, path) in [
+        ("chat", "/v1", "/v1/chat/completions"),
+        ("responses", "/v1", "/v1/responses"),
+        ("anthropic", "", "/v1/messages"),
+        (
+            "gemini",
+            "",
+            "/v1beta/models/house-model:streamGenerateContent",
+        ),
+    ] {
+        let (_runtime, twin) = twin_with_agent_turns();
+        let config = format!(
+            r#"[llm.providers.gateway]
+wire = "{wire}"
+base_url = "{}{suffix}"
+api_key_env = "GATEWAY_API_KEY"
+headers = {{ "X-Team" = "infra" }}
+
+[llm.providers.gateway.models."house-model"]
+input_price = 1
+output_price = 2
+"#,
+            twin.base_url()
+        );
+        let (output, requests, env) = run(
+            &format!("configured_{wire}"),
+            &twin,
+            &agent_workflow("gateway", "house-model"),
+            &config,
+            &[("GATEWAY_API_KEY", KEY.to_owned())],
+        );
+        assert_eq!(code(&output), 0, "{wire}: {}", stderr(&output));
+        assert_eq!(requests.len(), 2, "{wire}: a tool call, then the answer");
+        assert!(
+            requests[0].path.starts_with(path),
+            "{wire}: {}",
+            requests[0].path
+        );
+        assert_eq!(requests[0].header("x-team"), Some("infra"), "{wire}");
+        let headers = format!("{:?}", requests[0].headers);
+        assert!(headers.contains(KEY), "{wire}: the key is sent");
+        let events = fs_err::read_to_string(env.fabro_home().join("scratch/r1/events.jsonl"))
+            .expect("events");
+        assert!(
+            events.contains("\"provider\":\"gateway\""),
+            "{wire}: {events}"
+        );
+        assert!(events.contains("Agent.ToolCallCompleted"), "{wire}");
+        let (hits, _) = crate::llm::files_containing(&env.fabro_home(), KEY.as_bytes());
+        assert!(hits.is_empty(), "{wire}: key found in {hits:?}");
+        assert!(!stdout(&output).contains(KEY) && !stderr(&output).contains(KEY));
+    }
+}
+
+#[test]
+fn openrouter_reports_its_cost() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.set_fallback(Reply::Turn(Turn::text("Routed.").with_cost(0.0421)));
+    let workflow = r#"digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  ask [shape=tab, provider="openrouter", model="moonshotai/kimi-k2", prompt="Say hi"]
+  start -> ask -> exit
+}
+"#;
+    let (output, requests, env) = run(
+        "openrouter_reports_its_cost",
+        &twin,
+        workflow,
+        "",
+        &[
+            ("OPENROUTER_API_KEY", "sk-or-FAKE-12345678".to_owned()),
+            ("OPENROUTER_BASE_URL", format!("{}/v1", twin.base_url())),
+        ],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-or-FAKE-12345678")
+    );
+    let events =
+        fs_err::read_to_string(env.fabro_home().join("scratch/r1/events.jsonl")).expect("events");
+    assert!(events.contains("\"provider\":\"openrouter\""), "{events}");
+    assert!(
+        events.contains("0.0421"),
+        "usage.cost is the cost: {events}"
+    );
+}
+
+#[test]
+fn a_configured_provider_fails_over_to_a_built_in_one() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let gateway = runtime.block_on(Twin::start()).expect("the twin starts");
+    let anthropic = runtime.block_on(Twin::start()).expect("the twin starts");
+    gateway.set_fallback(Reply::quota());
+    anthropic.set_fallback(Reply::text("From anthropic."));
+    let config = format!(
+        r#"[llm.providers.gateway]
+wire = "chat"
+base_url = "{}/v1"
+api_key_env = "GATEWAY_API_KEY"
+
+[llm.fallbacks]
+gateway = ["anthropic"]
+"#,
+        gateway.base_url()
+    );
+    let workflow = r#"digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  ask [shape=tab, provider="gateway", model="house-model", prompt="Say hi"]
+  start -> ask -> exit
+}
+"#;
+    let (output, _, env) = run(
+        "a_configured_provider_fails_over_to_a_built_in_one",
+        &gateway,
+        workflow,
+        &config,
+        &[
+            ("GATEWAY_API_KEY", KEY.to_owned()),
+            ("ANTHROPIC_API_KEY", "sk-ant-FAKE-87654321".to_owned()),
+            ("ANTHROPIC_BASE_URL", anthropic.base_url()),
+        ],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(anthropic.request_count(), 1);
+    let events =
+        fs_err::read_to_string(env.fabro_home().join("scratch/r1/events.jsonl")).expect("events");
+    assert!(
+        events.contains("\"from_provider\":\"gateway\"")
+            && events.contains("\"to_provider\":\"anthropic\""),
+        "{events}"
+    );
+}
+
+#[test]
+fn a_missing_key_variable_fails_before_the_first_stage() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    let config = format!(
+        "[llm.providers.gateway]\nwire = \"chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"GATEWAY_API_KEY\"\n",
+        twin.base_url()
+    );
+    let (output, requests, _) = run(
+        "a_missing_key_variable_fails_before_the_first_stage",
+        &twin,
+        &agent_workflow("gateway", "house-model"),
+        &config,
+        &[],
+    );
+    assert_ne!(code(&output), 0);
+    let text = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(
+        text.contains("missing credentials for provider gateway (set GATEWAY_API_KEY)"),
+        "{text}"
+    );
+    assert!(requests.is_empty());
+    assert!(!text.contains("StageStarted"), "{text}");
+}
+
+#[test]
+fn a_configuration_without_wire_or_base_url_exits_2_naming_the_key() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    for (config, key) in [
+        (
+            "[llm.providers.gw]\nwire = \"grpc\"\nbase_url = \"http://x/v1\"\n",
+            "llm.providers.gw.wire",
+        ),
+        (
+            "[llm.providers.gw]\nwire = \"chat\"\n",
+            "llm.providers.gw.base_url",
+        ),
+        // SPEC 13.1, 13.5: a key only in a variable fabro keeps out of every record.
+        (
+            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\napi_key_env = \"GW_KEY\"\n",
+            "llm.providers.gw.api_key_env",
+        ),
+        (
+            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\nheaders = { \"X-Auth\" = \"${GW_AUTH}\" }\n",
+            "llm.providers.gw.headers",
+        ),
+    ] {
+        let (output, _, _) = run(
+            "config_errors",
+            &twin,
+            &agent_workflow("gw", "m"),
+            config,
+            &[],
+        );
+        assert_eq!(code(&output), 2, "{}", stderr(&output));
+        assert!(stderr(&output).contains(key), "{}", stderr(&output));
+    }
+}
+
+#[test]
+fn preset_and_configured_names_validate() {
+    let env = TestEnv::new("preset_and_configured_names_validate");
+    env.write("kimi.fabro", &agent_workflow("kimi", "kimi-k2"));
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["validate", "kimi.fabro"])
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&output), 0, "{}{}", stdout(&output), stderr(&output));
+    env.write("typo.fabro", &agent_workflow("antropic", "m"));
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["validate", "typo.fabro"])
+        .output()
+        .expect("fabro runs");
+    assert_ne!(code(&output), 0);
+    assert!(format!("{}{}", stdout(&output), stderr(&output)).contains("did you mean 'anthropic'?"));
+}
