@@ -10,7 +10,7 @@ use fabro_twin::{Reply, Turn, Twin};
 
 use crate::backends::{read, repository_with, stage_dir};
 use crate::real_agents::{
-    assert_wrote, claude_vars, codex_vars, gemini_vars, installed, run_fabro,
+    assert_wrote, claude_vars, codex_vars, gemini_vars, installed, plan_then_tool, run_fabro,
 };
 
 /// The workflow: one `acp` agent node running `command`, without retries; `model` is
@@ -27,20 +27,17 @@ fn workflow(provider: &str, model: &str, command: &str) -> String {
     )
 }
 
-/// Queues the text-then-tool scenario: a plan that says fail with `tool` called with
-/// `arguments`, then `DONE`.
-fn script(twin: &Twin, tool: &str, arguments: &serde_json::Value) {
-    twin.enqueue([
-        Reply::Turn(
-            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
-                "call_1",
-                tool,
-                &arguments.to_string(),
-            ),
-        ),
-        Reply::text("DONE {\"outcome\": \"success\"}"),
-    ]);
-    twin.set_fallback(Reply::text("DONE"));
+/// claude-code-acp's environment: claude's, with Claude Code's side requests (its guess
+/// at the important files) sent to a small model the twin answers outside the script.
+fn claude_code_acp_vars(twin: &Twin) -> Vec<(&'static str, String)> {
+    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
+    let mut vars = claude_vars(twin);
+    vars.push((
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "claude-haiku-twin".to_owned(),
+    ));
+    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    vars
 }
 
 /// The final turn is the response: `DONE`, not the plan; the plan is kept in the
@@ -75,16 +72,8 @@ fn claude_code_acp_writes_a_file_through_the_acp_backend() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"command": "echo hello > hello.txt", "description": "write"});
-    script(&twin, "Bash", &write);
-    // Claude Code's side requests (its guess at the important files) go to its small
-    // model, answered outside the script.
-    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
-    let mut vars = claude_vars(&twin);
-    vars.push((
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
-        "claude-haiku-twin".to_owned(),
-    ));
-    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    plan_then_tool(&twin, "call_1", "Bash", &write);
+    let vars = claude_code_acp_vars(&twin);
     let output = run_fabro(&env, &adapter, &vars);
     assert_wrote(&env, &output, "hello.txt", CLAUDE_CODE_ACP_MODEL);
     assert_done(&env);
@@ -107,7 +96,7 @@ fn codex_acp_writes_a_file_through_the_acp_backend() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"cmd": "echo hello > hello.txt", "yield_time_ms": 5000});
-    script(&twin, "exec_command", &write);
+    plan_then_tool(&twin, "call_1", "exec_command", &write);
     let vars = codex_vars(&env, &twin);
     let output = run_fabro(&env, &adapter, &vars);
     assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
@@ -136,7 +125,7 @@ fn gemini_acp_writes_a_file_through_the_acp_backend() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"file_path": "hello.txt", "content": "hello\n"});
-    script(&twin, "write_file", &write);
+    plan_then_tool(&twin, "call_1", "write_file", &write);
     let vars = gemini_vars(&env, &twin);
     let output = run_fabro(&env, &gemini, &vars);
     assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
@@ -159,13 +148,7 @@ fn a_rate_limited_claude_code_acp_stage_is_transient_and_retried() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     twin.set_fallback(Reply::rate_limited(Some("0")));
-    twin.answer_model("claude-haiku-twin", Reply::text("hello.txt"));
-    let mut vars = claude_vars(&twin);
-    vars.push((
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
-        "claude-haiku-twin".to_owned(),
-    ));
-    vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
+    let vars = claude_code_acp_vars(&twin);
     let output = run_fabro(&env, &adapter, &vars);
     assert_ne!(
         crate::code(&output),
@@ -237,16 +220,7 @@ fn confined_acp_adapters_cannot_write_outside_their_worktree() {
         ]);
         twin.set_fallback(Reply::text("DONE"));
         let vars = match provider {
-            "anthropic" => {
-                twin.answer_model("claude-haiku-twin", Reply::text("none"));
-                let mut vars = claude_vars(&twin);
-                vars.push((
-                    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
-                    "claude-haiku-twin".to_owned(),
-                ));
-                vars.push(("ANTHROPIC_SMALL_FAST_MODEL", "claude-haiku-twin".to_owned()));
-                vars
-            }
+            "anthropic" => claude_code_acp_vars(&twin),
             "openai" => codex_vars(&env, &twin),
             _ => gemini_vars(&env, &twin),
         };

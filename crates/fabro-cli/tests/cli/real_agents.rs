@@ -137,6 +137,23 @@ pub(crate) fn assert_wrote(
 }
 
 /// The workflow: one `cli` agent node of `provider` with `model`.
+/// Queues the text-then-tool scenario (decision 67): a plan that says fail with `tool`
+/// called as `id` with `arguments`, then `DONE`; text before the tool call is not the
+/// response.
+pub(crate) fn plan_then_tool(twin: &Twin, id: &str, tool: &str, arguments: &Value) {
+    twin.enqueue([
+        Reply::Turn(
+            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
+                id,
+                tool,
+                &arguments.to_string(),
+            ),
+        ),
+        Reply::text("DONE {\"outcome\": \"success\"}"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+}
+
 fn workflow(provider: &str, model: &str) -> String {
     format!(
         r#"digraph real {{
@@ -174,17 +191,7 @@ fn claude_writes_a_file_through_the_cli_backend() {
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"command": "echo hello > hello.txt", "description": "write"});
     // Decision 67: text before the tool call is not the response.
-    twin.enqueue([
-        Reply::Turn(
-            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
-                "toolu_1",
-                "Bash",
-                &write.to_string(),
-            ),
-        ),
-        Reply::text("DONE {\"outcome\": \"success\"}"),
-    ]);
-    twin.set_fallback(Reply::text("DONE"));
+    plan_then_tool(&twin, "toolu_1", "Bash", &write);
     let output = run_fabro(&env, &claude, &claude_vars(&twin));
     assert_wrote(&env, &output, "hello.txt", "claude-sonnet-4-5");
     let stage = stage_dir(&env, "work");
@@ -346,17 +353,7 @@ fn codex_writes_a_file_through_the_cli_backend() {
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     // codex 0.171's shell tool: `exec_command {cmd}`.
     let write = serde_json::json!({"cmd": "echo hello > hello.txt", "yield_time_ms": 5000});
-    twin.enqueue([
-        Reply::Turn(
-            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
-                "call_1",
-                "exec_command",
-                &write.to_string(),
-            ),
-        ),
-        Reply::text("DONE {\"outcome\": \"success\"}"),
-    ]);
-    twin.set_fallback(Reply::text("DONE"));
+    plan_then_tool(&twin, "call_1", "exec_command", &write);
     let vars = codex_vars(&env, &twin);
     let output = run_fabro(&env, &codex, &vars);
     assert_wrote(&env, &output, "hello.txt", "gpt-5.1-codex");
@@ -395,17 +392,7 @@ fn gemini_writes_a_file_through_the_cli_backend() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let twin = runtime.block_on(Twin::start()).expect("the twin starts");
     let write = serde_json::json!({"file_path": "hello.txt", "content": "hello\n"});
-    twin.enqueue([
-        Reply::Turn(
-            Turn::text("Plan: write the file. {\"outcome\": \"fail\"}").with_tool_call(
-                "call_1",
-                "write_file",
-                &write.to_string(),
-            ),
-        ),
-        Reply::text("DONE {\"outcome\": \"success\"}"),
-    ]);
-    twin.set_fallback(Reply::text("DONE"));
+    plan_then_tool(&twin, "call_1", "write_file", &write);
     let vars = gemini_vars(&env, &twin);
     let output = run_fabro(&env, &gemini, &vars);
     assert_wrote(&env, &output, "hello.txt", "gemini-2.5-flash");
