@@ -60,8 +60,9 @@ fn every_corpus_workflow_validates_except_the_invalid_one() {
 /// What `unknown_attribute` and `provider_known` (SPEC 17.6) find in the corpus, per file
 /// and message with a count. Each was inspected: `is_codergen` and `provenance_version`
 /// are attributes of no fabro element (SPEC 2.9-2.11), `max_visits` is a node attribute
-/// written on an edge, and `inception` and the `*_PROVIDER` placeholders name no known
-/// provider (warnings in stylesheets, decision 62; `google` is an alias of `gemini`).
+/// written on an edge, and the `*_PROVIDER` placeholders name no known provider
+/// (warnings in stylesheets, decision 62; `google` is an alias of `gemini`, `inception`
+/// a preset of SPEC 10.7).
 const CORPUS_FINDINGS: &str = "\
 attractor/consensus_task.dot: unknown_attribute: unknown attribute 'is_codergen' (x17)
 attractor/reference_template.dot: provider_known: model_stylesheet sets unknown provider 'BRANCH_A_PROVIDER'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
@@ -72,7 +73,6 @@ attractor/reference_template.dot: provider_known: model_stylesheet sets unknown 
 attractor/reference_template.dot: provider_known: model_stylesheet sets unknown provider 'VERIFY_PROVIDER'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
 attractor/reference_template.dot: unknown_attribute: unknown attribute 'provenance_version' (x1)
 attractor/semport.dot: unknown_attribute: unknown attribute 'is_codergen' (x9)
-docs/tutorials/ensemble/ensemble.fabro: provider_known: model_stylesheet sets unknown provider 'inception'; expected one of: anthropic, openai, gemini, openai_compatible, simulated (x1)
 docs/tutorials/sub-workflow/implement-and-test.fabro: unknown_attribute: unknown attribute 'max_visits' (x1)
 ";
 
