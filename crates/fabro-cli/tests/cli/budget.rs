@@ -14,7 +14,7 @@ use crate::{code, fabro, stderr, stdout};
 
 /// A loop of successful command stages that never reaches exit: the goal gate `check`
 /// never succeeds, so exit sends the run back to `work` (SPEC 9.10).
-const COMMAND_LOOP: &str = r#"digraph spin {
+pub(crate) const COMMAND_LOOP: &str = r#"digraph spin {
   graph [goal="Spin"]
   start [shape=Mdiamond]
   exit [shape=Msquare]
@@ -27,7 +27,7 @@ const COMMAND_LOOP: &str = r#"digraph spin {
 "#;
 
 /// The same loop through an LLM stage.
-fn llm_loop(model: &str) -> String {
+pub(crate) fn llm_loop(model: &str) -> String {
     format!(
         r#"digraph think {{
   graph [goal="Think forever"]

@@ -6,11 +6,12 @@
 //! (decision 67: only the final turn is the response).
 
 use fabro_test_support::TestEnv;
-use fabro_twin::{Reply, Turn, Twin};
+use fabro_twin::{Reply, Twin};
 
 use crate::backends::{read, repository_with, stage_dir};
 use crate::real_agents::{
-    assert_wrote, claude_vars, codex_vars, gemini_vars, installed, plan_then_tool, run_fabro,
+    assert_escape_refused, assert_wrote, claude_vars, codex_vars, gemini_vars, installed,
+    plan_then_tool, run_fabro, script_escape,
 };
 
 /// The workflow: one `acp` agent node running `command`, without retries; `model` is
@@ -207,36 +208,15 @@ fn confined_acp_adapters_cannot_write_outside_their_worktree() {
     for (program, provider, model, command, tool) in cases {
         let env = TestEnv::new(&format!("{test}_{provider}"));
         repository_with(&env, &workflow(provider, model, command));
-        let outside = env.work_dir().join("escaped.txt");
-        let shell = format!("echo escaped > {}", outside.display());
-        let arguments = match tool {
-            "exec_command" => serde_json::json!({"cmd": shell, "yield_time_ms": 5000}),
-            _ => serde_json::json!({"command": shell, "description": "write outside"}),
-        };
         let twin = runtime.block_on(Twin::start()).expect("the twin starts");
-        twin.enqueue([
-            Reply::Turn(Turn::text("").with_tool_call("call_1", tool, &arguments.to_string())),
-            Reply::text("DONE"),
-        ]);
-        twin.set_fallback(Reply::text("DONE"));
+        let outside = script_escape(&env, &twin, tool);
         let vars = match provider {
             "anthropic" => claude_code_acp_vars(&twin),
             "openai" => codex_vars(&env, &twin),
             _ => gemini_vars(&env, &twin),
         };
         let output = run_fabro(&env, program, &vars);
-        assert_eq!(
-            crate::code(&output),
-            0,
-            "{command}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(!outside.exists(), "{command}: the write was refused");
-        let answered = twin
-            .requests()
-            .iter()
-            .any(|request| request.body.to_string().contains("Permission denied"));
-        assert!(answered, "{command}: the model saw the shell's own error");
+        assert_escape_refused(command, &output, &outside, &twin);
     }
 }
 

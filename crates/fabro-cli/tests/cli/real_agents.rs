@@ -268,48 +268,6 @@ fn a_rate_limited_claude_reports_its_own_error() {
     assert!(!stderr_log.exists() || !read(&stderr_log).contains(KEY));
 }
 
-/// Issue 29 acceptance 2: under the default `workspace` isolation a real claude cannot
-/// write outside the run's worktree: its shell gets the kernel's `Permission denied`,
-/// which reaches the model as the tool's result, and the file does not exist.
-#[test]
-fn a_confined_claude_cannot_write_outside_its_worktree() {
-    let test = "a_confined_claude_cannot_write_outside_its_worktree";
-    let Some(claude) = installed(test, "claude") else {
-        return;
-    };
-    let env = TestEnv::new(test);
-    repository_with(&env, &workflow("anthropic", "claude-sonnet-4-5"));
-    // The user's checkout: outside the run's worktree (fabro works in its own).
-    let outside = env.work_dir().join("escaped.txt");
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
-    let write = serde_json::json!({
-        "command": format!("echo escaped > {}", outside.display()),
-        "description": "write outside"
-    });
-    twin.enqueue([
-        Reply::Turn(Turn::text("").with_tool_call("toolu_1", "Bash", &write.to_string())),
-        Reply::text("DONE"),
-    ]);
-    twin.set_fallback(Reply::text("DONE"));
-    let output = run_fabro(&env, &claude, &claude_vars(&twin));
-    assert_eq!(
-        code(&output),
-        0,
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        !outside.exists(),
-        "the write outside the worktree was refused"
-    );
-    let answered = twin
-        .requests()
-        .iter()
-        .any(|request| request.body.to_string().contains("Permission denied"));
-    assert!(answered, "the model saw the shell's own error");
-}
-
 /// A real codex's configuration: `~/.codex/config.toml` (its default `CODEX_HOME`,
 /// writable under fabro's defaults) with the twin as a Responses provider, no retries
 /// and no analytics; its key comes from `OPENAI_API_KEY`. For codex-acp, which fabro
@@ -405,54 +363,76 @@ fn gemini_writes_a_file_through_the_cli_backend() {
     );
 }
 
-/// Issue 29 acceptance 2 for codex and gemini: a shell command that writes outside the
-/// run's worktree gets the kernel's `Permission denied`, which reaches the model, and
-/// the file does not exist.
+/// Issue 29 acceptance 2: under the default `workspace` isolation a real claude, codex
+/// or gemini cannot write outside the run's worktree: its shell gets the kernel's
+/// `Permission denied`, which reaches the model, and the file does not exist.
 #[test]
-fn confined_codex_and_gemini_cannot_write_outside_their_worktree() {
-    let test = "confined_codex_and_gemini_cannot_write_outside_their_worktree";
-    let (Some(codex), Some(gemini)) = (installed(test, "codex"), installed(test, "gemini")) else {
+fn confined_cli_agents_cannot_write_outside_their_worktree() {
+    let test = "confined_cli_agents_cannot_write_outside_their_worktree";
+    let (Some(claude), Some(codex), Some(gemini)) = (
+        installed(test, "claude"),
+        installed(test, "codex"),
+        installed(test, "gemini"),
+    ) else {
         return;
     };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     for (program, provider, model, tool) in [
+        (&claude, "anthropic", "claude-sonnet-4-5", "Bash"),
         (&codex, "openai", "gpt-5.1-codex", "exec_command"),
         (&gemini, "gemini", "gemini-2.5-flash", "run_shell_command"),
     ] {
         let env = TestEnv::new(&format!("{test}_{provider}"));
         repository_with(&env, &workflow(provider, model));
-        let outside = env.work_dir().join("escaped.txt");
-        let command = format!("echo escaped > {}", outside.display());
-        let arguments = if tool == "exec_command" {
-            serde_json::json!({"cmd": command, "yield_time_ms": 5000})
-        } else {
-            serde_json::json!({"command": command, "description": "write outside"})
-        };
         let twin = runtime.block_on(Twin::start()).expect("the twin starts");
-        twin.enqueue([
-            Reply::Turn(Turn::text("").with_tool_call("call_1", tool, &arguments.to_string())),
-            Reply::text("DONE"),
-        ]);
-        twin.set_fallback(Reply::text("DONE"));
-        let vars = if provider == "openai" {
-            codex_vars(&env, &twin)
-        } else {
-            gemini_vars(&env, &twin)
+        let outside = script_escape(&env, &twin, tool);
+        let vars = match provider {
+            "anthropic" => claude_vars(&twin),
+            "openai" => codex_vars(&env, &twin),
+            _ => gemini_vars(&env, &twin),
         };
         let output = run_fabro(&env, program, &vars);
-        assert_eq!(
-            code(&output),
-            0,
-            "{provider}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(!outside.exists(), "{provider}: the write was refused");
-        let answered = twin
-            .requests()
-            .iter()
-            .any(|request| request.body.to_string().contains("Permission denied"));
-        assert!(answered, "{provider}: the model saw the shell's own error");
+        assert_escape_refused(provider, &output, &outside, &twin);
     }
+}
+
+/// Scripts the program's shell `tool` to write into the user's checkout (outside the
+/// run's worktree: fabro works in its own), then `DONE`; returns the path it writes.
+pub(crate) fn script_escape(env: &TestEnv, twin: &Twin, tool: &str) -> PathBuf {
+    let outside = env.work_dir().join("escaped.txt");
+    let command = format!("echo escaped > {}", outside.display());
+    let arguments = match tool {
+        "exec_command" => serde_json::json!({"cmd": command, "yield_time_ms": 5000}),
+        _ => serde_json::json!({"command": command, "description": "write outside"}),
+    };
+    twin.enqueue([
+        Reply::Turn(Turn::text("").with_tool_call("call_1", tool, &arguments.to_string())),
+        Reply::text("DONE"),
+    ]);
+    twin.set_fallback(Reply::text("DONE"));
+    outside
+}
+
+/// The write of [`script_escape`] was refused: the run went on and succeeded, the file
+/// does not exist, and the model saw the shell's own `Permission denied`.
+pub(crate) fn assert_escape_refused(
+    what: &str,
+    output: &std::process::Output,
+    outside: &Path,
+    twin: &Twin,
+) {
+    assert_eq!(
+        code(output),
+        0,
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!outside.exists(), "{what}: the write was refused");
+    let answered = twin
+        .requests()
+        .iter()
+        .any(|request| request.body.to_string().contains("Permission denied"));
+    assert!(answered, "{what}: the model saw the shell's own error");
 }
 
 /// Issue 29 acceptance 4 for codex and gemini through `cli`: a 429 and a 500 from the

@@ -8,38 +8,9 @@ use std::process::Output;
 use fabro_test_support::TestEnv;
 use fabro_twin::{Reply, Turn, Twin};
 
+use crate::budget::{llm_loop, COMMAND_LOOP};
 use crate::server::{normalized, Server};
 use crate::{code, fabro, stderr, stdout};
-
-/// A loop of command stages that never reaches exit.
-const COMMAND_LOOP: &str = r#"digraph spin {
-  graph [goal="Spin"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  work [shape=parallelogram, script="true"]
-  check [shape=parallelogram, script="echo looping", goal_gate=true, retry_target="work"]
-  start -> work -> check
-  check -> exit [condition="context.never=1"]
-  check -> work
-}
-"#;
-
-/// The same loop through an LLM stage.
-fn llm_loop(model: &str) -> String {
-    format!(
-        r#"digraph think {{
-  graph [goal="Think forever"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  think [shape=tab, prompt="Think about the goal once more", model="{model}"]
-  check [shape=parallelogram, script="true"]
-  start -> think -> check
-  check -> exit [condition="context.never=1"]
-  check -> think
-}}
-"#
-    )
-}
 
 const GATE: &str = "digraph gate {\n  graph [goal=\"Decide\"]\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  review [shape=hexagon, label=\"Ship it?\"]\n  ship [shape=parallelogram, script=\"echo shipped\"]\n  revise [shape=parallelogram, script=\"echo revised\"]\n  start -> review\n  review -> ship [label=\"[A] Approve\"]\n  review -> revise [label=\"[R] Revise\"]\n  ship -> exit\n  revise -> exit\n}\n";
 
