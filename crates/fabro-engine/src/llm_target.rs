@@ -109,15 +109,6 @@ impl ProviderSettings {
         self.keys.values()
     }
 
-    /// The secret values of the presets and configured providers: their keys and the
-    /// header values read from variables (SPEC 10.7, 13.1).
-    pub fn named_secrets(&self) -> Vec<String> {
-        self.named
-            .values()
-            .flat_map(NamedProvider::secrets)
-            .collect()
-    }
-
     /// The presets and configured providers, by name.
     pub fn named(&self) -> &BTreeMap<String, NamedProvider> {
         &self.named

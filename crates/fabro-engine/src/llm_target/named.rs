@@ -64,13 +64,6 @@ impl NamedProvider {
         }
     }
 
-    /// The secret values it holds: the key and the headers read from variables.
-    pub fn secrets(&self) -> Vec<String> {
-        let mut secrets: Vec<String> = self.key.iter().map(|key| key.expose().to_owned()).collect();
-        secrets.extend(self.headers.iter().map(|(_, value)| value.clone()));
-        secrets
-    }
-
     /// The table model closest to `original` by input+output price (SPEC 9.4): the
     /// original's price from the catalog, unpriced models count as 0; ties go to the
     /// smallest id. `None` for an empty table.
