@@ -133,6 +133,10 @@ pub(crate) fn assert_wrote(
             path.display()
         );
     }
+    // Git objects are compressed: every commit of every ref, messages and contents.
+    let history = git(env, &["log", "--all", "-p", "--format=%B"]);
+    assert!(!history.is_empty());
+    assert!(!history.contains(KEY), "the key leaked into a commit");
     status
 }
 
