@@ -18,7 +18,7 @@ use fabro_twin::{Recorded, Reply, Turn, Twin};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::llm::client;
+use crate::twin_client::client;
 
 const TURNS: usize = 30;
 

@@ -203,7 +203,7 @@ fn w5_against_twin(fabro: &Path, directory: &Path, runs: usize) -> Result<(f64, 
     let twin = runtime
         .block_on(fabro_twin::Twin::start())
         .map_err(|error| format!("cannot start the twin: {error}"))?;
-    let client = crate::llm::client(fabro_llm::Provider::Anthropic, &twin)?;
+    let client = crate::twin_client::client(fabro_llm::Provider::Anthropic, &twin)?;
     let request = crate::llm::request("claude-sonnet-4-6");
     let round_trips = median(runs, || {
         runtime.block_on(async {

@@ -8,12 +8,11 @@
 //! through one client per provider, counting errors. Then prompt caching (`caching`).
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_llm::{
-    http_client, ApiKey, HttpSettings, LlmClient, Message, Provider, Request, StreamEvent,
-};
+use fabro_llm::{Message, Provider, Request, StreamEvent};
+
+use crate::twin_client::client;
 use fabro_twin::{Reply, Turn, Twin};
 
 const PROVIDERS: [(Provider, &str); 4] = [
@@ -133,20 +132,6 @@ async fn run() -> Result<String, String> {
     );
     out.push_str(&crate::caching::caching_table().await?);
     Ok(out)
-}
-
-pub(crate) fn client(provider: Provider, twin: &Twin) -> Result<Arc<dyn LlmClient>, String> {
-    let settings = HttpSettings::new(base_url(provider, twin)).with_key(ApiKey::new("bench-key"));
-    http_client(provider, settings)
-        .ok_or("not an HTTP provider")?
-        .map_err(|error| error.to_string())
-}
-
-fn base_url(provider: Provider, twin: &Twin) -> String {
-    match provider {
-        Provider::OpenAi | Provider::OpenAiCompatible => format!("{}/v1", twin.base_url()),
-        Provider::Anthropic | Provider::Gemini | Provider::Simulated => twin.base_url(),
-    }
 }
 
 pub(crate) fn request(model: &str) -> Request {

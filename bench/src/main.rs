@@ -22,6 +22,7 @@ mod llm;
 mod measure;
 mod server;
 mod sse;
+mod twin_client;
 mod w6;
 
 use std::path::PathBuf;

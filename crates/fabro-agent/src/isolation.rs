@@ -34,6 +34,8 @@
 //! Systems other than Linux support nothing, so there every mode acts like `none`.
 
 #[cfg(target_os = "linux")]
+mod clone;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 mod spawner;
@@ -617,7 +619,7 @@ impl Confinement {
         args: &[std::ffi::OsString],
         env: &[(&std::ffi::OsString, &std::ffi::OsString)],
         cwd: &Path,
-    ) -> Result<Option<ConfinedChild>, crate::process::SpawnError> {
+    ) -> Result<Option<ConfinedChild>, SpawnError> {
         let plan = self.plan(cwd)?;
         let request = spawner::Request {
             program,
@@ -625,8 +627,19 @@ impl Confinement {
             env,
             cwd,
         };
-        Ok(plan.spawn(&request)?)
+        Ok(spawner::spawn_planned(&plan, &request)?)
     }
+}
+
+/// Why a child could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Its confinement could not be prepared.
+    #[error(transparent)]
+    Isolation(#[from] IsolationError),
+    /// The system refused to start it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
 }
 
 /// Whether the kernel supports `mechanism` (probed; never outside Linux).

@@ -108,16 +108,7 @@ impl Wait for Spawned {
     }
 }
 
-/// Why a child could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    /// Its confinement could not be prepared.
-    #[error(transparent)]
-    Isolation(#[from] crate::isolation::IsolationError),
-    /// The system refused to start it.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
+pub use crate::isolation::SpawnError;
 
 /// A child started by [`crate::ProcessEnv::spawn_piped`]: standard input from
 /// `/dev/null`, standard output and error piped, in a process group of its own, killed

@@ -184,22 +184,6 @@ impl AgentSession {
         })
     }
 
-    /// A session with the provider's tool profile plus the sub-agent tools (SPEC 10.4.6).
-    pub fn with_default_tools(
-        config: AgentConfig,
-        client: Arc<dyn LlmClient>,
-        sink: Arc<dyn AgentEventSink>,
-    ) -> Result<AgentSession, AgentError> {
-        let mut tools = ToolRegistry::for_profile(ToolProfile::for_provider(config.provider));
-        crate::subagent::register_subagent_tools(
-            &mut tools,
-            &config,
-            Arc::clone(&client),
-            Arc::clone(&sink),
-        );
-        AgentSession::new(config, client, tools, sink)
-    }
-
     /// The system prompt sent with every call.
     pub fn system_prompt(&self) -> &str {
         &self.system

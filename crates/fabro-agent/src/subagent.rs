@@ -15,9 +15,23 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{AgentEvent, AgentEventSink};
+use crate::failure::AgentError;
 use crate::session::{AgentConfig, AgentOutcome, AgentSession};
 use crate::tool::{parse_arguments, Tool, ToolContext, ToolError, ToolProfile, ToolRegistry};
 use crate::truncate::{OutputLimit, TruncationMode};
+
+impl AgentSession {
+    /// A session with the provider's tool profile plus the sub-agent tools (SPEC 10.4.6).
+    pub fn with_default_tools(
+        config: AgentConfig,
+        client: Arc<dyn LlmClient>,
+        sink: Arc<dyn AgentEventSink>,
+    ) -> Result<AgentSession, AgentError> {
+        let mut tools = ToolRegistry::for_profile(ToolProfile::for_provider(config.provider));
+        register_subagent_tools(&mut tools, &config, Arc::clone(&client), Arc::clone(&sink));
+        AgentSession::new(config, client, tools, sink)
+    }
+}
 
 /// Adds the four sub-agent tools to `tools`. Children are built from `config` (the
 /// parent's settings) and talk to `client`.

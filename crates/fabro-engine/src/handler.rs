@@ -13,6 +13,7 @@ pub(crate) mod fan_in;
 mod human;
 mod llm;
 mod prompt;
+mod reply;
 mod sub_workflow;
 mod wait;
 

@@ -1,5 +1,6 @@
 //! The model catalog shipped inside the binary (SPEC 10.2).
 
+use crate::message::{ReasoningEffort, Request, Usage};
 use crate::provider::Provider;
 
 /// What fabro knows about one model.
@@ -104,10 +105,25 @@ pub fn default_model(provider: Provider) -> Option<&'static ModelInfo> {
         .find(|model| model.provider == provider && model.default)
 }
 
+impl Request {
+    /// The reasoning effort to send: [`Request::reasoning_effort`] when the catalog
+    /// entry of the model supports reasoning, else none (SPEC 10.1 item 2).
+    pub fn effective_reasoning_effort(&self) -> Option<ReasoningEffort> {
+        self.reasoning_effort
+            .filter(|_| supports_reasoning(&self.model))
+    }
+
+    /// The output cap to send: [`Request::max_tokens`], else the catalog's max output
+    /// for the model, else 8,192 (SPEC 2.10).
+    pub fn effective_max_tokens(&self) -> u32 {
+        self.max_tokens.unwrap_or_else(|| max_output(&self.model))
+    }
+}
+
 /// The cost of `usage` on `model` (SPEC 10.1.4): uncached input at the input price, cache
 /// reads and writes at the cache prices, output (reasoning included) at the output
 /// price. `None` for models the catalog does not price.
-pub fn cost_usd(model: &str, usage: &crate::message::Usage) -> Option<f64> {
+pub fn cost_usd(model: &str, usage: &Usage) -> Option<f64> {
     let info = find(model)?;
     let cached = usage.cache_read_tokens + usage.cache_write_tokens;
     let uncached = usage.input_tokens.saturating_sub(cached);

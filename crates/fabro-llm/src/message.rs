@@ -165,20 +165,6 @@ pub struct Request {
 }
 
 impl Request {
-    /// The reasoning effort to send: [`Request::reasoning_effort`] when the catalog
-    /// entry of the model supports reasoning, else none (SPEC 10.1 item 2).
-    pub fn effective_reasoning_effort(&self) -> Option<ReasoningEffort> {
-        self.reasoning_effort
-            .filter(|_| crate::catalog::supports_reasoning(&self.model))
-    }
-
-    /// The output cap to send: [`Request::max_tokens`], else the catalog's max output
-    /// for the model, else 8,192 (SPEC 2.10).
-    pub fn effective_max_tokens(&self) -> u32 {
-        self.max_tokens
-            .unwrap_or_else(|| crate::catalog::max_output(&self.model))
-    }
-
     /// Characters of system prompt and messages, for size estimates.
     pub fn characters(&self) -> usize {
         self.system

@@ -1,6 +1,6 @@
 //! Shape limits of the workspace's code (issue 15): no non-test function over 120 lines,
-//! no non-test module over 800 lines, and no import circle between the top-level modules
-//! of `fabro-engine`.
+//! no non-test module over 800 lines, and no import circle between sibling modules
+//! of any crate.
 //!
 //! The sources are parsed with `syn`, so braces in strings and comments do not count, and
 //! `#[cfg(test)]` modules and `#[test]` functions are left out. Code written before the
@@ -25,9 +25,29 @@ const KNOWN_LONG_FUNCTIONS: &[(&str, &str)] = &[];
 /// Modules over the limit when it was introduced.
 const KNOWN_LONG_MODULES: &[&str] = &[];
 
-/// Import edges of `fabro-engine` that close circles, when the check was introduced:
-/// `(from module, to module)`. Removing one of them must break its circle.
-const KNOWN_CIRCULAR_IMPORTS: &[(&str, &str)] = &[];
+/// Import edges between sibling modules that close circles, as `crate:parent: from -> to`
+/// (issue 30 extended the check from `fabro-engine`'s top-level modules to every level
+/// of every crate). Removing one of them must break its circle.
+const KNOWN_CIRCULAR_IMPORTS: &[&str] = &[
+    "fabro-cli:command: events -> remote",
+    "fabro-cli:command: remote -> events",
+    "fabro-cli:command: remote -> resume",
+    "fabro-cli:command: remote -> run",
+    "fabro-cli:command: resume -> remote",
+    "fabro-cli:command: resume -> run",
+    "fabro-cli:command: run -> remote",
+    "fabro-server:: api -> runs",
+    "fabro-server:: api -> state",
+    "fabro-server:: auth -> state",
+    "fabro-server:: runs -> state",
+    "fabro-server:: state -> api",
+    "fabro-server:: state -> auth",
+    "fabro-server:: state -> ui",
+    "fabro-server:: ui -> api",
+    "fabro-server:: ui -> auth",
+    "fabro-server:: ui -> runs",
+    "fabro-server:: ui -> state",
+];
 
 fn rust_files(directory: &Path, files: &mut Vec<PathBuf>) {
     let Ok(entries) = fs_err::read_dir(directory) else {
@@ -201,23 +221,61 @@ fn functions_and_modules_stay_within_their_limits() {
     );
 }
 
-/// The top-level module of `fabro-engine` a source file belongs to (`run` for
-/// `src/run.rs` and `src/run/children.rs`), `None` for `lib.rs`.
-fn engine_module(path: &str) -> Option<String> {
-    let inside = path.strip_prefix("crates/fabro-engine/src/")?;
-    let first = inside.split('/').next()?;
-    let name = first.strip_suffix(".rs").unwrap_or(first);
-    (name != "lib").then(|| name.to_owned())
+/// A source file's crate and module path: `crates/fabro-cli/src/command/run.rs` is
+/// `("fabro-cli", ["command", "run"])`; `lib.rs`, `main.rs` and `mod.rs` name their
+/// directory's module. Binaries under `src/bin/` are crates of their own: `None`.
+fn module_of(path: &str) -> Option<(String, Vec<String>)> {
+    let rest = path.strip_prefix("crates/").unwrap_or(path);
+    let (krate, inside) = rest.split_once('/')?;
+    let inside = inside.strip_prefix("src/")?;
+    let mut parts: Vec<String> = inside.split('/').map(str::to_owned).collect();
+    let file = parts.pop()?;
+    let stem = file.strip_suffix(".rs")?;
+    if parts.first().is_some_and(|first| first == "bin") {
+        return None;
+    }
+    let is_root = parts.is_empty() && matches!(stem, "lib" | "main");
+    if !is_root && stem != "mod" {
+        parts.push(stem.to_owned());
+    }
+    Some((krate.to_owned(), parts))
 }
 
-/// Every `crate::{module}` a file names, in `use` items and in paths.
-#[derive(Default)]
-struct CratePaths {
-    modules: BTreeSet<String>,
-    in_test: usize,
+/// Every module path a file names (in private `use` items and in paths), resolved
+/// against the file's own module: `crate::a::b`, `super::x`, `self::x` and a child
+/// module's name.
+struct ModulePaths<'a> {
+    here: &'a [String],
+    children: BTreeSet<String>,
+    found: BTreeSet<Vec<String>>,
 }
 
-impl<'ast> Visit<'ast> for CratePaths {
+impl ModulePaths<'_> {
+    fn resolve(&mut self, segments: &[String]) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let (mut base, rest) = match first.as_str() {
+            "crate" => (Vec::new(), &segments[1..]),
+            "self" => (self.here.to_vec(), &segments[1..]),
+            "super" => {
+                let mut base = self.here.to_vec();
+                let mut rest = segments;
+                while rest.first().is_some_and(|segment| segment == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                (base, rest)
+            }
+            name if self.children.contains(name) => (self.here.to_vec(), segments),
+            _ => return,
+        };
+        base.extend(rest.iter().cloned());
+        self.found.insert(base);
+    }
+}
+
+impl<'ast> Visit<'ast> for ModulePaths<'_> {
     fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
         if is_test_only(&module.attrs) {
             return;
@@ -227,52 +285,114 @@ impl<'ast> Visit<'ast> for CratePaths {
 
     fn visit_item_fn(&mut self, function: &'ast syn::ItemFn) {
         if is_test_only(&function.attrs) {
-            self.in_test += 1;
             return;
         }
         syn::visit::visit_item_fn(self, function);
     }
 
-    fn visit_path(&mut self, path: &'ast syn::Path) {
-        let mut segments = path.segments.iter();
-        if let (Some(first), Some(second)) = (segments.next(), segments.next()) {
-            if first.ident == "crate" {
-                self.modules.insert(second.ident.to_string());
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        // A re-export (`pub use child::X`) is the module's facade, not a use of it.
+        if matches!(item.vis, syn::Visibility::Inherited) {
+            let mut leaves = Vec::new();
+            use_paths(&item.tree, &mut Vec::new(), &mut leaves);
+            for segments in leaves {
+                self.resolve(&segments);
             }
+        }
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path
+            .segments
+            .iter()
+            .map(|segment| segment.ident.to_string())
+            .collect();
+        if segments.len() > 1 {
+            self.resolve(&segments);
         }
         syn::visit::visit_path(self, path);
     }
-
-    fn visit_use_tree(&mut self, tree: &'ast syn::UseTree) {
-        if let syn::UseTree::Path(path) = tree {
-            if path.ident == "crate" {
-                collect_use_heads(&path.tree, &mut self.modules);
-                return;
-            }
-        }
-        syn::visit::visit_use_tree(self, tree);
-    }
 }
 
-/// The first names below `crate::` in a use tree (`crate::{a::X, b}` → `a`, `b`).
-fn collect_use_heads(tree: &syn::UseTree, modules: &mut BTreeSet<String>) {
+/// The paths of a use tree, one per leaf (`a::{b, c::D}` → `a::b`, `a::c::D`).
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, leaves: &mut Vec<Vec<String>>) {
     match tree {
         syn::UseTree::Path(path) => {
-            modules.insert(path.ident.to_string());
+            prefix.push(path.ident.to_string());
+            use_paths(&path.tree, prefix, leaves);
+            prefix.pop();
         }
-        syn::UseTree::Name(name) => {
-            modules.insert(name.ident.to_string());
-        }
-        syn::UseTree::Rename(rename) => {
-            modules.insert(rename.ident.to_string());
+        syn::UseTree::Name(syn::UseName { ident })
+        | syn::UseTree::Rename(syn::UseRename { ident, .. }) => {
+            // `a::{self, b}`: `self` names `a` itself.
+            let mut leaf = prefix.clone();
+            if ident != "self" {
+                leaf.push(ident.to_string());
+            }
+            leaves.push(leaf);
         }
         syn::UseTree::Group(group) => {
             for tree in &group.items {
-                collect_use_heads(tree, modules);
+                use_paths(tree, prefix, leaves);
             }
         }
-        syn::UseTree::Glob(_) => {}
+        syn::UseTree::Glob(_) => leaves.push(prefix.clone()),
     }
+}
+
+/// The import edges between sibling modules, per crate and parent module: a file in
+/// `a/x/…` naming something in `a/y/…` is the edge `x → y` among the children of `a`,
+/// keyed `crate:a`. A module and its own ancestors or descendants are not siblings.
+fn sibling_import_graphs() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let sources = library_sources();
+    let mut modules: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (path, _, _) in &sources {
+        if let Some((krate, module)) = module_of(path) {
+            modules.entry(krate).or_default().insert(module);
+        }
+    }
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (path, file, _) in &sources {
+        let Some((krate, here)) = module_of(path) else {
+            continue;
+        };
+        let known = &modules[&krate];
+        let children = known
+            .iter()
+            .filter(|module| module.len() == here.len() + 1 && module.starts_with(&here))
+            .map(|module| module[here.len()].clone())
+            .collect();
+        let mut paths = ModulePaths {
+            here: &here,
+            children,
+            found: BTreeSet::new(),
+        };
+        paths.visit_file(file);
+        for named in paths.found {
+            // The module is the longest prefix of the path that is a module of the crate.
+            let Some(target) = (0..=named.len())
+                .rev()
+                .map(|length| &named[..length])
+                .find(|prefix| known.contains(*prefix))
+            else {
+                continue;
+            };
+            let common = here
+                .iter()
+                .zip(target)
+                .take_while(|(left, right)| left == right)
+                .count();
+            if common < here.len() && common < target.len() {
+                graphs
+                    .entry(format!("{krate}:{}", here[..common].join("::")))
+                    .or_default()
+                    .entry(here[common].clone())
+                    .or_default()
+                    .insert(target[common].clone());
+            }
+        }
+    }
+    graphs
 }
 
 /// The edges that lie on a cycle: `from → to` where `from` is reachable again from `to`.
@@ -300,35 +420,27 @@ fn circular_edges(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<(Strin
 }
 
 #[test]
-fn engine_modules_import_each_other_without_circles() {
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut modules = BTreeSet::new();
-    let sources = library_sources();
-    for (path, _, _) in &sources {
-        if let Some(module) = engine_module(path) {
-            modules.insert(module);
+fn sibling_modules_import_each_other_without_circles() {
+    let graphs = sibling_import_graphs();
+    assert!(
+        graphs
+            .get("fabro-engine:")
+            .is_some_and(|graph| graph.len() > 10),
+        "found only {:?}",
+        graphs.keys().collect::<Vec<_>>()
+    );
+    let mut found = BTreeSet::new();
+    for (level, graph) in &graphs {
+        for (from, to) in circular_edges(graph) {
+            found.insert(format!("{level}: {from} -> {to}"));
         }
     }
-    assert!(modules.len() > 10, "found only {modules:?}");
-    for (path, file, _) in &sources {
-        let Some(module) = engine_module(path) else {
-            continue;
-        };
-        let mut paths = CratePaths::default();
-        paths.visit_file(file);
-        for target in paths.modules {
-            if target != module && modules.contains(&target) {
-                graph.entry(module.clone()).or_default().insert(target);
-            }
-        }
-    }
-    let found = circular_edges(&graph);
-    let known: BTreeSet<(String, String)> = KNOWN_CIRCULAR_IMPORTS
+    let known: BTreeSet<String> = KNOWN_CIRCULAR_IMPORTS
         .iter()
-        .map(|(from, to)| ((*from).to_owned(), (*to).to_owned()))
+        .map(|edge| (*edge).to_owned())
         .collect();
     ratchet(
-        "import edges on a circle between engine modules",
+        "import edges on a circle between sibling modules",
         &found,
         &known,
     );
@@ -350,4 +462,46 @@ fn circles_are_found_and_chains_are_not() {
     let circle = circular_edges(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]));
     assert_eq!(circle.len(), 3);
     assert!(!circle.contains(&("c".to_owned(), "d".to_owned())));
+}
+
+#[test]
+fn files_are_modules_and_paths_resolve_against_them() {
+    let module = |path: &str| module_of(path).map(|(krate, parts)| (krate, parts.join("::")));
+    let owned = |krate: &str, path: &str| Some((krate.to_owned(), path.to_owned()));
+    assert_eq!(module("crates/fabro-cli/src/main.rs"), owned("fabro-cli", ""));
+    assert_eq!(
+        module("crates/fabro-cli/src/command/run.rs"),
+        owned("fabro-cli", "command::run")
+    );
+    assert_eq!(module("crates/x/src/a/mod.rs"), owned("x", "a"));
+    assert_eq!(module("bench/src/llm.rs"), owned("bench", "llm"));
+    assert_eq!(module("crates/x/src/bin/tool.rs"), None);
+
+    let here = ["command".to_owned(), "run".to_owned()];
+    let mut paths = ModulePaths {
+        here: &here,
+        children: BTreeSet::from(["detach".to_owned()]),
+        found: BTreeSet::new(),
+    };
+    let file: syn::File = syn::parse_quote! {
+        use super::remote::Remote;
+        use crate::{output::Output, command::events::{self, format_event}};
+        pub use super::reexported::Facade;
+        fn f() { detach::start(); super::super::args::parse(); std::mem::drop(1); }
+        #[cfg(test)]
+        mod tests { use crate::only_in_tests::X; }
+    };
+    paths.visit_file(&file);
+    let found: Vec<String> = paths.found.iter().map(|path| path.join("::")).collect();
+    assert_eq!(
+        found,
+        [
+            "args::parse",
+            "command::events",
+            "command::events::format_event",
+            "command::remote::Remote",
+            "command::run::detach::start",
+            "output::Output",
+        ]
+    );
 }

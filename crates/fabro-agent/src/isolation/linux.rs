@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use landlock::{AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI};
 use nix::libc;
 
-use super::spawner::{ConfinedChild, Request};
 use super::{IsolationError, KernelSupport, Mechanism};
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI.
@@ -119,15 +118,9 @@ impl ChildPlan {
         Ok(ChildPlan { join, ruleset })
     }
 
-    /// Starts a child under this plan without `fork`ing this process
-    /// ([`super::spawner`]); `None` when there is nothing to enforce, or on a kernel
-    /// without pidfds (the caller starts the child itself, with this plan installed
-    /// as a `pre_exec` step).
-    pub(super) fn spawn(&self, request: &Request<'_>) -> Result<Option<ConfinedChild>, io::Error> {
-        if self.join.is_none() && self.ruleset.is_none() || !super::spawner::supported() {
-            return Ok(None);
-        }
-        super::spawner::spawn(self, request).map(Some)
+    /// Whether the plan has nothing to enforce (no namespaces, no ruleset).
+    pub(super) fn enforces_nothing(&self) -> bool {
+        self.join.is_none() && self.ruleset.is_none()
     }
 
     /// Installs the plan as the child's last step before `exec`.
@@ -613,7 +606,7 @@ fn in_child(namespaces: &Namespaces, open: &[&CStr]) -> io::Result<Vec<OwnedFd>>
     // SAFETY: `in_child_entry` makes raw system calls only, on `task` and `stack`,
     // which live until it has exited and been reaped below.
     unsafe {
-        let (pid, _) = super::spawner::clone_vfork(
+        let (pid, _) = super::clone::clone_vfork(
             in_child_entry,
             (&raw mut task).cast(),
             &mut stack,

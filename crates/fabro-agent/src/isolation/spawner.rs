@@ -94,7 +94,20 @@ pub(super) fn supported() -> bool {
 
 /// Starts `request` under `plan` with standard input from `/dev/null`, piped standard
 /// output and error, in a process group of its own.
-pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<ConfinedChild> {
+/// Starts a child under `plan` without `fork`ing this process; `None` when there is
+/// nothing to enforce, or on a kernel without pidfds (the caller starts the child
+/// itself, with the plan installed as a `pre_exec` step).
+pub(super) fn spawn_planned(
+    plan: &ChildPlan,
+    request: &Request<'_>,
+) -> io::Result<Option<ConfinedChild>> {
+    if plan.enforces_nothing() || !supported() {
+        return Ok(None);
+    }
+    spawn(plan, request).map(Some)
+}
+
+fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<ConfinedChild> {
     // The pipes and the pidfd are registered with the runtime.
     tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let program = resolve(request)?;
@@ -140,7 +153,7 @@ pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<Confi
         // SAFETY: `child` makes raw system calls only; `exec` and `stack` live until
         // the end of this function.
         unsafe {
-            clone_vfork(
+            super::clone::clone_vfork(
                 child,
                 std::ptr::from_mut(&mut exec).cast(),
                 &mut stack,
@@ -171,44 +184,6 @@ pub(super) fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<Confi
         return Err(io::Error::from_raw_os_error(error));
     }
     Ok(child)
-}
-
-/// `clone(flags | CLONE_VM | CLONE_VFORK)` running `entry(argument)` on `stack`, with
-/// `SIGCHLD` at its exit and every signal blocked in this thread around the call (so
-/// no handler of this process runs on the child's stack; the child inherits the full
-/// mask). The pid, and the pidfd when `flags` has `CLONE_PIDFD`.
-///
-/// # Safety
-/// `entry` may only make raw system calls (it shares this process's memory), and
-/// `argument` and `stack` must stay alive and untouched until this returns (the child
-/// has then called `execve` or exited).
-pub(super) unsafe fn clone_vfork(
-    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
-    argument: *mut libc::c_void,
-    stack: &mut [u8],
-    flags: libc::c_int,
-) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
-    let mut all: libc::sigset_t = std::mem::zeroed();
-    let mut previous: libc::sigset_t = std::mem::zeroed();
-    libc::sigfillset(&mut all);
-    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-    let top = stack.as_mut_ptr().add(stack.len());
-    let top = top.sub(top as usize % 16);
-    let mut pidfd: libc::c_int = -1;
-    let pid = libc::clone(
-        entry,
-        top.cast(),
-        flags | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-        argument,
-        &raw mut pidfd,
-    );
-    let error = io::Error::last_os_error();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
-    if pid == -1 {
-        return Err(error);
-    }
-    let pidfd = (flags & libc::CLONE_PIDFD != 0).then(|| OwnedFd::from_raw_fd(pidfd));
-    Ok((pid, pidfd))
 }
 
 /// The `clone`d child. It shares the engine's memory until `execve`, so it only makes

@@ -13,7 +13,7 @@ use fabro_agent::{
 use fabro_language::model::Backend;
 use fabro_llm::Provider;
 
-use super::llm::Reply;
+use super::reply::Reply;
 use super::StageInput;
 use crate::event::kind::{AgentSessionStarted, Warning};
 use crate::event::Event;
@@ -123,7 +123,7 @@ impl AgentConversation {
                 );
                 config.max_turns = node.llm.max_turns;
                 config.max_tokens = node.llm.max_tokens();
-                config.reasoning_effort = Some(super::llm::reasoning_effort(node));
+                config.reasoning_effort = Some(super::reply::reasoning_effort(node));
                 config.prompt_cache = services.prompt_cache(&node.id);
                 config.project_memory = node.llm.project_memory;
                 config.write_scope = node.llm.write_scope().to_vec();

@@ -172,7 +172,7 @@ async fn ask_llm(input: &StageInput<'_>, candidates: &[Candidate]) -> Option<usi
         max_tokens: input.node.llm.max_tokens(),
         tools: Vec::new(),
         node_id: input.node.id.clone(),
-        reasoning_effort: Some(super::llm::reasoning_effort(input.node)),
+        reasoning_effort: Some(super::reply::reasoning_effort(input.node)),
         ..Request::default()
     };
     let client = target.budgeted_client(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fabro_llm::{LlmClient, Message, Request};
 
-use super::llm::{reasoning_effort, Reply};
+use super::reply::{reasoning_effort, Reply};
 use super::StageInput;
 use crate::failure::FailureClass;
 use crate::llm_target::LlmTarget;
