@@ -20,14 +20,16 @@ mod validate;
 use std::path::Path;
 use std::time::Duration;
 
+use fabro_engine::config::{self, ConfigSources, FsConfigReader};
 use fabro_engine::run_index::{RunIndex, RunIndexError, RunRecord};
+use fabro_engine::source::ConfiguredModels;
 use fabro_language::{
     check, decode_source, oversized_source, CheckOptions, Checked, Diagnostic, Variables,
 };
 
 use crate::args::{Cli, Command};
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, read_workflow_file, resolve_workflow, Catalog, FsLoader};
+use crate::loader::{config_error, fabro_home, read_workflow_file, resolve_workflow, FsLoader};
 use crate::output::Output;
 
 /// Runs the command `cli` names.
@@ -62,9 +64,18 @@ pub(crate) struct LoadedWorkflow {
 }
 
 /// Reads and checks the workflow named by `argument`. Unreadable files are I/O errors
-/// (exit 2); everything else wrong with the content is a diagnostic.
+/// (exit 2); everything else wrong with the content is a diagnostic. Providers and
+/// models configured in the layers a run of the workflow would read (SPEC 10.7, 12.3)
+/// are known; a configuration that cannot be read or parsed exits 2 as for `fabro run`.
 pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError> {
-    let (path, _) = resolve_workflow(argument)?;
+    let (path, run_config) = resolve_workflow(argument)?;
+    let sources = ConfigSources {
+        root: fabro_home(),
+        workflow: path.clone(),
+        run_configs: run_config.into_iter().collect(),
+    };
+    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    let models = ConfiguredModels::of(&config.llm);
     let read = read_workflow_file(&path)?;
     let display_name = path.display().to_string();
     if let Some(size) = read.oversized {
@@ -98,7 +109,7 @@ pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError>
     let options = CheckOptions {
         loader: &FsLoader,
         variables: &variables,
-        models: &Catalog,
+        models: &models,
     };
     let checked = check(&path, &text, &options);
     Ok(LoadedWorkflow {

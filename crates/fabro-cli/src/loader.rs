@@ -6,8 +6,8 @@ use fabro_engine::config::{workflow_graph, ConfigError, FsConfigReader};
 
 use crate::error::CliError;
 
+pub(crate) use fabro_engine::source::FsLoader;
 use fabro_engine::source::{read_regular_file, BoundedRead};
-pub(crate) use fabro_engine::source::{CatalogModels as Catalog, FsLoader};
 use fabro_language::syntax::MAX_SOURCE_BYTES;
 
 /// Resolves a WORKFLOW argument: an existing path, or a bare name resolved to

@@ -130,6 +130,8 @@ pub struct ConfiguredModels {
     pub any_provider: bool,
     /// The configured provider names.
     pub providers: std::collections::BTreeSet<String>,
+    /// The models of the configured providers' model tables.
+    pub models: std::collections::BTreeSet<String>,
 }
 
 impl ConfiguredModels {
@@ -138,13 +140,18 @@ impl ConfiguredModels {
         ConfiguredModels {
             any_provider: false,
             providers: config.providers.keys().cloned().collect(),
+            models: config
+                .providers
+                .values()
+                .flat_map(|provider| provider.models.keys().cloned())
+                .collect(),
         }
     }
 }
 
 impl ModelCatalog for ConfiguredModels {
     fn is_known(&self, model: &str) -> bool {
-        CatalogModels.is_known(model)
+        CatalogModels.is_known(model) || self.models.contains(model)
     }
 
     fn is_provider_known(&self, provider: &str) -> bool {

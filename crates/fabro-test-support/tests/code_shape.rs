@@ -468,7 +468,10 @@ fn circles_are_found_and_chains_are_not() {
 fn files_are_modules_and_paths_resolve_against_them() {
     let module = |path: &str| module_of(path).map(|(krate, parts)| (krate, parts.join("::")));
     let owned = |krate: &str, path: &str| Some((krate.to_owned(), path.to_owned()));
-    assert_eq!(module("crates/fabro-cli/src/main.rs"), owned("fabro-cli", ""));
+    assert_eq!(
+        module("crates/fabro-cli/src/main.rs"),
+        owned("fabro-cli", "")
+    );
     assert_eq!(
         module("crates/fabro-cli/src/command/run.rs"),
         owned("fabro-cli", "command::run")

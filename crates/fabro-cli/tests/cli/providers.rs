@@ -276,3 +276,106 @@ fn preset_and_configured_names_validate() {
     assert_ne!(code(&output), 0);
     assert!(format!("{}{}", stdout(&output), stderr(&output)).contains("did you mean 'anthropic'?"));
 }
+
+const GATEWAY_PROJECT: &str = r#"[llm.providers.gateway]
+wire = "chat"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "GATEWAY_API_KEY"
+
+[llm.providers.gateway.models."qwen3-coder"]
+context_window = 262144
+max_output = 32768
+input_price = 0.4
+output_price = 1.6
+reasoning = false
+"#;
+
+#[test]
+fn validate_knows_the_providers_and_models_of_the_configuration_layers() {
+    let env = TestEnv::new("validate_knows_configured_providers");
+    env.write("gateway.fabro", &agent_workflow("gateway", "qwen3-coder"));
+    let validate = || {
+        env.command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["validate", "gateway.fabro"])
+            .output()
+            .expect("fabro runs")
+    };
+    let output = validate();
+    assert_ne!(code(&output), 0, "unconfigured: {}", stdout(&output));
+    assert!(
+        stdout(&output).contains("provider_known"),
+        "{}",
+        stdout(&output)
+    );
+
+    env.write(".fabro/project.toml", GATEWAY_PROJECT);
+    let output = validate();
+    assert_eq!(code(&output), 0, "{}{}", stdout(&output), stderr(&output));
+    assert!(
+        !stdout(&output).contains("model_known"),
+        "{}",
+        stdout(&output)
+    );
+
+    env.write(".fabro/project.toml", "[llm.providers.gateway]\nwire = 3\n");
+    let output = validate();
+    assert_eq!(code(&output), 2, "{}{}", stdout(&output), stderr(&output));
+    assert!(
+        stderr(&output).contains("project.toml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn model_list_shows_the_configured_providers_models() {
+    let env = TestEnv::new("model_list_configured");
+    env.write(".fabro/project.toml", GATEWAY_PROJECT);
+    let list = |json: bool| {
+        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+        command.args(["model", "list"]);
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("fabro runs")
+    };
+    let output = list(false);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = stdout(&output);
+    let row = text
+        .lines()
+        .find(|line| line.starts_with("qwen3-coder "))
+        .unwrap_or_else(|| panic!("no configured row:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "qwen3-coder",
+            "gateway",
+            "262144",
+            "32768",
+            "-",
+            "-",
+            "no",
+            "0.40",
+            "1.60"
+        ]
+    );
+    assert!(text
+        .lines()
+        .any(|line| line.starts_with("claude-sonnet-4-6 ")));
+
+    let output = list(true);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let models: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let qwen = models
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|model| model["id"] == "qwen3-coder")
+        .expect("configured model");
+    assert_eq!(qwen["provider"], "gateway");
+    assert_eq!(qwen["context_window"], 262144);
+    assert_eq!(qwen["tools"], serde_json::Value::Null);
+    assert_eq!(qwen["input_price_per_million"], 0.4);
+}
