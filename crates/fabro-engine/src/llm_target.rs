@@ -210,7 +210,26 @@ pub struct LlmTarget {
     /// `simulated` was chosen for every node by flag, environment or configuration
     /// (SPEC 17.3): external agents (`cli`, `acp`) run fabro's own loop on it too.
     pub simulated_everywhere: bool,
+    /// The limits of the model's entry in a configured provider's model table (SPEC
+    /// 10.7); both `None` for catalog models, whose limits the catalog gives.
+    pub limits: ModelLimits,
     timing: Timing,
+}
+
+/// `context_window` and `max_output` of a configured model (SPEC 10.7).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// Tokens the model reads: the agent session compacts before it (SPEC 6.8).
+    pub context_window: Option<u64>,
+    /// Tokens the model writes: the output cap of requests that set none.
+    pub max_output: Option<u32>,
+}
+
+impl ModelLimits {
+    /// The output cap of a request: the node's `max_tokens`, else the model table's.
+    pub fn max_tokens(&self, node: Option<u32>) -> Option<u32> {
+        node.or(self.max_output)
+    }
 }
 
 /// How retries wait: real sleeps and random jitter, or injected ones in tests.
@@ -420,6 +439,7 @@ impl LlmSetup {
                 client: simulated_client,
                 fallbacks: Vec::new(),
                 simulated_everywhere: simulate_all,
+                limits: ModelLimits::default(),
                 timing: Timing::default(),
             },
             simulated,
@@ -511,6 +531,19 @@ impl Resolver<'_> {
             (provider, name)
         };
         let (client, fallbacks) = self.connection(node, provider, &name, &model)?;
+        let limits = self
+            .defaults
+            .providers
+            .named
+            .get(&name)
+            .and_then(|named| named.models.get(&model))
+            .map(|table| ModelLimits {
+                context_window: table.context_window,
+                max_output: table
+                    .max_output
+                    .map(|tokens| u32::try_from(tokens).unwrap_or(u32::MAX)),
+            })
+            .unwrap_or_default();
         let target = LlmTarget {
             provider,
             name,
@@ -518,6 +551,7 @@ impl Resolver<'_> {
             client,
             fallbacks,
             simulated_everywhere: self.simulate_all,
+            limits,
             timing: Timing::default(),
         };
         Ok((target, simulated_by_default))

@@ -297,6 +297,8 @@ struct State {
     requests: Vec<Recorded>,
     /// Replies to every request for a model ([`Twin::answer_model`]).
     by_model: Vec<(String, Reply)>,
+    /// Replies to every request whose body holds a text ([`Twin::answer_containing`]).
+    by_text: Vec<(String, Reply)>,
     /// Anthropic's prompt caching, once [`Twin::apply_prompt_caching`] turned it on.
     prompt_cache: Option<cache::PromptCache>,
 }
@@ -350,6 +352,13 @@ impl Twin {
         self.lock().by_model.push((model.to_owned(), reply));
     }
 
+    /// Answers every request whose JSON body contains `needle` with `reply`, outside
+    /// the queue (before [`Twin::answer_model`]'s replies): for side calls a stage makes
+    /// at a point the test does not fix, such as an agent's compaction summary.
+    pub fn answer_containing(&self, needle: &str, reply: Reply) {
+        self.lock().by_text.push((needle.to_owned(), reply));
+    }
+
     /// The reply given once the queue is empty (initially the text `twin reply`).
     pub fn set_fallback(&self, reply: Reply) {
         self.lock().fallback = Some(reply);
@@ -392,11 +401,21 @@ async fn handle(state: Arc<Mutex<State>>, request: Request<Body>) -> Response<Bo
         let model = call.body["model"]
             .as_str()
             .unwrap_or(call.path_model.as_str());
-        let for_model = state
-            .by_model
-            .iter()
-            .find(|(name, _)| name == model)
-            .map(|(_, reply)| reply.clone());
+        let body = (!state.by_text.is_empty()).then(|| call.body.to_string());
+        let for_text = body.and_then(|body| {
+            state
+                .by_text
+                .iter()
+                .find(|(needle, _)| body.contains(needle.as_str()))
+                .map(|(_, reply)| reply.clone())
+        });
+        let for_model = for_text.or_else(|| {
+            state
+                .by_model
+                .iter()
+                .find(|(name, _)| name == model)
+                .map(|(_, reply)| reply.clone())
+        });
         let fallback = state.fallback.clone();
         let reply = for_model.or_else(|| state.queue.pop_front()).or(fallback);
         let bill = match &mut state.prompt_cache {

@@ -3,6 +3,7 @@
 mod backends;
 mod backends_reports;
 mod blobs;
+mod breakpoints;
 mod budget;
 mod config;
 mod corpus;

@@ -122,7 +122,8 @@ impl AgentConversation {
                     input.work_dir,
                 );
                 config.max_turns = node.llm.max_turns;
-                config.max_tokens = node.llm.max_tokens();
+                config.max_tokens = target.limits.max_tokens(node.llm.max_tokens());
+                config.context_window = target.limits.context_window;
                 config.reasoning_effort = Some(super::reply::reasoning_effort(node));
                 config.prompt_cache = services.prompt_cache(&node.id);
                 config.project_memory = node.llm.project_memory;

@@ -45,7 +45,7 @@ impl PromptConversation {
             model: self.target.model.clone(),
             system: None,
             messages: self.messages.clone(),
-            max_tokens: input.node.llm.max_tokens(),
+            max_tokens: self.target.limits.max_tokens(input.node.llm.max_tokens()),
             tools: Vec::new(),
             node_id: input.node.id.clone(),
             reasoning_effort: Some(reasoning_effort(input.node)),
