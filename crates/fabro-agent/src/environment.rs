@@ -44,11 +44,15 @@ impl ProcessEnv {
         passthrough: &[String],
         extra: &BTreeMap<String, String>,
     ) -> ProcessEnv {
+        let secrets = fabro_llm::redact::secrets();
         let mut variables: BTreeMap<OsString, OsString> = parent
             .into_iter()
             .filter(|(name, _)| {
                 let name = name.to_string_lossy();
-                !is_secret_name(&name) || passthrough.iter().any(|allowed| *allowed == name)
+                // Variables only the configuration marks as credentials (SPEC 10.7) are
+                // in the process's secrets too.
+                let secret = is_secret_name(&name) || secrets.get(&name).is_some();
+                !secret || passthrough.iter().any(|allowed| *allowed == name)
             })
             .collect();
         for (name, value) in extra {

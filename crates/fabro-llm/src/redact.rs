@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use crate::secret::REDACTED;
 
@@ -305,18 +305,43 @@ impl SecretStore {
     }
 }
 
-static INSTALLED: OnceLock<SecretStore> = OnceLock::new();
+/// The process's secrets: `None` until [`install`]ed or [`adopt`]ed. A store is never
+/// freed (an adoption leaks the one it replaces, once per adopted variable), so readers
+/// keep a plain `&'static` reference.
+static CURRENT: RwLock<Option<&'static SecretStore>> = RwLock::new(None);
 static EMPTY: LazyLock<SecretStore> = LazyLock::new(SecretStore::default);
 
-/// Makes `store` the process's secrets; the first installation wins (a later one is
-/// handed back).
+/// Makes `store` the process's secrets; the first installation wins (a later one, or
+/// one after an [`adopt`], is handed back).
 pub fn install(store: SecretStore) -> Result<(), SecretStore> {
-    INSTALLED.set(store)
+    let mut current = CURRENT.write().unwrap_or_else(PoisonError::into_inner);
+    if current.is_some() {
+        return Err(store);
+    }
+    *current = Some(Box::leak(Box::new(store)));
+    Ok(())
 }
 
 /// The process's secrets (empty until [`install`]ed).
 pub fn secrets() -> &'static SecretStore {
-    INSTALLED.get().unwrap_or(&EMPTY)
+    let current = *CURRENT.read().unwrap_or_else(PoisonError::into_inner);
+    current.unwrap_or(&EMPTY)
+}
+
+/// Adds variable `name` with `value` to the process's secrets, for a variable that only
+/// the configuration marks as a credential (`api_key_env` or a `${VAR}` header of a
+/// provider configured by name, SPEC 10.7): from then on its value is redacted
+/// everywhere and child environments leave it out, like the variables taken at
+/// start-up. A name already in the store is left as it is.
+pub fn adopt(name: &str, value: &str) {
+    let mut current = CURRENT.write().unwrap_or_else(PoisonError::into_inner);
+    let store = current.unwrap_or(&EMPTY);
+    if store.get(name).is_some() {
+        return;
+    }
+    let mut variables = store.variables.clone();
+    variables.push((OsString::from(name), OsString::from(value)));
+    *current = Some(Box::leak(Box::new(SecretStore::new(variables))));
 }
 
 /// The redactor of the process's secrets.
@@ -447,5 +472,29 @@ mod tests {
             "[[REDACTED]]"
         );
         assert_eq!(store.variables().count(), 2);
+    }
+}
+
+#[cfg(test)]
+mod adopt_tests {
+    use super::*;
+
+    #[test]
+    fn an_adopted_variable_is_a_secret_from_then_on() {
+        let value = "adopted-value-FAKE-2718281828";
+        assert!(secrets().get("ADOPT_TEST_GATEWAY_KEY").is_none());
+        adopt("ADOPT_TEST_GATEWAY_KEY", value);
+        assert_eq!(
+            secrets().get_str("ADOPT_TEST_GATEWAY_KEY"),
+            Some(value),
+            "the store knows the variable"
+        );
+        assert_eq!(
+            redactor().redact_str(&format!("key {value} end")),
+            "key [REDACTED] end"
+        );
+        // A second adoption of the name keeps the first value.
+        adopt("ADOPT_TEST_GATEWAY_KEY", "another-value-FAKE-1414");
+        assert_eq!(secrets().get_str("ADOPT_TEST_GATEWAY_KEY"), Some(value));
     }
 }

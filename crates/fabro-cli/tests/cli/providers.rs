@@ -235,15 +235,6 @@ fn a_configuration_without_wire_or_base_url_exits_2_naming_the_key() {
             "[llm.providers.gw]\nwire = \"chat\"\n",
             "llm.providers.gw.base_url",
         ),
-        // SPEC 13.1, 13.5: a key only in a variable fabro keeps out of every record.
-        (
-            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\napi_key_env = \"GW_KEY\"\n",
-            "llm.providers.gw.api_key_env",
-        ),
-        (
-            "[llm.providers.gw]\nwire = \"chat\"\nbase_url = \"http://x/v1\"\nheaders = { \"X-Auth\" = \"${GW_AUTH}\" }\n",
-            "llm.providers.gw.headers",
-        ),
     ] {
         let (output, _, _) = run(
             "config_errors",
@@ -378,4 +369,71 @@ fn model_list_shows_the_configured_providers_models() {
     assert_eq!(qwen["context_window"], 262144);
     assert_eq!(qwen["tools"], serde_json::Value::Null);
     assert_eq!(qwen["input_price_per_million"], 0.4);
+}
+
+/// SPEC 10.7's own example names its key variable `GATEWAY_KEY`, a name without a
+/// credential suffix: the configuration marks it as one, so its value (and a `${VAR}`
+/// header's) is sent to the provider, redacted in every record and kept out of the
+/// environment of commands (SPEC 13.1, 13.5).
+#[test]
+fn a_key_variable_named_only_by_the_configuration_is_a_secret() {
+    const AUTH: &str = "gw-auth-header-FAKE-31415926";
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.enqueue([Reply::text(&format!("The key is {KEY}."))]);
+    twin.set_fallback(Reply::bad_request());
+    let config = format!(
+        r#"[llm.providers.gateway]
+wire = "chat"
+base_url = "{}/v1"
+api_key_env = "GATEWAY_KEY"
+headers = {{ "X-Auth" = "${{GW_AUTH}}" }}
+"#,
+        twin.base_url()
+    );
+    let workflow = r#"digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  ask [shape=tab, provider="gateway", model="house-model", prompt="Say hi"]
+  show [shape=parallelogram, script="echo key=[$GATEWAY_KEY] auth=[$GW_AUTH]"]
+  start -> ask -> show -> exit
+}
+"#;
+    let (output, requests, env) = run(
+        "a_key_variable_named_only_by_the_configuration_is_a_secret",
+        &twin,
+        workflow,
+        &config,
+        &[
+            ("GATEWAY_KEY", KEY.to_owned()),
+            ("GW_AUTH", AUTH.to_owned()),
+        ],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].header("x-auth"), Some(AUTH));
+    assert!(
+        format!("{:?}", requests[0].headers).contains(KEY),
+        "the key is sent"
+    );
+    let stages = env.fabro_home().join("scratch/r1/stages");
+    let show = fs_err::read_dir(&stages)
+        .expect("stages")
+        .flatten()
+        .find(|entry| entry.file_name().to_string_lossy().contains("-show@"))
+        .expect("the command's stage");
+    let printed = fs_err::read_to_string(show.path().join("stdout.log")).expect("stdout.log");
+    assert_eq!(printed.trim(), "key=[] auth=[]");
+    for secret in [KEY, AUTH] {
+        let (hits, _) = crate::llm::files_containing(&env.fabro_home(), secret.as_bytes());
+        assert!(hits.is_empty(), "{secret} found in {hits:?}");
+        assert!(!stdout(&output).contains(secret) && !stderr(&output).contains(secret));
+    }
+    let ask = fs_err::read_dir(&stages)
+        .expect("stages")
+        .flatten()
+        .find(|entry| entry.file_name().to_string_lossy().contains("-ask@"))
+        .expect("the prompt's stage");
+    let response = fs_err::read_to_string(ask.path().join("response.md")).expect("response.md");
+    assert_eq!(response.trim(), "The key is [REDACTED].");
 }

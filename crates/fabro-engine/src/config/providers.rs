@@ -229,25 +229,6 @@ pub(super) fn providers(
         // child processes and records unredacted.
         let api_key_env = provider.string("api_key_env")?;
         let headers = provider.string_table("headers")?;
-        let named = api_key_env
-            .iter()
-            .map(|variable| ("api_key_env", variable.as_str()))
-            .chain(headers.values().filter_map(|value| {
-                value
-                    .strip_prefix("${")
-                    .and_then(|rest| rest.strip_suffix('}'))
-                    .map(|variable| ("headers", variable))
-            }));
-        for (key, variable) in named {
-            if !fabro_agent::is_secret_name(variable) {
-                return Err(invalid(
-                    key,
-                    format!(
-                        "'{variable}' must end in _API_KEY, _SECRET, _TOKEN, _PASSWORD or _CREDENTIAL, so that fabro keeps its value out of every record and child process"
-                    ),
-                ));
-            }
-        }
         providers.insert(
             name,
             ProviderConfig {

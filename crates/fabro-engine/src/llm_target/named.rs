@@ -90,6 +90,16 @@ pub fn base_url_variable(name: &str) -> String {
     format!("{}_BASE_URL", name.to_ascii_uppercase().replace('-', "_"))
 }
 
+/// The value of a variable that holds a credential of a configured provider (its
+/// `api_key_env`, or a `${VAR}` header), added to the process's secrets whatever its
+/// name (SPEC 10.7's `GATEWAY_KEY`): redacted everywhere, left out of child
+/// environments like the variables taken at start-up (13.1, 13.5).
+fn credential(env: &dyn Fn(&str) -> Option<String>, variable: &str) -> Option<String> {
+    let value = env(variable)?;
+    fabro_llm::redact::adopt(variable, &value);
+    Some(value)
+}
+
 /// The presets and the configured providers of `config`, by name.
 pub(super) fn named_providers(
     env: &dyn Fn(&str) -> Option<String>,
@@ -134,7 +144,7 @@ pub(super) fn named_providers(
                 .strip_prefix("${")
                 .and_then(|rest| rest.strip_suffix('}'))
             {
-                Some(variable) => match env(variable) {
+                Some(variable) => match credential(env, variable) {
                     Some(value) => headers.push((header.clone(), value)),
                     None => missing.push(variable.to_owned()),
                 },
@@ -150,7 +160,10 @@ pub(super) fn named_providers(
             NamedProvider {
                 wire,
                 base_url,
-                key: key_env.as_deref().and_then(env).map(ApiKey::new),
+                key: key_env
+                    .as_deref()
+                    .and_then(|variable| credential(env, variable))
+                    .map(ApiKey::new),
                 // A configured `api_key_env` must be set; a preset's optional key stays so.
                 key_required: configured.api_key_env.is_some()
                     || preset.is_none_or(|preset| preset.key_required),
