@@ -44,6 +44,32 @@ pub(crate) enum Command {
     Cancel(CancelArgs),
     /// Serve the HTTP API (and the page at /) over the runs of $FABRO_HOME.
     Server(ServerArgs),
+    /// Manage a shared store (PostgreSQL, SPEC 18.1).
+    Store(StoreArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StoreArgs {
+    #[command(subcommand)]
+    pub(crate) command: StoreCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Create or upgrade the shared store's schema (versioned migrations).
+    #[command(after_help = "Examples:
+  fabro store migrate --store postgres://fabro@db.internal/fabro
+  FABRO_STORE=postgres://fabro@db.internal/fabro fabro store migrate
+
+Exit codes:
+  0    the schema is at this fabro's version
+  2    no store named, the store cannot be reached, or its schema is newer than this fabro")]
+    Migrate {
+        /// The store: `postgres://…` (the password from the URL, PGPASSWORD or
+        /// .pgpass); default: $FABRO_STORE.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

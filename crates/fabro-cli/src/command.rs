@@ -15,6 +15,7 @@ mod resume;
 mod run;
 mod runs;
 mod server;
+mod store;
 mod validate;
 
 use std::path::Path;
@@ -50,6 +51,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Answer(args) => answer::run(&args, output),
         Command::Cancel(args) => cancel::run(&args, output),
         Command::Server(args) => server::run(&args, output),
+        Command::Store(args) => store::run(&args, output),
     }
 }
 

@@ -55,6 +55,9 @@ pub(crate) enum CliError {
     /// A configuration file is invalid.
     #[error(transparent)]
     Config(ConfigError),
+    /// The shared store cannot be reached or used (SPEC 18.1).
+    #[error(transparent)]
+    Store(fabro_store::StoreError),
     /// `require_isolation` on a kernel that cannot isolate (SPEC 16).
     #[error(transparent)]
     Isolation(fabro_engine::sandbox::IsolationUnavailable),
@@ -117,6 +120,7 @@ impl CliError {
             | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
+            | CliError::Store(_)
             | CliError::Isolation(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)

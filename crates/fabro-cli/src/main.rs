@@ -64,6 +64,7 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
             | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
+            | CliError::Store(_)
             | CliError::Isolation(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)

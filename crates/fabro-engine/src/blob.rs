@@ -32,6 +32,15 @@ pub enum BlobError {
     /// The store lacks the blob.
     #[error("missing blob {0}")]
     Missing(String),
+    /// A remote blob store (an object store, SPEC 18.1) failed.
+    #[error("blob store error at {location}")]
+    Remote {
+        /// The store and key, credentials redacted.
+        location: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The blob is not the JSON value it should be.
     #[error("blob {reference} is not valid JSON")]
     NotJson {

@@ -119,7 +119,7 @@ impl BlobRef {
     }
 
     /// The ref of the blob whose SHA-256 is `hex` (64 lowercase hex digits).
-    pub(crate) fn of_hex(hex: &str) -> BlobRef {
+    pub fn of_hex(hex: &str) -> BlobRef {
         BlobRef(format!("{BLOB_PREFIX}{hex}"))
     }
 

@@ -20,7 +20,7 @@ use fabro_llm::{
 };
 
 use crate::config::LlmConfig;
-pub use named::{base_url_variable as named_base_url_variable, NamedProvider};
+pub use named::{base_url_variable as named_base_url_variable, ModelLimits, NamedProvider};
 
 mod named;
 use crate::event::kind::{AgentFailover, AgentLlmRetry};
@@ -214,22 +214,6 @@ pub struct LlmTarget {
     /// 10.7); both `None` for catalog models, whose limits the catalog gives.
     pub limits: ModelLimits,
     timing: Timing,
-}
-
-/// `context_window` and `max_output` of a configured model (SPEC 10.7).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ModelLimits {
-    /// Tokens the model reads: the agent session compacts before it (SPEC 6.8).
-    pub context_window: Option<u64>,
-    /// Tokens the model writes: the output cap of requests that set none.
-    pub max_output: Option<u32>,
-}
-
-impl ModelLimits {
-    /// The output cap of a request: the node's `max_tokens`, else the model table's.
-    pub fn max_tokens(&self, node: Option<u32>) -> Option<u32> {
-        node.or(self.max_output)
-    }
 }
 
 /// How retries wait: real sleeps and random jitter, or injected ones in tests.
@@ -536,13 +520,7 @@ impl Resolver<'_> {
             .providers
             .named
             .get(&name)
-            .and_then(|named| named.models.get(&model))
-            .map(|table| ModelLimits {
-                context_window: table.context_window,
-                max_output: table
-                    .max_output
-                    .map(|tokens| u32::try_from(tokens).unwrap_or(u32::MAX)),
-            })
+            .map(|named| named.limits_of(&model))
             .unwrap_or_default();
         let target = LlmTarget {
             provider,

@@ -4,10 +4,13 @@
 //! builds commands that never see the developer's environment (no colour, UTC, git
 //! without system or global config). [`corpus_files`] finds the shared workflow corpus
 //! next to the checkout, so tests read it in place instead of copying it.
-//! [`ServerProcess`] is a `fabro server` started by a test.
+//! [`ServerProcess`] is a `fabro server` started by a test; [`TestDatabase`] a
+//! PostgreSQL database of a test's own.
 
+mod postgres;
 mod server_process;
 
+pub use postgres::TestDatabase;
 pub use server_process::ServerProcess;
 
 use std::path::{Path, PathBuf};

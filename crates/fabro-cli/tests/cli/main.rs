@@ -43,6 +43,7 @@ mod server_stream;
 mod special_files;
 mod stages;
 mod storage;
+mod store;
 mod terminal;
 mod validate;
 

@@ -55,6 +55,19 @@ impl std::fmt::Debug for NamedProvider {
 }
 
 impl NamedProvider {
+    /// The limits its model table gives `model` (none for a model it does not list).
+    pub fn limits_of(&self, model: &str) -> ModelLimits {
+        self.models
+            .get(model)
+            .map(|table| ModelLimits {
+                context_window: table.context_window,
+                max_output: table
+                    .max_output
+                    .map(|tokens| u32::try_from(tokens).unwrap_or(u32::MAX)),
+            })
+            .unwrap_or_default()
+    }
+
     /// The variable a run lacks to use this provider: the key's (when required) or a
     /// `${VAR}` of its headers.
     pub fn missing_variable(&self) -> Option<String> {
@@ -82,6 +95,22 @@ impl NamedProvider {
             })
             .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)))
             .map(|(_, id)| id.clone())
+    }
+}
+
+/// `context_window` and `max_output` of a configured model (SPEC 10.7).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// Tokens the model reads: the agent session compacts before it (SPEC 6.8).
+    pub context_window: Option<u64>,
+    /// Tokens the model writes: the output cap of requests that set none.
+    pub max_output: Option<u32>,
+}
+
+impl ModelLimits {
+    /// The output cap of a request: the node's `max_tokens`, else the model table's.
+    pub fn max_tokens(&self, node: Option<u32>) -> Option<u32> {
+        node.or(self.max_output)
     }
 }
 
