@@ -1,3 +1,5 @@
+//! The schema of a shared store, against a database of each test's own.
+
 use fabro_test_support::TestDatabase;
 
 use super::*;
