@@ -59,7 +59,7 @@ pub(crate) enum StoreCommand {
     /// Create or upgrade the shared store's schema (versioned migrations).
     #[command(after_help = "Examples:
   fabro store migrate --store postgres://fabro@db.internal/fabro
-  FABRO_STORE=postgres://fabro@db.internal/fabro fabro store migrate
+  fabro store migrate                   the store named by FABRO_STORE
 
 Exit codes:
   0    the schema is at this fabro's version
