@@ -19,10 +19,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use fabro_api::EventPage;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 use super::feed::{self, share, Handover, Live, Shared};
 use fabro_engine::event::EventKind;
@@ -47,16 +48,6 @@ pub struct EventsQuery {
     pub after: Option<u64>,
     /// Page size of the JSON form, at most 1000.
     pub limit: Option<usize>,
-}
-
-/// The JSON form.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct EventPage {
-    /// Stored envelopes.
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Value>,
-    /// The `after` of the next page.
-    pub next_after: u64,
 }
 
 /// A run's events.
@@ -132,8 +123,8 @@ fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
     let next_after = events.last().map_or(after, |event| event.id);
     EventPage {
         events: events
-            .iter()
-            .filter_map(|event| serde_json::from_str(&event.line).ok())
+            .into_iter()
+            .filter_map(|event| RawValue::from_string(event.line).ok())
             .collect(),
         next_after,
     }
