@@ -20,6 +20,8 @@
 //! assert_eq!(RunUsage::default().tokens, 0);
 //! ```
 
+#[cfg(feature = "client")]
+pub mod client;
 mod error;
 mod event;
 mod question;
@@ -33,7 +35,8 @@ pub use event::{EventPage, StoredEvent};
 pub use question::{Answered, HumanQuestion, QuestionList, QuestionOption};
 pub use request::{AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, StartRequest};
 pub use run::{
-    Canceling, Health, InspectDocument, RunDocument, RunList, RunSummary, RunUsage, Started,
+    Canceling, Health, InspectDocument, RunDocument, RunHeader, RunList, RunSummary, RunUsage,
+    Started,
 };
 pub use stage::{Artifact, ArtifactList, StageList, StageRow, StageUsage};
 pub use workflow::{Diagnostic, DiagnosticEdge, DiagnosticSpan, WorkflowEntry, WorkflowList};

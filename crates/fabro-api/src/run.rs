@@ -102,6 +102,28 @@ impl RunDocument {
     }
 }
 
+/// The members both forms of [`RunDocument`] have: what a client that follows a run
+/// (waits for its status, prints its directory) reads of `GET /api/v1/runs/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RunHeader {
+    /// The run id.
+    pub run_id: String,
+    /// The run status (`queued`, `running`, `success`, …).
+    pub status: String,
+    /// The run directory.
+    pub run_dir: String,
+}
+
+impl From<&RunDocument> for RunHeader {
+    fn from(document: &RunDocument) -> RunHeader {
+        RunHeader {
+            run_id: document.run_id().to_owned(),
+            status: document.status().to_owned(),
+            run_dir: document.run_dir().to_owned(),
+        }
+    }
+}
+
 /// The `fabro inspect --json` document of a run that has started, plus the question it
 /// waits for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
