@@ -29,7 +29,7 @@ use crate::state::AppState;
 use fabro_engine::run_index::RunRecord;
 
 /// Liveness.
-#[utoipa::path(get, path = "/api/v1/health", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/api/v1/health", security(()), responses((status = 200, body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health {
         status: "ok".to_owned(),
