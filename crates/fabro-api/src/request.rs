@@ -133,3 +133,38 @@ pub struct AnswerRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_label_is_a_string_and_several_are_a_list() {
+        let one = AnswerLabels::from_labels(vec!["A".into()]);
+        let many = AnswerLabels::from_labels(vec!["A".into(), "B".into()]);
+        assert_eq!(serde_json::to_string(&one).expect("serializes"), "\"A\"");
+        assert_eq!(
+            serde_json::to_string(&many).expect("serializes"),
+            "[\"A\",\"B\"]"
+        );
+        assert_eq!(many.labels(), vec!["A".to_owned(), "B".to_owned()]);
+        let request: StartRequest =
+            serde_json::from_str(r#"{"workflow": "w.fabro", "answers": {"gate": ["A", "B"]}}"#)
+                .expect("decodes");
+        assert_eq!(request.answers["gate"], many);
+        assert!(serde_json::from_str::<StartRequest>(r#"{"nope": 1}"#).is_err());
+    }
+
+    #[test]
+    fn an_answer_sends_only_what_it_has() {
+        let request = AnswerRequest {
+            key: None,
+            label: Some("Approve".into()),
+            text: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&request).expect("serializes"),
+            r#"{"label":"Approve"}"#
+        );
+    }
+}

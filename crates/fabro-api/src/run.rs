@@ -163,3 +163,80 @@ pub struct Health {
     /// fabro's version.
     pub version: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn queued() -> RunSummary {
+        RunSummary {
+            run_id: "r1".into(),
+            workflow_name: "w".into(),
+            workflow_path: None,
+            status: "queued".into(),
+            started_at: None,
+            finished_at: None,
+            run_dir: "/runs/r1".into(),
+            goal: String::new(),
+            simulated_llm: false,
+            reason: None,
+            current_node: None,
+            usage: RunUsage::default(),
+            cost_usd: None,
+            pending_question: None,
+        }
+    }
+
+    #[test]
+    fn a_queued_summary_has_the_members_of_the_untyped_one() {
+        let value = serde_json::to_value(queued()).expect("serializes");
+        assert_eq!(
+            value,
+            json!({
+                "run_id": "r1", "workflow_name": "w", "status": "queued",
+                "started_at": null, "finished_at": null, "run_dir": "/runs/r1", "goal": "",
+                "simulated_llm": false, "current_node": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0, "tokens": 0},
+                "cost_usd": null, "pending_question": null,
+            })
+        );
+    }
+
+    #[test]
+    fn a_run_document_reads_back_as_the_form_it_was() {
+        let queued = RunDocument::Queued(queued());
+        let text = serde_json::to_string(&queued).expect("serializes");
+        assert_eq!(
+            serde_json::from_str::<RunDocument>(&text).expect("decodes"),
+            queued
+        );
+        let inspect = json!({
+            "run_id": "r2", "workflow_name": "w", "workflow_path": "/w.fabro", "goal": "g",
+            "status": "success", "started_at": "2026-01-01T00:00:00Z",
+            "finished_at": "2026-01-01T00:00:01Z", "duration_ms": 1000, "run_dir": "/runs/r2",
+            "base_sha": null, "run_branch": null, "simulated_llm": false, "dry_run": false,
+            "parent_run_id": null, "current_node": "exit", "next_node_id": null, "stages": [],
+            "totals": {"stages": 0, "attempts": 0, "duration_ms": 0, "tokens": 0,
+                "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                "cost_usd": null, "files_touched": []},
+            "pending_question": null,
+        });
+        let document: RunDocument = serde_json::from_value(inspect.clone()).expect("decodes");
+        assert!(
+            matches!(&document, RunDocument::Inspected(_)),
+            "{document:?}"
+        );
+        assert_eq!(document.status(), "success");
+        assert_eq!(document.run_dir(), "/runs/r2");
+        assert_eq!(
+            serde_json::to_value(&document).expect("serializes"),
+            inspect
+        );
+        let header = RunHeader::from(&document);
+        assert_eq!(
+            serde_json::from_value::<RunHeader>(inspect).expect("decodes"),
+            header
+        );
+    }
+}
