@@ -53,7 +53,8 @@ pub struct EventsQuery {
 /// A run's events.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/events",
     params(("id" = String, Path, description = "run id or unique prefix"), EventsQuery),
-    responses((status = 200, body = EventPage, content_type = "application/json"),
+    responses((status = 200, description = "a page of stored events, or with `Accept: text/event-stream` the events as Server-Sent Events",
+        content((EventPage = "application/json"), (String = "text/event-stream"))),
     (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,

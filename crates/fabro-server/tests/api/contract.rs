@@ -9,13 +9,14 @@ use serde_json::{json, Value};
 
 use crate::support::{chain, sleepy, Auth, Fixture, Reply, GATE, TOKEN};
 
-/// The content types of raw answers: text files, diffs, the SVG graph and artifact
-/// downloads, each documented as a string.
-const RAW: [&str; 4] = [
+/// The content types of raw answers: text files, diffs, the SVG graph, artifact
+/// downloads and the event stream, each documented as a string.
+const RAW: [&str; 5] = [
     "text/plain",
     "text/x-diff",
     "image/svg+xml",
     "application/octet-stream",
+    "text/event-stream",
 ];
 
 /// The schema `reference` names (`#/components/schemas/{name}`).
