@@ -59,7 +59,10 @@ fn st_run(st: &PathBuf, server: &Server, scratch: &std::path::Path, id: Option<&
             &format!("Authorization: Bearer {}", server.token),
         ])
         .args(["--checks", CHECKS, "--exclude-checks", EXCLUDED])
-        .args(["--max-examples", "25", "--seed", "18", "--workers", "2"])
+        // One worker: with two, hypothesis parses lambdas' sources in two threads at
+        // once, and Python 3.11's `ast` then fails now and then with "AST constructor
+        // recursion depth mismatch" (CPython issue 106905), an error of the tool.
+        .args(["--max-examples", "25", "--seed", "18", "--workers", "1"])
         .args(["--request-timeout", "30", "--generation-database", "none"])
         .args(["--no-color", "--max-failures", "20"])
         .env("NO_COLOR", "1");
