@@ -15,6 +15,7 @@ use crate::run_index::{read_manifest, RunIndexError, RunRecord, RunStatus};
 
 /// One element of `fabro runs --json` (SPEC 12.1), newest run first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct RunView {
     /// The run id.
     pub run_id: String,
@@ -40,6 +41,7 @@ pub struct RunView {
 
 /// `fabro inspect --json` (SPEC 12.1): the run's summary, its stages by rank, and totals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct InspectView {
     /// The run id.
     pub run_id: String,
@@ -85,6 +87,7 @@ pub struct InspectView {
 /// while the run runs, `incomplete` otherwise, and the fields only `status.json` knows
 /// are null.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct StageView {
     /// The stage's rank (its order in the run).
     pub rank: u32,
@@ -116,6 +119,7 @@ pub struct StageView {
 
 /// Sums over the stages of `fabro inspect`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct TotalsView {
     /// How many stages ran.
     pub stages: usize,

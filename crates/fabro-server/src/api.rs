@@ -15,9 +15,12 @@ use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use fabro_api::{
+    Canceling, Health, HumanQuestion, InspectDocument, RunDocument, RunList, RunSummary, Started,
+    WorkflowList,
+};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use crate::engine_bridge::{records, ResumeRequest, RunStatus, StartRequest};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
@@ -25,21 +28,12 @@ use crate::runs;
 use crate::state::AppState;
 use fabro_engine::run_index::RunRecord;
 
-/// `GET /api/v1/health`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
-    /// Always `ok`.
-    pub status: &'static str,
-    /// fabro's version.
-    pub version: &'static str,
-}
-
 /// Liveness.
-#[utoipa::path(get, path = "/api/v1/health", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/api/v1/health", security(()), responses((status = 200, body = Health)))]
 pub async fn health() -> Json<Health> {
     Json(Health {
-        status: "ok",
-        version: env!("CARGO_PKG_VERSION"),
+        status: "ok".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
     })
 }
 
@@ -55,16 +49,6 @@ pub struct ListQuery {
     pub limit: Option<usize>,
     /// Runs strictly older than this run id (the `next` of the previous page).
     pub before: Option<String>,
-}
-
-/// `GET /api/v1/runs`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RunList {
-    /// Runs, newest first.
-    #[schema(value_type = Vec<Object>)]
-    pub runs: Vec<Value>,
-    /// The `before` of the next page, or null.
-    pub next: Option<String>,
 }
 
 /// The statuses `GET /api/v1/runs` filters by.
@@ -111,7 +95,7 @@ pub async fn list_runs(
         .all_active()
         .into_iter()
         .filter(|active| !records.contains(&active.run_id))
-        .map(|active| Listed::Active(active.queued_summary()))
+        .map(|active| Listed::Active(Box::new(active.queued_summary())))
         .collect();
     let stored = records.iter().map(|record| {
         // Started a moment ago: its manifest is not written yet.
@@ -172,7 +156,8 @@ pub async fn list_runs(
     Ok(run_list_body(&summaries, next.as_deref()))
 }
 
-/// The [`RunList`] of serialized summaries, put together without parsing them again.
+/// The [`RunList`] of serialized [`RunSummary`]s, put together without parsing them
+/// again.
 fn run_list_body(summaries: &[Bytes], next: Option<&str>) -> Response {
     let length: usize = summaries.iter().map(Bytes::len).sum();
     let mut body = Vec::with_capacity(length + summaries.len() + 64);
@@ -196,29 +181,29 @@ fn run_list_body(summaries: &[Bytes], next: Option<&str>) -> Response {
 /// One run of the list before it is summarised.
 enum Listed {
     /// A run of this server not in the index yet: its summary.
-    Active(Value),
+    Active(Box<RunSummary>),
     /// A run of the index and its pending question.
-    Stored(Arc<RunRecord>, Value),
+    Stored(Arc<RunRecord>, Option<HumanQuestion>),
 }
 
 impl Listed {
     fn run_id(&self) -> &str {
         match self {
-            Listed::Active(summary) => summary["run_id"].as_str().unwrap_or_default(),
+            Listed::Active(summary) => &summary.run_id,
             Listed::Stored(record, _) => &record.run_id,
         }
     }
 
     fn status(&self) -> &str {
         match self {
-            Listed::Active(summary) => summary["status"].as_str().unwrap_or_default(),
+            Listed::Active(summary) => &summary.status,
             Listed::Stored(record, _) => record.status.as_str(),
         }
     }
 
     fn workflow_name(&self) -> &str {
         match self {
-            Listed::Active(summary) => summary["workflow_name"].as_str().unwrap_or_default(),
+            Listed::Active(summary) => &summary.workflow_name,
             Listed::Stored(record, _) => &record.workflow_name,
         }
     }
@@ -228,7 +213,7 @@ impl Listed {
         match self {
             Listed::Active(_) => false,
             Listed::Stored(record, pending) => {
-                record.status == RunStatus::Running && !pending.is_null()
+                record.status == RunStatus::Running && pending.is_some()
             }
         }
     }
@@ -237,9 +222,7 @@ impl Listed {
     fn cached(&self, state: &AppState) -> Option<Bytes> {
         match self {
             Listed::Active(summary) => serde_json::to_vec(summary).ok().map(Bytes::from),
-            Listed::Stored(record, pending) if pending.is_null() => {
-                state.documents().cached_summary(record)
-            }
+            Listed::Stored(record, None) => state.documents().cached_summary(record),
             Listed::Stored(..) => None,
         }
     }
@@ -247,51 +230,37 @@ impl Listed {
     /// The serialized summary, built when the cache has none (blocks).
     fn summary(self, state: &AppState) -> Bytes {
         let summary = match self {
-            Listed::Active(summary) => summary,
+            Listed::Active(summary) => *summary,
             Listed::Stored(record, pending) => {
-                if pending.is_null() {
+                if pending.is_none() {
                     if let Some(bytes) = state.documents().cached_summary(&record) {
                         return bytes;
                     }
                 }
-                let mut summary = state.documents().summary(&record);
-                summary["pending_question"] = pending;
-                summary
+                RunSummary {
+                    pending_question: pending,
+                    ..state.documents().summary(&record)
+                }
             }
         };
         Bytes::from(serde_json::to_vec(&summary).unwrap_or_default())
     }
 }
 
-/// The pending question of a run, as `GET /questions` lists it, or null.
-fn pending_question(state: &AppState, run_id: &str, status: RunStatus) -> Value {
+/// The pending question of a run, as `GET /questions` lists it.
+fn pending_question(state: &AppState, run_id: &str, status: RunStatus) -> Option<HumanQuestion> {
     if status != RunStatus::Running {
-        return Value::Null;
+        return None;
     }
-    questions::pending(state, run_id)
-        .into_iter()
-        .next()
-        .unwrap_or(Value::Null)
+    questions::pending(state, run_id).into_iter().next()
 }
 
-/// `POST /api/v1/runs` and `POST …/resume` answers.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Started {
-    /// The run id.
-    pub run_id: String,
-    /// `queued` or `running`.
-    pub status: String,
-    /// The run's API URL.
-    pub url: String,
-}
-
-impl From<runs::Accepted> for Started {
-    fn from(accepted: runs::Accepted) -> Started {
-        Started {
-            url: format!("/api/v1/runs/{}", accepted.run_id),
-            run_id: accepted.run_id,
-            status: accepted.status.to_owned(),
-        }
+/// The answer to an accepted start or resume.
+fn started(accepted: runs::Accepted) -> Started {
+    Started {
+        url: format!("/api/v1/runs/{}", accepted.run_id),
+        run_id: accepted.run_id,
+        status: accepted.status.to_owned(),
     }
 }
 
@@ -306,7 +275,7 @@ pub async fn create_run(
 ) -> Result<Response, ApiError> {
     let Json(request) = body?;
     let accepted = runs::start(&state, request).await?;
-    Ok((StatusCode::CREATED, Json(Started::from(accepted))).into_response())
+    Ok((StatusCode::CREATED, Json(started(accepted))).into_response())
 }
 
 /// The run of a path parameter: a run of the index (an id or a unique prefix), from the
@@ -354,7 +323,7 @@ pub(crate) async fn require_run(
 
 /// The `fabro inspect --json` document plus `pending_question`.
 #[utoipa::path(get, path = "/api/v1/runs/{id}", params(("id" = String, Path, description = "run id or unique prefix")),
-    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = RunDocument), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -362,11 +331,11 @@ pub async fn get_run(
     match find_shared_run(&state, &id).await? {
         // Not started: no manifest to inspect yet.
         Some(record) if record.status == RunStatus::Queued => {
-            Ok(Json(state.active(&record.run_id).map_or_else(
+            let summary = state.active(&record.run_id).map_or_else(
                 || records::run_summary(&record),
                 |active| active.queued_summary(),
-            ))
-            .into_response())
+            );
+            Ok(Json(RunDocument::Queued(summary)).into_response())
         }
         Some(record) => {
             if let Some(bytes) = state.documents().cached_document(&record) {
@@ -378,7 +347,9 @@ pub async fn get_run(
             let built =
                 tokio::task::spawn_blocking(move || match cache.documents().document(&record) {
                     Some(cached) => cached.map(Built::Cached),
-                    None => records::inspect(&record).map(Built::Fresh),
+                    None => {
+                        records::inspect(&record).map(|document| Built::Fresh(Box::new(document)))
+                    }
                 })
                 .await
                 .map_err(ApiError::internal)??;
@@ -387,14 +358,14 @@ pub async fn get_run(
                     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
                 }
                 Built::Fresh(mut document) => {
-                    document["pending_question"] = pending_question(&state, &run_id, status);
-                    Json(document).into_response()
+                    document.pending_question = pending_question(&state, &run_id, status);
+                    Json(RunDocument::Inspected(*document)).into_response()
                 }
             })
         }
         None => state
             .active_by_prefix(&id)
-            .map(|active| Json(active.queued_summary()).into_response())
+            .map(|active| Json(RunDocument::Queued(active.queued_summary())).into_response())
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'"))),
     }
 }
@@ -402,16 +373,7 @@ pub async fn get_run(
 /// A run document: serialized from the cache, or built for this request.
 enum Built {
     Cached(axum::body::Bytes),
-    Fresh(Value),
-}
-
-/// `POST …/cancel` answer.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Canceling {
-    /// The run id.
-    pub run_id: String,
-    /// Always `canceling`.
-    pub status: &'static str,
+    Fresh(Box<InspectDocument>),
 }
 
 /// Cancels a running or queued run.
@@ -426,7 +388,7 @@ pub async fn cancel_run(
         StatusCode::ACCEPTED,
         Json(Canceling {
             run_id,
-            status: "canceling",
+            status: "canceling".to_owned(),
         }),
     )
         .into_response())
@@ -445,17 +407,17 @@ pub async fn resume_run(
     let request = body?.map(|Json(request)| request).unwrap_or_default();
     let record = require_run(&state, &id).await?;
     let accepted = runs::resume(&state, &record.run_id, request).await?;
-    Ok((StatusCode::ACCEPTED, Json(Started::from(accepted))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(started(accepted))).into_response())
 }
 
 /// Workflows under the roots.
-#[utoipa::path(get, path = "/api/v1/workflows", responses((status = 200, body = Object), (status = 401, body = ErrorBody)))]
-pub async fn list_workflows(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/api/v1/workflows", responses((status = 200, body = WorkflowList), (status = 401, body = ErrorBody)))]
+pub async fn list_workflows(State(state): State<AppState>) -> Result<Json<WorkflowList>, ApiError> {
     let roots = state.bridge().roots().to_vec();
     let workflows = tokio::task::spawn_blocking(move || records::workflows(&roots))
         .await
         .map_err(ApiError::internal)?;
-    Ok(Json(serde_json::json!({ "workflows": workflows })))
+    Ok(Json(WorkflowList { workflows }))
 }
 
 /// The query extractor for repeated keys (`status=a&status=b`).

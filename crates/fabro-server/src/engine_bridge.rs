@@ -19,9 +19,8 @@ use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
 use fabro_engine::source::FsLoader;
 use fabro_language::SourceLoader;
 use fabro_llm::Provider;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
+pub use fabro_api::{AnswerLabels, ConfigFile, ResumeRequest, StartRequest};
 pub use fabro_engine::event::{EventEnvelope, EventSink};
 pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
 pub use fabro_engine::run::RunReport;
@@ -32,84 +31,6 @@ use crate::error::{without_paths, ApiError, ErrorKind};
 
 /// Largest `source` accepted in `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_SOURCE_BYTES: usize = 4 * 1024 * 1024;
-
-/// The body of `POST /api/v1/runs` (also kept in a queued run's `queued.json`): the
-/// fields are the flags of `fabro run` (SPEC 12.1, 14.3).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StartRequest {
-    /// A workflow path (relative to `work_dir`) or a bare workflow name.
-    pub workflow: Option<String>,
-    /// DOT text, instead of `workflow`; `@path` references resolve against `work_dir`.
-    pub source: Option<String>,
-    /// Working directory; default: the first root.
-    pub work_dir: Option<String>,
-    /// Like `--goal`.
-    pub goal: Option<String>,
-    /// Like `--var K=V`.
-    #[serde(default)]
-    pub vars: BTreeMap<String, String>,
-    /// Like `--model`.
-    pub model: Option<String>,
-    /// Like `--provider`.
-    pub provider: Option<String>,
-    /// Like `--auto-approve`.
-    #[serde(default)]
-    pub auto_approve: bool,
-    /// Like `--answer NODE=LABEL`: per node, one label or the labels in the order the
-    /// node's visits consume them.
-    #[serde(default)]
-    pub answers: BTreeMap<String, AnswerLabels>,
-    /// Like `--dry-run`.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Like `--run-id`.
-    pub run_id: Option<String>,
-    /// Like `--config FILE`: the run-config TOML layer above `.fabro/project.toml`
-    /// (SPEC 12.3), sent as text since the file may be the client's.
-    pub config: Option<ConfigFile>,
-    /// Like `--no-in-place`: refuse a working tree with uncommitted changes.
-    #[serde(default)]
-    pub no_in_place: bool,
-    /// Like `--max-stages N` (SPEC 17.1; 0: unlimited).
-    pub max_stages: Option<u64>,
-    /// Like `--max-tokens N`.
-    pub max_tokens: Option<u64>,
-    /// Like `--max-cost USD`.
-    pub max_cost_usd: Option<f64>,
-    /// Like `--max-duration D` (`90s`, `30m`, `2h`).
-    pub max_duration: Option<String>,
-}
-
-/// The labels of one node's `--answer` flags.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum AnswerLabels {
-    /// One answer.
-    One(String),
-    /// Answers consumed in order, one per visit of the node.
-    Many(Vec<String>),
-}
-
-impl AnswerLabels {
-    fn labels(&self) -> Vec<String> {
-        match self {
-            AnswerLabels::One(label) => vec![label.clone()],
-            AnswerLabels::Many(labels) => labels.clone(),
-        }
-    }
-}
-
-/// A run-config TOML file of the client (`--config`).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    /// Its path (absolute, or relative to `work_dir`): relative paths in it resolve
-    /// against its directory, and errors name it.
-    pub path: String,
-    /// Its text.
-    pub text: String,
-}
 
 /// The budget flags of a request (SPEC 17.1) and `--no-in-place` as overrides of the
 /// configuration, or 400 for a limit that is none.
@@ -139,30 +60,6 @@ fn overrides(
         max_duration: max_duration.cloned(),
         refuse_dirty_worktree: no_in_place,
     })
-}
-
-/// The body of `POST /api/v1/runs/{id}/resume`: the flags of `fabro resume`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeRequest {
-    /// Like `--auto-approve`.
-    #[serde(default)]
-    pub auto_approve: bool,
-    /// Like `--answer NODE=LABEL`.
-    #[serde(default)]
-    pub answers: BTreeMap<String, AnswerLabels>,
-    /// Like `--model`.
-    pub model: Option<String>,
-    /// Like `--provider`.
-    pub provider: Option<String>,
-    /// Like `--max-stages N` (SPEC 17.1; 0: unlimited).
-    pub max_stages: Option<u64>,
-    /// Like `--max-tokens N`.
-    pub max_tokens: Option<u64>,
-    /// Like `--max-cost USD`.
-    pub max_cost_usd: Option<f64>,
-    /// Like `--max-duration D` (`90s`, `30m`, `2h`).
-    pub max_duration: Option<String>,
 }
 
 /// `answers` as the engine takes them: (node, label) pairs, in order per node.
@@ -579,7 +476,7 @@ fn run_error(error: RunError, work_dir: Option<&Path>) -> ApiError {
                     |relative| relative.display().to_string(),
                 );
             let diagnostics =
-                records::diagnostics_json(Path::new(&shown), &text, &checked.diagnostics);
+                records::diagnostics_of(Path::new(&shown), &text, &checked.diagnostics);
             ApiError::invalid_workflow(format!("workflow {shown} has errors"), diagnostics)
         }
         RunError::RunExists { run_id } => {

@@ -15,9 +15,8 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use serde_json::Value;
-use utoipa::ToSchema;
+
+pub use fabro_api::{Diagnostic, ErrorBody, ErrorDetail};
 
 /// The header that carries a response's request id.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
@@ -110,33 +109,9 @@ type Cause = Arc<dyn std::error::Error + Send + Sync>;
 pub struct ApiError {
     kind: ErrorKind,
     message: String,
-    diagnostics: Option<Value>,
+    diagnostics: Option<Vec<Diagnostic>>,
     #[source]
     cause: Option<Cause>,
-}
-
-/// The body of every error response.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// The error.
-    pub error: ErrorDetail,
-}
-
-/// The `error` object.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// `snake_case` code, e.g. `not_found`.
-    pub code: String,
-    /// Human-readable message.
-    pub message: String,
-    /// For an invalid workflow: the diagnostics of `fabro validate --json`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub diagnostics: Option<Value>,
-    /// For an internal error: the request id its log line names (also the response's
-    /// `x-request-id`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
 }
 
 impl ApiError {
@@ -176,7 +151,7 @@ impl ApiError {
     }
 
     /// 422 `invalid_workflow` with `fabro validate --json` diagnostics.
-    pub fn invalid_workflow(message: impl Into<String>, diagnostics: Value) -> ApiError {
+    pub fn invalid_workflow(message: impl Into<String>, diagnostics: Vec<Diagnostic>) -> ApiError {
         ApiError {
             diagnostics: Some(diagnostics),
             ..ApiError::new(ErrorKind::InvalidWorkflow, message)

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use fabro_api::{RunSummary, RunUsage};
 use fabro_engine::run_index::RunCatalog;
-use serde_json::{json, Value};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -91,21 +91,28 @@ impl ActiveRun {
     }
 
     /// The summary of a run that is not in the run index yet.
-    pub fn queued_summary(&self) -> Value {
-        json!({
-            "run_id": self.run_id,
-            "workflow_name": self.workflow_name,
-            "status": if self.is_queued() { "queued" } else { "running" },
-            "started_at": null,
-            "finished_at": null,
-            "run_dir": self.run_dir.display().to_string(),
-            "goal": "",
-            "simulated_llm": false,
-            "current_node": null,
-            "usage": {"input_tokens": 0, "output_tokens": 0, "tokens": 0},
-            "cost_usd": null,
-            "pending_question": null,
-        })
+    pub fn queued_summary(&self) -> RunSummary {
+        RunSummary {
+            run_id: self.run_id.clone(),
+            workflow_name: self.workflow_name.clone(),
+            workflow_path: None,
+            status: if self.is_queued() {
+                "queued"
+            } else {
+                "running"
+            }
+            .to_owned(),
+            started_at: None,
+            finished_at: None,
+            run_dir: self.run_dir.display().to_string(),
+            goal: String::new(),
+            simulated_llm: false,
+            reason: None,
+            current_node: None,
+            usage: RunUsage::default(),
+            cost_usd: None,
+            pending_question: None,
+        }
     }
 }
 

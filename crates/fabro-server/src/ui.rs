@@ -271,6 +271,11 @@ pub fn duration(ms: Option<u64>) -> String {
     format!("{}h{:02}m", seconds / 3600, (seconds % 3600) / 60)
 }
 
+/// An API document (a `fabro_api` type) as the pages read it: its JSON value.
+pub fn json_value<T: serde::Serialize>(document: &T) -> Value {
+    serde_json::to_value(document).unwrap_or(Value::Null)
+}
+
 /// A JSON value as display text: strings bare, null empty, others as JSON.
 pub fn text(value: &Value) -> String {
     match value {

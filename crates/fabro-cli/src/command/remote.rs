@@ -8,12 +8,15 @@ mod stream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use fabro_api::client::{Client, ClientError, RunQuery};
+use fabro_api::{
+    AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, RunDocument, StartRequest,
+};
 use fabro_engine::config::CostLimit;
 use fabro_engine::event::{EventEnvelope, EventSink};
 use fabro_engine::run_view::{InspectView, RunView};
 use fabro_engine::StopCause;
-use fabro_server::engine_bridge::{AnswerLabels, ConfigFile, ResumeRequest, StartRequest};
-use serde_json::{json, Value};
+use serde_json::Value;
 use stream::stream_lines;
 
 use crate::args::RunArgs;
@@ -49,92 +52,22 @@ fn token(url: &str) -> Option<String> {
         })
 }
 
-/// A client of one server.
-struct Remote {
-    client: reqwest::Client,
-    url: String,
-    token: Option<String>,
-}
-
-impl Remote {
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<(u16, Value), CliError> {
-        let response = self
-            .request(method, path, body)
-            .send()
-            .await
-            .map_err(|error| self.unreachable(&error))?;
-        let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|error| self.unreachable(&error))?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-    }
-
-    /// `method path` with `body`: the reply when the status is `expected`, else the
-    /// API's message as an error (exit 2, as for an unknown run locally).
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-        expected: u16,
-    ) -> Result<Value, CliError> {
-        let (status, reply) = self.send(method, path, body).await?;
-        if status != expected {
-            return Err(CliError::Usage(api_message(&reply)));
+/// A refused or failed request as the CLI reports it (exit 2, as for an unknown run
+/// locally): the API's message, else what went wrong.
+fn refused(error: ClientError) -> CliError {
+    CliError::Usage(match &error {
+        ClientError::Unreachable { url, source } => format!(
+            "cannot reach the fabro server at {url}: {}",
+            fabro_engine::error_chain(source)
+        ),
+        ClientError::Refused { .. } => error
+            .api_message()
+            .unwrap_or("the server refused the request")
+            .to_owned(),
+        ClientError::Undecodable { url, source } => {
+            format!("the fabro server at {url} sent a document this fabro cannot read: {source}")
         }
-        Ok(reply)
-    }
-
-    /// A GET answered 200 (see [`Remote::call`]).
-    async fn get(&self, path: &str) -> Result<Value, CliError> {
-        self.call(reqwest::Method::GET, path, None, 200).await
-    }
-
-    /// A GET whatever its status: the body, or null.
-    async fn peek(&self, path: &str) -> Result<Value, CliError> {
-        Ok(self.send(reqwest::Method::GET, path, None).await?.1)
-    }
-
-    fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> reqwest::RequestBuilder {
-        let mut request = self.client.request(method, format!("{}{path}", self.url));
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(body) = body {
-            request = request
-                .header("content-type", "application/json")
-                .body(body.to_string());
-        }
-        request
-    }
-
-    fn unreachable(&self, error: &reqwest::Error) -> CliError {
-        CliError::Usage(format!(
-            "cannot reach the fabro server at {}: {}",
-            self.url,
-            fabro_engine::error_chain(error)
-        ))
-    }
-}
-
-/// The message of an API error body.
-fn api_message(body: &Value) -> String {
-    body["error"]["message"]
-        .as_str()
-        .unwrap_or("the server refused the request")
-        .to_owned()
+    })
 }
 
 fn block_on<T>(
@@ -147,12 +80,8 @@ fn block_on<T>(
         .block_on(work)
 }
 
-fn remote(url: &str) -> Remote {
-    Remote {
-        client: reqwest::Client::new(),
-        url: url.to_owned(),
-        token: token(url),
-    }
+fn remote(url: &str) -> Client {
+    Client::new(url, token(url))
 }
 
 /// `fabro cancel RUN --server URL`: exit 0 once the run has stopped canceled, 2 when it
@@ -160,19 +89,11 @@ fn remote(url: &str) -> Remote {
 pub(crate) fn cancel(url: &str, run: &str, output: &mut Output) -> Result<Status, CliError> {
     let remote = remote(url);
     block_on(async {
-        let reply = remote
-            .call(
-                reqwest::Method::POST,
-                &format!("/api/v1/runs/{run}/cancel"),
-                Some(&json!({})),
-                202,
-            )
-            .await?;
-        let run_id = reply["run_id"].as_str().unwrap_or(run).to_owned();
+        let run_id = remote.cancel(run).await.map_err(refused)?.run_id;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
-            match document["status"].as_str() {
+            let document = remote.peek_run(&run_id).await.map_err(refused)?;
+            match document.as_ref().map(|document| document.status.as_str()) {
                 Some("canceled") => break,
                 Some("running" | "queued") if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -200,43 +121,34 @@ pub(crate) fn answer(
     let remote = remote(url);
     block_on(async {
         let run = &args.run;
-        let reply = remote.get(&format!("/api/v1/runs/{run}/questions")).await?;
-        let Some(question) = reply["questions"].get(0).cloned() else {
+        let questions = remote.questions(run).await.map_err(refused)?.questions;
+        let Some(question) = questions.into_iter().next() else {
             return Err(CliError::Usage(format!(
                 "run {run} has no pending human question"
             )));
         };
-        let question_id = question["question_id"].as_str().unwrap_or_default();
-        let body = match &args.text {
-            Some(text) => json!({"label": args.label, "text": text}),
-            None => json!({"label": args.label}),
+        let request = AnswerRequest {
+            key: None,
+            label: Some(args.label.clone()),
+            text: args.text.clone(),
         };
-        let reply = remote
-            .call(
-                reqwest::Method::POST,
-                &format!("/api/v1/runs/{run}/questions/{question_id}/answer"),
-                Some(&body),
-                200,
-            )
-            .await?;
-        let key = reply["selected_key"].as_str().unwrap_or_default();
+        let answered = remote
+            .answer(run, &question.question_id, &request)
+            .await
+            .map_err(refused)?;
+        let key = answered.selected_key;
         let described = match &args.text {
             Some(text) => format!("\"{text}\""),
             None => {
-                let display = question["options"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|option| option["key"] == key)
-                    .and_then(|option| option["display_label"].as_str())
-                    .unwrap_or_default();
+                let display = question
+                    .options
+                    .iter()
+                    .find(|option| option.key == key)
+                    .map_or("", |option| option.display_label.as_str());
                 format!("[{key}] {display}")
             }
         };
-        output.out(&format!(
-            "{} → {described}\n",
-            question["node_id"].as_str().unwrap_or_default()
-        ));
+        output.out(&format!("{} → {described}\n", question.node_id));
         Ok(Status::Success)
     })
 }
@@ -283,7 +195,6 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
         max_duration: args.stages.max_duration.clone(),
     };
-    let body = serde_json::to_value(&request).map_err(CliError::EncodeJson)?;
     let remote = remote(url);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -291,7 +202,7 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
         let signals = if args.detach { None } else { Signals::catch() };
-        let Some(run_id) = start_run(&remote, &body, output).await? else {
+        let Some(run_id) = start_run(&remote, &request, output).await? else {
             return Ok(Status::Failure);
         };
         if args.detach {
@@ -329,66 +240,51 @@ fn answer_labels(answers: &[String]) -> Result<BTreeMap<String, AnswerLabels>, C
     }
     Ok(grouped
         .into_iter()
-        .map(|(node, mut labels)| {
-            let labels = if labels.len() == 1 {
-                AnswerLabels::One(labels.remove(0))
-            } else {
-                AnswerLabels::Many(labels)
-            };
-            (node, labels)
-        })
+        .map(|(node, labels)| (node, AnswerLabels::from_labels(labels)))
         .collect())
 }
 
 /// `POST /api/v1/runs`: the new run's id, or `None` after printing an invalid
 /// workflow's diagnostics (exit 1, as locally).
 async fn start_run(
-    remote: &Remote,
-    body: &Value,
+    remote: &Client,
+    request: &StartRequest,
     output: &mut Output,
 ) -> Result<Option<String>, CliError> {
-    let (status, reply) = remote
-        .send(reqwest::Method::POST, "/api/v1/runs", Some(body))
-        .await?;
-    if status == 422 {
-        for diagnostic in reply["error"]["diagnostics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let span = &diagnostic["span"];
-            output.err(&format!(
-                "{}:{}:{}: {}[{}]: {}\n",
-                diagnostic["file"].as_str().unwrap_or_default(),
-                span["line"].as_u64().unwrap_or(0),
-                span["column"].as_u64().unwrap_or(0),
-                diagnostic["severity"].as_str().unwrap_or_default(),
-                diagnostic["rule"].as_str().unwrap_or_default(),
-                diagnostic["message"].as_str().unwrap_or_default(),
-            ));
+    match remote.start(request).await {
+        Ok(started) => Ok(Some(started.run_id)),
+        Err(ClientError::Refused {
+            status,
+            body: Some(body),
+            ..
+        }) if status.as_u16() == 422 && body.error.diagnostics.is_some() => {
+            for diagnostic in body.error.diagnostics.iter().flatten() {
+                let (line, column) = diagnostic
+                    .span
+                    .map_or((0, 0), |span| (span.line, span.column));
+                output.err(&format!(
+                    "{}:{line}:{column}: {}[{}]: {}\n",
+                    diagnostic.file, diagnostic.severity, diagnostic.rule, diagnostic.message,
+                ));
+            }
+            Ok(None)
         }
-        if reply["error"]["diagnostics"].is_array() {
-            return Ok(None);
-        }
+        Err(error) => Err(refused(error)),
     }
-    if status != 201 {
-        return Err(CliError::Usage(api_message(&reply)));
-    }
-    Ok(Some(
-        reply["run_id"].as_str().unwrap_or_default().to_owned(),
-    ))
 }
 
 /// What `--detach` prints once the run is started: its id and directory (exit 0).
 async fn print_detached(
-    remote: &Remote,
+    remote: &Client,
     run_id: &str,
     output: &mut Output,
 ) -> Result<Status, CliError> {
-    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
+    let document = remote.peek_run(run_id).await.map_err(refused)?;
     output.out(&format!(
         "run_id: {run_id}\nrun_dir: {}\n",
-        document["run_dir"].as_str().unwrap_or_default()
+        document
+            .as_ref()
+            .map_or("", |document| document.run_dir.as_str())
     ));
     Ok(Status::Success)
 }
@@ -398,18 +294,20 @@ async fn print_detached(
 /// `after`: the id of the last event before this run (or resume) started; `signals`:
 /// the Ctrl-C that cancels the run.
 async fn follow(
-    remote: &Remote,
+    remote: &Client,
     (run_id, after): (&str, Option<u64>),
     json: bool,
     signals: Option<Signals>,
     output: &mut Output,
 ) -> Result<Status, CliError> {
     let run_id = run_id.to_owned();
-    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
+    let document = remote.peek_run(&run_id).await.map_err(refused)?;
     if !json {
         output.out(&format!(
             "run_id: {run_id}\nrun_dir: {}\n",
-            document["run_dir"].as_str().unwrap_or_default()
+            document
+                .as_ref()
+                .map_or("", |document| document.run_dir.as_str())
         ));
     }
     let progress = (!json).then(|| Arc::new(ProgressSink::new(output.stderr_color())));
@@ -429,8 +327,11 @@ async fn follow(
     // The live line stops before anything else is printed, as for a local run.
     let summary = progress.as_ref().map(|progress| progress.finish());
     let terminal = terminal?;
-    let document = remote.peek(&format!("/api/v1/runs/{run_id}")).await?;
-    let run_status = document["status"].as_str().unwrap_or("fail").to_owned();
+    let document = remote.peek_run(&run_id).await.map_err(refused)?;
+    let run_status = document
+        .as_ref()
+        .map_or("fail", |document| document.status.as_str())
+        .to_owned();
     let failed = terminal
         .as_ref()
         .filter(|event| event.name() == "WorkflowRunFailed")
@@ -480,7 +381,7 @@ fn exit_status(run_status: &str, cause: Option<StopCause>) -> Status {
 
 /// Feeds the run's events to `sink` until the stream ends; returns the terminal event.
 async fn stream_events(
-    remote: &Remote,
+    remote: &Client,
     run_id: &str,
     after: Option<u64>,
     sink: &dyn EventSink,
@@ -524,35 +425,39 @@ impl Signals {
 }
 
 /// Completes on a second SIGINT or SIGTERM; the first one cancels the remote run.
-async fn interrupted(remote: &Remote, run_id: &str, signals: Option<Signals>) {
+async fn interrupted(remote: &Client, run_id: &str, signals: Option<Signals>) {
     let Some(mut signals) = signals else {
         return std::future::pending().await;
     };
     signals.next().await;
-    let _ = remote
-        .send(
-            reqwest::Method::POST,
-            &format!("/api/v1/runs/{run_id}/cancel"),
-            Some(&json!({})),
-        )
-        .await;
+    let _ = remote.cancel(run_id).await;
     signals.next().await;
-}
-
-fn decode<T: serde::de::DeserializeOwned>(url: &str, value: Value) -> Result<T, CliError> {
-    serde_json::from_value(value).map_err(|error| {
-        CliError::Usage(format!(
-            "the fabro server at {url} sent a document this fabro cannot read: {error}"
-        ))
-    })
 }
 
 /// `fabro inspect RUN --server URL`: the server's `fabro inspect --json` document.
 pub(crate) fn inspect(url: &str, run: &str) -> Result<InspectView, CliError> {
     let remote = remote(url);
-    let document = block_on(remote.get(&format!("/api/v1/runs/{run}")))?;
-    decode(url, document)
+    match block_on(async { remote.run(run).await.map_err(refused) })? {
+        RunDocument::Inspected(document) => Ok(document.inspect),
+        // Not started yet: no inspect document; told as a document that lacks its
+        // fields, as before the documents were typed.
+        RunDocument::Queued(summary) => {
+            let error = serde_json::to_value(&summary)
+                .and_then(serde_json::from_value::<InspectView>)
+                .err()
+                .map_or_else(
+                    || "the run has not started".to_owned(),
+                    |error| error.to_string(),
+                );
+            Err(CliError::Usage(format!(
+                "the fabro server at {url} sent a document this fabro cannot read: {error}"
+            )))
+        }
+    }
 }
+
+/// How many events one page of `GET /api/v1/runs/{id}/events` holds at most.
+const EVENT_PAGE: usize = 1000;
 
 /// How many runs one page of `GET /api/v1/runs` holds at most.
 const PAGE: usize = 200;
@@ -566,38 +471,35 @@ pub(crate) fn runs(
 ) -> Result<Vec<(RunView, String)>, CliError> {
     let remote = remote(url);
     let limit = limit.unwrap_or(usize::MAX);
-    let filter: String = statuses
-        .iter()
-        .map(|status| format!("&status={}", status.as_str()))
-        .collect();
+    let statuses: Vec<&str> = statuses.iter().map(|status| status.as_str()).collect();
     block_on(async {
         let mut found = Vec::new();
         let mut before: Option<String> = None;
         while found.len() < limit {
-            let page = PAGE.min(limit - found.len());
-            let after = before
-                .as_ref()
-                .map(|before| format!("&before={before}"))
-                .unwrap_or_default();
-            let mut reply = remote
-                .get(&format!("/api/v1/runs?limit={page}{filter}{after}"))
-                .await?;
-            for mut summary in reply["runs"]
-                .as_array_mut()
-                .map(std::mem::take)
-                .unwrap_or_default()
-            {
-                // A queued run has not started yet.
-                if summary["started_at"].is_null() {
-                    summary["started_at"] = Value::String(String::new());
-                }
-                let path = summary["workflow_path"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                found.push((decode::<RunView>(url, summary)?, path));
+            let query = RunQuery {
+                statuses: &statuses,
+                workflow: None,
+                limit: Some(PAGE.min(limit - found.len())),
+                before: before.as_deref(),
+            };
+            let page = remote.list_runs(&query).await.map_err(refused)?;
+            for summary in page.runs {
+                let path = summary.workflow_path.unwrap_or_default();
+                let view = RunView {
+                    run_id: summary.run_id,
+                    workflow_name: summary.workflow_name,
+                    status: summary.status,
+                    // A queued run has not started yet.
+                    started_at: summary.started_at.unwrap_or_default(),
+                    finished_at: summary.finished_at,
+                    run_dir: summary.run_dir,
+                    goal: summary.goal,
+                    simulated_llm: summary.simulated_llm,
+                    reason: summary.reason,
+                };
+                found.push((view, path));
             }
-            before = reply["next"].as_str().map(str::to_owned);
+            before = page.next;
             if before.is_none() {
                 break;
             }
@@ -616,29 +518,27 @@ pub(crate) fn events(
 ) -> Result<Status, CliError> {
     let remote = remote(url);
     block_on(async {
-        let document = remote.get(&format!("/api/v1/runs/{}", args.run)).await?;
-        let run_id = document["run_id"].as_str().unwrap_or(&args.run).to_owned();
-        let live = matches!(document["status"].as_str(), Some("running" | "queued"));
+        let document = remote.run_header(&args.run).await.map_err(refused)?;
+        let run_id = document.run_id;
+        let live = matches!(document.status.as_str(), "running" | "queued");
         if live && !args.follow {
             let mut after = 0;
             loop {
                 let page = remote
-                    .get(&format!(
-                        "/api/v1/runs/{run_id}/events?after={after}&limit=1000"
-                    ))
-                    .await?;
-                let events = page["events"].as_array().cloned().unwrap_or_default();
-                if events.is_empty() {
+                    .events(&run_id, after, EVENT_PAGE)
+                    .await
+                    .map_err(refused)?;
+                if page.events.is_empty() {
                     return Ok(Status::Success);
                 }
                 let mut text = String::new();
-                for event in &events {
-                    if let Some((line, _)) = format_event(&event.to_string(), args.json) {
+                for event in &page.events {
+                    if let Some((line, _)) = format_event(event.get(), args.json) {
                         text.push_str(&line);
                     }
                 }
                 output.out(&text);
-                after = page["next_after"].as_u64().unwrap_or(u64::MAX);
+                after = page.next_after;
             }
         }
         let ended = stream_lines(&remote, &run_id, None, |line| {
@@ -679,7 +579,6 @@ pub(crate) fn resume(
         max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
         max_duration: args.stages.max_duration.clone(),
     };
-    let body = serde_json::to_value(&request).map_err(CliError::EncodeJson)?;
     let remote = remote(url);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -688,17 +587,9 @@ pub(crate) fn resume(
     runtime.block_on(async {
         let signals = if args.detach { None } else { Signals::catch() };
         // The resumed run's events follow the ones stored now; only those are shown.
-        let reply = remote.get(&format!("/api/v1/runs/{target}")).await?;
-        let run_id = reply["run_id"].as_str().unwrap_or(&target).to_owned();
+        let run_id = remote.run_header(&target).await.map_err(refused)?.run_id;
         let after = last_event_id(&remote, &run_id).await?;
-        remote
-            .call(
-                reqwest::Method::POST,
-                &format!("/api/v1/runs/{run_id}/resume"),
-                Some(&body),
-                202,
-            )
-            .await?;
+        remote.resume(&run_id, &request).await.map_err(refused)?;
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
@@ -707,22 +598,17 @@ pub(crate) fn resume(
 }
 
 /// The id of the run's newest stored event, if it has any.
-async fn last_event_id(remote: &Remote, run_id: &str) -> Result<Option<u64>, CliError> {
+async fn last_event_id(remote: &Client, run_id: &str) -> Result<Option<u64>, CliError> {
     let mut last = None;
     loop {
-        let after = last.unwrap_or(0);
         let page = remote
-            .get(&format!(
-                "/api/v1/runs/{run_id}/events?after={after}&limit=1000"
-            ))
-            .await?;
-        if page["events"].as_array().is_none_or(Vec::is_empty) {
+            .events(run_id, last.unwrap_or(0), EVENT_PAGE)
+            .await
+            .map_err(refused)?;
+        if page.events.is_empty() {
             return Ok(last);
         }
-        last = page["next_after"].as_u64().or(last);
-        if last.is_none() {
-            return Ok(None);
-        }
+        last = Some(page.next_after);
     }
 }
 

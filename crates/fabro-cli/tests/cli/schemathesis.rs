@@ -15,8 +15,18 @@ use crate::server::{Server, TWO_STAGES};
 
 const TEST: &str = "schemathesis_finds_no_server_error_and_no_schema_violation";
 
-/// The checks of acceptance 3.
-const CHECKS: &str = "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance";
+/// Every check of schemathesis (issue 18 acceptance 3; issue 30 acceptance 3: response
+/// bodies against their schemas), but [`EXCLUDED`].
+const CHECKS: &str = "all";
+
+/// Two checks of the requests, not of the answers. `positive_data_acceptance` sends
+/// bodies the schemas admit and wants them accepted, but a request schema cannot say all
+/// a request must be: `max_duration` must parse as a duration, an answer names one of
+/// `key`, `label` and `text`, and `1.0` is an integer to JSON Schema but not to serde;
+/// those requests get 400, as SPEC 14.3 says. `negative_data_rejection` flagged a 200 to
+/// `GET …/events` for a negative `limit` that its request did not carry (the replayed
+/// request has no `limit`, and `limit=-1` gets 400).
+const EXCLUDED: &str = "positive_data_acceptance,negative_data_rejection";
 
 /// `target/st-venv/bin/st` (where `.ci/run` installs it), else `schemathesis` on PATH.
 fn schemathesis() -> Option<PathBuf> {
@@ -48,8 +58,11 @@ fn st_run(st: &PathBuf, server: &Server, scratch: &std::path::Path, id: Option<&
             "--header",
             &format!("Authorization: Bearer {}", server.token),
         ])
-        .args(["--checks", CHECKS])
-        .args(["--max-examples", "25", "--seed", "18", "--workers", "2"])
+        .args(["--checks", CHECKS, "--exclude-checks", EXCLUDED])
+        // One worker: with two, hypothesis parses lambdas' sources in two threads at
+        // once, and Python 3.11's `ast` then fails now and then with "AST constructor
+        // recursion depth mismatch" (CPython issue 106905), an error of the tool.
+        .args(["--max-examples", "25", "--seed", "18", "--workers", "1"])
         .args(["--request-timeout", "30", "--generation-database", "none"])
         .args(["--no-color", "--max-failures", "20"])
         .env("NO_COLOR", "1");

@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Bytes;
+use fabro_api::{InspectDocument, RunDocument, RunSummary};
 use fabro_engine::run_index::{RunRecord, RunStatus};
 use fabro_engine::run_view;
-use serde_json::Value;
 
 use crate::engine_bridge::records;
 use crate::error::ApiError;
@@ -45,7 +45,7 @@ struct Entry {
     /// `fabro inspect --json` plus `"pending_question": null`, serialized.
     document: Bytes,
     /// The run list's summary.
-    summary: Value,
+    summary: RunSummary,
     /// The same, serialized.
     summary_bytes: Bytes,
     /// When the checkpoint was last found unchanged, in milliseconds since `built`.
@@ -121,10 +121,10 @@ impl DocCache {
         }
         let view = run_view::inspect(record.clone()).map_err(ApiError::internal)?;
         let summary = records::summary_of(record, Some(&view));
-        let mut document = serde_json::to_value(&view).map_err(ApiError::internal)?;
-        if let Value::Object(map) = &mut document {
-            map.insert("pending_question".into(), Value::Null);
-        }
+        let document = RunDocument::Inspected(InspectDocument {
+            inspect: view,
+            pending_question: None,
+        });
         let document = serde_json::to_vec(&document).map_err(ApiError::internal)?;
         let summary_bytes = serde_json::to_vec(&summary).map_err(ApiError::internal)?;
         let entry = Arc::new(Entry {
@@ -184,7 +184,7 @@ impl DocCache {
     }
 
     /// The run list's summary of a run (`pending_question` null).
-    pub fn summary(&self, record: &RunRecord) -> Value {
+    pub fn summary(&self, record: &RunRecord) -> RunSummary {
         if cacheable(record.status) {
             if let Ok(entry) = self.entry(record) {
                 return entry.summary.clone();

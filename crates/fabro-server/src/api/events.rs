@@ -19,10 +19,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use fabro_api::EventPage;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 use super::feed::{self, share, Handover, Live, Shared};
 use fabro_engine::event::EventKind;
@@ -49,20 +50,11 @@ pub struct EventsQuery {
     pub limit: Option<usize>,
 }
 
-/// The JSON form.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct EventPage {
-    /// Stored envelopes.
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Value>,
-    /// The `after` of the next page.
-    pub next_after: u64,
-}
-
 /// A run's events.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/events",
     params(("id" = String, Path, description = "run id or unique prefix"), EventsQuery),
-    responses((status = 200, body = EventPage, content_type = "application/json"),
+    responses((status = 200, description = "a page of stored events, or with `Accept: text/event-stream` the events as Server-Sent Events",
+        content((EventPage = "application/json"), (String = "text/event-stream"))),
     (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,
@@ -132,8 +124,8 @@ fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
     let next_after = events.last().map_or(after, |event| event.id);
     EventPage {
         events: events
-            .iter()
-            .filter_map(|event| serde_json::from_str(&event.line).ok())
+            .into_iter()
+            .filter_map(|event| RawValue::from_string(event.line).ok())
             .collect(),
         next_after,
     }

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::Value;
+use fabro_api::{ArtifactList, StageList};
 
 use crate::engine_bridge::records;
 use crate::error::{ApiError, ErrorBody};
@@ -21,14 +21,14 @@ async fn blocking<T: Send + 'static>(
 
 /// Stages in rank order.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/stages", params(("id" = String, Path, description = "run id or unique prefix")),
-    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = StageList), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn stages(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StageList>, ApiError> {
     let record = super::require_run(&state, &id).await?;
     let stages = blocking(move || Ok(records::stages(&record))).await?;
-    Ok(Json(serde_json::json!({ "stages": stages })))
+    Ok(Json(StageList { stages }))
 }
 
 /// One stage file as text.
@@ -72,14 +72,14 @@ fn parse_rank(rank: &str) -> Result<u32, ApiError> {
 
 /// Captured assets.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/artifacts", params(("id" = String, Path, description = "run id or unique prefix")),
-    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ArtifactList), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn artifacts(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ArtifactList>, ApiError> {
     let record = super::require_run(&state, &id).await?;
     let artifacts = blocking(move || Ok(records::artifacts(&record.run_dir))).await?;
-    Ok(Json(serde_json::json!({ "artifacts": artifacts })))
+    Ok(Json(ArtifactList { artifacts }))
 }
 
 /// One captured asset as a download; 404 for any path leaving `artifacts/`.

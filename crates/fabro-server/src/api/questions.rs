@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use utoipa::ToSchema;
+use fabro_api::{AnswerRequest, Answered, HumanQuestion, QuestionList};
 
 use crate::engine_bridge::{AnswerError, Question};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
@@ -17,44 +15,32 @@ use crate::state::AppState;
 /// How long a detached run may take to pick up an answer file.
 const FILE_PATIENCE: Duration = Duration::from_secs(10);
 
-/// The `HumanQuestion` properties of `question` (SPEC 11.3).
-pub fn question_json(question: &Question) -> Value {
-    json!({
-        "question_id": question.id(),
-        "node_id": question.node_id(),
-        "text": question.text(),
-        "question_type": question.question_type().as_str(),
-        "options": question.options().iter().map(|option| json!({
-            "key": option.key(), "label": option.label(), "display_label": option.display_label(),
-            "target": option.target(),
-        })).collect::<Vec<_>>(),
-        "allow_freeform": question.allows_freeform(),
-        "default_choice": question.default_choice(),
-        "timeout_ms": question.timeout().map(|limit| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)),
-    })
-}
-
 /// The pending questions of run `run_id`.
-pub fn pending(state: &AppState, run_id: &str) -> Vec<Value> {
+pub fn pending(state: &AppState, run_id: &str) -> Vec<HumanQuestion> {
     if let Some(active) = state.active(run_id) {
-        return active.answers.pending().iter().map(question_json).collect();
+        return active
+            .answers
+            .pending()
+            .iter()
+            .map(HumanQuestion::from)
+            .collect();
     }
     let run_dir = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
     fabro_engine::interviewer::pending_question(run_dir.run_dir())
         .ok()
         .flatten()
         .iter()
-        .map(question_json)
+        .map(HumanQuestion::from)
         .collect()
 }
 
 /// Pending human questions.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/questions", params(("id" = String, Path, description = "run id or unique prefix")),
-    responses((status = 200, body = Object), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = QuestionList), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn questions(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuestionList>, ApiError> {
     let run_id = match super::find_run(&state, &id).await? {
         Some(record) => record.run_id,
         None => state
@@ -62,28 +48,9 @@ pub async fn questions(
             .map(|active| active.run_id.clone())
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'")))?,
     };
-    Ok(Json(json!({ "questions": pending(&state, &run_id) })))
-}
-
-/// The body of an answer.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AnswerRequest {
-    /// The option's accelerator key.
-    pub key: Option<String>,
-    /// The option's label (or target); with `text`, the freeform edge.
-    pub label: Option<String>,
-    /// Free text.
-    pub text: Option<String>,
-}
-
-/// What was chosen.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Answered {
-    /// The chosen option's key (`freeform` for free text).
-    pub selected_key: String,
-    /// The chosen option's label.
-    pub label: String,
+    Ok(Json(QuestionList {
+        questions: pending(&state, &run_id),
+    }))
 }
 
 /// Answers a pending question.

@@ -5,6 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use fabro_api::{
+    Artifact, Diagnostic, DiagnosticEdge, DiagnosticSpan, InspectDocument, RunSummary, RunUsage,
+    StageRow, StageUsage, WorkflowEntry,
+};
 use fabro_engine::record::StageStatusFile;
 use fabro_engine::run_index::{
     read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord,
@@ -12,8 +16,7 @@ use fabro_engine::run_index::{
 };
 use fabro_engine::run_stages::{list_stages, StageDir};
 use fabro_engine::run_view;
-use fabro_language::{Diagnostic, LineIndex};
-use serde_json::{json, Value};
+use fabro_language::LineIndex;
 
 use crate::error::{ApiError, ErrorKind};
 
@@ -68,71 +71,51 @@ pub fn is_locked(run_dir: &Path) -> bool {
 /// One element of `GET /api/v1/runs`: `fabro runs --json` plus `workflow_path` (which
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
-pub fn run_summary(record: &RunRecord) -> Value {
+pub fn run_summary(record: &RunRecord) -> RunSummary {
     summary_of(record, run_view::inspect(record.clone()).ok().as_ref())
 }
 
 /// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
-pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>) -> Value {
-    let mut summary = serde_json::to_value(run_view::run_view(record)).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut summary {
-        map.insert(
-            "workflow_path".into(),
-            Value::String(record.workflow_path.clone()),
-        );
-        map.insert(
-            "current_node".into(),
-            inspected
-                .and_then(|view| view.current_node.clone())
-                .map_or(Value::Null, Value::String),
-        );
-        let totals = inspected.map(|view| &view.totals);
-        map.insert(
-            "usage".into(),
-            json!({
-                "input_tokens": totals.map_or(0, |totals| totals.input_tokens),
-                "output_tokens": totals.map_or(0, |totals| totals.output_tokens),
-                "tokens": totals.map_or(0, |totals| totals.tokens),
-            }),
-        );
-        map.insert(
-            "cost_usd".into(),
-            json!(totals.and_then(|totals| totals.cost_usd)),
-        );
-        map.insert("pending_question".into(), Value::Null);
+pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>) -> RunSummary {
+    let view = run_view::run_view(record);
+    let totals = inspected.map(|view| &view.totals);
+    RunSummary {
+        run_id: view.run_id,
+        workflow_name: view.workflow_name,
+        workflow_path: Some(record.workflow_path.clone()),
+        status: view.status,
+        started_at: Some(view.started_at),
+        finished_at: view.finished_at,
+        run_dir: view.run_dir,
+        goal: view.goal,
+        simulated_llm: view.simulated_llm,
+        reason: view.reason,
+        current_node: inspected.and_then(|view| view.current_node.clone()),
+        usage: RunUsage {
+            input_tokens: totals.map_or(0, |totals| totals.input_tokens),
+            output_tokens: totals.map_or(0, |totals| totals.output_tokens),
+            tokens: totals.map_or(0, |totals| totals.tokens),
+        },
+        cost_usd: totals.and_then(|totals| totals.cost_usd),
+        pending_question: None,
     }
-    summary
 }
 
 /// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
 /// caller).
-pub fn inspect(record: &RunRecord) -> Result<Value, ApiError> {
+pub fn inspect(record: &RunRecord) -> Result<InspectDocument, ApiError> {
     let view = run_view::inspect(record.clone()).map_err(storage)?;
-    let mut document = serde_json::to_value(view).map_err(storage)?;
-    if let Value::Object(map) = &mut document {
-        map.insert("pending_question".into(), Value::Null);
-    }
-    Ok(document)
-}
-
-/// One stage as `GET /api/v1/runs/{id}/stages` shows it.
-struct StageRow {
-    detail: Value,
-}
-
-fn stage_rows(run_dir: &Path, run_status: RunStatus) -> Vec<StageRow> {
-    list_stages(run_dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|stage| stage_row(&stage, stage.status(), run_status))
-        .collect()
+    Ok(InspectDocument {
+        inspect: view,
+        pending_question: None,
+    })
 }
 
 fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunStatus) -> StageRow {
-    let files: Vec<&str> = STAGE_FILES
+    let files: Vec<String> = STAGE_FILES
         .iter()
-        .copied()
         .filter(|name| stage.path.join(name).is_file())
+        .map(|name| (*name).to_owned())
         .collect();
     let Some(status) = status else {
         let state = if run_status == RunStatus::Running {
@@ -140,36 +123,54 @@ fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunS
         } else {
             "incomplete"
         };
-        let detail = json!({
-            "rank": stage.rank, "node_id": stage.node_id, "visit": stage.visit, "handler": null,
-            "status": state, "attempts": null, "started_at": null, "finished_at": null,
-            "duration_ms": null, "model": null, "usage": null, "cost_usd": null,
-            "files_touched": [], "files": files,
-        });
-        return StageRow { detail };
+        return StageRow {
+            rank: stage.rank,
+            node_id: stage.node_id.clone(),
+            visit: stage.visit,
+            handler: None,
+            status: state.to_owned(),
+            attempts: None,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            model: None,
+            usage: None,
+            cost_usd: None,
+            files_touched: Vec::new(),
+            files,
+        };
     };
     let usage = status.usage.as_ref();
-    let detail = json!({
-        "rank": status.rank, "node_id": status.node_id, "visit": status.visit,
-        "handler": status.handler, "status": status.status.as_str(), "attempts": status.attempt,
-        "started_at": status.started_at, "finished_at": status.finished_at,
-        "duration_ms": status.duration_ms, "model": status.model,
-        "usage": usage.map(|usage| json!({
-            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-            "reasoning_tokens": usage.reasoning_tokens, "cache_read_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        })),
-        "cost_usd": usage.and_then(|usage| usage.cost_usd),
-        "files_touched": status.files_touched, "files": files,
-    });
-    StageRow { detail }
+    StageRow {
+        rank: status.rank,
+        node_id: status.node_id,
+        visit: status.visit,
+        handler: Some(status.handler),
+        status: status.status.as_str().to_owned(),
+        attempts: Some(status.attempt),
+        started_at: Some(status.started_at),
+        finished_at: Some(status.finished_at),
+        duration_ms: Some(status.duration_ms),
+        model: status.model,
+        usage: usage.map(|usage| StageUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+        }),
+        cost_usd: usage.and_then(|usage| usage.cost_usd),
+        files_touched: status.files_touched,
+        files,
+    }
 }
 
 /// `GET /api/v1/runs/{id}/stages`: stages in rank order.
-pub fn stages(record: &RunRecord) -> Vec<Value> {
-    stage_rows(&record.run_dir, record.status)
+pub fn stages(record: &RunRecord) -> Vec<StageRow> {
+    list_stages(&record.run_dir)
+        .unwrap_or_default()
         .into_iter()
-        .map(|row| row.detail)
+        .map(|stage| stage_row(&stage, stage.status(), record.status))
         .collect()
 }
 
@@ -206,7 +207,7 @@ pub fn stage_diff(record: &RunRecord, rank: u32) -> Result<Vec<u8>, ApiError> {
 
 /// The captured assets of a run (SPEC 7.8): `{path, size, node_id, attempt}`, `path`
 /// relative to `artifacts/files/`.
-pub fn artifacts(run_dir: &Path) -> Vec<Value> {
+pub fn artifacts(run_dir: &Path) -> Vec<Artifact> {
     let base = run_dir.join("artifacts").join("files");
     let mut found = Vec::new();
     let mut pending = vec![base.clone()];
@@ -233,16 +234,16 @@ pub fn artifacts(run_dir: &Path) -> Vec<Value> {
                     .next()
                     .and_then(|part| part.strip_prefix("retry_"))
                     .and_then(|number| number.parse::<u32>().ok());
-                found.push(json!({
-                    "path": relative.to_string_lossy(),
-                    "size": entry.metadata().map(|metadata| metadata.len()).unwrap_or(0),
-                    "node_id": node,
-                    "attempt": attempt,
-                }));
+                found.push(Artifact {
+                    path: relative.to_string_lossy().into_owned(),
+                    size: entry.metadata().map(|metadata| metadata.len()).unwrap_or(0),
+                    node_id: node,
+                    attempt,
+                });
             }
         }
     }
-    found.sort_by(|left, right| left["path"].as_str().cmp(&right["path"].as_str()));
+    found.sort_by(|left, right| left.path.cmp(&right.path));
     found
 }
 
@@ -311,16 +312,16 @@ pub fn graph_layout(run_dir: &Path, workflow_name: &str) -> Result<GraphLayout, 
 /// Each node's latest status and its number of visits, from the stage rows of
 /// [`stages`]: a stage without a status is `running` in a running run and `pending`
 /// otherwise; a stage being retried is `running`.
-pub fn node_statuses(stages: &[Value]) -> BTreeMap<String, (String, u32)> {
+pub fn node_statuses(stages: &[StageRow]) -> BTreeMap<String, (String, u32)> {
     let mut latest: BTreeMap<String, (String, u32)> = BTreeMap::new();
     for stage in stages {
-        let status = match stage["status"].as_str().unwrap_or_default() {
+        let status = match stage.status.as_str() {
             "incomplete" | "" => "pending",
             "retry" => "running",
             other => other,
         };
         let entry = latest
-            .entry(stage["node_id"].as_str().unwrap_or_default().to_owned())
+            .entry(stage.node_id.clone())
             .or_insert((String::new(), 0));
         status.clone_into(&mut entry.0);
         entry.1 += 1;
@@ -350,31 +351,42 @@ impl GraphLayout {
 }
 
 /// `fabro validate --json` diagnostics of a workflow text.
-pub fn diagnostics_json(path: &Path, text: &str, diagnostics: &[Diagnostic]) -> Value {
+pub fn diagnostics_of(
+    path: &Path,
+    text: &str,
+    diagnostics: &[fabro_language::Diagnostic],
+) -> Vec<Diagnostic> {
     let index = LineIndex::new(text);
     let file = path.display().to_string();
-    Value::Array(
-        diagnostics
-            .iter()
-            .map(|diagnostic| {
-                json!({
-                    "file": file,
-                    "rule": diagnostic.rule.id(),
-                    "severity": diagnostic.severity().as_str(),
-                    "message": diagnostic.message,
-                    "node_id": diagnostic.node_id,
-                    "edge": diagnostic.edge.as_ref().map(|edge| json!({"from": edge.from, "to": edge.to})),
-                    "span": diagnostic.span.map(|span| index.line_column(text, span)),
-                    "fix": diagnostic.fix,
-                })
-            })
-            .collect(),
-    )
+    diagnostics
+        .iter()
+        .map(|diagnostic| Diagnostic {
+            file: file.clone(),
+            rule: diagnostic.rule.id().to_owned(),
+            severity: diagnostic.severity().as_str().to_owned(),
+            message: diagnostic.message.clone(),
+            node_id: diagnostic.node_id.clone(),
+            edge: diagnostic.edge.as_ref().map(|edge| DiagnosticEdge {
+                from: edge.from.clone(),
+                to: edge.to.clone(),
+            }),
+            span: diagnostic.span.map(|span| {
+                let position = index.line_column(text, span);
+                DiagnosticSpan {
+                    line: position.line,
+                    column: position.column,
+                    end_line: position.end_line,
+                    end_column: position.end_column,
+                }
+            }),
+            fix: diagnostic.fix.clone(),
+        })
+        .collect()
 }
 
 /// `GET /api/v1/workflows`: `.fabro/workflows/*/workflow.fabro` and `*.fabro` files
 /// directly in each root.
-pub fn workflows(roots: &[PathBuf]) -> Vec<Value> {
+pub fn workflows(roots: &[PathBuf]) -> Vec<WorkflowEntry> {
     let mut found = Vec::new();
     for root in roots {
         let mut candidates: Vec<(String, PathBuf)> = Vec::new();
@@ -410,7 +422,7 @@ pub fn workflows(roots: &[PathBuf]) -> Vec<Value> {
     found
 }
 
-fn workflow_entry(name: &str, path: &Path) -> Value {
+fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
     let text =
         fabro_engine::source::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
             .ok()
@@ -425,13 +437,13 @@ fn workflow_entry(name: &str, path: &Path) -> Value {
     let (goal, node_count) = checked.workflow.as_ref().map_or((None, 0), |workflow| {
         (Some(workflow.settings.goal.clone()), workflow.nodes().len())
     });
-    json!({
-        "name": name,
-        "path": path.display().to_string(),
-        "goal": goal,
-        "node_count": node_count,
-        "diagnostics_count": checked.diagnostics.len(),
-    })
+    WorkflowEntry {
+        name: name.to_owned(),
+        path: path.display().to_string(),
+        goal,
+        node_count,
+        diagnostics_count: checked.diagnostics.len(),
+    }
 }
 
 /// Whether the run's manifest says a server started it (`"origin": "server"`).

@@ -89,7 +89,7 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
                 status: "queued".to_owned(),
                 waiting: false,
                 record: None,
-                queued: Some(active.queued_summary()),
+                queued: Some(super::json_value(&active.queued_summary())),
             });
         }
     }
@@ -139,12 +139,15 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
 
 fn row_value(entry: Entry) -> Value {
     let mut value = match (&entry.record, entry.queued) {
-        (Some(record), _) => records::inspect(record).unwrap_or_else(|_| {
-            serde_json::json!({
-                "run_id": entry.run_id, "workflow_name": record.workflow_name,
-                "status": entry.status, "started_at": record.started_at,
-            })
-        }),
+        (Some(record), _) => records::inspect(record).map_or_else(
+            |_| {
+                serde_json::json!({
+                    "run_id": entry.run_id, "workflow_name": record.workflow_name,
+                    "status": entry.status, "started_at": record.started_at,
+                })
+            },
+            |document| super::json_value(&document),
+        ),
         (None, Some(queued)) => queued,
         (None, None) => serde_json::json!({ "run_id": entry.run_id, "status": entry.status }),
     };

@@ -71,6 +71,26 @@ mod tests {
         "digraph two {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  start -> exit\n}\n";
     const THREE: &str = "digraph three {\n  start [shape=Mdiamond]\n  middle [shape=box, prompt=\"p\"]\n  exit [shape=Msquare]\n  start -> middle -> exit\n}\n";
 
+    /// A stage row of `node_id` with `status`, the rest empty.
+    fn stage_row(node_id: &str, status: &str) -> fabro_api::StageRow {
+        fabro_api::StageRow {
+            rank: 1,
+            node_id: node_id.to_owned(),
+            visit: 1,
+            handler: None,
+            status: status.to_owned(),
+            attempts: None,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            model: None,
+            usage: None,
+            cost_usd: None,
+            files_touched: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_layout_is_made_once_per_version_of_the_graph() {
         let directory = tempfile::tempdir().expect("a temporary directory");
@@ -81,9 +101,9 @@ mod tests {
         let again = cache.layout(run_dir, "two").expect("a layout");
         assert!(Arc::ptr_eq(&first, &again));
         let statuses = records::node_statuses(&[
-            serde_json::json!({"node_id": "start", "status": "success"}),
-            serde_json::json!({"node_id": "exit", "status": "retry"}),
-            serde_json::json!({"node_id": "exit", "status": "incomplete"}),
+            stage_row("start", "success"),
+            stage_row("exit", "retry"),
+            stage_row("exit", "incomplete"),
         ]);
         let svg = first.annotate(&statuses);
         assert!(

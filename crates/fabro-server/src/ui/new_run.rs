@@ -62,6 +62,9 @@ async fn list_workflows(state: &AppState) -> Vec<Value> {
     blocking(move || records::workflows(&roots))
         .await
         .unwrap_or_default()
+        .iter()
+        .map(super::json_value)
+        .collect()
 }
 
 /// `POST /new`.
@@ -89,7 +92,8 @@ pub async fn submit(
             .into_response(),
         Err(error) => {
             let error = error.into_public();
-            form_again(&state, &form, &error.message, error.diagnostics.as_ref()).await
+            let diagnostics = error.diagnostics.as_ref().map(super::json_value);
+            form_again(&state, &form, &error.message, diagnostics.as_ref()).await
         }
     }
 }

@@ -19,11 +19,12 @@ use super::{
     blocking, check_post, cost, duration, escape, layout, message_page, posted_form,
     sign_in_required, signed_in, status_badge, text, url_segment,
 };
-use crate::api::questions::{self, AnswerRequest};
+use crate::api::questions;
 use crate::engine_bridge::{records, ResumeRequest, RunStatus};
 use crate::error::ApiError;
 use crate::runs;
 use crate::state::AppState;
+use fabro_api::AnswerRequest;
 
 /// Everything the page shows about one run.
 struct RunView {
@@ -44,7 +45,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'")))?;
         return Ok(RunView {
             run_id: active.run_id.clone(),
-            document: active.queued_summary(),
+            document: super::json_value(&active.queued_summary()),
             stages: Vec::new(),
             graph: None,
             question: None,
@@ -59,7 +60,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         );
         return Ok(RunView {
             run_id: record.run_id.clone(),
-            document,
+            document: super::json_value(&document),
             stages: Vec::new(),
             graph: None,
             question: None,
@@ -67,7 +68,9 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         });
     }
     let run_id = record.run_id.clone();
-    let question = questions::pending(state, &run_id).into_iter().next();
+    let question = questions::pending(state, &run_id)
+        .first()
+        .map(super::json_value);
     let cache = state.clone();
     let view = blocking(move || {
         let last_event_id = records::last_id(&record.run_dir);
@@ -75,7 +78,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         // from the page's: only the stages and the statuses are read per request.
         let document = match cache.documents().document(&record) {
             Some(cached) => serde_json::from_slice(&cached?).map_err(ApiError::internal)?,
-            None => records::inspect(&record)?,
+            None => super::json_value(&records::inspect(&record)?),
         };
         let stages = records::stages(&record);
         let graph = with_graph
@@ -87,6 +90,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             })
             .flatten()
             .map(|layout| layout.annotate(&records::node_statuses(&stages)));
+        let stages = stages.iter().map(super::json_value).collect();
         Ok::<_, ApiError>((document, stages, graph, last_event_id))
     })
     .await

@@ -53,7 +53,9 @@ fn tail(text: &str) -> &str {
 fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageView> {
     let stage = records::stages(&record)
         .into_iter()
-        .find(|stage| stage["rank"].as_u64() == Some(u64::from(rank)))?;
+        .find(|stage| stage.rank == rank)?;
+    let node = stage.node_id.clone();
+    let stage = super::json_value(&stage);
     let names: Vec<&str> = if full {
         records::STAGE_FILES.to_vec()
     } else {
@@ -82,11 +84,11 @@ fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageVie
     let diff = records::stage_diff(&record, rank)
         .ok()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let node = text(&stage["node_id"]);
     let events = stage_events(&record.run_dir, &node, rank);
     let artifacts = records::artifacts(&record.run_dir)
         .into_iter()
-        .filter(|artifact| artifact["node_id"] == node.as_str())
+        .filter(|artifact| artifact.node_id == node)
+        .map(|artifact| super::json_value(&artifact))
         .collect();
     Some(StageView {
         record,

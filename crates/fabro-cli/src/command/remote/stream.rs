@@ -1,14 +1,15 @@
-//! Reading a run's event stream from a `fabro server` (SPEC 14.3): the bytes go through
-//! the workspace's one SSE decoder ([`fabro_llm::sse::SseDecoder`]: any chunking, CRLF
-//! or CR line ends, comment lines); a stream that breaks or ends before the run's
+//! Reading a run's event stream from a `fabro server` (SPEC 14.3) through the typed
+//! client ([`fabro_api::client::EventStream`], whose bytes go through the workspace's
+//! one SSE decoder, `fabro_llm::sse::SseDecoder`: any chunking, CRLF or CR line ends,
+//! comment lines); a stream that breaks or ends before the run's
 //! terminal event is opened again with `Last-Event-ID` (SPEC 14.4 1), after a delay that
 //! grows with each attempt in a row that brings no event, a bounded number of times.
 
 use std::time::Duration;
 
-use fabro_llm::sse::SseDecoder;
+use fabro_api::client::{Client, ClientError, StreamError};
 
-use super::Remote;
+use super::refused;
 use crate::error::CliError;
 
 /// Attempts in a row without an event before the stream is given up.
@@ -46,7 +47,7 @@ enum Ended {
 /// The server refused the stream (e.g. an unknown run), or [`ATTEMPTS`] attempts in a
 /// row failed or ended without an event while the run was still running.
 pub(super) async fn stream_lines(
-    remote: &Remote,
+    remote: &Client,
     run_id: &str,
     after: Option<u64>,
     mut each: impl FnMut(&str) -> bool,
@@ -62,16 +63,10 @@ pub(super) async fn stream_lines(
             Ended::Closed => {
                 // The server went away or the run was interrupted: look again, as a
                 // reconnecting client does.
-                let (status, document) = remote
-                    .send(
-                        reqwest::Method::GET,
-                        &format!("/api/v1/runs/{run_id}"),
-                        None,
-                    )
-                    .await?;
-                if status != 200
-                    || !matches!(document["status"].as_str(), Some("running" | "queued"))
-                {
+                let document = remote.peek_run(run_id).await.map_err(refused)?;
+                if !document.as_ref().is_some_and(|document| {
+                    matches!(document.status.as_str(), "running" | "queued")
+                }) {
                     return Ok(false);
                 }
                 "the stream ended before the run's terminal event".to_owned()
@@ -81,7 +76,7 @@ pub(super) async fn stream_lines(
         if failures >= ATTEMPTS {
             return Err(CliError::Usage(format!(
                 "lost the event stream of run {run_id} from the fabro server at {} after {ATTEMPTS} attempts: {problem}",
-                remote.url
+                remote.url()
             )));
         }
         tokio::time::sleep(retry_delay(failures)).await;
@@ -90,44 +85,32 @@ pub(super) async fn stream_lines(
 
 /// One connection: feeds each event's data to `each` and `last` follows the events' ids.
 async fn connect(
-    remote: &Remote,
+    remote: &Client,
     run_id: &str,
     last: &mut Option<u64>,
     each: &mut impl FnMut(&str) -> bool,
 ) -> Result<Ended, CliError> {
-    let mut request = remote
-        .request(
-            reqwest::Method::GET,
-            &format!("/api/v1/runs/{run_id}/events"),
-            None,
-        )
-        .header("accept", "text/event-stream");
-    if let Some(last) = last {
-        request = request.header("last-event-id", last.to_string());
-    }
-    let mut response = match request.send().await {
-        Ok(response) => response,
-        Err(error) => return Ok(Ended::Failed(fabro_engine::error_chain(&error))),
+    let mut stream = match remote.event_stream(run_id, *last).await {
+        Ok(stream) => stream,
+        Err(ClientError::Unreachable { source, .. }) => {
+            return Ok(Ended::Failed(fabro_engine::error_chain(&source)))
+        }
+        Err(error @ ClientError::Refused { status, .. }) if status.is_client_error() => {
+            return Err(refused(error))
+        }
+        Err(ClientError::Refused { status, .. }) => {
+            return Ok(Ended::Failed(format!("the server answered {status}")))
+        }
+        Err(error) => return Err(refused(error)),
     };
-    let status = response.status();
-    if status.is_client_error() {
-        let body = response.text().await.unwrap_or_default();
-        let reply = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
-        return Err(CliError::Usage(super::api_message(&reply)));
-    }
-    if !status.is_success() {
-        return Ok(Ended::Failed(format!("the server answered {status}")));
-    }
-    let mut decoder = SseDecoder::default();
     loop {
-        let chunk = match response.chunk().await {
-            Ok(Some(chunk)) => chunk,
+        let events = match stream.next().await {
+            Ok(Some(events)) => events,
             Ok(None) => return Ok(Ended::Closed),
-            Err(error) => return Ok(Ended::Failed(fabro_engine::error_chain(&error))),
-        };
-        let events = match decoder.feed(&chunk) {
-            Ok(events) => events,
-            Err(error) => return Ok(Ended::Failed(error.to_string())),
+            Err(StreamError::Transfer(error)) => {
+                return Ok(Ended::Failed(fabro_engine::error_chain(&error)))
+            }
+            Err(error @ StreamError::Malformed(_)) => return Ok(Ended::Failed(error.to_string())),
         };
         for event in events {
             *last = event.id.as_deref().and_then(|id| id.parse().ok()).or(*last);
