@@ -96,6 +96,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A store other than files (a database, SPEC 18.1) failed.
+    #[error("{action}: {source}")]
+    Backend {
+        /// What was attempted, naming the run.
+        action: String,
+        /// The cause, credentials redacted.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The store has no such run, or not the record asked for.
     #[error("run {run_id} has no {record}")]
     Missing {

@@ -10,8 +10,11 @@ CREATE TABLE runs (
     status           TEXT NOT NULL,
     priority         INTEGER NOT NULL DEFAULT 0,
     created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
-    started_at       TIMESTAMPTZ,
-    ended_at         TIMESTAMPTZ,
+    -- RFC 3339 times as the engine writes them (the manifest's start, the end).
+    started_at       TEXT,
+    finished_at      TEXT,
+    -- The run's scratch directory on the machine that executes it.
+    run_dir          TEXT NOT NULL DEFAULT '',
     manifest         TEXT,
     config           TEXT,
     graph            TEXT,
@@ -24,7 +27,7 @@ CREATE TABLE runs (
     next_event_id    BIGINT NOT NULL DEFAULT 1
 );
 
-CREATE INDEX runs_newest_first ON runs (created_at DESC, run_id DESC);
+CREATE INDEX runs_newest_first ON runs (started_at DESC, run_id DESC);
 CREATE INDEX runs_queue ON runs (priority DESC, created_at) WHERE status = 'queued';
 
 CREATE TABLE run_children (

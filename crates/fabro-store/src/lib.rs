@@ -12,5 +12,5 @@ mod postgres;
 mod url;
 
 pub use blobs::{BlobsUrlError, ObjectBlobStore};
-pub use postgres::{PgStore, StoreError};
+pub use postgres::{PgRunStore, PgStore, StoreError, EVENTS_CHANNEL};
 pub use url::redact_url;

@@ -137,5 +137,9 @@ impl PgStore {
     }
 }
 
+mod run_store;
+
+pub use run_store::{PgRunStore, EVENTS_CHANNEL};
+
 #[cfg(test)]
 mod tests;

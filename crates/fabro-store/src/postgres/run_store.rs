@@ -1,0 +1,524 @@
+//! [`PgRunStore`]: the engine's [`RunStore`] over the shared store's database (SPEC
+//! 18.1): one `runs` row per run, its records as the exact text the local store writes,
+//! events in `run_events` with the ids the run's emitter gave them, checkpoints in
+//! `run_journal` with the newest in `run_checkpoints`.
+//!
+//! A run's lock is a PostgreSQL session advisory lock held on a connection of its own
+//! for as long as the lease lives, so a process that dies releases it with its
+//! connection, and [`RunStore::is_active`] asks `pg_locks`. The engine's traits are
+//! synchronous: every call runs on the store's [`Bridge`].
+
+use std::path::{Path, PathBuf};
+
+use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
+use fabro_engine::event::{EventEnvelope, EventLog};
+use fabro_engine::journal::ChangeHint;
+use fabro_engine::record::{Checkpoint, CheckpointView, Manifest};
+use fabro_engine::run_index::{RunRecord, RunStatus};
+use fabro_engine::store::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use fabro_engine::RunId;
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::{Connection, Row};
+
+use super::PgStore;
+use crate::bridge::Bridge;
+
+/// The channel `NOTIFY` wakes event streams on, with the run id as payload (SPEC 18.1).
+pub const EVENTS_CHANNEL: &str = "fabro_events";
+
+/// The run store of a shared store's database.
+#[derive(Debug, Clone)]
+pub struct PgRunStore {
+    pool: PgPool,
+    bridge: Bridge,
+}
+
+/// A failed query as the engine's store error.
+fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
+    let action = action.into();
+    move |source| StoreError::Backend {
+        action,
+        source: Box::new(source),
+    }
+}
+
+/// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
+fn lock_key(run_id: &RunId) -> i64 {
+    let digest = fabro_engine::blob::hex_digest(run_id.as_str().as_bytes());
+    let high = u64::from_str_radix(&digest[..16], 16).unwrap_or(0);
+    i64::from_ne_bytes(high.to_ne_bytes())
+}
+
+impl PgRunStore {
+    /// The run store of `store`'s database (migrated by the caller).
+    pub fn new(store: &PgStore) -> std::io::Result<PgRunStore> {
+        Ok(PgRunStore {
+            pool: store.pool.clone(),
+            bridge: Bridge::start("fabro-pg-store")?,
+        })
+    }
+
+    /// Runs `future` on the bridge; a dead bridge is a store error naming `action`.
+    fn run<T: Send + 'static>(
+        &self,
+        action: &str,
+        future: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.bridge
+            .run(future)
+            .unwrap_or_else(|| Err(backend(action)(sqlx::Error::PoolClosed)))
+    }
+}
+
+/// A run's lock: the connection that holds its advisory lock. Dropping it closes the
+/// connection, which releases the lock.
+struct PgLease {
+    connection: Option<PgConnection>,
+    bridge: Bridge,
+}
+
+impl std::fmt::Debug for PgLease {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("PgLease").finish_non_exhaustive()
+    }
+}
+
+impl RunLease for PgLease {}
+
+impl Drop for PgLease {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            // Closing ends the session and with it the lock; a failure to close
+            // cleanly ends it as surely when the socket goes.
+            let _ = self.bridge.run(async move {
+                let _ = connection.close().await;
+            });
+        }
+    }
+}
+
+/// A run's checkpoints: each write appends to the journal and replaces the newest, in
+/// one transaction.
+#[derive(Debug)]
+struct PgCheckpointLog {
+    pool: PgPool,
+    bridge: Bridge,
+    run_id: RunId,
+    last: Option<Checkpoint>,
+    bytes: Vec<u8>,
+}
+
+impl CheckpointLog for PgCheckpointLog {
+    fn write(
+        &mut self,
+        checkpoint: &CheckpointView<'_>,
+        _hint: &ChangeHint<'_>,
+    ) -> Result<&[u8], CheckpointError> {
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::Backend {
+            run_id: self.run_id.as_str().to_owned(),
+            source,
+        };
+        let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
+        let owned: Checkpoint =
+            serde_json::from_str(&text).map_err(|error| failed(Box::new(error)))?;
+        let pool = self.pool.clone();
+        let run_id = self.run_id.as_str().to_owned();
+        let record = text.clone();
+        let stored = self.bridge.run(async move {
+            let mut transaction = pool.begin().await?;
+            sqlx::query(
+                "INSERT INTO run_journal (run_id, seq, record) \
+                 SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1",
+            )
+            .bind(&run_id)
+            .bind(&record)
+            .execute(&mut *transaction)
+            .await?;
+            sqlx::query(
+                "INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $2) \
+                 ON CONFLICT (run_id) DO UPDATE SET checkpoint = $2, updated_at = now()",
+            )
+            .bind(&run_id)
+            .bind(&record)
+            .execute(&mut *transaction)
+            .await?;
+            transaction.commit().await
+        });
+        match stored {
+            Some(Ok(())) => {}
+            Some(Err(error)) => return Err(failed(Box::new(error))),
+            None => return Err(failed("the store's thread stopped".into())),
+        }
+        self.bytes = text.into_bytes();
+        self.bytes.push(b'\n');
+        self.last = Some(owned);
+        Ok(&self.bytes)
+    }
+
+    fn last(&self) -> Option<&Checkpoint> {
+        self.last.as_ref()
+    }
+}
+
+/// A run's events: each append stores the envelope under its id and wakes the streams
+/// of every server with `NOTIFY`, in one transaction.
+struct PgEventLog {
+    pool: PgPool,
+    bridge: Bridge,
+    run_id: RunId,
+}
+
+/// The id of a serialised envelope.
+#[derive(serde::Deserialize)]
+struct EnvelopeId {
+    id: u64,
+}
+
+impl EventLog for PgEventLog {
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let text = std::str::from_utf8(line)
+            .map_err(std::io::Error::other)?
+            .trim_end_matches('\n')
+            .to_owned();
+        let id: EnvelopeId = serde_json::from_str(&text).map_err(std::io::Error::other)?;
+        let id = i64::try_from(id.id).map_err(std::io::Error::other)?;
+        let pool = self.pool.clone();
+        let run_id = self.run_id.as_str().to_owned();
+        self.bridge
+            .run(async move {
+                let mut transaction = pool.begin().await?;
+                sqlx::query("INSERT INTO run_events (run_id, id, envelope) VALUES ($1, $2, $3)")
+                    .bind(&run_id)
+                    .bind(id)
+                    .bind(&text)
+                    .execute(&mut *transaction)
+                    .await?;
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(EVENTS_CHANNEL)
+                    .bind(&run_id)
+                    .execute(&mut *transaction)
+                    .await?;
+                transaction.commit().await
+            })
+            .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?
+            .map_err(std::io::Error::other)
+    }
+}
+
+impl RunStore for PgRunStore {
+    fn lock(&self, run_id: &RunId) -> Result<Box<dyn RunLease>, StoreError> {
+        let pool = self.pool.clone();
+        let key = lock_key(run_id);
+        let action = format!("cannot lock run {run_id}");
+        let connection = self.run(&action.clone(), async move {
+            let mut connection = pool.acquire().await.map_err(backend(&action))?.detach();
+            let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(key)
+                .fetch_one(&mut connection)
+                .await
+                .map_err(backend(&action))?;
+            Ok(taken.then_some(connection))
+        })?;
+        match connection {
+            Some(connection) => Ok(Box::new(PgLease {
+                connection: Some(connection),
+                bridge: self.bridge.clone(),
+            })),
+            None => Err(StoreError::Locked {
+                run_id: run_id.clone(),
+            }),
+        }
+    }
+
+    fn is_active(&self, run_id: &RunId) -> bool {
+        let pool = self.pool.clone();
+        let key = lock_key(run_id);
+        let bits = u64::from_ne_bytes(key.to_ne_bytes());
+        let (high, low) = (i64::try_from(bits >> 32), i64::try_from(bits & 0xffff_ffff));
+        let (Ok(high), Ok(low)) = (high, low) else {
+            return false;
+        };
+        self.run("cannot read the run locks", async move {
+            sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1)",
+            )
+            .bind(high)
+            .bind(low)
+            .fetch_one(&pool)
+            .await
+            .map_err(backend("cannot read the run locks"))
+        })
+        // A store that cannot answer shows no run as active: readers then see
+        // `interrupted`, never a run that seems to run forever.
+        .unwrap_or(false)
+    }
+
+    fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
+        let action = format!("cannot write the records of run {run_id}");
+        let encode = |error: serde_json::Error| StoreError::Backend {
+            action: action.clone(),
+            source: Box::new(error),
+        };
+        let config = serde_json::to_string_pretty(records.config).map_err(encode)?;
+        let manifest = serde_json::to_string_pretty(records.manifest).map_err(encode)?;
+        let graph = records.graph.to_owned();
+        let children = records.children.to_vec();
+        let (name, path, started) = (
+            records.manifest.workflow_name.clone(),
+            records.manifest.workflow_path.clone(),
+            records.manifest.started_at.clone(),
+        );
+        let pool = self.pool.clone();
+        let run_id = run_id.as_str().to_owned();
+        self.run(&action.clone(), async move {
+            let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            sqlx::query(
+                "INSERT INTO runs (run_id, workflow_name, workflow_path, status, started_at, \
+                 manifest, config, graph) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) \
+                 ON CONFLICT (run_id) DO UPDATE SET workflow_name = $2, workflow_path = $3, \
+                 started_at = $4, manifest = $5, config = $6, graph = $7",
+            )
+            .bind(&run_id)
+            .bind(&name)
+            .bind(&path)
+            .bind(&started)
+            .bind(&manifest)
+            .bind(&config)
+            .bind(&graph)
+            .execute(&mut *transaction)
+            .await
+            .map_err(backend(&action))?;
+            for (child, text) in &children {
+                sqlx::query(
+                    "INSERT INTO run_children (run_id, name, text) VALUES ($1, $2, $3) \
+                     ON CONFLICT (run_id, name) DO UPDATE SET text = $3",
+                )
+                .bind(&run_id)
+                .bind(child)
+                .bind(text)
+                .execute(&mut *transaction)
+                .await
+                .map_err(backend(&action))?;
+            }
+            transaction.commit().await.map_err(backend(&action))
+        })
+    }
+
+    fn read_manifest(&self, run_id: &RunId) -> Result<Manifest, StoreError> {
+        let text = self
+            .manifest_text(run_id)?
+            .ok_or_else(|| StoreError::Missing {
+                run_id: run_id.clone(),
+                record: "manifest",
+            })?;
+        serde_json::from_str(&text).map_err(|error| StoreError::Backend {
+            action: format!("the stored manifest of run {run_id} is not valid"),
+            source: Box::new(error),
+        })
+    }
+
+    fn open_checkpoints(
+        &self,
+        run_id: &RunId,
+        opening: Opening,
+    ) -> Result<Box<dyn CheckpointLog>, StoreError> {
+        let last = match opening {
+            Opening::New => None,
+            Opening::Resume => self.load_checkpoint(run_id)?,
+        };
+        Ok(Box::new(PgCheckpointLog {
+            pool: self.pool.clone(),
+            bridge: self.bridge.clone(),
+            run_id: run_id.clone(),
+            last,
+            bytes: Vec::new(),
+        }))
+    }
+
+    fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the checkpoint of run {run_id}");
+        let text: Option<String> = self.run(&action.clone(), async move {
+            sqlx::query_scalar("SELECT checkpoint FROM run_checkpoints WHERE run_id = $1")
+                .bind(&id)
+                .fetch_optional(&pool)
+                .await
+                .map_err(backend(&action))
+        })?;
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|error| StoreError::Backend {
+                action: format!("the stored checkpoint of run {run_id} is not valid"),
+                source: Box::new(error),
+            })
+        })
+        .transpose()
+    }
+
+    /// Nothing to do: a checkpoint is the one readers see as soon as it is written.
+    fn publish_checkpoint(
+        &self,
+        _run_id: &RunId,
+        _checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot open the events of run {run_id}");
+        let next_id: i64 = self.run(&action.clone(), async move {
+            match opening {
+                Opening::New => {
+                    sqlx::query("DELETE FROM run_events WHERE run_id = $1")
+                        .bind(&id)
+                        .execute(&pool)
+                        .await
+                        .map_err(backend(&action))?;
+                    Ok(1)
+                }
+                Opening::Resume => sqlx::query_scalar(
+                    "SELECT coalesce(max(id), 0) + 1 FROM run_events WHERE run_id = $1",
+                )
+                .bind(&id)
+                .fetch_one(&pool)
+                .await
+                .map_err(backend(&action)),
+            }
+        })?;
+        Ok(OpenedEvents {
+            log: Box::new(PgEventLog {
+                pool: self.pool.clone(),
+                bridge: self.bridge.clone(),
+                run_id: run_id.clone(),
+            }),
+            next_id: u64::try_from(next_id).unwrap_or(1),
+        })
+    }
+
+    fn read_events(&self, run_id: &RunId, from_id: u64) -> Result<Vec<EventEnvelope>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let from = i64::try_from(from_id).unwrap_or(i64::MAX);
+        let action = format!("cannot read the events of run {run_id}");
+        let lines: Vec<String> = self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "SELECT envelope FROM run_events WHERE run_id = $1 AND id >= $2 ORDER BY id",
+            )
+            .bind(&id)
+            .bind(from)
+            .fetch_all(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        Ok(lines
+            .iter()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect())
+    }
+
+    fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {
+        let pool = self.pool.clone();
+        let id = manifest.run_id.clone();
+        let run_dir = run_dir.display().to_string();
+        let action = format!("cannot register the start of run {id}");
+        self.run(&action.clone(), async move {
+            sqlx::query(
+                "UPDATE runs SET status = 'running', run_dir = $2, finished_at = NULL \
+                 WHERE run_id = $1",
+            )
+            .bind(&id)
+            .bind(&run_dir)
+            .execute(&pool)
+            .await
+            .map(|_| ())
+            .map_err(backend(&action))
+        })
+    }
+
+    fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot register the end of run {run_id}");
+        self.run(&action.clone(), async move {
+            sqlx::query(
+                "UPDATE runs SET status = $2, finished_at = \
+                 to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
+                 WHERE run_id = $1",
+            )
+            .bind(&id)
+            .bind(status.as_str())
+            .execute(&pool)
+            .await
+            .map(|_| ())
+            .map_err(backend(&action))
+        })
+    }
+
+    /// Runs with a manifest, newest first; a `running` run nobody holds is
+    /// [`RunStatus::Interrupted`].
+    fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let pool = self.pool.clone();
+        let action = "cannot list the runs".to_owned();
+        let rows = self.run(&action.clone(), async move {
+            sqlx::query(
+                "SELECT run_id, manifest, status, finished_at, run_dir FROM runs \
+                 WHERE manifest IS NOT NULL ORDER BY started_at DESC, run_id DESC",
+            )
+            .fetch_all(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let run_id: String = row.get("run_id");
+            let manifest: String = row.get("manifest");
+            let Ok(manifest) = serde_json::from_str::<Manifest>(&manifest) else {
+                continue;
+            };
+            let status: String = row.get("status");
+            let status = match RunStatus::parse(&status).unwrap_or(RunStatus::Running) {
+                RunStatus::Running if !self.is_active(&RunId::from(run_id.as_str())) => {
+                    RunStatus::Interrupted
+                }
+                status => status,
+            };
+            records.push(RunRecord {
+                run_id,
+                workflow_name: manifest.workflow_name,
+                workflow_path: manifest.workflow_path,
+                goal: manifest.goal,
+                status,
+                started_at: manifest.started_at,
+                finished_at: row.get("finished_at"),
+                run_dir: PathBuf::from(row.get::<String, _>("run_dir")),
+                parent_run_id: manifest.parent_run_id,
+                reason: None,
+            });
+        }
+        Ok(records)
+    }
+}
+
+impl PgRunStore {
+    /// A run's `manifest.json` text (`None` when the run or its manifest is missing).
+    fn manifest_text(&self, run_id: &RunId) -> Result<Option<String>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the manifest of run {run_id}");
+        self.run(&action.clone(), async move {
+            let row: Option<Option<String>> =
+                sqlx::query_scalar("SELECT manifest FROM runs WHERE run_id = $1")
+                    .bind(&id)
+                    .fetch_optional(&pool)
+                    .await
+                    .map_err(backend(&action))?;
+            Ok(row.flatten())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

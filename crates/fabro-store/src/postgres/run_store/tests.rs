@@ -1,0 +1,233 @@
+//! [`PgRunStore`] behaves as the engine's other run stores (the engine's
+//! `store/tests.rs`), through the [`RunStore`] trait only, on a database of each
+//! test's own; a run's lock is a session of its own.
+
+use fabro_engine::config::RunConfig;
+use fabro_engine::event::{Emitter, Event};
+use fabro_test_support::TestDatabase;
+
+use super::*;
+
+fn manifest(run_id: &str, started_at: &str) -> Manifest {
+    serde_json::from_value(serde_json::json!({
+        "run_id": run_id,
+        "workflow_name": "w",
+        "workflow_path": "w.fabro",
+        "goal": "g",
+        "node_count": 3,
+        "edge_count": 2,
+        "base_sha": null,
+        "run_branch": null,
+        "started_at": started_at,
+        "fabro_version": "0",
+        "dry_run": false,
+        "parent_run_id": null,
+        "vars": {},
+        "simulated_llm": true,
+    }))
+    .expect("a manifest")
+}
+
+fn checkpoint(run_id: &str, completed: &[&str], next: Option<&str>) -> Checkpoint {
+    Checkpoint {
+        version: 1,
+        run_id: RunId::from(run_id),
+        timestamp: "t".to_owned(),
+        current_node: completed.last().map(|node| (*node).to_owned()),
+        next_node_id: next.map(str::to_owned),
+        completed_nodes: completed.iter().map(|node| (*node).to_owned()).collect(),
+        node_retries: Default::default(),
+        node_visits: Default::default(),
+        epoch_node_visits: Default::default(),
+        node_outcomes: Default::default(),
+        context_values: Default::default(),
+        logs: Vec::new(),
+        git_commit_sha: None,
+        loop_failure_signatures: Default::default(),
+        restart_failure_signatures: Default::default(),
+        restart_count: 0,
+        stage_rank: u32::try_from(completed.len()).unwrap_or(u32::MAX),
+        simulated_cursors: Default::default(),
+        llm_tokens: 0,
+        llm_cost_usd: 0.0,
+        run_status: RunStatus::Running,
+    }
+}
+
+/// A migrated store on a fresh database; `None` where PostgreSQL is missing (which
+/// fails the test where `CI` is set).
+fn store(test: &str) -> Option<(TestDatabase, PgRunStore)> {
+    let database = TestDatabase::create(test)?;
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let store = runtime.block_on(async {
+        let store = PgStore::connect(&database.url()).await.expect("connects");
+        store.migrate().await.expect("migrates");
+        store
+    });
+    Some((database, PgRunStore::new(&store).expect("a run store")))
+}
+
+#[test]
+fn records_checkpoints_and_the_index_round_trip() {
+    let Some((_database, store)) = store("pg_records_checkpoints_and_the_index_round_trip") else {
+        return;
+    };
+    let run = RunId::from("r1");
+    let config = RunConfig::default();
+    let manifest = manifest("r1", "2026-01-01T00:00:00Z");
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[("child.fabro".to_owned(), "digraph c {}".to_owned())],
+                config: &config,
+                manifest: &manifest,
+            },
+        )
+        .expect("records");
+    assert_eq!(store.read_manifest(&run).expect("manifest"), manifest);
+    assert!(store.load_checkpoint(&run).expect("loads").is_none());
+    assert!(matches!(
+        store.read_manifest(&RunId::from("nope")),
+        Err(StoreError::Missing { .. })
+    ));
+
+    let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");
+    let first = checkpoint("r1", &["start"], Some("a"));
+    log.write(&first.view(), &ChangeHint::everything())
+        .expect("writes");
+    let second = checkpoint("r1", &["start", "a"], Some("b"));
+    let bytes = log
+        .write(&second.view(), &ChangeHint::everything())
+        .expect("writes")
+        .to_vec();
+    assert_eq!(
+        serde_json::from_slice::<Checkpoint>(&bytes).expect("json"),
+        second
+    );
+    drop(log);
+    assert_eq!(
+        store.load_checkpoint(&run).expect("loads"),
+        Some(second.clone())
+    );
+    let resumed = store
+        .open_checkpoints(&run, Opening::Resume)
+        .expect("opens");
+    assert_eq!(resumed.last(), Some(&second));
+
+    let lease = store.lock(&run).expect("locks");
+    assert!(store.is_active(&run));
+    assert!(
+        matches!(store.lock(&run), Err(StoreError::Locked { .. })),
+        "a second execution is refused"
+    );
+    store
+        .register_start(&manifest, Path::new("/scratch/r1"))
+        .expect("registers");
+    let listed = store.list_runs().expect("lists");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, RunStatus::Running);
+    assert_eq!(listed[0].run_dir, Path::new("/scratch/r1"));
+    store
+        .register_end(&run, RunStatus::Success)
+        .expect("registers");
+    drop(lease);
+    assert!(!store.is_active(&run));
+    let listed = store.list_runs().expect("lists");
+    assert_eq!(
+        (listed[0].run_id.as_str(), listed[0].status),
+        ("r1", RunStatus::Success)
+    );
+    assert!(listed[0]
+        .finished_at
+        .as_deref()
+        .is_some_and(|time| time.ends_with('Z')));
+}
+
+#[test]
+fn a_running_run_without_a_lock_holder_is_interrupted() {
+    let Some((_database, store)) = store("pg_a_running_run_without_a_lock_holder") else {
+        return;
+    };
+    let run = RunId::from("r3");
+    let manifest = manifest("r3", "2026-01-02T00:00:00Z");
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest: &manifest,
+            },
+        )
+        .expect("records");
+    {
+        let _lease = store.lock(&run).expect("locks");
+        store
+            .register_start(&manifest, Path::new("/scratch/r3"))
+            .expect("registers");
+        assert_eq!(
+            store.list_runs().expect("lists")[0].status,
+            RunStatus::Running
+        );
+    }
+    // The holder went away without registering an end (a killed process).
+    assert_eq!(
+        store.list_runs().expect("lists")[0].status,
+        RunStatus::Interrupted
+    );
+    // And the lock is free for the next execution.
+    drop(store.lock(&run).expect("locks again"));
+}
+
+#[test]
+fn events_keep_their_ids_and_read_from_an_id() {
+    let Some((database, store)) = store("pg_events_keep_their_ids_and_read_from_an_id") else {
+        return;
+    };
+    let run = RunId::from("r2");
+    let manifest = manifest("r2", "2026-01-03T00:00:00Z");
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest: &manifest,
+            },
+        )
+        .expect("records");
+    let opened = store.open_events(&run, Opening::New).expect("opens");
+    assert_eq!(opened.next_id, 1);
+    let emitter = Emitter::with_log("r2", opened.log, opened.next_id, Vec::new());
+    for code in ["one", "two", "three"] {
+        emitter.emit(Event::warning(None, code, "m"));
+    }
+    drop(emitter);
+    let mut opened = store.open_events(&run, Opening::Resume).expect("reopens");
+    assert_eq!(opened.next_id, 4, "numbering continues");
+    // A torn envelope never reaches the table: the append fails whole.
+    assert!(opened.log.append(b"{\"id\":4,\"torn").is_err());
+    // An id stored twice is refused (the table is the source of truth).
+    assert!(opened
+        .log
+        .append(b"{\"id\":3,\"ts\":\"t\",\"run_id\":\"r2\",\"event\":\"Warning\"}\n")
+        .is_err());
+    let emitter = Emitter::with_log("r2", opened.log, opened.next_id, Vec::new());
+    emitter.emit(Event::warning(None, "four", "m"));
+    let ids: Vec<u64> = store
+        .read_events(&run, 3)
+        .expect("reads")
+        .iter()
+        .map(|event| event.id)
+        .collect();
+    assert_eq!(ids, [3, 4]);
+    // Stored as written: the envelope's bytes, one row per id.
+    assert_eq!(
+        database.query("SELECT string_agg(id::text, ',' ORDER BY id) FROM run_events"),
+        "1,2,3,4"
+    );
+}
