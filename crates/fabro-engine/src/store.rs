@@ -29,10 +29,13 @@ use crate::record::{Checkpoint, Manifest};
 use crate::run_index::{RunIndexError, RunRecord, RunStatus};
 
 mod fs;
+mod git_checkpoint;
 mod memory;
 
 pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
+pub(crate) use git_checkpoint::restore_records;
+pub use git_checkpoint::RestoreError;
 pub use memory::MemoryRunStore;
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
@@ -104,6 +107,15 @@ pub enum StoreError {
         /// The record: `manifest`, `lock`, …
         record: &'static str,
     },
+    /// A record is not valid.
+    #[error("{} is not valid", .path.display())]
+    Invalid {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Another execution holds the run.
     #[error("run {run_id} is locked by another execution")]
     Locked {
@@ -137,7 +149,11 @@ pub trait RunStore: Send + Sync {
         opening: Opening,
     ) -> Result<Box<dyn CheckpointLog>, StoreError>;
 
-    /// The run's newest complete checkpoint, if it has one.
+    /// The run's configuration (`config.json`).
+    fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError>;
+
+    /// The run's newest complete checkpoint, if it has one; for a run with git
+    /// checkpointing, the newest its metadata history completes (SPEC 8.7 step 2).
     fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError>;
 
     /// Makes `checkpoint` the one readers see when the log is ahead of it (a process
