@@ -100,6 +100,32 @@ impl ErrorKind {
     }
 }
 
+/// The one mapping of the engine's error kinds to statuses (SPEC 14.3).
+impl From<fabro_engine::ErrorKind> for ErrorKind {
+    fn from(kind: fabro_engine::ErrorKind) -> ErrorKind {
+        use fabro_engine::ErrorKind as Engine;
+        match kind {
+            Engine::InvalidWorkflow | Engine::Unfit => ErrorKind::InvalidWorkflow,
+            Engine::Usage => ErrorKind::BadRequest,
+            Engine::NotFound => ErrorKind::NotFound,
+            Engine::Conflict => ErrorKind::Conflict,
+            Engine::Storage | Engine::Internal => ErrorKind::Internal,
+        }
+    }
+}
+
+/// A run the engine could not start or resume: a 500 (the cause logged, never told)
+/// when the engine or its storage failed, else the engine's message without paths or
+/// OS error texts. An invalid workflow's diagnostics are the caller's to add.
+impl From<fabro_engine::RunError> for ApiError {
+    fn from(error: fabro_engine::RunError) -> ApiError {
+        match ErrorKind::from(error.kind()) {
+            ErrorKind::Internal => ApiError::internal(error),
+            kind => ApiError::explained(kind, error),
+        }
+    }
+}
+
 /// A cause kept for the log.
 type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
