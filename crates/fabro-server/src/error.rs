@@ -448,4 +448,33 @@ mod tests {
             format!("internal server error (request id {request_id})")
         );
     }
+
+    #[test]
+    fn run_errors_answer_by_their_kind_and_storage_failures_hide_their_cause() {
+        use fabro_engine::ErrorKind as Engine;
+        for (kind, status) in [
+            (Engine::InvalidWorkflow, 422),
+            (Engine::Unfit, 422),
+            (Engine::Usage, 400),
+            (Engine::NotFound, 404),
+            (Engine::Conflict, 409),
+            (Engine::Storage, 500),
+            (Engine::Internal, 500),
+        ] {
+            assert_eq!(ErrorKind::from(kind).status().as_u16(), status, "{kind:?}");
+        }
+        let storage = ApiError::from(fabro_engine::RunError::Io {
+            action: "cannot write",
+            path: std::path::PathBuf::from("/srv/fabro/scratch/r/manifest.json"),
+            source: std::io::Error::other("No space left on device"),
+        });
+        assert_eq!(storage.kind(), ErrorKind::Internal);
+        assert_eq!(storage.message(), "internal server error");
+        let refused = ApiError::from(fabro_engine::RunError::NoRunDir {
+            run_id: "r".to_owned(),
+            root: std::path::PathBuf::from("/srv/fabro"),
+        });
+        assert_eq!(refused.kind(), ErrorKind::NotFound);
+        assert!(!refused.message().contains("/srv"), "{}", refused.message());
+    }
 }

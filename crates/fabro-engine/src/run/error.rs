@@ -352,4 +352,78 @@ mod tests {
             "--answer names no human gate of the workflow: 'a', 'b' (human gates: review)"
         );
     }
+
+    #[test]
+    fn kinds_follow_whose_fault_a_failure_is() {
+        let unknown = |stored| RunError::UnknownAnswerNodes {
+            unknown: vec!["a".to_owned()],
+            gates: Vec::new(),
+            stored,
+        };
+        let io = || RunError::Io {
+            action: "cannot read",
+            path: PathBuf::from("f"),
+            source: std::io::Error::other("disk"),
+        };
+        for (error, kind) in [
+            (
+                RunError::Unparsed {
+                    path: PathBuf::from("w.fabro"),
+                },
+                ErrorKind::Unfit,
+            ),
+            (unknown(false), ErrorKind::Unfit),
+            (unknown(true), ErrorKind::Usage),
+            (
+                RunError::InvalidRunId {
+                    run_id: "/".to_owned(),
+                },
+                ErrorKind::Usage,
+            ),
+            (
+                RunError::NoRunDir {
+                    run_id: "r".to_owned(),
+                    root: PathBuf::from("/home"),
+                },
+                ErrorKind::NotFound,
+            ),
+            (
+                RunError::Locked {
+                    run_id: "r".to_owned(),
+                    pid: Some(7),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                RunError::AlreadyFinished {
+                    run_id: "r".to_owned(),
+                    status: RunStatus::Success,
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                RunError::NoCheckpoint {
+                    run_id: "r".to_owned(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (io(), ErrorKind::Storage),
+            (
+                RunError::ExecutedTwice {
+                    run_id: "r".to_owned(),
+                },
+                ErrorKind::Internal,
+            ),
+        ] {
+            assert_eq!(error.kind(), kind, "{error}");
+        }
+        assert_eq!(
+            RunError::Locked {
+                run_id: "r".to_owned(),
+                pid: Some(7),
+            }
+            .to_string(),
+            "run r is being resumed by another process (pid 7)"
+        );
+    }
 }
