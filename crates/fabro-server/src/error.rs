@@ -119,9 +119,18 @@ impl From<fabro_engine::ErrorKind> for ErrorKind {
 /// OS error texts. An invalid workflow's diagnostics are the caller's to add.
 impl From<fabro_engine::RunError> for ApiError {
     fn from(error: fabro_engine::RunError) -> ApiError {
-        match ErrorKind::from(error.kind()) {
-            ErrorKind::Internal => ApiError::internal(error),
-            kind => ApiError::explained(kind, error),
+        use fabro_engine::run::ResumeError;
+        match (ErrorKind::from(error.kind()), &error) {
+            (ErrorKind::Internal, _) => ApiError::internal(error),
+            // Which record of the run is unreadable, not why: that names its files.
+            (
+                kind,
+                fabro_engine::RunError::Resume {
+                    source: source @ ResumeError::Records { .. },
+                    ..
+                },
+            ) => ApiError::new(kind, format!("{error}: {source}")).caused_by(error),
+            (kind, _) => ApiError::explained(kind, error),
         }
     }
 }

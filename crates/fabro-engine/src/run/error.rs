@@ -223,12 +223,16 @@ pub enum ResumeError {
     /// The run's checkpoint log cannot be continued.
     #[error(transparent)]
     Checkpoints(StoreError),
-    /// The run's newest checkpoint cannot be loaded.
-    #[error(transparent)]
-    LoadCheckpoint(StoreError),
-    /// The run's configuration cannot be read.
-    #[error(transparent)]
-    Config(StoreError),
+    /// A record of the run cannot be read: what a client is told is the record; the
+    /// cause says why.
+    #[error("its {record} cannot be read")]
+    Records {
+        /// `manifest`, `configuration`, `checkpoint`.
+        record: &'static str,
+        /// What failed.
+        #[source]
+        source: StoreError,
+    },
     /// The run's records could not be restored from its metadata history.
     #[error(transparent)]
     Restore(RestoreError),

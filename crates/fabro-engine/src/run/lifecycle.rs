@@ -197,8 +197,8 @@ pub fn resume(
                 Ok(true) => stores
                     .runs
                     .read_manifest(run_id)
-                    .map_err(|error| refused(ResumeError::Manifest(error)))?,
-                Ok(false) if !created => return Err(refused(ResumeError::Manifest(error))),
+                    .map_err(|error| refused(unreadable("manifest", error)))?,
+                Ok(false) if !created => return Err(refused(unreadable("manifest", error))),
                 restored => {
                     // Leave no directory behind that looks like a run's set-up leftovers.
                     drop(lease);
@@ -214,12 +214,12 @@ pub fn resume(
     let checkpoint = stores
         .runs
         .load_checkpoint(run_id)
-        .map_err(|error| refused(ResumeError::LoadCheckpoint(error)))?
+        .map_err(|error| refused(unreadable("checkpoint", error)))?
         .ok_or_else(|| RunError::NoCheckpoint { run_id: id.clone() })?;
     let config = stores
         .runs
         .read_config(run_id)
-        .map_err(|error| refused(ResumeError::Config(error)))?;
+        .map_err(|error| refused(unreadable("configuration", error)))?;
     let work_dir = checkpoint
         .context_values
         .get("internal.work_dir")
@@ -233,6 +233,11 @@ pub fn resume(
     options.work_dir = work_dir;
     let catalog = catalog_for(&options);
     prepare_resume_with(options, stores, checkpoint, lease, &FsLoader, &catalog)
+}
+
+/// The run's `record` cannot be read.
+fn unreadable(record: &'static str, source: StoreError) -> ResumeError {
+    ResumeError::Records { record, source }
 }
 
 /// A lock held by another process is [`RunError::Locked`]; any other failure to take

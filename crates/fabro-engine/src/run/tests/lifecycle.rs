@@ -133,7 +133,10 @@ fn resume_refuses_an_unknown_run_a_held_lock_and_a_run_without_checkpoint() {
         matches!(
             unrecorded,
             RunError::Resume {
-                source: ResumeError::Manifest(_),
+                source: ResumeError::Records {
+                    record: "manifest",
+                    ..
+                },
                 ..
             }
         ),
