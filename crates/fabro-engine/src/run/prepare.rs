@@ -132,8 +132,10 @@ pub fn prepare_resume(
 
 /// [`prepare_resume`] with the run's records and blobs in `stores`; `lease` comes from
 /// [`RunStore::lock`](crate::store::RunStore::lock) and `checkpoint` from
-/// [`RunStore::load_checkpoint`](crate::store::RunStore::load_checkpoint) (or git).
-/// A finished run is refused ([`RunError::AlreadyFinished`]).
+/// [`RunStore::load_checkpoint`](crate::store::RunStore::load_checkpoint), which reads
+/// a git-checkpointed run's from its metadata history. A finished run is refused
+/// ([`RunError::AlreadyFinished`]). Clients use [`resume`](super::resume), which does
+/// both.
 pub fn prepare_resume_with(
     options: RunOptions,
     stores: Stores,
