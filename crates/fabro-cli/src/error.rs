@@ -3,10 +3,8 @@
 use std::error::Error;
 use std::path::PathBuf;
 
-use fabro_engine::checkpoint::LoadError;
 use fabro_engine::config::ConfigError;
 use fabro_engine::dump::DumpError;
-use fabro_engine::git::GitError;
 use fabro_engine::run::RunError;
 use fabro_engine::run_index::RunIndexError;
 
@@ -43,12 +41,6 @@ pub(crate) enum CliError {
     /// The run index or a run lock failed.
     #[error(transparent)]
     Index(RunIndexError),
-    /// A run's checkpoints could not be read.
-    #[error(transparent)]
-    Checkpoint(LoadError),
-    /// Reading a run's git history failed.
-    #[error(transparent)]
-    Git(GitError),
     /// `fabro dump` failed (other than a missing blob, which is a failure status).
     #[error(transparent)]
     Dump(DumpError),
@@ -58,9 +50,6 @@ pub(crate) enum CliError {
     /// The shared store cannot be reached or used (SPEC 18.1).
     #[error(transparent)]
     Store(fabro_store::StoreError),
-    /// `require_isolation` on a kernel that cannot isolate (SPEC 16).
-    #[error(transparent)]
-    Isolation(fabro_engine::sandbox::IsolationUnavailable),
     /// The async runtime a run executes on could not be started.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -70,13 +59,6 @@ pub(crate) enum CliError {
     /// A `--json` document could not be encoded.
     #[error("cannot encode JSON")]
     EncodeJson(#[source] serde_json::Error),
-    /// A run's `config.json` is not valid.
-    #[error("{} is not valid", .path.display())]
-    InvalidRunConfig {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
     /// The checkpoint file `fabro resume` was given is not valid.
     #[error("{target} is not a checkpoint file")]
     NotACheckpoint {
@@ -84,13 +66,21 @@ pub(crate) enum CliError {
         #[source]
         source: serde_json::Error,
     },
-    /// The `manifest.json` of a run's metadata commit is not valid.
-    #[error("manifest.json of metadata commit {sha} is not valid")]
-    InvalidMetadataManifest {
-        sha: String,
-        #[source]
-        source: serde_json::Error,
-    },
+}
+
+/// A run that could not start, resume or finish: a file error reads as the command's
+/// own (with its cause below it), every other one as the run's.
+impl From<RunError> for CliError {
+    fn from(error: RunError) -> CliError {
+        match error {
+            RunError::Io {
+                action,
+                path,
+                source,
+            } => CliError::io(action, path, source),
+            error => CliError::Run(error),
+        }
+    }
 }
 
 impl CliError {
@@ -116,18 +106,13 @@ impl CliError {
             CliError::Usage(message) => (message.clone(), None),
             CliError::Run(_)
             | CliError::Index(_)
-            | CliError::Checkpoint(_)
-            | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
             | CliError::Store(_)
-            | CliError::Isolation(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)
             | CliError::EncodeJson(_)
-            | CliError::InvalidRunConfig { .. }
-            | CliError::NotACheckpoint { .. }
-            | CliError::InvalidMetadataManifest { .. } => (fabro_engine::error_chain(self), None),
+            | CliError::NotACheckpoint { .. } => (fabro_engine::error_chain(self), None),
         }
     }
 }

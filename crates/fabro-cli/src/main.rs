@@ -60,18 +60,13 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
             | CliError::Io { .. }
             | CliError::Run(_)
             | CliError::Index(_)
-            | CliError::Checkpoint(_)
-            | CliError::Git(_)
             | CliError::Dump(_)
             | CliError::Config(_)
             | CliError::Store(_)
-            | CliError::Isolation(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)
             | CliError::EncodeJson(_)
-            | CliError::InvalidRunConfig { .. }
-            | CliError::NotACheckpoint { .. }
-            | CliError::InvalidMetadataManifest { .. },
+            | CliError::NotACheckpoint { .. },
         ) => ExitCode::from(2),
     }
 }

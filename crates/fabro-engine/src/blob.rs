@@ -36,7 +36,7 @@ pub enum BlobError {
     #[error("blob store error at {location}")]
     Remote {
         /// The store and key, credentials redacted.
-        location: String,
+        location: Box<str>,
         /// The cause.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

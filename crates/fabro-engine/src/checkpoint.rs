@@ -32,14 +32,8 @@ pub enum CheckpointError {
     #[error("git checkpointing is not active")]
     GitMissing,
     /// A store other than files (a database, SPEC 18.1) could not keep the checkpoint.
-    #[error("cannot store the checkpoint of run {run_id}")]
-    Backend {
-        /// The run.
-        run_id: String,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error("cannot store the checkpoint")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// `checkpoint.json` could not be replaced.
     #[error("cannot write {}", .path.display())]
     File {

@@ -36,7 +36,7 @@ mod refname;
 mod run_git;
 mod stage;
 #[cfg(test)]
-mod test_repo;
+pub(crate) mod test_repo;
 mod tree_diff;
 mod watch;
 mod worktree;

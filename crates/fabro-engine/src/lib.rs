@@ -10,6 +10,10 @@
 //!   validates the workflow and allocates the run: a [`PreparedRun`], whose
 //!   [`Start`] is [`Start::New`]. [`prepare_resume`] makes one that continues a stored
 //!   run from a checkpoint ([`Start::Resume`]).
+//! - Clients (the CLI, the server) use [`start`] and [`resume`] instead: the same with
+//!   the options built from a [`StartRequest`] or a [`ResumeRequest`], the lock and the
+//!   stored records (git-checkpointed runs included) handled here. Their errors have a
+//!   [`RunError::kind`] ([`ErrorKind`]) each client maps once.
 //! - [`PreparedRun::execute`] initializes, executes and finalizes the run, and returns a
 //!   [`RunReport`] with the final [`RunStatus`] and how the traversal ended
 //!   ([`RunEnd`]). Cancelling its token stops the run cleanly.
@@ -121,8 +125,8 @@ pub use id::{BlobRef, NodeId, RunId};
 pub use interviewer::Interviewer;
 pub use outcome::{Failure, Outcome, Signal};
 pub use run::{
-    prepare, prepare_resume, prepare_resume_with, prepare_with, PreparedRun, RunError, RunOptions,
-    RunReport, Start,
+    prepare, prepare_resume, prepare_resume_with, prepare_with, resume, start, ErrorKind,
+    Overrides, PreparedRun, ResumeRequest, RunError, RunOptions, RunReport, Start, StartRequest,
 };
 pub use run_status::RunStatus;
 pub use store::{EventFollower, FsRunStore, MemoryRunStore, RunStore, Stores};

@@ -6,6 +6,9 @@
 //! records, checkpoints and events go to the [`RunStore`](crate::store::RunStore) and
 //! its blobs to the [`BlobStore`](crate::blob::BlobStore) it was prepared with.
 //!
+//! Clients come in through [`start`] and [`resume`] (`lifecycle`), which build the
+//! options with [`run_options`] and take the lock and the records a resume needs.
+//!
 //! The submodules are the steps: [`prepare`](self::prepare) (parse, check, allocate),
 //! `git_plan` (SPEC 8.1), `records` (manifest, records, initial context), `execute`
 //! (set-up, initialize, traverse), `finish` (FINALIZE) and `watchdog` (SPEC 9.11).
@@ -33,13 +36,15 @@ mod error;
 mod execute;
 mod finish;
 mod git_plan;
+mod lifecycle;
 mod prepare;
 mod records;
 mod watchdog;
 
 use children::StoredGraphs;
-pub use error::{ResumeError, RunError};
+pub use error::{ErrorKind, ResumeError, RunError};
 use git_plan::GitPlan;
+pub use lifecycle::{resume, run_options, start, Overrides, ResumeRequest, StartRequest};
 pub use prepare::{new_run_id, prepare, prepare_resume, prepare_resume_with, prepare_with};
 
 /// What `fabro run` asks for.

@@ -29,10 +29,13 @@ use crate::record::{Checkpoint, Manifest};
 use crate::run_index::{RunIndexError, RunRecord, RunStatus};
 
 mod fs;
+mod git_checkpoint;
 mod memory;
 
 pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
+pub(crate) use git_checkpoint::restore_records;
+pub use git_checkpoint::RestoreError;
 pub use memory::MemoryRunStore;
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
@@ -97,14 +100,8 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A store other than files (a database, SPEC 18.1) failed.
-    #[error("{action}: {source}")]
-    Backend {
-        /// What was attempted, naming the run.
-        action: String,
-        /// The cause, credentials redacted.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error(transparent)]
+    Backend(Box<BackendFailure>),
     /// The store has no such run, or not the record asked for.
     #[error("run {run_id} has no {record}")]
     Missing {
@@ -113,12 +110,45 @@ pub enum StoreError {
         /// The record: `manifest`, `lock`, …
         record: &'static str,
     },
+    /// A record is not valid.
+    #[error("{} is not valid", .path.display())]
+    Invalid {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Another execution holds the run.
     #[error("run {run_id} is locked by another execution")]
     Locked {
         /// The run.
         run_id: RunId,
     },
+}
+
+/// What a store other than files (a database, SPEC 18.1) failed to do, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{action}: {source}")]
+pub struct BackendFailure {
+    /// What was attempted, naming the run.
+    pub action: String,
+    /// The cause, credentials redacted.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StoreError {
+    /// `action` failed in a store other than files, because of `source`.
+    pub fn backend(
+        action: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StoreError {
+        StoreError::Backend(Box::new(BackendFailure {
+            action: action.into(),
+            source: source.into(),
+        }))
+    }
 }
 
 /// Where runs keep what describes them (SPEC 11): records, checkpoints, events, the
@@ -146,7 +176,11 @@ pub trait RunStore: Send + Sync {
         opening: Opening,
     ) -> Result<Box<dyn CheckpointLog>, StoreError>;
 
-    /// The run's newest complete checkpoint, if it has one.
+    /// The run's configuration (`config.json`).
+    fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError>;
+
+    /// The run's newest complete checkpoint, if it has one; for a run with git
+    /// checkpointing, the newest its metadata history completes (SPEC 8.7 step 2).
     fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError>;
 
     /// Makes `checkpoint` the one readers see when the log is ahead of it (a process

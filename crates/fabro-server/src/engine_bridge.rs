@@ -1,7 +1,7 @@
-//! Everything the server asks of the engine, in one place (the seam to switch to the
-//! engine's `RunStore` when it lands): preparing new and resumed runs with the
-//! configuration layers of SPEC 12.3 (`server.toml` between `.fabro/project.toml` and
-//! `settings.toml`), and reading run records ([`records`]).
+//! Everything the server asks of the engine, in one place: its policy for new and
+//! resumed runs (the roots, uploaded sources, the configuration layers of SPEC 12.3 with
+//! `server.toml` between `.fabro/project.toml` and `settings.toml`) before the engine's
+//! `start` and `resume`, and reading run records ([`records`]).
 
 mod event_tail;
 pub mod records;
@@ -12,11 +12,14 @@ use std::sync::Arc;
 
 use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
 use fabro_engine::interviewer::Interviewer;
-use fabro_engine::run::{prepare, prepare_resume, PreparedRun, RunError, RunOptions};
-use fabro_engine::run_dir::RunPaths;
-use fabro_engine::run_env::{catalog_for, environment_options, ConfigOverrides};
-use fabro_engine::run_index::{read_manifest, RunIndexErrorKind, RunLock};
+use fabro_engine::record::RunOrigin;
+use fabro_engine::run::{
+    resume, start, Overrides, PreparedRun, ResumeRequest as EngineResumeRequest, RunError,
+    StartRequest as EngineStartRequest,
+};
+use fabro_engine::run_env::ConfigOverrides;
 use fabro_engine::source::FsLoader;
+use fabro_engine::{RunId, Stores};
 use fabro_language::SourceLoader;
 use fabro_llm::Provider;
 
@@ -121,7 +124,7 @@ impl EngineBridge {
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
         check_provider(request.provider.as_deref())?;
-        let overrides = overrides(
+        let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
             request.max_duration.as_ref(),
@@ -189,30 +192,40 @@ impl EngineBridge {
             .map(|file| file.path.clone())
             .chain(run_config)
             .collect();
-        let mut config = self.run_config(&workflow_path, run_configs, config_file.as_ref())?;
-        overrides.apply(&mut config);
-        let mut options = self.options(workflow_path, config, &request.model, &request.provider)?;
-        options.goal = request.goal.clone();
-        options.dry_run = request.dry_run;
-        options.auto_approve = request.auto_approve;
-        options.answers = answer_pairs(&request.answers);
-        options.vars.extend(request.vars.clone());
-        options.run_id = request.run_id.clone();
-        options.work_dir = Some(work_dir);
-        options.interviewer = Some(interviewer);
-        let catalog = catalog_for(&options);
-        let source_file = request
-            .source
-            .is_some()
-            .then(|| options.workflow_path.clone());
-        let prepared = prepare(options, loader.as_ref(), &catalog);
+        let config = self.run_config(&workflow_path, run_configs, config_file.as_ref())?;
+        let source_file = request.source.is_some().then(|| workflow_path.clone());
+        let engine_request = EngineStartRequest {
+            fabro_home: self.root.clone(),
+            workflow_path,
+            loader: loader.as_ref(),
+            config,
+            goal: request.goal.clone(),
+            vars: request.vars.clone(),
+            dry_run: request.dry_run,
+            run_id: request.run_id.clone(),
+            work_dir: Some(work_dir),
+            detached_worker: false,
+            origin: RunOrigin::Server,
+            overrides: Overrides {
+                model: request.model.clone(),
+                provider: request.provider.clone(),
+                auto_approve: request.auto_approve,
+                answers: answer_pairs(&request.answers),
+                limits,
+                interviewer: Some(interviewer),
+            },
+        };
+        let prepared = start(self.stores(), engine_request);
         // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
         if let Some(path) = source_file {
             let _ = fs_err::remove_file(path);
         }
-        let mut prepared = prepared.map_err(|error| run_error(error, Some(&shown_base)))?;
-        prepared.set_origin(fabro_engine::record::RunOrigin::Server);
-        Ok(prepared)
+        prepared.map_err(|error| run_error(error, Some(&shown_base)))
+    }
+
+    /// The stores of the storage root.
+    fn stores(&self) -> Stores {
+        Stores::local(&self.root)
     }
 
     /// Writes the DOT text of a `source` request where the run can read it.
@@ -236,81 +249,26 @@ impl EngineBridge {
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
         check_provider(request.provider.as_deref())?;
-        let paths = RunPaths::new(&self.root, run_id);
-        let lock = RunLock::acquire(paths.run_dir()).map_err(|error| match error.kind() {
-            RunIndexErrorKind::Locked => {
-                ApiError::conflict(format!("run {run_id} is running in another process"))
-            }
-            _ => ApiError::internal(error),
-        })?;
-        let manifest = read_manifest(paths.run_dir()).map_err(|error| {
-            ApiError::conflict(format!(
-                "run {run_id} cannot be resumed: its manifest cannot be read"
-            ))
-            .caused_by(error)
-        })?;
-        let refused = |message: String| ApiError::conflict(message);
-        let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
-            (Some(_), Some(repo_root)) => fabro_engine::checkpoint::load_newest_from_git(
-                Path::new(repo_root),
-                paths.run_dir(),
-                run_id,
-            )
-            .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?
-            .or(fabro_engine::checkpoint::load_newest(paths.run_dir())
-                .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?
-                .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
-                .map(|mut checkpoint| {
-                    checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
-                    checkpoint
-                })),
-            _ => fabro_engine::checkpoint::load_newest(paths.run_dir())
-                .map_err(|error| ApiError::explained(ErrorKind::Conflict, error))?,
-        }
-        .ok_or_else(|| refused(format!("run {run_id} has no checkpoint to resume from")))?;
-        let config_text = fs_err::read(paths.config()).map_err(|error| {
-            refused(format!(
-                "run {run_id} cannot be resumed: its configuration cannot be read"
-            ))
-            .caused_by(error)
-        })?;
-        let mut config: RunConfig = serde_json::from_slice(&config_text)
-            .map_err(|error| refused(format!("invalid run configuration: {error}")))?;
-        overrides(
+        let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
             request.max_duration.as_ref(),
             false,
-        )?
-        .apply(&mut config);
-        let work_dir = checkpoint
-            .context_values
-            .get("internal.work_dir")
-            .and_then(serde_json::Value::as_str)
-            .map(PathBuf::from);
-        let mut options = self.options(paths.graph(), config, &request.model, &request.provider)?;
-        options.goal = Some(manifest.goal);
-        options.dry_run = manifest.dry_run;
-        options.auto_approve = request.auto_approve;
-        options.answers = answer_pairs(&request.answers);
-        options.run_id = Some(run_id.to_owned());
-        options.parent_run_id = manifest.parent_run_id;
-        options.work_dir = work_dir;
-        options.interviewer = Some(interviewer);
-        let catalog = catalog_for(&options);
-        prepare_resume(options, checkpoint, lock, &FsLoader, &catalog).map_err(
-            |error| match error {
-                RunError::AlreadyFinished { .. } | RunError::Resume { .. } => {
-                    ApiError::explained(ErrorKind::Conflict, error)
-                }
-                // The workflow is the stored one: an answer naming none of its gates is a
-                // bad body here, not an invalid workflow.
-                RunError::UnknownAnswerNodes { .. } => {
-                    ApiError::explained(ErrorKind::BadRequest, error)
-                }
-                error => run_error(error, None),
+        )?;
+        let engine_request = EngineResumeRequest {
+            fabro_home: self.root.clone(),
+            history: None,
+            overrides: Overrides {
+                model: request.model.clone(),
+                provider: request.provider.clone(),
+                auto_approve: request.auto_approve,
+                answers: answer_pairs(&request.answers),
+                limits,
+                interviewer: Some(interviewer),
             },
-        )
+        };
+        resume(self.stores(), &RunId::from(run_id), engine_request)
+            .map_err(|error| run_error(error, None))
     }
 
     /// The file layers of SPEC 12.3 for a run the server starts: run config >
@@ -333,24 +291,6 @@ impl EngineBridge {
         let settings = read_layer(&self.root.join("settings.toml"), None)?;
         let server = read_layer(&crate::settings::server_toml(&self.root), Some("server"))?;
         Ok(upper.over(server.over(settings)))
-    }
-
-    /// Run options from the environment and `config`, as `fabro run` makes them.
-    fn options(
-        &self,
-        workflow_path: PathBuf,
-        config: RunConfig,
-        model: &Option<String>,
-        provider: &Option<String>,
-    ) -> Result<RunOptions, ApiError> {
-        environment_options(
-            workflow_path,
-            config,
-            self.root.clone(),
-            model.clone(),
-            provider.clone(),
-        )
-        .map_err(|error| ApiError::explained(ErrorKind::BadRequest, error))
     }
 }
 
@@ -460,8 +400,10 @@ impl SourceLoader for RebasedLoader {
     }
 }
 
-/// A run that could not be prepared, as an API error (SPEC 14.3). The workflow file is
-/// named relative to `work_dir` when it lies under it, else by its file name.
+/// A run that could not be prepared, as an API error (SPEC 14.3): the engine's error
+/// kind decides the status ([`ApiError`]'s `From`); an invalid workflow adds its
+/// diagnostics, its file named relative to `work_dir` when it lies under it, else by
+/// its file name.
 fn run_error(error: RunError, work_dir: Option<&Path>) -> ApiError {
     match error {
         RunError::InvalidWorkflow {
@@ -479,13 +421,6 @@ fn run_error(error: RunError, work_dir: Option<&Path>) -> ApiError {
                 records::diagnostics_of(Path::new(&shown), &text, &checked.diagnostics);
             ApiError::invalid_workflow(format!("workflow {shown} has errors"), diagnostics)
         }
-        RunError::RunExists { run_id } => {
-            ApiError::conflict(format!("run {run_id} already exists"))
-        }
-        RunError::Io { .. } | RunError::Store(_) => ApiError::internal(error),
-        error @ (RunError::Unparsed { .. } | RunError::UnknownAnswerNodes { .. }) => {
-            ApiError::explained(ErrorKind::InvalidWorkflow, error)
-        }
-        error => ApiError::explained(ErrorKind::BadRequest, error),
+        error => ApiError::from(error),
     }
 }

@@ -99,6 +99,41 @@ impl ErrorKind {
     }
 }
 
+/// The one mapping of the engine's error kinds to statuses (SPEC 14.3).
+impl From<fabro_engine::ErrorKind> for ErrorKind {
+    fn from(kind: fabro_engine::ErrorKind) -> ErrorKind {
+        use fabro_engine::ErrorKind as Engine;
+        match kind {
+            Engine::InvalidWorkflow | Engine::Unfit => ErrorKind::InvalidWorkflow,
+            Engine::Usage => ErrorKind::BadRequest,
+            Engine::NotFound => ErrorKind::NotFound,
+            Engine::Conflict => ErrorKind::Conflict,
+            Engine::Storage | Engine::Internal => ErrorKind::Internal,
+        }
+    }
+}
+
+/// A run the engine could not start or resume: a 500 (the cause logged, never told)
+/// when the engine or its storage failed, else the engine's message without paths or
+/// OS error texts. An invalid workflow's diagnostics are the caller's to add.
+impl From<fabro_engine::RunError> for ApiError {
+    fn from(error: fabro_engine::RunError) -> ApiError {
+        use fabro_engine::run::ResumeError;
+        match (ErrorKind::from(error.kind()), &error) {
+            (ErrorKind::Internal, _) => ApiError::internal(error),
+            // Which record of the run is unreadable, not why: that names its files.
+            (
+                kind,
+                fabro_engine::RunError::Resume {
+                    source: source @ ResumeError::Records { .. },
+                    ..
+                },
+            ) => ApiError::new(kind, format!("{error}: {source}")).caused_by(error),
+            (kind, _) => ApiError::explained(kind, error),
+        }
+    }
+}
+
 /// A cause kept for the log.
 type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
@@ -396,5 +431,34 @@ mod tests {
             detail.message,
             format!("internal server error (request id {request_id})")
         );
+    }
+
+    #[test]
+    fn run_errors_answer_by_their_kind_and_storage_failures_hide_their_cause() {
+        use fabro_engine::ErrorKind as Engine;
+        for (kind, status) in [
+            (Engine::InvalidWorkflow, 422),
+            (Engine::Unfit, 422),
+            (Engine::Usage, 400),
+            (Engine::NotFound, 404),
+            (Engine::Conflict, 409),
+            (Engine::Storage, 500),
+            (Engine::Internal, 500),
+        ] {
+            assert_eq!(ErrorKind::from(kind).status().as_u16(), status, "{kind:?}");
+        }
+        let storage = ApiError::from(fabro_engine::RunError::Io {
+            action: "cannot write",
+            path: std::path::PathBuf::from("/srv/fabro/scratch/r/manifest.json"),
+            source: std::io::Error::other("No space left on device"),
+        });
+        assert_eq!(storage.kind(), ErrorKind::Internal);
+        assert_eq!(storage.message(), "internal server error");
+        let refused = ApiError::from(fabro_engine::RunError::NoRunDir {
+            run_id: "r".to_owned(),
+            root: std::path::PathBuf::from("/srv/fabro"),
+        });
+        assert_eq!(refused.kind(), ErrorKind::NotFound);
+        assert!(!refused.message().contains("/srv"), "{}", refused.message());
     }
 }

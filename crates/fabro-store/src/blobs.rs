@@ -146,14 +146,14 @@ impl ObjectBlobStore {
 
     fn failure(&self, key: &ObjectPath, source: object_store::Error) -> BlobError {
         BlobError::Remote {
-            location: format!("{}/{key}", self.url),
+            location: format!("{}/{key}", self.url).into(),
             source: Box::new(source),
         }
     }
 
     fn gone(&self, key: &ObjectPath) -> BlobError {
         BlobError::Remote {
-            location: format!("{}/{key}", self.url),
+            location: format!("{}/{key}", self.url).into(),
             source: "the blob store's thread stopped".into(),
         }
     }

@@ -2,24 +2,21 @@
 //! its newest complete checkpoint, with the workflow, goal, variables and configuration
 //! of the run's own records.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use fabro_engine::checkpoint::{load_newest, load_newest_from_git};
-use fabro_engine::config::RunConfig;
 use fabro_engine::git::RunHistory;
-use fabro_engine::record::{Checkpoint, Manifest};
-use fabro_engine::run::prepare_resume;
-use fabro_engine::run_dir::{write_json_atomic, RunPaths};
-use fabro_engine::run_index::{read_manifest, RunIndexError, RunLock};
+use fabro_engine::record::Checkpoint;
+use fabro_engine::run::{resume, Overrides, ResumeRequest};
+use fabro_engine::{RunId, Stores};
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
 use crate::command::run::{
-    catalog_for, check_model_flags, detach, detached_interviewer, environment_options, execute,
-    parse_answers,
+    check_model_flags, config_overrides, console_interviewer, detach, detached_interviewer,
+    execute, parse_answers,
 };
 use crate::error::{CliError, Status};
-use crate::loader::{fabro_home, read_file, write_file, FsLoader};
+use crate::loader::{fabro_home, read_file};
 use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
@@ -30,103 +27,30 @@ pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliE
     }
 }
 
-/// The resume in this process.
+/// The resume in this process: the engine's [`resume`] of the run the argument names,
+/// with the current directory's repository to restore a run whose records are lost.
 fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
     let home = fabro_home();
     let run_id = identify(&args.target)?;
-    let paths = RunPaths::new(&home, &run_id);
-    let no_run_dir = || {
-        CliError::Usage(format!(
-            "run {run_id} has no run directory under {}",
-            home.display()
-        ))
+    let history = current_history();
+    let interviewer = if args.detached_worker {
+        Some(detached_interviewer(&home, &run_id))
+    } else {
+        console_interviewer()
     };
-    // SPEC 8.7 step 3: the run lock comes before anything of the run is read, so that
-    // of two resumes started together one runs and the other is refused at once.
-    let created = !paths.run_dir().is_dir();
-    if created {
-        if !has_metadata(&run_id)? {
-            return Err(no_run_dir());
-        }
-        fs_err::create_dir_all(paths.run_dir())
-            .map_err(|error| CliError::io("cannot create", paths.run_dir(), error))?;
-    }
-    let lock = RunLock::acquire(paths.run_dir()).map_err(|error| match error {
-        RunIndexError::Locked { pid, .. } => CliError::Usage(format!(
-            "run {run_id} is being resumed by another process{}",
-            pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
-        )),
-        error => CliError::Index(error),
-    })?;
-    if !paths.manifest().exists() {
-        let recreated = recreate_run_dir(&run_id, &paths);
-        if !matches!(recreated, Ok(true)) && created {
-            // Leave no directory behind that looks like a run's set-up leftovers.
-            drop(lock);
-            let _ = fs_err::remove_dir_all(paths.run_dir());
-            return Err(recreated.err().unwrap_or_else(no_run_dir));
-        }
-        recreated?;
-    }
-    let manifest = read_manifest(paths.run_dir()).map_err(CliError::Index)?;
-    // SPEC 8.7 step 2: with git checkpointing the state comes from the metadata history.
-    let load_error = CliError::Checkpoint;
-    let checkpoint = match (&manifest.run_branch, &manifest.repo_root) {
-        (Some(_), Some(repo_root)) => {
-            match load_newest_from_git(Path::new(repo_root), paths.run_dir(), &run_id)
-                .map_err(load_error)?
-            {
-                Some(checkpoint) => Some(checkpoint),
-                // Killed before the initial metadata commit: no stage ran, so the run
-                // starts over from its initial state at the base commit.
-                None => load_newest(paths.run_dir())
-                    .map_err(load_error)?
-                    .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
-                    .map(|mut checkpoint| {
-                        checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
-                        checkpoint
-                    }),
-            }
-        }
-        _ => load_newest(paths.run_dir()).map_err(load_error)?,
-    }
-    .ok_or_else(|| CliError::Usage(format!("run {run_id} has no checkpoint to resume from")))?;
-    let config_bytes = read_file("cannot read run configuration", &paths.config())?;
-    let mut config: RunConfig =
-        serde_json::from_slice(&config_bytes).map_err(|source| CliError::InvalidRunConfig {
-            path: paths.config(),
-            source,
-        })?;
-    super::run::config_overrides(&args.stages, false).apply(&mut config);
-    let work_dir = checkpoint
-        .context_values
-        .get("internal.work_dir")
-        .and_then(serde_json::Value::as_str)
-        .map(PathBuf::from);
-    let base = environment_options(
-        paths.graph(),
-        config,
-        home,
-        args.stages.model.clone(),
-        args.stages.provider.clone(),
-    )?;
-    let options = fabro_engine::run::RunOptions {
-        goal: Some(manifest.goal),
-        dry_run: manifest.dry_run,
-        auto_approve: args.stages.auto_approve,
-        answers: parse_answers(&args.stages.answers)?,
-        run_id: Some(run_id),
-        parent_run_id: manifest.parent_run_id,
-        work_dir,
-        ..base
+    let request = ResumeRequest {
+        fabro_home: home.clone(),
+        history: history.as_ref(),
+        overrides: Overrides {
+            model: args.stages.model.clone(),
+            provider: args.stages.provider.clone(),
+            auto_approve: args.stages.auto_approve,
+            answers: parse_answers(&args.stages.answers)?,
+            limits: config_overrides(&args.stages, false),
+            interviewer,
+        },
     };
-    let mut options = options;
-    if args.detached_worker {
-        let run_id = options.run_id.as_deref().unwrap_or_default();
-        options.interviewer = Some(detached_interviewer(&options.fabro_home, run_id));
-    }
-    let catalog = catalog_for(&options);
-    let prepared = prepare_resume(options, checkpoint, lock, &FsLoader, &catalog);
+    let prepared = resume(Stores::local(&home), &RunId::from(run_id.as_str()), request);
     if !args.detach {
         return execute(prepared, args.json, output);
     }
@@ -165,17 +89,6 @@ pub(crate) fn remote_target(target: &str) -> Result<String, CliError> {
     Ok(run_id_of_ref(target).unwrap_or(target).to_owned())
 }
 
-/// Whether the repository of the current directory has metadata of run `run_id`.
-fn has_metadata(run_id: &str) -> Result<bool, CliError> {
-    let Some(history) = current_history() else {
-        return Ok(false);
-    };
-    history
-        .metadata_tip(run_id)
-        .map(|tip| tip.is_some())
-        .map_err(CliError::Git)
-}
-
 /// The run an argument names (SPEC 8.7 step 1): a checkpoint file, a run-branch or
 /// metadata ref name, or a run id or unique prefix.
 fn identify(target: &str) -> Result<String, CliError> {
@@ -209,84 +122,6 @@ fn identify(target: &str) -> Result<String, CliError> {
 fn current_history() -> Option<RunHistory> {
     let directory = std::env::current_dir().ok()?;
     RunHistory::open(&directory).ok().flatten()
-}
-
-/// SPEC 8.7 step 2: a run without a run directory whose metadata is in the repository of
-/// the current directory gets its run directory back from the newest complete metadata
-/// commit: `manifest.json` (naming this repository), `graph.fabro`, `children/` and
-/// `config.json`. `Ok(false)` when the repository has no such metadata.
-fn recreate_run_dir(run_id: &str, paths: &RunPaths) -> Result<bool, CliError> {
-    let Some(history) = current_history() else {
-        return Ok(false);
-    };
-    let git_error = CliError::Git;
-    if history.metadata_tip(run_id).map_err(git_error)?.is_none() {
-        return Ok(false);
-    }
-    let sha = history
-        .newest_complete_metadata(run_id)
-        .map_err(git_error)?
-        .ok_or_else(|| {
-            CliError::Usage(format!(
-                "run {run_id} has no complete checkpoint in the repository's metadata"
-            ))
-        })?;
-    let read = |name: &str| -> Result<Vec<u8>, CliError> {
-        history
-            .read_file(&sha, name)
-            .map_err(git_error)?
-            .ok_or_else(|| {
-                CliError::Usage(format!(
-                    "metadata commit {sha} of run {run_id} has no {name}"
-                ))
-            })
-    };
-    let mut manifest: Manifest =
-        serde_json::from_slice(&read("manifest.json")?).map_err(|source| {
-            CliError::InvalidMetadataManifest {
-                sha: sha.clone(),
-                source,
-            }
-        })?;
-    // The run continues in this repository, wherever the original run was.
-    if let Some(work_dir) = history.work_dir() {
-        let root = work_dir
-            .canonicalize()
-            .unwrap_or_else(|_| work_dir.to_path_buf());
-        manifest.repo_root = Some(root.display().to_string());
-    }
-    let graph = read("graph.fabro")?;
-    let config = read("config.json")?;
-    let children = history.read_dir(&sha, "children").map_err(git_error)?;
-    let run_dir = paths.run_dir();
-    let mut files = vec![(paths.graph(), graph), (paths.config(), config)];
-    for (relative, bytes) in children {
-        // Paths come from a tree the run wrote; anything that would leave the run
-        // directory is not one of its children.
-        let relative = Path::new(&relative);
-        if relative
-            .components()
-            .any(|component| !matches!(component, std::path::Component::Normal(_)))
-        {
-            continue;
-        }
-        files.push((run_dir.join(relative), bytes));
-    }
-    for (path, bytes) in &files {
-        if let Some(parent) = path.parent() {
-            #[expect(
-                clippy::disallowed_methods,
-                reason = "the error is wrapped with the path right here"
-            )]
-            std::fs::create_dir_all(parent)
-                .map_err(|error| CliError::io("cannot create", parent, error))?;
-        }
-        write_file(path, bytes)?;
-    }
-    // The manifest goes last: a run directory with a manifest is a complete one.
-    write_json_atomic(&paths.manifest(), &manifest)
-        .map_err(|error| CliError::io("cannot write", paths.manifest(), error))?;
-    Ok(true)
 }
 
 /// The run id in `fabro/run/{id}`, `fabro/meta/{id}` or `refs/fabro/{id}`, optionally

@@ -1,15 +1,17 @@
 //! `fabro run WORKFLOW …` (SPEC 12.1): validate, execute, report, exit 0 / 3 / 1 / 130.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabro_engine::config::{self, ConfigSources, FsConfigReader, RunConfig};
+use fabro_engine::config::{self, ConfigSources, FsConfigReader};
 use fabro_engine::event::EventSink;
 use fabro_engine::interviewer::{FileInterviewer, Interviewer};
-use fabro_engine::run::{prepare, PreparedRun, RunError, RunOptions};
-use fabro_engine::run_env::{ConfigOverrides, RunEnvError};
-use fabro_engine::{RunEnd, StopCause};
+use fabro_engine::record::RunOrigin;
+use fabro_engine::run::{start, ErrorKind, Overrides, PreparedRun, RunError, StartRequest};
+use fabro_engine::run_env::ConfigOverrides;
+use fabro_engine::{RunEnd, StopCause, Stores};
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
@@ -26,23 +28,27 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     if let Some(server) = super::remote::server_url(args.server.as_deref()) {
         return super::remote::run(&server, args, output);
     }
-    let mut options = options(args)?;
-    options.detached_worker = args.detached_worker;
-    if args.detached_worker {
+    let home = fabro_home();
+    // With `--detach`, the id is allocated here, so that it can be printed at once.
+    let mut run_id = args.run_id.clone();
+    if args.detach {
+        run_id.get_or_insert_with(fabro_engine::run::new_run_id);
+    }
+    let interviewer = if args.detached_worker {
         // SPEC 17.4: `--detach` always passes the worker its run id.
-        let run_id = options.run_id.clone().unwrap_or_default();
-        options.interviewer = Some(detached_interviewer(&options.fabro_home, &run_id));
-    }
-    let catalog = catalog_for(&options);
+        Some(detached_interviewer(
+            &home,
+            run_id.as_deref().unwrap_or_default(),
+        ))
+    } else {
+        console_interviewer()
+    };
+    let request = start_request(args, home.clone(), run_id.clone(), interviewer)?;
+    let prepared = start(Stores::local(&home), request);
     if !args.detach {
-        return execute(prepare(options, &FsLoader, &catalog), args.json, output);
+        return execute(prepared, args.json, output);
     }
-    // Allocate the id and the directory here, so that they can be printed at once.
-    let run_id = options
-        .run_id
-        .get_or_insert_with(fabro_engine::run::new_run_id)
-        .clone();
-    let prepared = match prepare(options, &FsLoader, &catalog) {
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(error) => return report_prepare_error(error, output),
     };
@@ -51,7 +57,7 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         .filter(|arg| arg != "--detach")
         .collect();
     worker_args.push("--detached-worker".into());
-    if args.run_id.is_none() {
+    if let (None, Some(run_id)) = (&args.run_id, run_id) {
         worker_args.extend(["--run-id".into(), run_id.into()]);
     }
     detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
@@ -93,8 +99,6 @@ pub(crate) fn check_model_flags(stages: &StageArgs) -> Result<(), CliError> {
     }
 }
 
-pub(crate) use fabro_engine::run_env::catalog_for;
-
 /// The human gates of a detached run wait for `fabro answer` (SPEC 17.4).
 pub(crate) fn detached_interviewer(fabro_home: &Path, run_id: &str) -> Arc<dyn Interviewer> {
     let paths = fabro_engine::run_dir::RunPaths::new(fabro_home, run_id);
@@ -103,7 +107,7 @@ pub(crate) fn detached_interviewer(fabro_home: &Path, run_id: &str) -> Arc<dyn I
 
 /// The console, when stdin and stderr are terminals (SPEC 5.5 source 3); otherwise
 /// nothing, and a gate without `--answer` or `--auto-approve` fails closed.
-fn console_interviewer() -> Option<Arc<dyn Interviewer>> {
+pub(crate) fn console_interviewer() -> Option<Arc<dyn Interviewer>> {
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     terminal.then(|| Arc::new(ConsoleInterviewer::new()) as Arc<dyn Interviewer>)
 }
@@ -182,8 +186,22 @@ fn wait_until_registered(
     Ok(())
 }
 
-/// Prints why a run could not start: workflow diagnostics exit 1, the rest exits 2.
+/// Prints why a run could not start. The one mapping of the engine's error kinds to
+/// exit codes: workflow diagnostics exit 1, every other kind exits 2 (SPEC 12.2).
 fn report_prepare_error(error: RunError, output: &mut Output) -> Result<Status, CliError> {
+    match error.kind() {
+        ErrorKind::InvalidWorkflow => render_invalid_workflow(error, output),
+        ErrorKind::Unfit
+        | ErrorKind::Usage
+        | ErrorKind::NotFound
+        | ErrorKind::Conflict
+        | ErrorKind::Storage
+        | ErrorKind::Internal => Err(CliError::from(error)),
+    }
+}
+
+/// Prints the diagnostics of an invalid workflow (exit 1).
+fn render_invalid_workflow(error: RunError, output: &mut Output) -> Result<Status, CliError> {
     match error {
         RunError::InvalidWorkflow {
             path,
@@ -199,7 +217,7 @@ fn report_prepare_error(error: RunError, output: &mut Output) -> Result<Status, 
             output.err(&render_diagnostics(&source, &checked.diagnostics, style));
             Ok(Status::Failure)
         }
-        error => Err(cli_error(error)),
+        error => Err(CliError::from(error)),
     }
 }
 
@@ -247,7 +265,7 @@ pub(crate) fn execute(
     // The live line stops before anything else is printed, whatever the run's end.
     let summary = progress.as_ref().map(|progress| progress.finish());
     let report = match result {
-        Ok(result) => result.map_err(cli_error)?,
+        Ok(result) => result.map_err(CliError::from)?,
         // A panic inside the run is a bug: it ends the process as it would have
         // without the task around it.
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -277,18 +295,6 @@ pub(crate) fn execute(
         } => Status::Canceled,
         RunEnd::Canceled { .. } => Status::Failure,
     })
-}
-
-/// A run that could not start or finish: configuration and I/O problems exit 2.
-fn cli_error(error: RunError) -> CliError {
-    match error {
-        RunError::Io {
-            action,
-            path,
-            source,
-        } => CliError::io(action, path, source),
-        error => CliError::Run(error),
-    }
 }
 
 /// First SIGINT or SIGTERM cancels the run cleanly; a second one exits at once with 130
@@ -324,39 +330,48 @@ fn force_exit() {
     std::process::exit(130);
 }
 
-fn options(args: &RunArgs) -> Result<RunOptions, CliError> {
+/// What `fabro run` asks of the engine: the workflow and its configuration layers
+/// (SPEC 12.3: `--config` above a TOML WORKFLOW; the project layer is searched from the
+/// workflow's absolute directory) and the flags.
+fn start_request(
+    args: &RunArgs,
+    fabro_home: PathBuf,
+    run_id: Option<String>,
+    interviewer: Option<Arc<dyn Interviewer>>,
+) -> Result<StartRequest<'static>, CliError> {
     let (workflow_path, workflow_config) = resolve_workflow(&args.workflow)?;
-    let fabro_home = fabro_home();
-    // SPEC 12.3: `--config` above a TOML WORKFLOW; the project layer is searched from the
-    // workflow's absolute directory.
     let sources = ConfigSources {
         root: fabro_home.clone(),
         workflow: std::path::absolute(&workflow_path).unwrap_or_else(|_| workflow_path.clone()),
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
-    let mut config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
-    config_overrides(&args.stages, args.no_in_place).apply(&mut config);
+    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
     let answers = parse_answers(&args.stages.answers)?;
-    let mut vars = config.run.vars.clone();
+    let mut vars = BTreeMap::new();
     for var in &args.vars {
         let (key, value) = split_pair(var, "--var", "K=V")?;
         vars.insert(key, value);
     }
-    let run_options = environment_options(
-        workflow_path,
-        config,
+    Ok(StartRequest {
         fabro_home,
-        args.stages.model.clone(),
-        args.stages.provider.clone(),
-    )?;
-    Ok(RunOptions {
+        workflow_path,
+        loader: &FsLoader,
+        config,
         goal: args.goal.clone(),
-        dry_run: args.dry_run,
-        auto_approve: args.stages.auto_approve,
-        answers,
         vars,
-        run_id: args.run_id.clone(),
-        ..run_options
+        dry_run: args.dry_run,
+        run_id,
+        work_dir: None,
+        detached_worker: args.detached_worker,
+        origin: RunOrigin::Cli,
+        overrides: Overrides {
+            model: args.stages.model.clone(),
+            provider: args.stages.provider.clone(),
+            auto_approve: args.stages.auto_approve,
+            answers,
+            limits: config_overrides(&args.stages, args.no_in_place),
+            interviewer,
+        },
     })
 }
 
@@ -379,31 +394,6 @@ pub(crate) fn parse_answers(answers: &[String]) -> Result<Vec<(String, String)>,
         .iter()
         .map(|answer| split_pair(answer, "--answer", "NODE=LABEL"))
         .collect()
-}
-
-/// Run options from the configuration, the environment and the model flags
-/// ([`fabro_engine::run_env::environment_options`]) with the console interviewer; the
-/// caller fills in what its command line says.
-pub(crate) fn environment_options(
-    workflow_path: PathBuf,
-    config: RunConfig,
-    fabro_home: PathBuf,
-    cli_model: Option<String>,
-    cli_provider: Option<String>,
-) -> Result<RunOptions, CliError> {
-    let mut options = fabro_engine::run_env::environment_options(
-        workflow_path,
-        config,
-        fabro_home,
-        cli_model,
-        cli_provider,
-    )
-    .map_err(|error| match error {
-        RunEnvError::Isolation(error) => CliError::Isolation(error),
-        error => CliError::Usage(error.to_string()),
-    })?;
-    options.interviewer = console_interviewer();
-    Ok(options)
 }
 
 fn split_pair(text: &str, flag: &str, form: &str) -> Result<(String, String), CliError> {

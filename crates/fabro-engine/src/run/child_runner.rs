@@ -92,6 +92,10 @@ fn failed(error: &RunError) -> ChildRunFailed {
         | RunError::NoStartNode { .. }
         | RunError::MissingRunDir { .. }
         | RunError::AlreadyFinished { .. }
+        | RunError::Environment(_)
+        | RunError::NoRunDir { .. }
+        | RunError::Locked { .. }
+        | RunError::NoCheckpoint { .. }
         | RunError::Resume { .. } => {
             format!("child workflow: {}", crate::error_chain(error))
         }

@@ -12,8 +12,31 @@ use fabro_llm::simulated::ScriptError;
 use crate::asset_capture::IncludeGlobError;
 use crate::git::GitError;
 use crate::llm_target::LlmSetupError;
+use crate::run_env::RunEnvError;
 use crate::run_index::RunStatus;
-use crate::store::StoreError;
+use crate::store::{RestoreError, StoreError};
+
+/// What kind of failure a [`RunError`] is: what a client answers with. The CLI maps a
+/// kind to an exit code, the server to an HTTP status, each in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The workflow has errors, with diagnostics (CLI exit 1, HTTP 422).
+    InvalidWorkflow,
+    /// The workflow cannot run as asked: it produced nothing, or answers name no gate of
+    /// it (HTTP 422 `invalid_workflow`).
+    Unfit,
+    /// A bad argument, configuration or environment (HTTP 400).
+    Usage,
+    /// No such run (HTTP 404).
+    NotFound,
+    /// The run's state refuses the request: it exists, is locked, finished, or cannot
+    /// be continued (HTTP 409).
+    Conflict,
+    /// fabro's own storage or repository failed (HTTP 500).
+    Storage,
+    /// A bug of the engine (HTTP 500).
+    Internal,
+}
 
 /// Why a run could not start. [`RunError::InvalidWorkflow`] exits 1 in the CLI; every
 /// other variant exits 2.
@@ -73,6 +96,8 @@ pub enum RunError {
         unknown: Vec<String>,
         /// The human gates there are, sorted.
         gates: Vec<String>,
+        /// Whether the workflow is a stored run's (a resume), not one the caller gave.
+        stored: bool,
     },
     /// The stored copy of a workflow with child workflows does not check again (an
     /// engine bug: it checked before it was stored).
@@ -140,6 +165,35 @@ pub enum RunError {
         #[source]
         source: ResumeError,
     },
+    /// The environment cannot start a run (`FABRO_RANDOM_SEED`, isolation, …).
+    #[error(transparent)]
+    Environment(RunEnvError),
+    /// The run to resume has no run directory, and no repository at hand has its
+    /// metadata.
+    #[error("run {run_id} has no run directory under {}", .root.display())]
+    NoRunDir {
+        /// The run id.
+        run_id: String,
+        /// The storage root.
+        root: PathBuf,
+    },
+    /// Another process holds the run's lock.
+    #[error(
+        "run {run_id} is being resumed by another process{}",
+        .pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    Locked {
+        /// The run id.
+        run_id: String,
+        /// The holder's pid, when known.
+        pid: Option<u32>,
+    },
+    /// The run to resume has no checkpoint.
+    #[error("run {run_id} has no checkpoint to resume from")]
+    NoCheckpoint {
+        /// The run id.
+        run_id: String,
+    },
     /// A file could not be read or written.
     #[error("{action} {}", .path.display())]
     Io {
@@ -169,12 +223,56 @@ pub enum ResumeError {
     /// The run's checkpoint log cannot be continued.
     #[error(transparent)]
     Checkpoints(StoreError),
+    /// A record of the run cannot be read: what a client is told is the record; the
+    /// cause says why.
+    #[error("its {record} cannot be read")]
+    Records {
+        /// `manifest`, `configuration`, `checkpoint`.
+        record: &'static str,
+        /// What failed.
+        #[source]
+        source: StoreError,
+    },
+    /// The run's records could not be restored from its metadata history.
+    #[error(transparent)]
+    Restore(RestoreError),
     /// The checkpoint's next node is missing or not a node of the workflow.
     #[error("its checkpoint names no next node of the workflow")]
     NoNextNode {
         /// The node id the checkpoint names, if any.
         next_node_id: Option<String>,
     },
+}
+
+impl RunError {
+    /// What kind of failure this is, for exit codes and HTTP statuses.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::InvalidWorkflow { .. } => ErrorKind::InvalidWorkflow,
+            RunError::Unparsed { .. } => ErrorKind::Unfit,
+            // An answer that fits no gate of the stored workflow of a resumed run is a
+            // bad argument; of a new run, a mismatch with the workflow given.
+            RunError::UnknownAnswerNodes { stored: true, .. } => ErrorKind::Usage,
+            RunError::UnknownAnswerNodes { stored: false, .. } => ErrorKind::Unfit,
+            RunError::InvalidRunId { .. }
+            | RunError::DirtyWorktree
+            | RunError::SaveBefore { .. }
+            | RunError::SimulatedResponses { .. }
+            | RunError::LlmSetup(_)
+            | RunError::ArtifactsInclude(_)
+            | RunError::Environment(_) => ErrorKind::Usage,
+            RunError::NoRunDir { .. } | RunError::MissingRunDir { .. } => ErrorKind::NotFound,
+            RunError::RunExists { .. }
+            | RunError::Locked { .. }
+            | RunError::AlreadyFinished { .. }
+            | RunError::NoCheckpoint { .. }
+            | RunError::Resume { .. } => ErrorKind::Conflict,
+            RunError::Store(_) | RunError::Io { .. } => ErrorKind::Storage,
+            RunError::StoredWorkflowInvalid { .. }
+            | RunError::ExecutedTwice { .. }
+            | RunError::NoStartNode { .. } => ErrorKind::Internal,
+        }
+    }
 }
 
 /// A store's file error is the run's file error (the CLI reports both alike); every
@@ -251,10 +349,85 @@ mod tests {
         let error = RunError::UnknownAnswerNodes {
             unknown: vec!["a".to_owned(), "b".to_owned()],
             gates: vec!["review".to_owned()],
+            stored: false,
         };
         assert_eq!(
             error.to_string(),
             "--answer names no human gate of the workflow: 'a', 'b' (human gates: review)"
+        );
+    }
+
+    #[test]
+    fn kinds_follow_whose_fault_a_failure_is() {
+        let unknown = |stored| RunError::UnknownAnswerNodes {
+            unknown: vec!["a".to_owned()],
+            gates: Vec::new(),
+            stored,
+        };
+        let io = || RunError::Io {
+            action: "cannot read",
+            path: PathBuf::from("f"),
+            source: std::io::Error::other("disk"),
+        };
+        for (error, kind) in [
+            (
+                RunError::Unparsed {
+                    path: PathBuf::from("w.fabro"),
+                },
+                ErrorKind::Unfit,
+            ),
+            (unknown(false), ErrorKind::Unfit),
+            (unknown(true), ErrorKind::Usage),
+            (
+                RunError::InvalidRunId {
+                    run_id: "/".to_owned(),
+                },
+                ErrorKind::Usage,
+            ),
+            (
+                RunError::NoRunDir {
+                    run_id: "r".to_owned(),
+                    root: PathBuf::from("/home"),
+                },
+                ErrorKind::NotFound,
+            ),
+            (
+                RunError::Locked {
+                    run_id: "r".to_owned(),
+                    pid: Some(7),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                RunError::AlreadyFinished {
+                    run_id: "r".to_owned(),
+                    status: RunStatus::Success,
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                RunError::NoCheckpoint {
+                    run_id: "r".to_owned(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (io(), ErrorKind::Storage),
+            (
+                RunError::ExecutedTwice {
+                    run_id: "r".to_owned(),
+                },
+                ErrorKind::Internal,
+            ),
+        ] {
+            assert_eq!(error.kind(), kind, "{error}");
+        }
+        assert_eq!(
+            RunError::Locked {
+                run_id: "r".to_owned(),
+                pid: Some(7),
+            }
+            .to_string(),
+            "run r is being resumed by another process (pid 7)"
         );
     }
 }

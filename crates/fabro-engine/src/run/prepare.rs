@@ -38,7 +38,7 @@ pub fn prepare_with(
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
-    check_answers(&options, &loaded)?;
+    check_answers(&options, &loaded, false)?;
     let run_id = match &options.run_id {
         Some(run_id) => {
             if !valid_run_id(run_id) {
@@ -132,8 +132,10 @@ pub fn prepare_resume(
 
 /// [`prepare_resume`] with the run's records and blobs in `stores`; `lease` comes from
 /// [`RunStore::lock`](crate::store::RunStore::lock) and `checkpoint` from
-/// [`RunStore::load_checkpoint`](crate::store::RunStore::load_checkpoint) (or git).
-/// A finished run is refused ([`RunError::AlreadyFinished`]).
+/// [`RunStore::load_checkpoint`](crate::store::RunStore::load_checkpoint), which reads
+/// a git-checkpointed run's from its metadata history. A finished run is refused
+/// ([`RunError::AlreadyFinished`]). Clients use [`resume`](super::resume), which does
+/// both.
 pub fn prepare_resume_with(
     options: RunOptions,
     stores: Stores,
@@ -143,7 +145,7 @@ pub fn prepare_resume_with(
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
-    check_answers(&options, &loaded)?;
+    check_answers(&options, &loaded, true)?;
     let run_id = checkpoint.run_id.clone();
     let paths = RunPaths::new(&options.fabro_home, run_id.as_str());
     if !paths.run_dir().is_dir() {
@@ -181,7 +183,11 @@ pub fn prepare_resume_with(
 
 /// `--answer NODE=LABEL` must name a human gate of the workflow or of one of its child
 /// workflows (SPEC 12.1); child runs inherit their parent's answers unchecked.
-fn check_answers(options: &RunOptions, loaded: &LoadedWorkflow) -> Result<(), RunError> {
+fn check_answers(
+    options: &RunOptions,
+    loaded: &LoadedWorkflow,
+    stored: bool,
+) -> Result<(), RunError> {
     if options.parent_run_id.is_some() || options.answers.is_empty() {
         return Ok(());
     }
@@ -215,6 +221,7 @@ fn check_answers(options: &RunOptions, loaded: &LoadedWorkflow) -> Result<(), Ru
     Err(RunError::UnknownAnswerNodes {
         unknown: unknown.into_iter().map(str::to_owned).collect(),
         gates: gates.into_iter().collect(),
+        stored,
     })
 }
 

@@ -13,6 +13,7 @@ use crate::interviewer::{BoxFuture, Question, Reply};
 use crate::source::FsLoader;
 use crate::store::{MemoryRunStore, RunStore};
 
+mod lifecycle;
 mod tmpdir;
 
 /// start → plan (LLM) → review (human gate) → build (LLM) → exit.

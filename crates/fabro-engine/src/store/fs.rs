@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
 use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
+use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, FsEventLog};
 use crate::id::RunId;
 use crate::record::{Checkpoint, Manifest};
@@ -90,9 +91,19 @@ impl RunStore for FsRunStore {
         })
     }
 
+    fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError> {
+        let path = self.paths(run_id).config();
+        let bytes = fs_err::read(&path).map_err(io("cannot read run configuration", &path))?;
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Invalid { path, source })
+    }
+
     fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(crate::checkpoint::load_newest(
-            self.paths(run_id).run_dir(),
+        let paths = self.paths(run_id);
+        let manifest = crate::run_index::read_manifest(paths.run_dir()).ok();
+        Ok(super::git_checkpoint::newest(
+            manifest.as_ref(),
+            paths.run_dir(),
+            run_id.as_str(),
         )?)
     }
 

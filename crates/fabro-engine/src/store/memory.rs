@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
 use crate::checkpoint::{CheckpointError, CheckpointLog};
+use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, EventLog};
 use crate::id::RunId;
 use crate::journal::ChangeHint;
@@ -182,6 +183,21 @@ impl RunStore for MemoryRunStore {
                 run_id: run_id.clone(),
                 record: "manifest",
             })
+    }
+
+    fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError> {
+        let config = self
+            .runs()
+            .get(run_id)
+            .and_then(|run| run.config.clone())
+            .ok_or_else(|| StoreError::Missing {
+                run_id: run_id.clone(),
+                record: "config",
+            })?;
+        serde_json::from_value(config).map_err(|source| StoreError::Invalid {
+            path: PathBuf::from(format!("memory:{run_id}/config.json")),
+            source,
+        })
     }
 
     fn open_checkpoints(

@@ -36,10 +36,7 @@ pub struct PgRunStore {
 /// A failed query as the engine's store error.
 fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
     let action = action.into();
-    move |source| StoreError::Backend {
-        action,
-        source: Box::new(source),
-    }
+    move |source| StoreError::backend(action, source)
 }
 
 /// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
@@ -114,9 +111,9 @@ impl CheckpointLog for PgCheckpointLog {
         checkpoint: &CheckpointView<'_>,
         _hint: &ChangeHint<'_>,
     ) -> Result<&[u8], CheckpointError> {
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::Backend {
-            run_id: self.run_id.as_str().to_owned(),
-            source,
+        let run = self.run_id.clone();
+        let failed = |source: Box<dyn std::error::Error + Send + Sync>| {
+            CheckpointError::Backend(format!("run {run}: {source}").into())
         };
         let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
         let owned: Checkpoint =
@@ -256,10 +253,7 @@ impl RunStore for PgRunStore {
 
     fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
         let action = format!("cannot write the records of run {run_id}");
-        let encode = |error: serde_json::Error| StoreError::Backend {
-            action: action.clone(),
-            source: Box::new(error),
-        };
+        let encode = |error: serde_json::Error| StoreError::backend(action.clone(), error);
         let config = serde_json::to_string_pretty(records.config).map_err(encode)?;
         let manifest = serde_json::to_string_pretty(records.manifest).map_err(encode)?;
         let graph = records.graph.to_owned();
@@ -312,9 +306,11 @@ impl RunStore for PgRunStore {
                 run_id: run_id.clone(),
                 record: "manifest",
             })?;
-        serde_json::from_str(&text).map_err(|error| StoreError::Backend {
-            action: format!("the stored manifest of run {run_id} is not valid"),
-            source: Box::new(error),
+        serde_json::from_str(&text).map_err(|error| {
+            StoreError::backend(
+                format!("the stored manifest of run {run_id} is not valid"),
+                error,
+            )
         })
     }
 
@@ -348,9 +344,11 @@ impl RunStore for PgRunStore {
                 .map_err(backend(&action))
         })?;
         text.map(|text| {
-            serde_json::from_str(&text).map_err(|error| StoreError::Backend {
-                action: format!("the stored checkpoint of run {run_id} is not valid"),
-                source: Box::new(error),
+            serde_json::from_str(&text).map_err(|error| {
+                StoreError::backend(
+                    format!("the stored checkpoint of run {run_id} is not valid"),
+                    error,
+                )
             })
         })
         .transpose()
