@@ -297,7 +297,8 @@ fn no_relative_link_leaves_the_repository_or_is_broken() {
             }
             // The README and the guide are for users: they name nothing outside the
             // repository, not even in passing.
-            let for_users = file == root.join("README.md") || file.starts_with(root.join("docs/guide"));
+            let for_users =
+                file == root.join("README.md") || file.starts_with(root.join("docs/guide"));
             if for_users && line.contains("../shared") {
                 broken.push(format!(
                     "{}:{}: names ../shared",

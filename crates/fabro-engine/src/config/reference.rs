@@ -166,7 +166,7 @@ pub fn markdown() -> String {
         } else {
             ""
         };
-        if top != section || !page.contains("## ") {
+        if top != section || !page.contains("\n## ") {
             section = top;
             let title = if top.is_empty() {
                 "Top level".to_owned()
@@ -177,9 +177,14 @@ pub fn markdown() -> String {
                 "\n## {title}\n\n| Key | Value | Default | Meaning |\n|---|---|---|---|\n"
             ));
         }
+        let default = if doc.default.is_empty() {
+            "–"
+        } else {
+            doc.default
+        };
         page.push_str(&format!(
             "| `{}` | {} | {} | {} |\n",
-            doc.key, doc.value, doc.default, doc.meaning
+            doc.key, doc.value, default, doc.meaning
         ));
     }
     page
