@@ -56,12 +56,12 @@ fn subcommands(help: &str) -> Vec<String> {
 /// The CLI reference: clap's long help of `fabro` and of every subcommand, depth first.
 fn cli_reference() -> String {
     let env = TestEnv::new("guide-cli");
-    let mut page = format!(
+    let mut page = String::from(
         "# CLI reference\n\n<!-- Generated from clap's help (crates/fabro-cli/src/args.rs); do \
          not edit. Regenerate with: FABRO_UPDATE_GUIDE=1 cargo test -p fabro-cli --test guide \
          -->\n\nThe help of every command, as `fabro COMMAND --help` prints it. Exit codes: 0 \
          success, 1 failure, 2 usage or configuration error, 3 partial success (`run`, \
-         `resume`), 130 cancelled.\n"
+         `resume`), 130 cancelled.\n",
     );
     let mut pending = vec![Vec::<String>::new()];
     while let Some(path) = pending.pop() {
