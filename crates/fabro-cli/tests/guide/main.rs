@@ -185,7 +185,7 @@ const TUTORIALS: &[Tutorial] = &[
 ];
 
 /// Each tutorial's workflow runs offline and ends with the status and exit code its page
-/// states; the page shows the same command.
+/// states; the page shows the same command and the workflow itself.
 #[test]
 fn each_tutorial_workflow_ends_as_its_page_says() {
     for tutorial in TUTORIALS {
@@ -212,6 +212,17 @@ fn each_tutorial_workflow_ends_as_its_page_says() {
         let workflow =
             fs_err::read_to_string(root.join(tutorial.example)).expect("the example exists");
         env.write(name, &workflow);
+        let shown: String = workflow
+            .lines()
+            .filter(|line| !line.starts_with("//"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert!(
+            page.contains(&shown),
+            "{} shows {} as it is (comments aside)",
+            tutorial.page,
+            tutorial.example
+        );
         let mut args = vec!["run", name];
         args.extend_from_slice(tutorial.args);
         let output = fabro(&env, &args);
