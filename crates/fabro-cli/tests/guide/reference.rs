@@ -93,3 +93,14 @@ fn cli_reference() -> String {
 fn the_cli_reference_is_current() {
     compare_or_update("docs/guide/src/reference/cli.md", &cli_reference());
 }
+
+/// The server's OpenAPI document, kept in the guide so that readers can browse the API
+/// without starting a server, is what the server serves at `/api/v1/openapi.json`.
+#[tokio::test]
+async fn the_openapi_document_in_the_guide_is_current() {
+    let document = fabro_server::openapi::document().await.0;
+    let mut text =
+        serde_json::to_string_pretty(&document).expect("the OpenAPI document serialises");
+    text.push('\n');
+    compare_or_update("docs/guide/src/reference/openapi.json", &text);
+}
