@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 mod providers;
+pub mod reference;
 mod section;
 
 pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
@@ -440,7 +441,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
     }
     let mut config = RunConfig::default();
     config.workflow.graph = root.path("graph")?;
-    if let Some(workflow) = root.section("workflow", &["graph"])? {
+    if let Some(workflow) = root.section("workflow", WORKFLOW_KEYS)? {
         config.workflow.graph = workflow.path("graph")?.or(config.workflow.graph);
     }
     config.run.goal = root.string("goal")?;
@@ -472,16 +473,16 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         config.llm.headers = llm.string_table("headers")?;
         config.llm.providers = providers::providers(&llm)?;
         config.llm.prompt_caching = llm.boolean("prompt_caching")?;
-        if let Some(simulated) = llm.section("simulated", &["responses"])? {
+        if let Some(simulated) = llm.section("simulated", SIMULATED_KEYS)? {
             config.llm.simulated_responses = simulated.path("responses")?;
         }
     }
-    if let Some(checkpoint) = root.section("checkpoint", &["exclude_globs", "push", "remote"])? {
+    if let Some(checkpoint) = root.section("checkpoint", CHECKPOINT_KEYS)? {
         config.checkpoint.exclude_globs = checkpoint.strings("exclude_globs")?;
         config.checkpoint.push = checkpoint.boolean("push")?;
         config.checkpoint.remote = checkpoint.string("remote")?;
     }
-    if let Some(git) = root.section("git", &["author_name", "author_email"])? {
+    if let Some(git) = root.section("git", GIT_KEYS)? {
         config.git.author_name = git.string("author_name")?;
         config.git.author_email = git.string("author_email")?;
     }
@@ -495,15 +496,15 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         config.sandbox.writable_paths = sandbox.strings("writable_paths")?;
         config.sandbox.hidden_paths = sandbox.strings("hidden_paths")?;
         config.sandbox.require_isolation = sandbox.boolean("require_isolation")?;
-        if let Some(docker) = sandbox.section("docker", &["image"])? {
+        if let Some(docker) = sandbox.section("docker", DOCKER_KEYS)? {
             config.sandbox.docker_image = docker.string("image")?;
         }
     }
-    if let Some(artifacts) = root.section("artifacts", &["include"])? {
+    if let Some(artifacts) = root.section("artifacts", ARTIFACTS_KEYS)? {
         config.artifacts.include = artifacts.strings("include")?;
     }
-    if let Some(agent) = root.section("agent", &["acp"])? {
-        if let Some(acp) = agent.section("acp", &["command"])? {
+    if let Some(agent) = root.section("agent", AGENT_KEYS)? {
+        if let Some(acp) = agent.section("acp", ACP_KEYS)? {
             config.agent.acp_command = acp.strings("command")?;
         }
     }
@@ -625,6 +626,14 @@ fn redacted_values<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     serializer.collect_map(table.keys().map(|key| (key, fabro_llm::REDACTED)))
 }
+const WORKFLOW_KEYS: &[&str] = &["graph"];
+const SIMULATED_KEYS: &[&str] = &["responses"];
+const CHECKPOINT_KEYS: &[&str] = &["exclude_globs", "push", "remote"];
+const GIT_KEYS: &[&str] = &["author_name", "author_email"];
+const DOCKER_KEYS: &[&str] = &["image"];
+const ARTIFACTS_KEYS: &[&str] = &["include"];
+const AGENT_KEYS: &[&str] = &["acp"];
+const ACP_KEYS: &[&str] = &["command"];
 const SANDBOX_KEYS: &[&str] = &[
     "provider",
     "env",

@@ -153,8 +153,8 @@ pub struct ModelConfig {
     pub reasoning: Option<bool>,
 }
 
-const PROVIDER_KEYS: &[&str] = &["wire", "base_url", "api_key_env", "headers", "models"];
-const MODEL_KEYS: &[&str] = &[
+pub(super) const PROVIDER_KEYS: &[&str] = &["wire", "base_url", "api_key_env", "headers", "models"];
+pub(super) const MODEL_KEYS: &[&str] = &[
     "context_window",
     "max_output",
     "input_price",
