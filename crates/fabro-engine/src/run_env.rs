@@ -32,6 +32,46 @@ pub enum RunEnvError {
     /// `require_isolation` on a kernel lacking a needed mechanism (SPEC 16).
     #[error(transparent)]
     Isolation(#[from] IsolationUnavailable),
+    /// `--provider` (or a request's `provider`) names no provider: not a built-in one,
+    /// an alias, a preset or one configured by name (SPEC 10.7).
+    #[error("unknown provider '{name}' for --provider; expected one of: {}", .known.join(", "))]
+    UnknownProvider {
+        /// The name given.
+        name: String,
+        /// Every name the run knows.
+        known: Vec<String>,
+    },
+}
+
+/// Every provider name a run with `config` knows (SPEC 10.1, 10.7): the built-in ones,
+/// the presets, then those configured by name.
+pub fn known_provider_names(config: &crate::config::LlmConfig) -> Vec<String> {
+    let mut names: Vec<String> = Provider::ALL
+        .iter()
+        .map(|provider| provider.as_str().to_owned())
+        .collect();
+    for preset in crate::config::PRESETS {
+        names.push(preset.name.to_owned());
+    }
+    for name in config.providers.keys() {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
+
+/// Refuses a `--provider` that names no provider the run knows; aliases (`google`)
+/// count as their provider.
+fn check_provider(name: &str, config: &crate::config::LlmConfig) -> Result<(), RunEnvError> {
+    let known = known_provider_names(config);
+    if Provider::parse(name).is_some() || known.iter().any(|known| known == name) {
+        return Ok(());
+    }
+    Err(RunEnvError::UnknownProvider {
+        name: name.escape_debug().to_string(),
+        known,
+    })
 }
 
 /// A variable as runs see it: from the secret store (credentials moved out of the
@@ -88,6 +128,9 @@ pub fn environment_options(
     cli_model: Option<String>,
     cli_provider: Option<String>,
 ) -> Result<RunOptions, RunEnvError> {
+    if let Some(name) = cli_provider.as_deref() {
+        check_provider(name, &config.llm)?;
+    }
     // SPEC 12.4: keys and base URLs from the environment, the rest from `[llm]`.
     let providers = ProviderSettings::from_env(&env_var, &config.llm);
     let credentials = providers.credentials();

@@ -21,7 +21,6 @@ use fabro_engine::run_env::ConfigOverrides;
 use fabro_engine::source::FsLoader;
 use fabro_engine::{RunId, Stores};
 use fabro_language::SourceLoader;
-use fabro_llm::Provider;
 
 pub use fabro_api::{AnswerLabels, ConfigFile, ResumeRequest, StartRequest};
 pub use fabro_engine::event::{EventEnvelope, EventSink};
@@ -123,7 +122,6 @@ impl EngineBridge {
         request: &StartRequest,
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
-        check_provider(request.provider.as_deref())?;
         let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
@@ -248,7 +246,6 @@ impl EngineBridge {
         request: &ResumeRequest,
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
-        check_provider(request.provider.as_deref())?;
         let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
@@ -335,6 +332,16 @@ fn locate_workflow(work_dir: &Path, workflow: &str) -> PathBuf {
         .unwrap_or(direct)
 }
 
+/// The providers a run started by the server of `root` may name (SPEC 10.1, 10.7):
+/// the built-in ones, the presets and those configured in the server's own layers
+/// (`server.toml`, `settings.toml`); an unreadable layer offers the rest.
+pub fn offered_providers(root: &Path) -> Vec<String> {
+    let settings = read_layer(&root.join("settings.toml"), None).unwrap_or_default();
+    let server =
+        read_layer(&crate::settings::server_toml(root), Some("server")).unwrap_or_default();
+    fabro_engine::run_env::known_provider_names(&server.over(settings).llm)
+}
+
 /// One configuration file as a layer; `without` names a table that is not part of the
 /// run configuration schema (`[server]`). Absent files are empty layers.
 fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError> {
@@ -362,17 +369,6 @@ fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError>
         None => text,
     };
     config::parse(&text, path).map_err(config_error)
-}
-
-/// A `provider` naming no provider of SPEC 10.1 is a bad request.
-fn check_provider(provider: Option<&str>) -> Result<(), ApiError> {
-    match provider {
-        Some(name) if Provider::parse(name).is_none() => Err(ApiError::bad_request(format!(
-            "unknown provider '{}'",
-            name.escape_debug()
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// Configuration errors are the request's fault.

@@ -63,23 +63,17 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
 }
 
-/// Refuses `--provider` values that name no provider of SPEC 10.1, and a `--model`
-/// catalog alias of another provider than `--provider` (SPEC 17.6), before anything is
-/// created. `--provider simulated` takes any model: it simulates the model named (17.3).
+/// Refuses a `--model` catalog alias of another built-in provider than `--provider`
+/// (SPEC 17.6) before anything is created. `--provider simulated` takes any model: it
+/// simulates the model named (17.3). Whether `--provider` names a provider at all
+/// depends on the configuration (presets and providers configured by name, SPEC
+/// 10.7): the engine checks that where the run starts, locally or in a server.
 pub(crate) fn check_model_flags(stages: &StageArgs) -> Result<(), CliError> {
     let Some(name) = stages.provider.as_deref() else {
         return Ok(());
     };
     let Some(provider) = Provider::parse(name) else {
-        let names: Vec<&str> = Provider::ALL
-            .iter()
-            .map(|provider| provider.as_str())
-            .collect();
-        return Err(CliError::Usage(format!(
-            "unknown provider '{}' for --provider; expected one of: {}",
-            name.escape_debug(),
-            names.join(", ")
-        )));
+        return Ok(());
     };
     let Some(model) = stages.model.as_deref() else {
         return Ok(());

@@ -437,3 +437,72 @@ headers = {{ "X-Auth" = "${{GW_AUTH}}" }}
     let response = fs_err::read_to_string(ask.path().join("response.md")).expect("response.md");
     assert_eq!(response.trim(), "The key is [REDACTED].");
 }
+
+/// SPEC 10.7: a preset or configured provider is a provider "exactly like a built-in
+/// one", so `--provider` takes its name, locally and through a server; an unknown name
+/// is still refused with exit 2, and the server answers 400.
+#[test]
+fn the_provider_flag_takes_presets_and_configured_providers() {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = runtime.block_on(Twin::start()).expect("the twin starts");
+    twin.set_fallback(Reply::text("From the preset."));
+    let env = TestEnv::new("provider_flag_named");
+    env.write(
+        "w.fabro",
+        "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  ask [shape=tab, model=\"kimi-k2\", prompt=\"Say hi\"]\n  start -> ask -> exit\n}\n",
+    );
+    let run = |run_id: &str, provider: &str| {
+        env.command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", "w.fabro", "--run-id", run_id, "--provider", provider])
+            .env("KIMI_API_KEY", KEY)
+            .env("KIMI_BASE_URL", format!("{}/v1", twin.base_url()))
+            .env("GATEWAY_API_KEY", KEY)
+            .output()
+            .expect("fabro runs")
+    };
+    let output = run("preset", "kimi");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(twin.request_count(), 1);
+    env.write(
+        "workflow.toml",
+        &format!(
+            "[llm.providers.gateway]\nwire = \"chat\"\nbase_url = \"{}/v1\"\napi_key_env = \"GATEWAY_API_KEY\"\n",
+            twin.base_url()
+        ),
+    );
+    let output = run("configured", "gateway");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(twin.request_count(), 2);
+    let output = run("unknown", "kimmi");
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unknown provider 'kimmi' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated, kimi,"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stderr(&output).contains(", gateway"), "{}", stderr(&output));
+
+    // Through a server, whose environment holds the preset's key and address.
+    let base_url = format!("{}/v1", twin.base_url());
+    let server = crate::server::Server::start(
+        &env,
+        &[("KIMI_API_KEY", KEY), ("KIMI_BASE_URL", base_url.as_str())],
+    );
+    let remote = |run_id: &str, provider: &str| {
+        env.command(env!("CARGO_BIN_EXE_fabro"))
+            .args(["run", "w.fabro", "--run-id", run_id, "--provider", provider])
+            .args(["--server", &format!("http://{}", server.address)])
+            .output()
+            .expect("fabro runs")
+    };
+    let output = remote("remote-preset", "kimi");
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(twin.request_count(), 3);
+    let output = remote("remote-unknown", "kimmi");
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unknown provider 'kimmi'"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -37,34 +37,30 @@ pub struct NewRunForm {
     auto_approve: Option<String>,
 }
 
-/// Providers offered in the form (SPEC 10.1).
-const PROVIDERS: [&str; 6] = [
-    "anthropic",
-    "openai",
-    "gemini",
-    "openai_compatible",
-    "simulated",
-    "",
-];
-
 /// `GET /new`.
 pub async fn form(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if !signed_in(&state, &headers) {
         return sign_in_required();
     }
-    let workflows = list_workflows(&state).await;
-    let page = render(&workflows, &NewRunForm::default(), None);
+    let (workflows, providers) = choices(&state).await;
+    let page = render(&workflows, &providers, &NewRunForm::default(), None);
     Html(layout("New run", " data-page=\"new\"", &page)).into_response()
 }
 
-async fn list_workflows(state: &AppState) -> Vec<Value> {
+/// What the form offers: the workflows under the roots, and the providers a run may
+/// name (the built-in ones, the presets and the server's configured ones, SPEC 10.7).
+async fn choices(state: &AppState) -> (Vec<Value>, Vec<String>) {
     let roots = state.bridge().roots().to_vec();
-    blocking(move || records::workflows(&roots))
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(super::json_value)
-        .collect()
+    let root = state.bridge().root().to_path_buf();
+    let (workflows, providers) = blocking(move || {
+        (
+            records::workflows(&roots),
+            crate::engine_bridge::offered_providers(&root),
+        )
+    })
+    .await
+    .unwrap_or_default();
+    (workflows.iter().map(super::json_value).collect(), providers)
 }
 
 /// `POST /new`.
@@ -104,8 +100,8 @@ async fn form_again(
     problem: &str,
     diagnostics: Option<&Value>,
 ) -> Response {
-    let workflows = list_workflows(state).await;
-    let page = render(workflows.as_slice(), form, Some((problem, diagnostics)));
+    let (workflows, providers) = choices(state).await;
+    let page = render(&workflows, &providers, form, Some((problem, diagnostics)));
     (
         StatusCode::UNPROCESSABLE_ENTITY,
         Html(layout("New run", " data-page=\"new\"", &page)),
@@ -156,6 +152,7 @@ fn start_request(form: &NewRunForm) -> Result<StartRequest, String> {
 
 fn render(
     workflows: &[Value],
+    offered: &[String],
     form: &NewRunForm,
     problem: Option<(&str, Option<&Value>)>,
 ) -> String {
@@ -180,7 +177,7 @@ fn render(
         ));
     }
     let mut providers = String::new();
-    for provider in PROVIDERS {
+    for provider in offered.iter().map(String::as_str).chain([""]) {
         let selected = if provider == form.provider {
             " selected"
         } else {
@@ -192,7 +189,9 @@ fn render(
             provider
         };
         providers.push_str(&format!(
-            "<option value=\"{provider}\"{selected}>{label}</option>"
+            "<option value=\"{value}\"{selected}>{label}</option>",
+            value = escape(provider),
+            label = escape(label),
         ));
     }
     format!(

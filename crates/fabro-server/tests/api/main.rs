@@ -603,3 +603,37 @@ async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
 mod cache;
 mod flags;
 mod hostile;
+
+/// SPEC 10.7: the new-run page offers every provider a run may name: the built-in ones,
+/// the presets and those configured in the server's layers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_run_page_offers_presets_and_configured_providers() {
+    let fixture = Fixture::new(1);
+    fs_err::write(
+        fixture.root().join("settings.toml"),
+        "[llm.providers.gateway]\nwire = \"chat\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .expect("settings");
+    let page = fixture
+        .send(Method::GET, "/new", None, Auth::Cookie(TOKEN))
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text());
+    let text = page.text();
+    for provider in [
+        "anthropic",
+        "simulated",
+        "kimi",
+        "openrouter",
+        "ollama",
+        "gateway",
+    ] {
+        assert!(
+            text.contains(&format!("<option value=\"{provider}\">{provider}</option>")),
+            "{provider} is not offered: {text}"
+        );
+    }
+    assert!(
+        text.contains("<option value=\"\" selected>(default)</option>"),
+        "{text}"
+    );
+}

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
+use fabro_engine::config::RunConfig;
 use fabro_engine::event::{EventEnvelope, EventLog};
 use fabro_engine::journal::ChangeHint;
 use fabro_engine::record::{Checkpoint, CheckpointView, Manifest};
@@ -300,18 +301,11 @@ impl RunStore for PgRunStore {
     }
 
     fn read_manifest(&self, run_id: &RunId) -> Result<Manifest, StoreError> {
-        let text = self
-            .manifest_text(run_id)?
-            .ok_or_else(|| StoreError::Missing {
-                run_id: run_id.clone(),
-                record: "manifest",
-            })?;
-        serde_json::from_str(&text).map_err(|error| {
-            StoreError::backend(
-                format!("the stored manifest of run {run_id} is not valid"),
-                error,
-            )
-        })
+        self.record(run_id, "manifest")
+    }
+
+    fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError> {
+        self.record(run_id, "config")
     }
 
     fn open_checkpoints(
@@ -501,19 +495,48 @@ impl RunStore for PgRunStore {
 }
 
 impl PgRunStore {
-    /// A run's `manifest.json` text (`None` when the run or its manifest is missing).
-    fn manifest_text(&self, run_id: &RunId) -> Result<Option<String>, StoreError> {
+    /// A run's `manifest.json` (`"manifest"`) or `config.json` (`"config"`) text;
+    /// `None` when the run or the record is missing.
+    fn record_text(
+        &self,
+        run_id: &RunId,
+        record: &'static str,
+    ) -> Result<Option<String>, StoreError> {
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
-        let action = format!("cannot read the manifest of run {run_id}");
+        let action = format!("cannot read the {record} of run {run_id}");
+        let query = if record == "config" {
+            "SELECT config FROM runs WHERE run_id = $1"
+        } else {
+            "SELECT manifest FROM runs WHERE run_id = $1"
+        };
         self.run(&action.clone(), async move {
-            let row: Option<Option<String>> =
-                sqlx::query_scalar("SELECT manifest FROM runs WHERE run_id = $1")
-                    .bind(&id)
-                    .fetch_optional(&pool)
-                    .await
-                    .map_err(backend(&action))?;
+            let row: Option<Option<String>> = sqlx::query_scalar(query)
+                .bind(&id)
+                .fetch_optional(&pool)
+                .await
+                .map_err(backend(&action))?;
             Ok(row.flatten())
+        })
+    }
+
+    /// A record of a run, parsed; [`StoreError::Missing`] when it is not stored.
+    fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        run_id: &RunId,
+        record: &'static str,
+    ) -> Result<T, StoreError> {
+        let text = self
+            .record_text(run_id, record)?
+            .ok_or_else(|| StoreError::Missing {
+                run_id: run_id.clone(),
+                record,
+            })?;
+        serde_json::from_str(&text).map_err(|error| {
+            StoreError::backend(
+                format!("the stored {record} of run {run_id} is not valid"),
+                error,
+            )
         })
     }
 }

@@ -87,6 +87,7 @@ fn records_checkpoints_and_the_index_round_trip() {
         )
         .expect("records");
     assert_eq!(store.read_manifest(&run).expect("manifest"), manifest);
+    assert_eq!(store.read_config(&run).expect("config"), config);
     assert!(store.load_checkpoint(&run).expect("loads").is_none());
     assert!(matches!(
         store.read_manifest(&RunId::from("nope")),
