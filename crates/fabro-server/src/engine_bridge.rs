@@ -3,7 +3,6 @@
 //! configuration layers of SPEC 12.3 (`server.toml` between `.fabro/project.toml` and
 //! `settings.toml`), and reading run records ([`records`]).
 
-mod event_tail;
 pub mod records;
 
 use std::collections::BTreeMap;

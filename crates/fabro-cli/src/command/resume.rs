@@ -242,7 +242,7 @@ fn recreate_run_dir(run_id: &str, paths: &RunPaths) -> Result<bool, CliError> {
             })
     };
     let mut manifest: Manifest =
-        serde_json::from_slice(&read("manifest.json")?).map_err(|source| {
+        serde_json::from_slice(&read(fabro_engine::run_dir::MANIFEST_FILE)?).map_err(|source| {
             CliError::InvalidMetadataManifest {
                 sha: sha.clone(),
                 source,
