@@ -416,6 +416,55 @@ mod tests {
         assert_eq!(ids_after("", 3), Vec::<u64>::new());
     }
 
+    /// A whole event that only lacks its newline is taken by `finish`; a torn one is not.
+    #[test]
+    fn finish_takes_a_whole_unterminated_event_only() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let path = directory.path().join("events.jsonl");
+        let whole = envelope(3);
+        fs_err::write(
+            &path,
+            format!("{}{}{}", envelope(1), envelope(2), whole.trim_end()),
+        )
+        .expect("write");
+        let mut cursor = EventCursor::new(directory.path());
+        let ids: Vec<u64> = cursor.read_new().iter().map(|event| event.id).collect();
+        assert_eq!(ids, vec![1, 2]);
+        assert_eq!(cursor.finish().map(|event| event.id), Some(3));
+        assert!(cursor.finish().is_none(), "taken once");
+        fs_err::write(&path, format!("{}{{\"id\":2,\"ev", envelope(1))).expect("write");
+        let mut cursor = EventCursor::new(directory.path());
+        assert_eq!(cursor.read_new().len(), 1);
+        assert!(cursor.finish().is_none(), "a torn line is no event");
+    }
+
+    /// The newest events of a long file, from the first line that starts in the window.
+    #[test]
+    fn the_last_bytes_start_at_a_line() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let text: String = (1..=300).map(envelope).collect();
+        fs_err::write(directory.path().join("events.jsonl"), &text).expect("write");
+        let tail_of = |bytes: u64| -> Vec<u64> {
+            EventCursor::last_bytes(directory.path(), bytes)
+                .read_new()
+                .iter()
+                .map(|event| event.id)
+                .collect()
+        };
+        let last = envelope(300).len() as u64;
+        assert_eq!(tail_of(last), vec![300]);
+        assert_eq!(tail_of(last + 1), vec![300]);
+        assert_eq!(
+            tail_of(text.len() as u64 * 2),
+            (1..=300).collect::<Vec<_>>()
+        );
+        assert!(tail_of(0).is_empty());
+        let window = tail_of(4096);
+        assert_eq!(window.last(), Some(&300));
+        assert!(window.len() > 10 && window.len() < 300, "{}", window.len());
+        assert!(window.windows(2).all(|pair| pair[1] == pair[0] + 1));
+    }
+
     /// The same appends, truncation and late creation read by a tail that reopens the
     /// file each time and by one that keeps it open: both see the same events.
     #[test]
