@@ -81,8 +81,8 @@ impl FsCheckpointLog {
     pub fn new(run_dir: &Path) -> FsCheckpointLog {
         FsCheckpointLog {
             journal_path: journal_path(run_dir),
-            checkpoint_path: run_dir.join("checkpoint.json"),
-            spare_path: run_dir.join(".checkpoint.json.spare"),
+            checkpoint_path: run_dir.join(crate::run_dir::CHECKPOINT_FILE),
+            spare_path: run_dir.join(format!(".{}.spare", crate::run_dir::CHECKPOINT_FILE)),
             journal: None,
             image: None,
             buffer: Vec::new(),
@@ -338,7 +338,7 @@ impl Checkpointer {
                 self.write_state(&view, hint)?;
                 let mut files = Vec::new();
                 if matches!(cycle, Cycle::Initial) {
-                    for name in ["manifest.json", "graph.fabro", "config.json"] {
+                    for name in [crate::run_dir::MANIFEST_FILE, "graph.fabro", "config.json"] {
                         if let Ok(bytes) = fs_err::read(self.run_dir.join(name)) {
                             files.push((name.to_owned(), bytes));
                         }
@@ -346,7 +346,10 @@ impl Checkpointer {
                     // SPEC 4.1: the stored child workflows.
                     stored_children(&self.run_dir, "children", &mut files);
                 }
-                files.push(("checkpoint.json".to_owned(), self.buffer.clone()));
+                files.push((
+                    crate::run_dir::CHECKPOINT_FILE.to_owned(),
+                    self.buffer.clone(),
+                ));
                 let borrowed: Vec<MetadataFile<'_>> = files
                     .iter()
                     .map(|(path, contents)| MetadataFile { path, contents })
@@ -399,7 +402,10 @@ fn stage_files(
     stage_dir: &Path,
     checkpoint: &[u8],
 ) -> Vec<(String, Vec<u8>)> {
-    let mut files = vec![("checkpoint.json".to_owned(), checkpoint.to_vec())];
+    let mut files = vec![(
+        crate::run_dir::CHECKPOINT_FILE.to_owned(),
+        checkpoint.to_vec(),
+    )];
     let stage_name = stage_dir
         .strip_prefix(run_dir)
         .map(|relative| relative.to_string_lossy().into_owned())
@@ -442,14 +448,14 @@ fn stored_children(run_dir: &Path, relative: &str, files: &mut Vec<(String, Vec<
 
 /// `{run_dir}/journal.jsonl`.
 pub fn journal_path(run_dir: &Path) -> PathBuf {
-    run_dir.join("journal.jsonl")
+    run_dir.join(crate::run_dir::JOURNAL_FILE)
 }
 
 /// The newest complete checkpoint of a run without git checkpointing: the journal's
 /// state, or `checkpoint.json` when there is no journal (or it is behind the file).
 pub fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
     let journaled = crate::journal::replay(&journal_path(run_dir))?;
-    let file_path = run_dir.join("checkpoint.json");
+    let file_path = run_dir.join(crate::run_dir::CHECKPOINT_FILE);
     let from_file = match fs_err::read(&file_path) {
         Ok(bytes) => match serde_json::from_slice::<Checkpoint>(&bytes) {
             Ok(checkpoint) => Some(checkpoint),
@@ -514,7 +520,7 @@ pub fn load_newest_from_git(
         };
         let mut checkpoint: Checkpoint =
             serde_json::from_slice(&bytes).map_err(|source| LoadError::Parse {
-                path: PathBuf::from(format!("{}:checkpoint.json", entry.sha)),
+                path: PathBuf::from(format!("{}:{}", entry.sha, crate::run_dir::CHECKPOINT_FILE)),
                 source,
             })?;
         if checkpoint.git_commit_sha.is_some() {

@@ -48,11 +48,11 @@ pub struct DumpSummary {
 
 /// Files and directories of the run directory that a dump copies (SPEC 12.1).
 const RECORDS: &[&str] = &[
-    "manifest.json",
+    crate::run_dir::MANIFEST_FILE,
     "graph.fabro",
     "config.json",
-    "checkpoint.json",
-    "events.jsonl",
+    crate::run_dir::CHECKPOINT_FILE,
+    crate::run_dir::EVENTS_FILE,
     "children",
     "stages",
     "artifacts",

@@ -331,7 +331,7 @@ fn run_repository(record: &RunRecord) -> Option<Repository> {
     if let Some(repo_root) = manifest.repo_root {
         return Repository::open(repo_root).ok();
     }
-    let text = fs_err::read_to_string(record.run_dir.join("checkpoint.json")).ok()?;
+    let text = fs_err::read_to_string(record.run_dir.join(crate::run_dir::CHECKPOINT_FILE)).ok()?;
     let checkpoint: serde_json::Value = serde_json::from_str(&text).ok()?;
     let work_dir = checkpoint
         .get("context_values")
@@ -349,7 +349,7 @@ fn leftovers(
     indexed: &BTreeSet<&Path>,
     cutoff: SystemTime,
 ) -> Result<Vec<PathBuf>, GcError> {
-    let scratch = root.join("scratch");
+    let scratch = crate::run_dir::scratch_dir(root);
     let entries = match fs_err::read_dir(&scratch) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -361,7 +361,7 @@ fn leftovers(
         .filter(|path| {
             path.is_dir()
                 && !indexed.contains(path.as_path())
-                && !path.join("manifest.json").exists()
+                && !path.join(crate::run_dir::MANIFEST_FILE).exists()
                 && !RunLock::is_held(path)
                 && fs_err::symlink_metadata(path)
                     .and_then(|metadata| metadata.modified())
@@ -375,7 +375,7 @@ fn leftovers(
 /// The hex digests of every blob mentioned by the run directories under `scratch/`,
 /// except `removed` ones.
 fn referenced_blobs(root: &Path, removed: &[PathBuf]) -> Result<BTreeSet<String>, GcError> {
-    let scratch = root.join("scratch");
+    let scratch = crate::run_dir::scratch_dir(root);
     let mut references = BTreeSet::new();
     let entries = match fs_err::read_dir(&scratch) {
         Ok(entries) => entries,

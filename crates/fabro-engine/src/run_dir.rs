@@ -1,7 +1,28 @@
 //! The run directory layout (SPEC 11.1) and atomic file replacement (SPEC 13.2).
+//!
+//! The names of the run record files live here and nowhere else: the store
+//! ([`crate::store`]) and the layers it is built on (the run index, the checkpoint log)
+//! use these constants and [`RunPaths`]; other code asks the store. A tidy test
+//! (`crates/fabro-test-support/tests/tidy.rs`) keeps the names out of other modules.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The directory of run directories under the storage root.
+pub const SCRATCH_DIR: &str = "scratch";
+/// A run's manifest: a run directory with one is a complete run.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// A run's newest checkpoint, as readers see it.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+/// A run's checkpoint journal, ahead of [`CHECKPOINT_FILE`] between copies.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// A run's events, one envelope a line (SPEC 11.3).
+pub const EVENTS_FILE: &str = "events.jsonl";
+
+/// `{root}/scratch`: where the run directories of storage root `root` live.
+pub fn scratch_dir(root: &Path) -> PathBuf {
+    root.join(SCRATCH_DIR)
+}
 
 /// Paths of one run.
 #[derive(Debug, Clone)]
@@ -15,7 +36,7 @@ impl RunPaths {
     pub fn new(root: &Path, run_id: &str) -> RunPaths {
         RunPaths {
             root: root.to_path_buf(),
-            run_dir: root.join("scratch").join(run_id),
+            run_dir: scratch_dir(root).join(run_id),
         }
     }
 
@@ -31,17 +52,22 @@ impl RunPaths {
 
     /// `manifest.json`.
     pub fn manifest(&self) -> PathBuf {
-        self.run_dir.join("manifest.json")
+        self.run_dir.join(MANIFEST_FILE)
     }
 
     /// `checkpoint.json`.
     pub fn checkpoint(&self) -> PathBuf {
-        self.run_dir.join("checkpoint.json")
+        self.run_dir.join(CHECKPOINT_FILE)
     }
 
     /// `events.jsonl`.
     pub fn events(&self) -> PathBuf {
-        self.run_dir.join("events.jsonl")
+        self.run_dir.join(EVENTS_FILE)
+    }
+
+    /// `journal.jsonl`.
+    pub fn journal(&self) -> PathBuf {
+        self.run_dir.join(JOURNAL_FILE)
     }
 
     /// `graph.fabro`.

@@ -421,7 +421,7 @@ impl RunIndex {
         &self,
         known: &HashMap<String, PathBuf>,
     ) -> Result<(Vec<RunRecord>, Vec<RunRecord>), RunIndexError> {
-        let scratch = self.root.join("scratch");
+        let scratch = crate::run_dir::scratch_dir(&self.root);
         let entries = match fs_err::read_dir(&scratch) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -530,7 +530,7 @@ impl RunIndex {
 
 /// Reads `{run_dir}/manifest.json`.
 pub fn read_manifest(run_dir: &Path) -> Result<Manifest, RunIndexError> {
-    let path = run_dir.join("manifest.json");
+    let path = run_dir.join(crate::run_dir::MANIFEST_FILE);
     let text = fs_err::read_to_string(&path).map_err(|source| RunIndexError::Io {
         action: "cannot read",
         path: path.clone(),
@@ -598,7 +598,7 @@ struct CheckpointStatus {
 }
 
 fn read_checkpoint_status(run_dir: &Path) -> Option<CheckpointStatus> {
-    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).ok()?;
+    let text = fs_err::read_to_string(run_dir.join(crate::run_dir::CHECKPOINT_FILE)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
@@ -651,7 +651,7 @@ fn effective_status_with(
 /// A run whose manifest cannot be read: its id is its directory's name, its start time
 /// the manifest file's modification time.
 fn unreadable_record(run_id: &str, run_dir: &Path, error: &RunIndexError) -> RunRecord {
-    let started_at = fs_err::metadata(run_dir.join("manifest.json"))
+    let started_at = fs_err::metadata(run_dir.join(crate::run_dir::MANIFEST_FILE))
         .and_then(|metadata| metadata.modified())
         .map(crate::timestamp::format_rfc3339)
         .unwrap_or_default();

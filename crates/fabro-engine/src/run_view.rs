@@ -206,7 +206,7 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
 /// `checkpoint.json` as loose JSON: inspect reads two fields and must not fail on a
 /// checkpoint of another version.
 fn read_checkpoint(run_dir: &Path) -> Option<Value> {
-    let text = fs_err::read_to_string(run_dir.join("checkpoint.json")).ok()?;
+    let text = fs_err::read_to_string(run_dir.join(crate::run_dir::CHECKPOINT_FILE)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
@@ -272,26 +272,15 @@ const EVENTS_TAIL_BYTES: u64 = 1 << 20;
 /// When the stages of the newest `StageStarted` events started, by rank, from the end
 /// of the run's `events.jsonl` (a running stage is among the newest events).
 fn stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
-    use std::io::{Read, Seek, SeekFrom};
-
     let mut times = HashMap::new();
-    let Ok(mut file) = fs_err::File::open(run_dir.join("events.jsonl")) else {
-        return times;
-    };
-    let length = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
-    let mut bytes = Vec::new();
-    if file
-        .seek(SeekFrom::Start(length.saturating_sub(EVENTS_TAIL_BYTES)))
-        .and_then(|_| file.read_to_end(&mut bytes))
-        .is_err()
-    {
-        return times;
-    }
-    for line in String::from_utf8_lossy(&bytes).lines() {
-        if !line.contains("\"StageStarted\"") {
+    let mut cursor = crate::store::EventCursor::last_bytes(run_dir, EVENTS_TAIL_BYTES);
+    let mut events = cursor.read_new();
+    events.extend(cursor.finish());
+    for event in events {
+        if event.name != "StageStarted" {
             continue;
         }
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
+        let Ok(event) = serde_json::from_str::<Value>(&event.line) else {
             continue;
         };
         let rank = event["properties"]["rank"]

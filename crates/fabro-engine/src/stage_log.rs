@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::run_index::RunLock;
 use crate::run_stages::{latest_stage, StageDir, StageLookupError};
+use crate::store::EventCursor;
 
 /// The command streams of a stage, in the order they are shown.
 const COMMAND_LOGS: [&str; 2] = ["stdout.log", "stderr.log"];
@@ -177,7 +178,7 @@ struct StageFollower {
     run_dir: PathBuf,
     stage: StageDir,
     streams: Vec<LogStream>,
-    events: EventTail,
+    events: StageEvents,
 }
 
 impl StageFollower {
@@ -187,7 +188,7 @@ impl StageFollower {
             .map(|name| LogStream::new(stage.path.join(name)))
             .collect();
         StageFollower {
-            events: EventTail::new(run_dir.join("events.jsonl")),
+            events: StageEvents::new(run_dir),
             run_dir: run_dir.to_path_buf(),
             stage,
             streams,
@@ -280,20 +281,17 @@ impl LogStream {
     }
 }
 
-/// `events.jsonl` read incrementally, looking for one stage's `StageCompleted`.
-struct EventTail {
-    path: PathBuf,
-    file: Option<fs_err::File>,
-    pending: Vec<u8>,
+/// The run's events read incrementally through the store's cursor, looking for one
+/// stage's `StageCompleted`.
+struct StageEvents {
+    cursor: EventCursor,
     completed: bool,
 }
 
-impl EventTail {
-    fn new(path: PathBuf) -> EventTail {
-        EventTail {
-            path,
-            file: None,
-            pending: Vec::new(),
+impl StageEvents {
+    fn new(run_dir: &Path) -> StageEvents {
+        StageEvents {
+            cursor: EventCursor::new(run_dir),
             completed: false,
         }
     }
@@ -302,22 +300,11 @@ impl EventTail {
         if self.completed {
             return true;
         }
-        if self.file.is_none() {
-            self.file = fs_err::File::open(&self.path).ok();
-        }
-        let Some(file) = &mut self.file else {
-            return false;
-        };
-        if file.read_to_end(&mut self.pending).is_err() {
-            return false;
-        }
-        let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
-            return false;
-        };
-        let lines: Vec<u8> = self.pending.drain(..=end).collect();
-        self.completed = lines
-            .split(|&byte| byte == b'\n')
-            .any(|line| completes(line, stage));
+        self.completed = self
+            .cursor
+            .read_new()
+            .iter()
+            .any(|event| completes(event.line.as_bytes(), stage));
         self.completed
     }
 }
@@ -439,7 +426,7 @@ mod tests {
             )
         };
         fs_err::write(&events, line("b", 1) + &line("a", 3)).expect("write");
-        let mut tail = EventTail::new(events.clone());
+        let mut tail = StageEvents::new(root.path());
         assert!(!tail.saw_completion(&target));
         let mut file = fs_err::OpenOptions::new()
             .append(true)

@@ -14,7 +14,9 @@
 //! commands and agents work in; the store holds what describes the run.
 //!
 //! Readers (a server listing runs, streaming a run's events) use [`RunStore::list_runs`],
-//! [`RunStore::read_events`] and [`EventFollower`].
+//! [`RunStore::read_events`] and [`EventFollower`]; [`EventCursor`] is the one reader of
+//! a run directory's `events.jsonl` (it seeks an id by binary search and follows the
+//! file as it grows), and [`RecordStamps`] tells a cache when a run's records changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,15 +30,19 @@ use crate::id::RunId;
 use crate::record::{Checkpoint, Manifest};
 use crate::run_index::{RunIndexError, RunRecord, RunStatus};
 
+mod event_cursor;
 mod fs;
 mod git_checkpoint;
 mod memory;
+mod stamp;
 
+pub use event_cursor::{last_event_id, EventCursor, StoredEvent};
 pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
 pub(crate) use git_checkpoint::restore_records;
 pub use git_checkpoint::RestoreError;
 pub use memory::MemoryRunStore;
+pub use stamp::{FileStamp, RecordStamps};
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

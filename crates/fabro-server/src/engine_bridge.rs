@@ -3,7 +3,6 @@
 //! `server.toml` between `.fabro/project.toml` and `settings.toml`) before the engine's
 //! `start` and `resume`, and reading run records ([`records`]).
 
-mod event_tail;
 pub mod records;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fabro_engine::run::PreparedRun;
+use fabro_engine::run_dir::RunPaths;
 use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 use crate::engine_bridge::{records, ChannelInterviewer, ResumeRequest, RunStatus, StartRequest};
@@ -109,7 +110,9 @@ pub async fn start_queued(state: &AppState) -> Vec<String> {
         .unwrap_or_default();
     let mut started = Vec::new();
     for waiting in queued {
-        let run_dir = state.bridge().root().join("scratch").join(&waiting.run_id);
+        let run_dir = RunPaths::new(state.bridge().root(), &waiting.run_id)
+            .run_dir()
+            .to_path_buf();
         let request: StartRequest = match serde_json::from_value(waiting.request) {
             Ok(request) => request,
             Err(error) => {

@@ -208,3 +208,171 @@ fn the_engine_never_touches_the_terminal() {
         offenders.join("\n")
     );
 }
+
+/// The run record files and the directory of run directories (SPEC 11.1): only the store
+/// module and the layout it is built on name them (issue 30).
+const RUN_RECORD_NAMES: [&str; 5] = [
+    "events.jsonl",
+    "checkpoint.json",
+    "manifest.json",
+    "journal.jsonl",
+    "scratch",
+];
+
+/// The sources allowed to name the run records: the store module, and the run
+/// directory layout (`run_dir.rs`) that the store and the layers below it (the run
+/// index, the checkpoint log) share; under `store/` it would close import circles.
+const RUN_RECORD_OWNERS: [&str; 3] = [
+    "crates/fabro-engine/src/store.rs",
+    "crates/fabro-engine/src/store/",
+    "crates/fabro-engine/src/run_dir.rs",
+];
+
+/// Whether the string `value` is a path naming a run record: one of its `/`-separated
+/// parts is a record name (`"events.jsonl"`, `"scratch/x"`; not prose such as
+/// `"cannot read events.jsonl"`).
+fn names_run_record(value: &str) -> bool {
+    value
+        .split('/')
+        .any(|part| RUN_RECORD_NAMES.contains(&part))
+}
+
+fn is_test_only(attributes: &[syn::Attribute]) -> bool {
+    attributes.iter().any(|attribute| {
+        let path = attribute.path();
+        if path.is_ident("test") {
+            return true;
+        }
+        path.is_ident("cfg")
+            && attribute
+                .meta
+                .require_list()
+                .is_ok_and(|list| list.tokens.to_string() == "test")
+    })
+}
+
+/// The string literals of non-test code that name a run record, with their lines; the
+/// literals inside macro calls (`format!`, `json!`) included.
+#[derive(Default)]
+struct RecordLiterals {
+    found: Vec<(usize, String)>,
+}
+
+impl RecordLiterals {
+    fn check(&mut self, line: usize, value: &str) {
+        if names_run_record(value) {
+            self.found.push((line, value.to_owned()));
+        }
+    }
+
+    fn check_tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        for token in tokens {
+            match token {
+                proc_macro2::TokenTree::Group(group) => self.check_tokens(group.stream()),
+                proc_macro2::TokenTree::Literal(literal) => {
+                    if let Ok(text) = syn::parse_str::<syn::LitStr>(&literal.to_string()) {
+                        self.check(literal.span().start().line, &text.value());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for RecordLiterals {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        if !is_test_only(&module.attrs) {
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+
+    fn visit_item_fn(&mut self, function: &'ast syn::ItemFn) {
+        if !is_test_only(&function.attrs) {
+            syn::visit::visit_item_fn(self, function);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, function: &'ast syn::ImplItemFn) {
+        if !is_test_only(&function.attrs) {
+            syn::visit::visit_impl_item_fn(self, function);
+        }
+    }
+
+    /// Doc comments may name the records; they are attributes, and no attribute opens
+    /// a file.
+    fn visit_attribute(&mut self, _attribute: &'ast syn::Attribute) {}
+
+    fn visit_lit_str(&mut self, literal: &'ast syn::LitStr) {
+        self.check(literal.span().start().line, &literal.value());
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.check_tokens(mac.tokens.clone());
+    }
+}
+
+/// Issue 30 acceptance 2: no non-test code outside the store module names the run
+/// record files (`events.jsonl`, `checkpoint.json`, `manifest.json`, `journal.jsonl`) or
+/// `scratch/`; the server and the CLI reach run records through the engine's store.
+#[test]
+fn only_the_store_names_the_run_records() {
+    use syn::visit::Visit;
+
+    let root = workspace_root();
+    let mut crates: Vec<PathBuf> = fs_err::read_dir(root.join("crates"))
+        .expect("crates/ lists")
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    // `bench/` is left out with the `tests/` directories: it drives the `fabro` binary
+    // from outside and inspects what it stores, as black-box tests do.
+    crates.sort();
+    let mut checked = 0;
+    let mut offenders = Vec::new();
+    for crate_dir in crates {
+        for path in non_test_sources(&crate_dir) {
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_string_lossy()
+                .into_owned();
+            if relative.split('/').any(|part| part == "tests")
+                || RUN_RECORD_OWNERS
+                    .iter()
+                    .any(|owner| relative.starts_with(owner))
+            {
+                continue;
+            }
+            let text = fs_err::read_to_string(&path).expect("sources are readable");
+            let file = syn::parse_file(&text)
+                .unwrap_or_else(|error| panic!("{relative} does not parse: {error}"));
+            let mut literals = RecordLiterals::default();
+            literals.visit_file(&file);
+            checked += 1;
+            offenders.extend(
+                literals
+                    .found
+                    .into_iter()
+                    .map(|(line, value)| format!("{relative}:{line}: {value:?}")),
+            );
+        }
+    }
+    assert!(checked > 100, "checked only {checked} sources");
+    assert!(
+        offenders.is_empty(),
+        "run record names outside the store module (use fabro_engine::run_dir's constants \
+         or the store):\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn record_paths_are_told_from_prose() {
+    assert!(names_run_record("events.jsonl"));
+    assert!(names_run_record("scratch"));
+    assert!(names_run_record("/srv/scratch/R1/manifest.json"));
+    assert!(!names_run_record("cannot repair checkpoint.json"));
+    assert!(!names_run_record("scratchpad"));
+    assert!(!names_run_record("{}:x.json"));
+}

@@ -1,16 +1,17 @@
 //! `fabro events RUN [--follow] [--json]` (SPEC 12.1, 11.3): print a run's events, as
 //! `{ts} {event} {node_id} {key=value …}` lines or as the stored envelopes verbatim.
 //!
-//! `events.jsonl` is read in chunks; only newline-terminated lines count as events, so a
-//! line still being written (or left truncated by a crash) is never printed half. With
-//! `--follow` the file is polled until it ends with the terminal event.
+//! The events are read through the store's [`EventCursor`]; only newline-terminated
+//! lines count as events, so a line still being written (or left truncated by a crash)
+//! is never printed half. With `--follow` the cursor is polled until the run's terminal
+//! event.
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 use fabro_engine::event::EventEnvelope;
 use fabro_engine::run_index::RunLock;
+use fabro_engine::store::{EventCursor, StoreError};
 use serde_json::Value;
 
 use crate::args::EventsArgs;
@@ -27,8 +28,7 @@ pub(crate) fn run(args: &EventsArgs, output: &mut Output) -> Result<Status, CliE
         return crate::command::remote::events(&url, args, output);
     }
     let record = resolve_run(&args.run)?;
-    let path = record.run_dir.join("events.jsonl");
-    let mut reader = EventReader::open(&path)?;
+    let mut reader = EventReader::open(&record.run_dir)?;
     let format = if args.json {
         Format::Verbatim
     } else {
@@ -71,45 +71,40 @@ enum Format {
     Verbatim,
 }
 
-/// Reads `events.jsonl` incrementally, holding back an unterminated final line.
+/// The run's events read through the store's cursor, which holds back an unterminated
+/// final line.
 struct EventReader {
-    file: fs_err::File,
-    pending: Vec<u8>,
+    cursor: EventCursor,
     last_event: Option<String>,
 }
 
 impl EventReader {
-    fn open(path: &Path) -> Result<EventReader, CliError> {
-        let file = fs_err::File::open(path)
-            .map_err(|error| CliError::io("cannot read events", path, error))?;
+    fn open(run_dir: &Path) -> Result<EventReader, CliError> {
+        let cursor = EventCursor::open(run_dir).map_err(|error| match error {
+            StoreError::Io { path, source, .. } => CliError::io("cannot read events", path, source),
+            other => CliError::Usage(other.to_string()),
+        })?;
         Ok(EventReader {
-            file,
-            pending: Vec::new(),
+            cursor,
             last_event: None,
         })
     }
 
     /// Formats every complete line appended since the last call.
     fn read_available(&mut self, format: Format) -> Result<String, CliError> {
-        self.file.read_to_end(&mut self.pending).map_err(|error| {
-            CliError::io("cannot read events", self.file.path().to_path_buf(), error)
-        })?;
-        let Some(end) = self.pending.iter().rposition(|&byte| byte == b'\n') else {
-            return Ok(String::new());
-        };
-        let complete: Vec<u8> = self.pending.drain(..=end).collect();
         let mut text = String::new();
-        for line in complete.split(|&byte| byte == b'\n') {
-            self.format_line(line, format, &mut text);
+        for event in self.cursor.read_new() {
+            self.format_line(&event.line, format, &mut text);
         }
         Ok(text)
     }
 
     /// Formats the unterminated final line if it is a whole event.
     fn finish(&mut self, format: Format) -> String {
-        let line = std::mem::take(&mut self.pending);
         let mut text = String::new();
-        self.format_line(&line, format, &mut text);
+        if let Some(event) = self.cursor.finish() {
+            self.format_line(&event.line, format, &mut text);
+        }
         text
     }
 
@@ -121,11 +116,8 @@ impl EventReader {
     }
 
     /// Appends `line` in `format` to `text`; lines that are not event envelopes (blank,
-    /// truncated, foreign) are skipped, as readers of `events.jsonl` must (SPEC 11.3).
-    fn format_line(&mut self, line: &[u8], format: Format, text: &mut String) {
-        let Ok(line) = std::str::from_utf8(line) else {
-            return;
-        };
+    /// truncated, foreign) are skipped, as readers of the events must (SPEC 11.3).
+    fn format_line(&mut self, line: &str, format: Format, text: &mut String) {
         if let Some((formatted, name)) = format_event(line, matches!(format, Format::Verbatim)) {
             text.push_str(&formatted);
             self.last_event = Some(name);

@@ -162,7 +162,7 @@ fn wait_until_registered(
     run_dir: &std::path::Path,
     log_path: &std::path::Path,
 ) -> Result<(), CliError> {
-    let manifest = run_dir.join("manifest.json");
+    let manifest = run_dir.join(fabro_engine::run_dir::MANIFEST_FILE);
     let deadline = std::time::Instant::now() + REGISTER_TIMEOUT;
     while !manifest.exists() && std::time::Instant::now() < deadline {
         if let Ok(Some(status)) = worker.try_wait() {

@@ -100,7 +100,7 @@ impl RunHistory {
                 let read_error = || GitError::git(format!("read metadata commit {oid}"));
                 let commit = self.repo.find_commit(oid).map_err(read_error())?;
                 next = commit.parent_ids().next();
-                let checkpoint = self.read_blob(&commit, "checkpoint.json")?;
+                let checkpoint = self.read_blob(&commit, crate::run_dir::CHECKPOINT_FILE)?;
                 Ok(MetadataEntry {
                     sha: oid.to_string(),
                     message: String::from_utf8_lossy(commit.message_bytes()).into_owned(),

@@ -227,7 +227,7 @@ fn finish(
 
 /// Copies the child's state from its checkpoint into `stack.child.*` keys.
 fn observe_child(child_dir: &std::path::Path, observed: &mut Context) {
-    let Ok(text) = fs_err::read_to_string(child_dir.join("checkpoint.json")) else {
+    let Ok(text) = fs_err::read_to_string(child_dir.join(crate::run_dir::CHECKPOINT_FILE)) else {
         return;
     };
     let Ok(checkpoint) = serde_json::from_str::<Checkpoint>(&text) else {

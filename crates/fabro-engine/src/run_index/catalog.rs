@@ -259,7 +259,7 @@ impl RunCatalog {
             return false;
         };
         let now = Stamp {
-            scratch: file_stamp(&self.root.join("scratch")),
+            scratch: file_stamp(&crate::run_dir::scratch_dir(&self.root)),
             database_inode: file_stamp(&self.root.join("runs.db")).map(|file| file.inode),
             version,
         };
@@ -294,7 +294,7 @@ impl RunCatalog {
             return Ok(());
         };
         // Taken before the reads: a change made while they run shows at the next call.
-        let scratch = file_stamp(&self.root.join("scratch"));
+        let scratch = file_stamp(&crate::run_dir::scratch_dir(&self.root));
         let data_before = index.data_version()?;
         let counter_before = state.header.as_ref().and_then(change_counter);
         let (rows, unreadable) = index.stored_rows()?;
@@ -321,7 +321,9 @@ impl RunCatalog {
             .map(|row| entry_of_row(row, &old))
             .collect();
         entries.extend(unreadable.into_iter().map(|record| Entry {
-            manifest: Some(file_stamp(&record.run_dir.join("manifest.json"))),
+            manifest: Some(file_stamp(
+                &record.run_dir.join(crate::run_dir::MANIFEST_FILE),
+            )),
             record: Arc::new(record),
             unfinished: None,
         }));
@@ -361,9 +363,9 @@ impl RunCatalog {
         }
         let snapshot = Arc::clone(&self.state().snapshot);
         let changed = snapshot.entries.iter().any(|entry| {
-            entry
-                .manifest
-                .is_some_and(|seen| seen != file_stamp(&entry.record.run_dir.join("manifest.json")))
+            entry.manifest.is_some_and(|seen| {
+                seen != file_stamp(&entry.record.run_dir.join(crate::run_dir::MANIFEST_FILE))
+            })
         });
         if changed {
             self.dirty.store(true, Ordering::Release);
@@ -389,7 +391,7 @@ fn entry_of_row(row: StoredRow, old: &Snapshot) -> Entry {
             manifest: None,
         };
     }
-    let manifest = file_stamp(&record.run_dir.join("manifest.json"));
+    let manifest = file_stamp(&record.run_dir.join(crate::run_dir::MANIFEST_FILE));
     let previous = old
         .by_id
         .get(&record.run_id)

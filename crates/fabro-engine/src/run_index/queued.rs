@@ -61,7 +61,7 @@ pub fn write_queued(run_dir: &Path, queued: &QueuedRun) -> std::io::Result<()> {
 
 /// The queued run in `run_dir`: `queued.json` there and no manifest yet.
 pub fn read_queued(run_dir: &Path) -> Option<QueuedRun> {
-    if run_dir.join("manifest.json").exists() {
+    if run_dir.join(crate::run_dir::MANIFEST_FILE).exists() {
         return None;
     }
     let text = fs_err::read_to_string(run_dir.join(QUEUED_FILE)).ok()?;
@@ -97,7 +97,7 @@ pub(super) fn queued_record(queued: &QueuedRun, run_dir: &Path) -> RunRecord {
 
 /// Every queued run under `{root}/scratch`, oldest first.
 pub fn queued_runs(root: &Path) -> Vec<QueuedRun> {
-    let Ok(entries) = fs_err::read_dir(root.join("scratch")) else {
+    let Ok(entries) = fs_err::read_dir(crate::run_dir::scratch_dir(root)) else {
         return Vec::new();
     };
     let mut queued: Vec<QueuedRun> = entries

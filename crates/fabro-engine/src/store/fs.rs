@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use super::{EventCursor, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
 use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
 use crate::config::RunConfig;
-use crate::event::{read_events, EventEnvelope, FsEventLog};
+use crate::event::{EventEnvelope, FsEventLog};
 use crate::id::RunId;
 use crate::record::{Checkpoint, Manifest};
 use crate::run_dir::{write_atomic, write_json_atomic, RunPaths};
@@ -144,21 +144,23 @@ impl RunStore for FsRunStore {
     }
 
     fn read_events(&self, run_id: &RunId, from_id: u64) -> Result<Vec<EventEnvelope>, StoreError> {
-        let path = self.paths(run_id).events();
-        let text = match fs_err::read(&path) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => {
-                return Err(StoreError::Io {
-                    action: "cannot read",
-                    path,
-                    source,
-                })
-            }
-        };
-        let mut events = read_events(&text);
-        events.retain(|event| event.id >= from_id);
-        Ok(events)
+        // Seeks to `from_id` by a binary search over the file instead of reading it all:
+        // a follower asking for the newest events reads only those.
+        let run_dir = self.paths(run_id).run_dir().to_path_buf();
+        let path = run_dir.join(crate::run_dir::EVENTS_FILE);
+        match fs_err::File::open(&path) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io("cannot read", &path)(error)),
+        }
+        let mut cursor = EventCursor::after(&run_dir, from_id.saturating_sub(1));
+        let mut stored = cursor.read_new();
+        stored.extend(cursor.finish());
+        Ok(stored
+            .iter()
+            .filter(|event| event.id >= from_id)
+            .filter_map(|event| serde_json::from_str::<EventEnvelope>(&event.line).ok())
+            .collect())
     }
 
     fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {

@@ -19,12 +19,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use fabro_api::{InspectDocument, RunDocument, RunSummary};
 use fabro_engine::run_index::{RunRecord, RunStatus};
 use fabro_engine::run_view;
+use fabro_engine::store::RecordStamps;
 
 use crate::engine_bridge::records;
 use crate::error::ApiError;
@@ -62,18 +63,8 @@ struct Freshness {
     status: RunStatus,
     started_at: String,
     finished_at: Option<String>,
-    files: [Option<(u64, SystemTime)>; 4],
+    files: RecordStamps,
 }
-
-/// The length and modification time of `{run_dir}/{name}`.
-fn stat(record: &RunRecord, name: &str) -> Option<(u64, SystemTime)> {
-    std::fs::metadata(record.run_dir.join(name))
-        .ok()
-        .and_then(|metadata| Some((metadata.len(), metadata.modified().ok()?)))
-}
-
-/// Where the checkpoint's stat is in [`Freshness::files`].
-const CHECKPOINT: usize = 1;
 
 impl Freshness {
     fn of(record: &RunRecord) -> Freshness {
@@ -81,12 +72,7 @@ impl Freshness {
             status: record.status,
             started_at: record.started_at.clone(),
             finished_at: record.finished_at.clone(),
-            files: [
-                stat(record, "events.jsonl"),
-                stat(record, "checkpoint.json"),
-                stat(record, "manifest.json"),
-                stat(record, "stages"),
-            ],
+            files: RecordStamps::of(&record.run_dir),
         }
     }
 
@@ -175,7 +161,7 @@ impl DocCache {
         let checked = entry.summary_checked.load(Ordering::Relaxed);
         let recheck = u64::try_from(SUMMARY_RECHECK.as_millis()).unwrap_or(u64::MAX);
         if now.saturating_sub(checked) >= recheck {
-            if entry.key.files[CHECKPOINT] != stat(record, "checkpoint.json") {
+            if entry.key.files.checkpoint != RecordStamps::checkpoint_of(&record.run_dir) {
                 return None;
             }
             entry.summary_checked.store(now, Ordering::Relaxed);

@@ -28,7 +28,7 @@ use utoipa::IntoParams;
 use super::feed::{self, share, Handover, Live, Shared};
 use fabro_engine::event::EventKind;
 
-use crate::engine_bridge::records::{self, EventTail, StoredEvent};
+use crate::engine_bridge::records::{self, EventCursor, StoredEvent};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
@@ -114,7 +114,7 @@ pub async fn events(
 }
 
 fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
-    let mut tail = EventTail::after(run_dir, after);
+    let mut tail = EventCursor::after(run_dir, after);
     let events: Vec<StoredEvent> = tail
         .read_new()
         .into_iter()
@@ -137,7 +137,7 @@ enum Source {
     Live(Handover),
     /// The file alone, once the feed ended.
     File {
-        tail: EventTail,
+        tail: EventCursor,
         buffer: VecDeque<Shared>,
         after: u64,
     },
@@ -244,7 +244,7 @@ impl Follow {
     /// The feed ended (the run finished, or is executed nowhere): the file has the rest.
     fn switch_to_file(&mut self) {
         let placeholder = Source::File {
-            tail: EventTail::new(&self.run_dir),
+            tail: EventCursor::new(&self.run_dir),
             buffer: VecDeque::new(),
             after: 0,
         };

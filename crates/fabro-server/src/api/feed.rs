@@ -2,7 +2,7 @@
 //! subscribe to its feed instead of each reading and parsing the file on its own.
 //!
 //! The first stream of a run starts the feed's reader task; it reads the appended lines
-//! once ([`EventTail`], its file kept open), woken by the engine's sink when this server
+//! once ([`EventCursor`], its file kept open), woken by the engine's sink when this server
 //! executes the run (reading at most once per [`coalesce_for`] its streams), else every
 //! [`POLL`], and publishes each event as an `Arc` on a broadcast channel. It ends after
 //! the run's terminal event, when the run is executed nowhere any more, or when its last
@@ -21,7 +21,7 @@ use axum::body::Bytes;
 use fabro_engine::event::EventKind;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::engine_bridge::records::{self, EventTail, StoredEvent};
+use crate::engine_bridge::records::{self, EventCursor, StoredEvent};
 use crate::state::AppState;
 
 /// How often a reader looks for new events when nothing woke it.
@@ -121,12 +121,12 @@ pub async fn subscribe(
     // appended later reaches the subscribers.
     let directory = run_dir.to_path_buf();
     let tail = tokio::task::spawn_blocking(move || {
-        let mut tail = EventTail::new(&directory).kept_open();
+        let mut tail = EventCursor::new(&directory).kept_open();
         tail.read_new();
         tail
     })
     .await
-    .unwrap_or_else(|_| EventTail::new(run_dir).kept_open());
+    .unwrap_or_else(|_| EventCursor::new(run_dir).kept_open());
     let mut map = state.feeds().map();
     if let Some(sender) = map.get(run_id) {
         return sender.subscribe();
@@ -188,7 +188,7 @@ struct Reader {
     state: AppState,
     run_id: String,
     run_dir: PathBuf,
-    tail: EventTail,
+    tail: EventCursor,
     sender: broadcast::Sender<Shared>,
 }
 
@@ -272,7 +272,7 @@ pub enum Live {
 
 /// A stream's hand-over from the replay of the file to the live events.
 pub struct Handover {
-    tail: EventTail,
+    tail: EventCursor,
     run_dir: PathBuf,
     live: broadcast::Receiver<Shared>,
     after: u64,
@@ -283,7 +283,7 @@ impl Handover {
     /// Replays the stored events after `after` behind `live`, which must have been
     /// subscribed before this call.
     pub fn new(run_dir: &Path, after: u64, live: broadcast::Receiver<Shared>) -> Handover {
-        let mut tail = EventTail::after(run_dir, after);
+        let mut tail = EventCursor::after(run_dir, after);
         let buffer = share(tail.read_new()).collect();
         Handover {
             tail,
@@ -354,13 +354,13 @@ impl Handover {
 
     /// Fell behind the channel: the missed events are in the file, after `after`.
     fn reread(&mut self) {
-        self.tail = EventTail::after(&self.run_dir, self.after);
+        self.tail = EventCursor::after(&self.run_dir, self.after);
         self.buffer.clear();
         self.buffer.extend(share(self.tail.read_new()));
     }
 
     /// The file from the last event handed out, for a stream whose feed ended.
-    pub fn into_tail(self) -> (EventTail, VecDeque<Shared>) {
+    pub fn into_tail(self) -> (EventCursor, VecDeque<Shared>) {
         (self.tail, self.buffer)
     }
 }

@@ -20,7 +20,7 @@ use fabro_language::LineIndex;
 
 use crate::error::{ApiError, ErrorKind};
 
-pub use super::event_tail::{last_id, EventTail, StoredEvent};
+pub use fabro_engine::store::{last_event_id, EventCursor, StoredEvent};
 
 /// The stage files of SPEC 11.1 the API serves.
 pub const STAGE_FILES: [&str; 6] = [

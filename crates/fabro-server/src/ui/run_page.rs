@@ -73,7 +73,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         .map(super::json_value);
     let cache = state.clone();
     let view = blocking(move || {
-        let last_event_id = records::last_id(&record.run_dir);
+        let last_event_id = records::last_event_id(&record.run_dir);
         // A finished run's document comes from the API's cache; its graph's layout
         // from the page's: only the stages and the statuses are read per request.
         let document = match cache.documents().document(&record) {

@@ -14,7 +14,7 @@ use super::{
     blocking, cost, diff, duration, escape, layout, markdown, message_page, sign_in_required,
     signed_in, status_badge, text, url_segment,
 };
-use crate::engine_bridge::records::{self, EventTail, RunRecordRef};
+use crate::engine_bridge::records::{self, EventCursor, RunRecordRef};
 use crate::state::AppState;
 
 /// The largest tail of a log shown.
@@ -105,7 +105,7 @@ fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageVie
 fn stage_events(run_dir: &std::path::Path, node: &str, rank: u32) -> Vec<Value> {
     let mut inside = false;
     let mut found = Vec::new();
-    for event in EventTail::new(run_dir).read_new() {
+    for event in EventCursor::new(run_dir).read_new() {
         let Ok(value) = serde_json::from_str::<Value>(&event.line) else {
             continue;
         };

@@ -1,9 +1,13 @@
-//! Reading a run's `events.jsonl` incrementally, from the first event after a given id.
+//! The one reader of a run's `events.jsonl`: an [`EventCursor`] reads it incrementally,
+//! from the first event after a given id, and follows it as the engine appends.
 //!
-//! Ids grow with each line (SPEC 11.3), so [`EventTail::after`] finds where a client
-//! that reconnects with `Last-Event-ID` resumes by a binary search over byte offsets:
-//! a reconnect to a long run reads a few lines, not the whole file. Only
-//! newline-terminated lines count: a line being appended is read once it is complete.
+//! Ids grow with each line (SPEC 11.3), so [`EventCursor::after`] finds where a reader
+//! resumes (a client reconnecting with `Last-Event-ID`, [`RunStore::read_events`] from an
+//! id) by a binary search over byte offsets: a reconnect to a long run reads a few lines,
+//! not the whole file. Only newline-terminated lines count: a line being appended is read
+//! once it is complete.
+//!
+//! [`RunStore::read_events`]: super::RunStore::read_events
 
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -11,13 +15,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::StoreError;
+use crate::run_dir::EVENTS_FILE;
+
 /// Reads `events.jsonl` from a byte offset.
 #[derive(Debug)]
-pub struct EventTail {
+pub struct EventCursor {
     path: PathBuf,
     offset: u64,
     pending: Vec<u8>,
-    /// The file kept open between reads ([`EventTail::kept_open`]), with its read buffer.
+    /// The file kept open between reads ([`EventCursor::kept_open`]), with its read buffer.
     kept: Option<Kept>,
 }
 
@@ -56,25 +63,43 @@ struct IdOnly {
     id: u64,
 }
 
-impl EventTail {
+impl EventCursor {
     /// A reader of the run's `events.jsonl` from its start.
-    pub fn new(run_dir: &Path) -> EventTail {
-        EventTail {
-            path: run_dir.join("events.jsonl"),
+    pub fn new(run_dir: &Path) -> EventCursor {
+        EventCursor {
+            path: run_dir.join(EVENTS_FILE),
             offset: 0,
             pending: Vec::new(),
             kept: None,
         }
     }
 
+    /// A reader of the run's `events.jsonl` from its start that fails when the file
+    /// cannot be opened (a run that has not written an event yet, a record that is
+    /// unreadable), for readers that report that instead of waiting for it.
+    pub fn open(run_dir: &Path) -> Result<EventCursor, StoreError> {
+        let cursor = EventCursor::new(run_dir);
+        fs_err::File::open(&cursor.path).map_err(|error| StoreError::Io {
+            action: "cannot read",
+            path: cursor.path.clone(),
+            source: error,
+        })?;
+        Ok(cursor)
+    }
+
+    /// The file this cursor reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The same tail, keeping the file open between reads: a read is one `pread` when
     /// events were appended (two when none were), instead of opening, measuring, seeking,
     /// reading to the end and closing the file each time. For the one reader per run
-    /// that reads after every append ([`crate::api::feed`]), not for each stream, so an
+    /// that reads after every append (a server's live feed), not for each stream, so an
     /// open stream holds no descriptor. The engine appends to `events.jsonl` and only
     /// truncates it in place (a resume's repair of a torn line, SPEC 8.7), never replaces
     /// it, so the open file stays the run's.
-    pub fn kept_open(mut self) -> EventTail {
+    pub fn kept_open(mut self) -> EventCursor {
         self.kept = Some(Kept {
             file: None,
             buffer: vec![0; KEPT_BUFFER].into_boxed_slice(),
@@ -85,14 +110,32 @@ impl EventTail {
     /// A reader that starts at the first stored line whose id is above `after` (or, when
     /// a line cannot be read as an envelope, possibly a little earlier: callers still
     /// skip ids up to `after`), else at the end of the complete lines.
-    pub fn after(run_dir: &Path, after: u64) -> EventTail {
-        let mut tail = EventTail::new(run_dir);
+    pub fn after(run_dir: &Path, after: u64) -> EventCursor {
+        let mut tail = EventCursor::new(run_dir);
         if after > 0 {
             if let Ok(file) = fs_err::File::open(&tail.path) {
                 tail.offset = first_line_after(file.into_file(), after).unwrap_or(0);
             }
         }
         tail
+    }
+
+    /// A reader of the events that start in the last `bytes` bytes of the run's
+    /// `events.jsonl` (from the first line that starts there): the newest events of a
+    /// long run without reading all of it.
+    pub fn last_bytes(run_dir: &Path, bytes: u64) -> EventCursor {
+        let mut cursor = EventCursor::new(run_dir);
+        let Ok(file) = fs_err::File::open(&cursor.path) else {
+            return cursor;
+        };
+        let mut file = file.into_file();
+        let length = file.metadata().map_or(0, |metadata| metadata.len());
+        let start = length.saturating_sub(bytes);
+        cursor.offset = match line_from(&mut file, start) {
+            Ok(Some((offset, _))) => offset,
+            Ok(None) | Err(_) => length,
+        };
+        cursor
     }
 
     /// The complete events appended since the last call (a file that shrank, as a
@@ -104,6 +147,14 @@ impl EventTail {
             self.read_reopened();
         }
         self.complete_events()
+    }
+
+    /// The unterminated last line left after [`EventCursor::read_new`], taken out, as an
+    /// event if it is a whole envelope: at rest, such a line is an event that only lacks
+    /// its newline; a torn one is no envelope and is left out.
+    pub fn finish(&mut self) -> Option<StoredEvent> {
+        let line = std::mem::take(&mut self.pending);
+        stored_event(&line)
     }
 
     /// Appends what the file holds past `offset` to `pending`, opening it for this read.
@@ -126,7 +177,7 @@ impl EventTail {
             .extend_from_slice(&bytes[..read.min(bytes.len())]);
     }
 
-    /// [`EventTail::read_reopened`] through the kept descriptor (opened once the file
+    /// [`EventCursor::read_reopened`] through the kept descriptor (opened once the file
     /// exists); the length is asked only when nothing was read, to notice a truncation.
     fn read_kept(&mut self) {
         use std::os::unix::fs::FileExt;
@@ -183,22 +234,25 @@ impl EventTail {
         complete
             .split(|&byte| byte == b'\n')
             .filter(|line| !line.is_empty())
-            .filter_map(|line| {
-                let head: Head<'_> = serde_json::from_slice(line).ok()?;
-                Some(StoredEvent {
-                    id: head.id,
-                    name: head.event.into_owned(),
-                    line: String::from_utf8_lossy(line).into_owned(),
-                })
-            })
+            .filter_map(stored_event)
             .collect()
     }
 }
 
+/// `line` as a stored event, `None` when it is blank or no envelope head.
+fn stored_event(line: &[u8]) -> Option<StoredEvent> {
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    Some(StoredEvent {
+        id: head.id,
+        name: head.event.into_owned(),
+        line: String::from_utf8_lossy(line).into_owned(),
+    })
+}
+
 /// The id of the last complete event in the run's `events.jsonl` (0 when there is
 /// none), read from the end of the file: a long run's page asks for it on each refresh.
-pub fn last_id(run_dir: &Path) -> u64 {
-    let Ok(file) = fs_err::File::open(run_dir.join("events.jsonl")) else {
+pub fn last_event_id(run_dir: &Path) -> u64 {
+    let Ok(file) = fs_err::File::open(run_dir.join(EVENTS_FILE)) else {
         return 0;
     };
     let mut file = file.into_file();
@@ -297,7 +351,7 @@ mod tests {
     fn ids_after(text: &str, after: u64) -> Vec<u64> {
         let directory = tempfile::tempdir().expect("temp dir");
         fs_err::write(directory.path().join("events.jsonl"), text).expect("write");
-        EventTail::after(directory.path(), after)
+        EventCursor::after(directory.path(), after)
             .read_new()
             .into_iter()
             .map(|event| event.id)
@@ -307,26 +361,26 @@ mod tests {
     #[test]
     fn the_last_id_is_read_from_the_end() {
         let directory = tempfile::tempdir().expect("temp dir");
-        assert_eq!(last_id(directory.path()), 0);
+        assert_eq!(last_event_id(directory.path()), 0);
         let path = directory.path().join("events.jsonl");
         fs_err::write(&path, "").expect("write");
-        assert_eq!(last_id(directory.path()), 0);
+        assert_eq!(last_event_id(directory.path()), 0);
         // Longer than the first window; a torn last line and a last line that is no
         // envelope are passed over.
         let mut text: String = (1..=3000).map(envelope).collect();
         assert!(text.len() > 64 * 1024);
         fs_err::write(&path, &text).expect("write");
-        assert_eq!(last_id(directory.path()), 3000);
+        assert_eq!(last_event_id(directory.path()), 3000);
         text.push_str("not json\n{\"id\":3001,\"ev");
         fs_err::write(&path, &text).expect("write");
-        assert_eq!(last_id(directory.path()), 3000);
+        assert_eq!(last_event_id(directory.path()), 3000);
         // One line longer than the first window.
         let long = format!(
             "{{\"id\":7,\"event\":\"E\",\"properties\":{{\"pad\":\"{}\"}}}}\n",
             "y".repeat(100_000)
         );
         fs_err::write(&path, format!("{}{long}", envelope(6))).expect("write");
-        assert_eq!(last_id(directory.path()), 7);
+        assert_eq!(last_event_id(directory.path()), 7);
     }
 
     #[test]
@@ -356,8 +410,59 @@ mod tests {
     #[test]
     fn a_missing_or_empty_file_has_no_events() {
         let directory = tempfile::tempdir().expect("temp dir");
-        assert!(EventTail::after(directory.path(), 3).read_new().is_empty());
+        assert!(EventCursor::after(directory.path(), 3)
+            .read_new()
+            .is_empty());
         assert_eq!(ids_after("", 3), Vec::<u64>::new());
+    }
+
+    /// A whole event that only lacks its newline is taken by `finish`; a torn one is not.
+    #[test]
+    fn finish_takes_a_whole_unterminated_event_only() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let path = directory.path().join("events.jsonl");
+        let whole = envelope(3);
+        fs_err::write(
+            &path,
+            format!("{}{}{}", envelope(1), envelope(2), whole.trim_end()),
+        )
+        .expect("write");
+        let mut cursor = EventCursor::new(directory.path());
+        let ids: Vec<u64> = cursor.read_new().iter().map(|event| event.id).collect();
+        assert_eq!(ids, vec![1, 2]);
+        assert_eq!(cursor.finish().map(|event| event.id), Some(3));
+        assert!(cursor.finish().is_none(), "taken once");
+        fs_err::write(&path, format!("{}{{\"id\":2,\"ev", envelope(1))).expect("write");
+        let mut cursor = EventCursor::new(directory.path());
+        assert_eq!(cursor.read_new().len(), 1);
+        assert!(cursor.finish().is_none(), "a torn line is no event");
+    }
+
+    /// The newest events of a long file, from the first line that starts in the window.
+    #[test]
+    fn the_last_bytes_start_at_a_line() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let text: String = (1..=300).map(envelope).collect();
+        fs_err::write(directory.path().join("events.jsonl"), &text).expect("write");
+        let tail_of = |bytes: u64| -> Vec<u64> {
+            EventCursor::last_bytes(directory.path(), bytes)
+                .read_new()
+                .iter()
+                .map(|event| event.id)
+                .collect()
+        };
+        let last = envelope(300).len() as u64;
+        assert_eq!(tail_of(last), vec![300]);
+        assert_eq!(tail_of(last + 1), vec![300]);
+        assert_eq!(
+            tail_of(text.len() as u64 * 2),
+            (1..=300).collect::<Vec<_>>()
+        );
+        assert!(tail_of(0).is_empty());
+        let window = tail_of(4096);
+        assert_eq!(window.last(), Some(&300));
+        assert!(window.len() > 10 && window.len() < 300, "{}", window.len());
+        assert!(window.windows(2).all(|pair| pair[1] == pair[0] + 1));
     }
 
     /// The same appends, truncation and late creation read by a tail that reopens the
@@ -367,8 +472,8 @@ mod tests {
         use std::io::Write;
         let directory = tempfile::tempdir().expect("temp dir");
         let path = directory.path().join("events.jsonl");
-        let mut reopening = EventTail::new(directory.path());
-        let mut kept = EventTail::new(directory.path()).kept_open();
+        let mut reopening = EventCursor::new(directory.path());
+        let mut kept = EventCursor::new(directory.path()).kept_open();
         let mut check = |expected: Vec<u64>, step: &str| {
             for (tail, name) in [(&mut reopening, "reopening"), (&mut kept, "kept open")] {
                 let ids: Vec<u64> = tail.read_new().into_iter().map(|event| event.id).collect();
