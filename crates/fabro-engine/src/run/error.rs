@@ -229,9 +229,9 @@ pub enum ResumeError {
     Records {
         /// `manifest`, `configuration`, `checkpoint`.
         record: &'static str,
-        /// What failed.
+        /// What failed (boxed: it is the largest cause, and errors travel by value).
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// The run's records could not be restored from its metadata history.
     #[error(transparent)]

@@ -237,7 +237,10 @@ pub fn resume(
 
 /// The run's `record` cannot be read.
 fn unreadable(record: &'static str, source: StoreError) -> ResumeError {
-    ResumeError::Records { record, source }
+    ResumeError::Records {
+        record,
+        source: Box::new(source),
+    }
 }
 
 /// A lock held by another process is [`RunError::Locked`]; any other failure to take
