@@ -231,11 +231,11 @@ pub enum ResumeError {
         record: &'static str,
         /// What failed.
         #[source]
-        source: StoreError,
+        source: Box<StoreError>,
     },
     /// The run's records could not be restored from its metadata history.
     #[error(transparent)]
-    Restore(RestoreError),
+    Restore(Box<RestoreError>),
     /// The checkpoint's next node is missing or not a node of the workflow.
     #[error("its checkpoint names no next node of the workflow")]
     NoNextNode {

@@ -165,7 +165,7 @@ pub fn resume(
         let has_metadata = match history {
             Some(history) => history
                 .metadata_tip(&id)
-                .map_err(|error| refused(ResumeError::Restore(error.into())))?
+                .map_err(|error| refused(ResumeError::Restore(Box::new(error.into()))))?
                 .is_some(),
             None => false,
         };
@@ -190,7 +190,7 @@ pub fn resume(
         Err(error) => {
             let restored = match history {
                 Some(history) => restore_records(stores.runs.as_ref(), history, run_id)
-                    .map_err(|error| refused(ResumeError::Restore(error))),
+                    .map_err(|error| refused(ResumeError::Restore(Box::new(error)))),
                 None => Ok(false),
             };
             match restored {
@@ -237,7 +237,10 @@ pub fn resume(
 
 /// The run's `record` cannot be read.
 fn unreadable(record: &'static str, source: StoreError) -> ResumeError {
-    ResumeError::Records { record, source }
+    ResumeError::Records {
+        record,
+        source: Box::new(source),
+    }
 }
 
 /// A lock held by another process is [`RunError::Locked`]; any other failure to take
