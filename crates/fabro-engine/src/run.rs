@@ -37,6 +37,7 @@ mod execute;
 mod finish;
 mod git_plan;
 mod lifecycle;
+mod options;
 mod prepare;
 mod records;
 mod watchdog;

@@ -1,18 +1,13 @@
 //! What a run takes from the process that starts it, the same for `fabro run`,
-//! `fabro resume` and `fabro server` (SPEC 12.3, 12.4, 13.5, 16): run options from the
-//! configuration layers, the environment (after start-up moved the credentials into
-//! the secret store) and the model flags; the sandbox environment with its isolation
-//! settings; and the model catalog validation uses.
+//! `fabro resume` and `fabro server` (SPEC 12.3, 12.4, 13.5, 16): the environment
+//! (after start-up moved the credentials into the secret store), the command line's
+//! overrides of the configuration, and the sandbox environment with its isolation
+//! settings. The run options built from them are `run/options.rs`'s.
 
 use std::path::{Path, PathBuf};
 
-use fabro_llm::Provider;
-
 use crate::config::{CostLimit, DirtyWorktree, RunConfig};
-use crate::llm_target::{LlmDefaults, ProviderSettings};
-use crate::run::RunOptions;
 use crate::sandbox::{self, IsolationUnavailable, KernelSupport, Mechanism, SandboxEnv};
-use crate::source::ConfiguredModels;
 
 /// Why the environment cannot start a run.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +41,7 @@ pub enum RunEnvError {
 /// Every provider name a run with `config` knows (SPEC 10.1, 10.7): the built-in ones,
 /// the presets, then those configured by name.
 pub fn known_provider_names(config: &crate::config::LlmConfig) -> Vec<String> {
-    let mut names: Vec<String> = Provider::ALL
+    let mut names: Vec<String> = fabro_llm::Provider::ALL
         .iter()
         .map(|provider| provider.as_str().to_owned())
         .collect();
@@ -63,9 +58,12 @@ pub fn known_provider_names(config: &crate::config::LlmConfig) -> Vec<String> {
 
 /// Refuses a `--provider` that names no provider the run knows; aliases (`google`)
 /// count as their provider.
-fn check_provider(name: &str, config: &crate::config::LlmConfig) -> Result<(), RunEnvError> {
+pub(crate) fn check_provider(
+    name: &str,
+    config: &crate::config::LlmConfig,
+) -> Result<(), RunEnvError> {
     let known = known_provider_names(config);
-    if Provider::parse(name).is_some() || known.iter().any(|known| known == name) {
+    if fabro_llm::Provider::parse(name).is_some() || known.iter().any(|known| known == name) {
         return Ok(());
     }
     Err(RunEnvError::UnknownProvider {
@@ -113,67 +111,6 @@ impl ConfigOverrides {
             run.dirty_worktree = Some(DirtyWorktree::Refuse);
         }
     }
-}
-
-/// Run options from `config`, the environment and the model flags; the caller fills in
-/// what its command line or request says (goal, answers, run id, interviewer, …).
-///
-/// # Errors
-/// A malformed `FABRO_RANDOM_SEED` or `FABRO_TEST_KERNEL_LACKS`, or isolation the
-/// configuration requires and the kernel lacks.
-pub fn environment_options(
-    workflow_path: PathBuf,
-    config: RunConfig,
-    fabro_home: PathBuf,
-    cli_model: Option<String>,
-    cli_provider: Option<String>,
-) -> Result<RunOptions, RunEnvError> {
-    if let Some(name) = cli_provider.as_deref() {
-        check_provider(name, &config.llm)?;
-    }
-    // SPEC 12.4: keys and base URLs from the environment, the rest from `[llm]`.
-    let providers = ProviderSettings::from_env(&env_var, &config.llm);
-    let credentials = providers.credentials();
-    let random_seed = match env_var("FABRO_RANDOM_SEED") {
-        Some(value) => Some(
-            value
-                .parse()
-                .map_err(|_| RunEnvError::RandomSeed { value })?,
-        ),
-        None => None,
-    };
-    let sandbox_env = sandbox_env(&config, &fabro_home)?;
-    Ok(RunOptions {
-        workflow_path,
-        goal: None,
-        dry_run: false,
-        auto_approve: false,
-        answers: Vec::new(),
-        vars: config.run.vars.clone(),
-        run_id: None,
-        fabro_home,
-        interviewer: None,
-        llm: LlmDefaults {
-            cli_model,
-            cli_provider,
-            env_model: env_var("FABRO_MODEL"),
-            env_provider: env_var("FABRO_PROVIDER"),
-            config_model: config.llm.model.clone(),
-            config_provider: config.llm.provider.clone(),
-            credentials,
-            providers,
-        },
-        simulated_responses: env_var("FABRO_SIMULATED_RESPONSES")
-            .map(PathBuf::from)
-            .or_else(|| config.llm.simulated_responses.clone()),
-        random_seed,
-        sandbox_env,
-        config,
-        parent_run_id: None,
-        fallback_goal: None,
-        work_dir: None,
-        detached_worker: false,
-    })
 }
 
 /// The environment of commands, tools and agent CLIs (SPEC 13.5) with the isolation
@@ -237,23 +174,6 @@ pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, 
         &config.sandbox.env,
     )
     .with_isolation(isolation))
-}
-
-/// The catalog validation uses for a run: the LLM catalog with the presets and the
-/// providers configured in `[llm.providers]` (SPEC 10.7), accepting every provider name
-/// when the run never calls the providers a workflow names, that is a dry run (SPEC 4.9)
-/// or a run whose provider setting (flag, environment or configuration, the first one
-/// set) is `simulated` (17.3).
-pub fn catalog_for(options: &RunOptions) -> ConfiguredModels {
-    let llm = &options.llm;
-    let provider = llm
-        .cli_provider
-        .as_deref()
-        .or(llm.env_provider.as_deref())
-        .or(llm.config_provider.as_deref());
-    let mut catalog = ConfiguredModels::of(&options.config.llm);
-    catalog.any_provider = options.dry_run || provider == Some(Provider::Simulated.as_str());
-    catalog
 }
 
 #[cfg(test)]

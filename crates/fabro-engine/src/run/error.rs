@@ -235,7 +235,7 @@ pub enum ResumeError {
     },
     /// The run's records could not be restored from its metadata history.
     #[error(transparent)]
-    Restore(RestoreError),
+    Restore(Box<RestoreError>),
     /// The checkpoint's next node is missing or not a node of the workflow.
     #[error("its checkpoint names no next node of the workflow")]
     NoNextNode {

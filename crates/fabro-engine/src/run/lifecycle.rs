@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use fabro_language::SourceLoader;
 
+use super::options::{catalog_for, environment_options};
 use super::{prepare_resume_with, prepare_with, PreparedRun, ResumeError, RunError, RunOptions};
 use crate::config::RunConfig;
 use crate::git::RunHistory;
@@ -18,7 +19,7 @@ use crate::id::RunId;
 use crate::interviewer::Interviewer;
 use crate::record::RunOrigin;
 use crate::run_dir::RunPaths;
-use crate::run_env::{catalog_for, environment_options, ConfigOverrides};
+use crate::run_env::ConfigOverrides;
 use crate::run_index::RunIndexError;
 use crate::source::FsLoader;
 use crate::store::{restore_records, StoreError, Stores};
@@ -165,7 +166,7 @@ pub fn resume(
         let has_metadata = match history {
             Some(history) => history
                 .metadata_tip(&id)
-                .map_err(|error| refused(ResumeError::Restore(error.into())))?
+                .map_err(|error| refused(ResumeError::Restore(Box::new(error.into()))))?
                 .is_some(),
             None => false,
         };
@@ -190,7 +191,7 @@ pub fn resume(
         Err(error) => {
             let restored = match history {
                 Some(history) => restore_records(stores.runs.as_ref(), history, run_id)
-                    .map_err(|error| refused(ResumeError::Restore(error))),
+                    .map_err(|error| refused(ResumeError::Restore(Box::new(error)))),
                 None => Ok(false),
             };
             match restored {
