@@ -587,7 +587,7 @@ fn resume_refuses_bad_provider_and_model_flags_without_touching_the_run() {
     for (args, message) in [
         (
             ["--provider", "foo", "", ""],
-            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n",
+            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated, kimi, zai, minimax, inception, openrouter, fireworks, ollama, litellm\n",
         ),
         (
             ["--provider", "gemini", "--model", "opus"],

@@ -799,7 +799,7 @@ fn bad_provider_and_model_flags_are_usage_errors_before_a_run_exists() {
     let refused: [(&[&str], &str); 3] = [
         (
             &["--provider", "foo"],
-            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated\n",
+            "error: unknown provider 'foo' for --provider; expected one of: anthropic, openai, gemini, openai_compatible, simulated, kimi, zai, minimax, inception, openrouter, fireworks, ollama, litellm\n",
         ),
         (
             &["--provider", "openai", "--model", "sonnet"],
