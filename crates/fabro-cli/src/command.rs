@@ -33,23 +33,50 @@ use crate::error::{CliError, Status};
 use crate::loader::{config_error, fabro_home, read_workflow_file, resolve_workflow, FsLoader};
 use crate::output::Output;
 
-/// Runs the command `cli` names.
+/// Runs the command `cli` names. Whether a command works on this machine's runs or
+/// through a server (`--server`, `FABRO_SERVER`) is chosen here, once: the local
+/// implementations never reach for the remote one.
 pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
+    let server = |flag: &Option<String>| remote::server_url(flag.as_deref());
     match cli.command {
         Command::Validate(args) => validate::run(&args, output),
         Command::Graph(args) => graph::run(&args, output),
-        Command::Run(args) => run::run(&args, output),
-        Command::Resume(args) => resume::run(&args, output),
+        Command::Run(args) => {
+            run::check_model_flags(&args.stages)?;
+            match server(&args.server) {
+                Some(url) => remote::run(&url, &args, output),
+                None => run::run(&args, output),
+            }
+        }
+        Command::Resume(args) => {
+            run::check_model_flags(&args.stages)?;
+            match server(&args.server) {
+                Some(url) => remote::resume(&url, &args, output),
+                None => resume::run(&args, output),
+            }
+        }
         Command::Runs(args) => runs::run(&args, output),
-        Command::Inspect(args) => inspect::run(&args, output),
-        Command::Events(args) => events::run(&args, output),
+        Command::Inspect(args) => match server(&args.server) {
+            Some(url) => inspect::print(&remote::inspect(&url, &args.run)?, args.json, output),
+            None => inspect::run(&args, output),
+        },
+        Command::Events(args) => match server(&args.server) {
+            Some(url) => remote::events(&url, &args, output),
+            None => events::run(&args, output),
+        },
         Command::Dump(args) => dump::run(&args, output),
         Command::Logs(args) => logs::run(&args, output),
         Command::Diff(args) => diff::run(&args, output),
         Command::Gc(args) => gc::run(&args, output),
         Command::Model(args) => model::run(&args, output),
-        Command::Answer(args) => answer::run(&args, output),
-        Command::Cancel(args) => cancel::run(&args, output),
+        Command::Answer(args) => match server(&args.server) {
+            Some(url) => remote::answer(&url, &args, output),
+            None => answer::run(&args, output),
+        },
+        Command::Cancel(args) => match server(&args.server) {
+            Some(url) => remote::cancel(&url, &args.run, output),
+            None => cancel::run(&args, output),
+        },
         Command::Server(args) => server::run(&args, output),
         Command::Store(args) => store::run(&args, output),
     }

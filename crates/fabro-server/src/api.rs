@@ -2,7 +2,6 @@
 //! artifacts and questions, the workflows under the roots, health and the OpenAPI
 //! document.
 
-pub mod doc_cache;
 pub mod events;
 pub mod feed;
 pub mod files;

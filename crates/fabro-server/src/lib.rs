@@ -8,12 +8,16 @@
 
 pub mod api;
 pub mod auth;
+pub mod doc_cache;
 pub mod engine_bridge;
 pub mod error;
+pub mod feeds;
+pub mod graph_cache;
 pub mod openapi;
 pub mod runs;
 pub mod settings;
 pub mod state;
+pub mod token;
 pub mod ui;
 
 use std::future::Future;
@@ -27,11 +31,11 @@ use axum::Router;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-pub use crate::auth::{load_or_create_token, Token};
 pub use crate::engine_bridge::EngineBridge;
 pub use crate::error::ApiError;
 pub use crate::settings::{ServerSettings, SettingsFlags};
 pub use crate::state::AppState;
+pub use crate::token::{load_or_create_token, Token};
 
 /// Request bodies of `POST /api/v1/runs` (SPEC 14.3).
 pub const MAX_START_BODY: usize = 5 * 1024 * 1024;

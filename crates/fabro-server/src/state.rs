@@ -13,12 +13,12 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::doc_cache::DocCache;
-use crate::api::feed::Feeds;
-use crate::auth::Token;
+use crate::doc_cache::DocCache;
 use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
+use crate::feeds::Feeds;
+use crate::graph_cache::GraphCache;
 use crate::settings::ServerSettings;
-use crate::ui::graph_cache::GraphCache;
+use crate::token::Token;
 
 /// At most this many event streams are open at once (SPEC 14.3).
 pub const MAX_EVENT_STREAMS: usize = 512;

@@ -12,7 +12,6 @@
 pub mod assets;
 pub mod board;
 pub mod diff;
-pub mod graph_cache;
 pub mod markdown;
 pub mod new_run;
 pub mod run_page;

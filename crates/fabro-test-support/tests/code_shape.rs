@@ -28,26 +28,7 @@ const KNOWN_LONG_MODULES: &[&str] = &[];
 /// Import edges between sibling modules that close circles, as `crate:parent: from -> to`
 /// (issue 30 extended the check from `fabro-engine`'s top-level modules to every level
 /// of every crate). Removing one of them must break its circle.
-const KNOWN_CIRCULAR_IMPORTS: &[&str] = &[
-    "fabro-cli:command: events -> remote",
-    "fabro-cli:command: remote -> events",
-    "fabro-cli:command: remote -> resume",
-    "fabro-cli:command: remote -> run",
-    "fabro-cli:command: resume -> remote",
-    "fabro-cli:command: resume -> run",
-    "fabro-cli:command: run -> remote",
-    "fabro-server:: api -> runs",
-    "fabro-server:: api -> state",
-    "fabro-server:: auth -> state",
-    "fabro-server:: runs -> state",
-    "fabro-server:: state -> api",
-    "fabro-server:: state -> auth",
-    "fabro-server:: state -> ui",
-    "fabro-server:: ui -> api",
-    "fabro-server:: ui -> auth",
-    "fabro-server:: ui -> runs",
-    "fabro-server:: ui -> state",
-];
+const KNOWN_CIRCULAR_IMPORTS: &[&str] = &[];
 
 fn rust_files(directory: &Path, files: &mut Vec<PathBuf>) {
     let Ok(entries) = fs_err::read_dir(directory) else {

@@ -15,9 +15,6 @@ use crate::output::Output;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(args: &AnswerArgs, output: &mut Output) -> Result<Status, CliError> {
-    if let Some(server) = super::remote::server_url(args.server.as_deref()) {
-        return super::remote::answer(&server, args, output);
-    }
     let record = resolve_run(&args.run)?;
     let answered = answer_pending(&record.run_dir, &args.label, args.text.as_deref(), PATIENCE);
     match answered {

@@ -18,9 +18,6 @@ use crate::output::Output;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(args: &CancelArgs, output: &mut Output) -> Result<Status, CliError> {
-    if let Some(server) = super::remote::server_url(args.server.as_deref()) {
-        return super::remote::cancel(&server, &args.run, output);
-    }
     let record = resolve_run(&args.run)?;
     let run_id = &record.run_id;
     let not_running = |status: RunStatus| {

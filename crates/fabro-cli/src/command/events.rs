@@ -24,9 +24,6 @@ use crate::output::Output;
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) fn run(args: &EventsArgs, output: &mut Output) -> Result<Status, CliError> {
-    if let Some(url) = crate::command::remote::server_url(args.server.as_deref()) {
-        return crate::command::remote::events(&url, args, output);
-    }
     let record = resolve_run(&args.run)?;
     let mut reader = EventReader::open(&record.run_dir)?;
     let format = if args.json {

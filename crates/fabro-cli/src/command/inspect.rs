@@ -10,15 +10,16 @@ use crate::error::{CliError, Status};
 use crate::output::Output;
 
 pub(crate) fn run(args: &InspectArgs, output: &mut Output) -> Result<Status, CliError> {
-    if let Some(url) = crate::command::remote::server_url(args.server.as_deref()) {
-        let view = crate::command::remote::inspect(&url, &args.run)?;
-        return print(&view, args.json, output);
-    }
     let view = inspect(resolve_run(&args.run)?).map_err(index_error)?;
     print(&view, args.json, output)
 }
 
-fn print(view: &InspectView, json: bool, output: &mut Output) -> Result<Status, CliError> {
+/// Prints an inspect document, as a table or as JSON (local or from a server).
+pub(crate) fn print(
+    view: &InspectView,
+    json: bool,
+    output: &mut Output,
+) -> Result<Status, CliError> {
     if json {
         output.out(&json_document(view)?);
     } else {

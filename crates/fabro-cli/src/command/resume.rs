@@ -12,19 +12,14 @@ use fabro_engine::{RunId, Stores};
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
 use crate::command::run::{
-    check_model_flags, config_overrides, console_interviewer, detach, detached_interviewer,
-    execute, parse_answers,
+    config_overrides, console_interviewer, detach, detached_interviewer, execute, parse_answers,
 };
 use crate::error::{CliError, Status};
 use crate::loader::{fabro_home, read_file};
 use crate::output::Output;
 
 pub(crate) fn run(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliError> {
-    check_model_flags(&args.stages)?;
-    match crate::command::remote::server_url(args.server.as_deref()) {
-        Some(url) => crate::command::remote::resume(&url, args, output),
-        None => resume_here(args, output),
-    }
+    resume_here(args, output)
 }
 
 /// The resume in this process: the engine's [`resume`] of the run the argument names,

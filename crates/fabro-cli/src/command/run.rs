@@ -24,10 +24,6 @@ use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
-    check_model_flags(&args.stages)?;
-    if let Some(server) = super::remote::server_url(args.server.as_deref()) {
-        return super::remote::run(&server, args, output);
-    }
     let home = fabro_home();
     // With `--detach`, the id is allocated here, so that it can be printed at once.
     let mut run_id = args.run_id.clone();

@@ -14,14 +14,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
 use fabro_engine::event::EventKind;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::engine_bridge::records::{self, EventCursor, StoredEvent};
+use crate::engine_bridge::records::{self, EventCursor};
+pub use crate::feeds::{share, Feeds, Shared, SharedEvent};
 use crate::state::AppState;
 
 /// How often a reader looks for new events when nothing woke it.
@@ -49,63 +49,6 @@ pub fn coalesce_for(streams: usize) -> Duration {
 }
 /// Events a subscriber may fall behind before it reads the file instead.
 const CAPACITY: usize = 4096;
-
-/// A shared event, as read once from the file.
-pub type Shared = Arc<SharedEvent>;
-
-/// An event ready to be sent: what a stream needs to decide about it, and its Server-Sent
-/// Events frame, formatted once for every stream of the run.
-#[derive(Debug)]
-pub struct SharedEvent {
-    /// `id`.
-    pub id: u64,
-    /// `event`.
-    pub name: String,
-    /// `id: …`, `event: …` and `data: …` lines and the blank line that ends the event.
-    pub frame: Bytes,
-}
-
-impl From<StoredEvent> for SharedEvent {
-    fn from(event: StoredEvent) -> SharedEvent {
-        let mut frame = Vec::with_capacity(event.line.len() + event.name.len() + 40);
-        frame.extend_from_slice(b"id: ");
-        frame.extend_from_slice(event.id.to_string().as_bytes());
-        frame.extend_from_slice(b"\nevent: ");
-        frame.extend_from_slice(event.name.as_bytes());
-        frame.push(b'\n');
-        // A stored line holds no newline; were there one, each part is a `data` line.
-        for part in event.line.split('\n') {
-            frame.extend_from_slice(b"data: ");
-            frame.extend_from_slice(part.trim_end_matches('\r').as_bytes());
-            frame.push(b'\n');
-        }
-        frame.push(b'\n');
-        SharedEvent {
-            id: event.id,
-            name: event.name,
-            frame: Bytes::from(frame),
-        }
-    }
-}
-
-/// Stored events as shared ones.
-pub fn share(events: Vec<StoredEvent>) -> impl Iterator<Item = Shared> {
-    events
-        .into_iter()
-        .map(|event| Arc::new(SharedEvent::from(event)))
-}
-
-/// The feeds of the runs being followed.
-#[derive(Default)]
-pub struct Feeds {
-    map: Mutex<HashMap<String, broadcast::Sender<Shared>>>,
-}
-
-impl Feeds {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Shared>>> {
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// A receiver of the live events of run `run_id`, starting the run's feed if none
 /// runs. Subscribed before the caller replays the file, so no event falls between.
@@ -368,6 +311,7 @@ impl Handover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine_bridge::records::StoredEvent;
     use std::io::Write;
 
     fn append(directory: &Path, ids: std::ops::RangeInclusive<u64>) -> Vec<Shared> {
