@@ -18,7 +18,7 @@ use fabro_engine::record::{Checkpoint, CheckpointView, Manifest};
 use fabro_engine::run_index::{RunRecord, RunStatus};
 use fabro_engine::store::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
 use fabro_engine::RunId;
-use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
 
 use super::PgStore;
@@ -48,12 +48,21 @@ fn lock_key(run_id: &RunId) -> i64 {
 }
 
 impl PgRunStore {
-    /// The run store of `store`'s database (migrated by the caller).
+    /// The run store of `store`'s database (migrated by the caller). It opens its own
+    /// connections, on its bridge's runtime: a connection belongs to the runtime that
+    /// opened it, and `store`'s may be gone.
     pub fn new(store: &PgStore) -> std::io::Result<PgRunStore> {
-        Ok(PgRunStore {
-            pool: store.pool.clone(),
-            bridge: Bridge::start("fabro-pg-store")?,
-        })
+        let options = (*store.pool.connect_options()).clone();
+        let bridge = Bridge::start("fabro-pg-store")?;
+        let pool = bridge
+            .run(async move {
+                PgPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(super::CONNECT_TIMEOUT)
+                    .connect_lazy_with(options)
+            })
+            .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?;
+        Ok(PgRunStore { pool, bridge })
     }
 
     /// Runs `future` on the bridge; a dead bridge is a store error naming `action`.
