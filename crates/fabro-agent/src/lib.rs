@@ -55,6 +55,7 @@ mod history;
 mod instructions;
 pub mod isolation;
 mod loop_detection;
+pub mod mcp;
 mod process;
 mod scope;
 mod session;

@@ -363,6 +363,7 @@ impl AgentSession {
                 tool: call.name.clone(),
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
+                server: self.tools.server_of(&call.name),
             });
             let paths = self.tools.written_paths(call, &self.tree);
             run.tracker.start(&key(index), paths.clone());
@@ -406,6 +407,7 @@ impl AgentSession {
                 is_error: result.is_error,
                 output: result.output,
                 duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                server: self.tools.server_of(&call.name),
             });
             messages.push(Message::tool_result(
                 call.id.clone(),

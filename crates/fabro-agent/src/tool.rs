@@ -64,13 +64,17 @@ pub enum ToolError {
 /// One tool. Implementations never panic on model-supplied arguments.
 pub trait Tool: Send + Sync {
     /// Name the model calls.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Description for the model.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments object.
     fn parameters(&self) -> Value;
     /// Output limits of SPEC 10.5.
     fn limit(&self) -> OutputLimit;
+    /// The MCP server the tool belongs to (SPEC 19.1), `None` for fabro's own tools.
+    fn server(&self) -> Option<&str> {
+        None
+    }
     /// Paths (relative to the working tree) this call would write, for file tracking;
     /// empty for tools that do not write.
     fn written_paths(&self, _arguments: &Value, _tree: &WorkTree) -> Vec<String> {
@@ -226,8 +230,17 @@ impl ToolRegistry {
     }
 
     /// Tool names, in order.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|(tool, _)| tool.name()).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|(tool, _)| tool.name().to_owned())
+            .collect()
+    }
+
+    /// The MCP server of the tool called `name`, if it is an MCP tool.
+    pub fn server_of(&self, name: &str) -> Option<String> {
+        self.find(name)
+            .and_then(|(tool, _)| tool.server().map(str::to_owned))
     }
 
     /// Definitions for the request.

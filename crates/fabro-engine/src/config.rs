@@ -17,8 +17,11 @@ pub use fabro_agent::isolation::IsolationMode;
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
+mod extensions;
 mod providers;
 mod section;
+
+pub use extensions::{expand_secret_variables, McpServerKind, McpServerSettings, WebSearchConfig};
 
 pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
 
@@ -49,6 +52,9 @@ pub struct RunConfig {
     pub artifacts: ArtifactsConfig,
     /// `[agent]`.
     pub agent: AgentConfig,
+    /// `[mcp_servers.NAME]`: Model Context Protocol servers (SPEC 19.1).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
 }
 
 /// `[workflow]`.
@@ -211,6 +217,16 @@ pub struct AgentConfig {
     /// `[agent.acp] command`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acp_command: Option<Vec<String>>,
+    /// `web`: offer the web tools (SPEC 19.3); false when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web: Option<bool>,
+    /// `[agent.web_search]`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub web_search: WebSearchConfig,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// Why a configuration file was rejected. Every variant is a configuration error (exit 2).
@@ -312,6 +328,18 @@ pub enum ConfigError {
     /// A `[llm.providers.NAME]` entry that cannot be used (SPEC 10.7).
     #[error("{reason} in provider '{key}' in {}:{line}", .file.display())]
     Provider {
+        /// The dotted key at fault.
+        key: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `[mcp_servers.NAME]` entry that cannot be used (SPEC 19.1).
+    #[error("{reason}: key '{key}' in {}:{line}", .file.display())]
+    McpServer {
         /// The dotted key at fault.
         key: String,
         /// The file.
@@ -502,11 +530,16 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
     if let Some(artifacts) = root.section("artifacts", &["include"])? {
         config.artifacts.include = artifacts.strings("include")?;
     }
-    if let Some(agent) = root.section("agent", &["acp"])? {
+    if let Some(agent) = root.section("agent", &["acp", "web", "web_search"])? {
         if let Some(acp) = agent.section("acp", &["command"])? {
             config.agent.acp_command = acp.strings("command")?;
         }
+        config.agent.web = agent.boolean("web")?;
+        if let Some(search) = agent.section("web_search", &["provider"])? {
+            config.agent.web_search.provider = search.string("provider")?;
+        }
     }
+    config.mcp_servers = extensions::mcp_servers(&root)?;
     Ok(config)
 }
 
@@ -587,7 +620,16 @@ impl RunConfig {
             },
             agent: AgentConfig {
                 acp_command: self.agent.acp_command.or(lower.agent.acp_command),
+                web: self.agent.web.or(lower.agent.web),
+                web_search: WebSearchConfig {
+                    provider: self
+                        .agent
+                        .web_search
+                        .provider
+                        .or(lower.agent.web_search.provider),
+                },
             },
+            mcp_servers: table(self.mcp_servers, lower.mcp_servers),
         }
     }
 }
@@ -606,6 +648,7 @@ const ROOT_KEYS: &[&str] = &[
     "sandbox",
     "artifacts",
     "agent",
+    "mcp_servers",
 ];
 const LLM_KEYS: &[&str] = &[
     "model",

@@ -583,6 +583,9 @@ pub struct AgentToolCallStarted {
     pub arguments: Value,
     /// Call id.
     pub call_id: String,
+    /// The MCP server of an MCP tool (SPEC 19.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Tool name.
     pub tool: String,
 }
@@ -603,6 +606,9 @@ pub struct AgentToolCallCompleted {
     pub is_error: bool,
     /// Full output or error text.
     pub output: String,
+    /// The MCP server of an MCP tool (SPEC 19.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Tool name.
     pub tool: String,
 }

@@ -1,0 +1,183 @@
+//! Model Context Protocol servers (SPEC 19.1) through the official Rust SDK (`rmcp`):
+//! [`McpServerConfig`] describes one server (stdio or Streamable HTTP), [`McpPool`]
+//! holds the run's connections (each server is started or connected once, on the first
+//! stage that uses it, and closed when the run ends), and each connection's tools are
+//! offered to the model as `mcp__{server}__{tool}` [`Tool`](crate::Tool)s.
+//!
+//! A stdio server is a child of this process started through [`ProcessEnv`], so
+//! `agent_isolation` confines it like the agent's own shell (SPEC 16), in a process group
+//! of its own that is killed when the connection closes or is dropped.
+
+mod connection;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::environment::ProcessEnv;
+
+pub use connection::McpConnection;
+pub use tool::{mcp_tool_name, McpTool};
+
+/// Default of `startup_timeout_secs`: the handshake and `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of `tool_timeout_secs`: one `tools/call`.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One configured server (`[mcp_servers.NAME]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    /// The server's name (the `NAME` of its table).
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Limit for the `initialize` handshake and `tools/list`.
+    pub startup_timeout: Duration,
+    /// Limit for one tool call; a call that takes longer is a tool error.
+    pub tool_timeout: Duration,
+    /// Whether a stage that uses the server fails when it is unavailable.
+    pub required: bool,
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("McpServerConfig")
+            .field("name", &self.name)
+            .field("transport", &self.transport)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("tool_timeout", &self.tool_timeout)
+            .field("required", &self.required)
+            .finish()
+    }
+}
+
+/// How a server is reached.
+#[derive(Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on its standard input and output.
+    Stdio {
+        /// Program and arguments.
+        command: Vec<String>,
+        /// Variables added to the stage's filtered environment.
+        env: BTreeMap<String, String>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Headers of every request, `${VAR}` already replaced; their values are never
+        /// printed (`Debug` shows the names only).
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpTransport::Stdio { command, env } => formatter
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .finish(),
+            McpTransport::Http { url, headers } => formatter
+                .debug_struct("Http")
+                .field("url", url)
+                .field(
+                    "headers",
+                    &headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+                )
+                .finish(),
+        }
+    }
+}
+
+/// A server that could not be started or did not answer its handshake in time (SPEC
+/// 19.1: a `mcp_unavailable` warning, or a failed stage for a `required` server).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MCP server '{server}' is unavailable: {reason}")]
+pub struct McpUnavailable {
+    /// The server's name.
+    pub server: String,
+    /// Why (redacted).
+    pub reason: String,
+}
+
+type Slot = Arc<tokio::sync::OnceCell<Result<Arc<McpConnection>, McpUnavailable>>>;
+
+/// The MCP connections of one run, shared by its stages and parallel branches. A server
+/// is connected on the first [`McpPool::connect`] that names it; later calls (and
+/// concurrent ones) get the same connection, or the same failure.
+#[derive(Default)]
+pub struct McpPool {
+    slots: std::sync::Mutex<BTreeMap<String, Slot>>,
+}
+
+impl std::fmt::Debug for McpPool {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        formatter
+            .debug_struct("McpPool")
+            .field("servers", &slots.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl McpPool {
+    /// The connection to `config`'s server, made now if this is the first stage that
+    /// uses it: a stdio server is started with `env` in `cwd`.
+    pub async fn connect(
+        &self,
+        config: &McpServerConfig,
+        env: &ProcessEnv,
+        cwd: &Path,
+    ) -> Result<Arc<McpConnection>, McpUnavailable> {
+        let slot = {
+            let mut slots = self
+                .slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(slots.entry(config.name.clone()).or_default())
+        };
+        slot.get_or_init(|| async {
+            McpConnection::open(config, env, cwd)
+                .await
+                .map(Arc::new)
+                .map_err(|reason| {
+                    let mut reason = reason;
+                    fabro_llm::redact::redactor().redact_string(&mut reason);
+                    McpUnavailable {
+                        server: config.name.clone(),
+                        reason,
+                    }
+                })
+        })
+        .await
+        .clone()
+    }
+
+    /// Closes every connection (the run ended): stdio servers get their input closed,
+    /// then their process group is terminated.
+    pub async fn close(&self) {
+        let slots: Vec<Slot> = {
+            let mut slots = self
+                .slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::take(&mut *slots).into_values().collect()
+        };
+        for slot in slots {
+            if let Some(Ok(connection)) = slot.get() {
+                connection.close().await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
