@@ -179,5 +179,35 @@ impl McpPool {
     }
 }
 
+/// The `mcpServers` of `session/new` in ACP's form: stdio servers with `command`,
+/// `args` and `env` as name/value pairs, HTTP ones with `type: "http"`, `url` and
+/// `headers` as name/value pairs.
+pub(crate) fn acp_servers(servers: &[McpServerConfig]) -> serde_json::Value {
+    let pairs = |entries: &mut dyn Iterator<Item = (&String, &String)>| -> Vec<serde_json::Value> {
+        entries
+            .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+            .collect()
+    };
+    serde_json::Value::Array(
+        servers
+            .iter()
+            .map(|server| match &server.transport {
+                McpTransport::Stdio { command, env } => serde_json::json!({
+                    "name": server.name,
+                    "command": command.first().cloned().unwrap_or_default(),
+                    "args": command.iter().skip(1).collect::<Vec<_>>(),
+                    "env": pairs(&mut env.iter()),
+                }),
+                McpTransport::Http { url, headers } => serde_json::json!({
+                    "type": "http",
+                    "name": server.name,
+                    "url": url,
+                    "headers": pairs(&mut headers.iter().map(|(name, value)| (name, value))),
+                }),
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@ mod grep;
 mod list_dir;
 mod read_file;
 mod read_many_files;
+mod set;
 mod shell;
 mod write_file;
 
@@ -31,6 +32,7 @@ pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use read_many_files::ReadManyFiles;
+pub use set::ToolSet;
 pub use shell::Shell;
 pub use write_file::WriteFile;
 
@@ -157,6 +159,8 @@ pub struct ToolResult {
 pub struct ToolRegistry {
     tools: Vec<(Arc<dyn Tool>, Arc<jsonschema::Validator>)>,
     parallel_calls: bool,
+    /// The tool set that removed tools, and their names (calls to them are refused).
+    restricted: Option<(ToolSet, Vec<String>)>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -192,6 +196,7 @@ impl ToolRegistry {
         ToolRegistry {
             tools: Vec::new(),
             parallel_calls: true,
+            restricted: None,
         }
     }
 
@@ -217,6 +222,22 @@ impl ToolRegistry {
         self.tools.retain(|(known, _)| known.name() != tool.name());
         self.tools.push((tool, Arc::new(validator)));
         Ok(())
+    }
+
+    /// Removes the tools outside `set` (SPEC 19.4); a later call to one of them is a
+    /// tool error naming the set.
+    pub fn restrict(&mut self, set: ToolSet) {
+        let mut removed = Vec::new();
+        self.tools.retain(|(tool, _)| {
+            let allowed = set.allows(tool.name());
+            if !allowed {
+                removed.push(tool.name().to_owned());
+            }
+            allowed
+        });
+        if set != ToolSet::Full {
+            self.restricted = Some((set, removed));
+        }
     }
 
     /// Whether several calls of one turn run concurrently.
@@ -270,6 +291,14 @@ impl ToolRegistry {
     pub async fn execute(&self, call: &ToolCall, context: &ToolContext) -> ToolResult {
         let redactor = fabro_llm::redact::redactor();
         let Some((tool, validator)) = self.find(&call.name) else {
+            if let Some((set, _)) = &self.restricted {
+                if !set.allows(&call.name) {
+                    return error_result(format!(
+                        "Tool error ({}): not available with tools=\"{set}\"",
+                        call.name
+                    ));
+                }
+            }
             return error_result(format!("Unknown tool: {}", call.name));
         };
         let arguments = normalise_arguments(&call.arguments);

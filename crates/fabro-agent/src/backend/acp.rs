@@ -44,6 +44,8 @@ pub struct AcpAgentConfig {
     pub cancel_grace: Duration,
     /// How the touched files are found (git snapshots, or a run's change feed).
     pub file_tracking: FileTracking,
+    /// MCP servers passed in `session/new` (SPEC 19.1).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
 }
 
 impl AcpAgentConfig {
@@ -66,6 +68,7 @@ impl AcpAgentConfig {
             write_scope: Vec::new(),
             cancel_grace: KILL_GRACE,
             file_tracking: FileTracking::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -112,6 +115,7 @@ pub async fn run_acp_agent(
         tools: ToolTally::default(),
     };
     let cwd = tree.root().to_string_lossy().into_owned();
+    let mcp_servers = crate::mcp::acp_servers(&config.mcp_servers);
     let timeout = async {
         match config.timeout {
             Some(timeout) => tokio::time::sleep(timeout).await,
@@ -119,7 +123,7 @@ pub async fn run_acp_agent(
         }
     };
     let ended = tokio::select! {
-        result = connection.session(&cwd, prompt) => Some(result),
+        result = connection.session(&cwd, prompt, &mcp_servers) => Some(result),
         () = timeout => None,
         () = cancel.cancelled() => None,
     };
@@ -323,7 +327,12 @@ struct Connection {
 
 impl Connection {
     /// `initialize`, `session/new`, `session/prompt`; returns the stop reason.
-    async fn session(&mut self, cwd: &str, prompt: &str) -> Result<String, AgentFailure> {
+    async fn session(
+        &mut self,
+        cwd: &str,
+        prompt: &str,
+        mcp_servers: &Value,
+    ) -> Result<String, AgentFailure> {
         self.request(
             "initialize",
             json!({
@@ -333,7 +342,10 @@ impl Connection {
         )
         .await?;
         let session = self
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": mcp_servers}),
+            )
             .await?;
         let session_id = session["sessionId"]
             .as_str()

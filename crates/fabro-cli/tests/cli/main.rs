@@ -22,6 +22,7 @@ mod isolation;
 mod lifecycle;
 mod llm;
 mod logs;
+mod mcp;
 mod offline;
 mod parallel_git;
 mod parallel_resume;

@@ -772,27 +772,10 @@ pub struct BudgetExhausted {
     pub used: String,
 }
 
-/// `Warning {code, message}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Warning {
-    /// Stable code, e.g. `custom_outcome`.
-    pub code: String,
-    /// The message.
-    pub message: String,
-}
-
-impl Warning {
-    /// A warning with `code` and `message`.
-    pub fn new(code: &str, message: impl Into<String>) -> Warning {
-        Warning {
-            code: code.to_owned(),
-            message: message.into(),
-        }
-    }
-}
-
 mod from_agent;
+mod warning;
+
+pub use warning::Warning;
 
 #[cfg(test)]
 mod tests;
