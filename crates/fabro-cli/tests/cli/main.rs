@@ -11,6 +11,7 @@ mod corrections;
 mod crash;
 mod diff;
 mod errors;
+mod extensions;
 mod gc;
 mod git;
 mod graph;
