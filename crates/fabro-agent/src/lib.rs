@@ -66,6 +66,7 @@ pub mod timestamp;
 pub mod tool;
 mod tracker;
 mod truncate;
+pub mod web;
 
 pub use backend::acp::{run_acp_agent, AcpAgentConfig};
 pub use backend::cli::{run_cli_agent, CliAgentConfig, CliOutputFormat};

@@ -337,9 +337,10 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
-    /// A `[mcp_servers.NAME]` entry that cannot be used (SPEC 19.1).
+    /// A `[mcp_servers.NAME]` or `[agent.web_search]` entry that cannot be used (SPEC
+    /// 19.1, 19.3).
     #[error("{reason}: key '{key}' in {}:{line}", .file.display())]
-    McpServer {
+    Extension {
         /// The dotted key at fault.
         key: String,
         /// The file.
@@ -536,7 +537,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         }
         config.agent.web = agent.boolean("web")?;
         if let Some(search) = agent.section("web_search", &["provider"])? {
-            config.agent.web_search.provider = search.string("provider")?;
+            config.agent.web_search.provider = extensions::search_provider(&search)?;
         }
     }
     config.mcp_servers = extensions::mcp_servers(&root)?;

@@ -179,3 +179,78 @@ fn a_server_without_command_or_url_exits_2_naming_the_key() {
         stderr(&output)
     );
 }
+
+/// Serves `page` as HTML to every request on a loopback port, from a thread, until the
+/// test ends; returns the page's URL.
+fn serve_page(page: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let url = format!("http://{}/notes", listener.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buffer = [0_u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    url
+}
+
+/// Acceptance 4: with `web="true"` the agent fetches a loopback page as Markdown cut at
+/// `max_chars`; with `[sandbox] network = false` the web tools are not offered, and
+/// without `web` neither.
+#[test]
+fn web_fetch_returns_markdown_and_is_withheld_without_network() {
+    let url = serve_page(
+        "<html><body><h2>Changelog</h2><p>Added <i>skills</i> and web tools.</p></body></html>",
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let env = TestEnv::new("web_fetch_markdown");
+    let twin = twin(
+        &runtime,
+        vec![
+            call(
+                "toolu_1",
+                "web_fetch",
+                &serde_json::json!({"url": url, "max_chars": 20}),
+            ),
+            Reply::text("Fetched."),
+        ],
+    );
+    repository(&env, &workflow(", web=\"true\""), "");
+    let output = run(&env, &twin, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let requests = twin.requests();
+    assert!(offered(&requests[0]).contains(&"web_fetch".to_owned()));
+    let second = requests[1].body.to_string();
+    assert!(
+        second.contains("## Changelog\\n\\nAdded \\n[cut: 20 of 43 characters]"),
+        "{second}"
+    );
+
+    let env = TestEnv::new("web_fetch_no_network");
+    let twin = crate::mcp::twin(&runtime, vec![Reply::text("No web.")]);
+    repository(
+        &env,
+        &workflow(", web=\"true\""),
+        "[agent]\nweb = true\n\n[sandbox]\nnetwork = false\n",
+    );
+    let output = run(&env, &twin, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let tools = offered(&twin.requests()[0]);
+    assert!(
+        !tools.iter().any(|tool| tool.starts_with("web_")),
+        "{tools:?}"
+    );
+
+    let env = TestEnv::new("web_fetch_off");
+    let twin = crate::mcp::twin(&runtime, vec![Reply::text("No web.")]);
+    repository(&env, &workflow(""), "");
+    let output = run(&env, &twin, &[]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(!offered(&twin.requests()[0]).contains(&"web_fetch".to_owned()));
+}

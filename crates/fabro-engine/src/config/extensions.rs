@@ -88,7 +88,7 @@ pub(super) fn mcp_servers(
         let Some(server) = listed.section(&name, MCP_SERVER_KEYS)? else {
             continue;
         };
-        let invalid = |key: &str, reason: String| ConfigError::McpServer {
+        let invalid = |key: &str, reason: String| ConfigError::Extension {
             key: server.child(key),
             file: root.context.file.to_path_buf(),
             line: root.context.line(entry.span().start),
@@ -133,6 +133,22 @@ pub(super) fn mcp_servers(
         );
     }
     Ok(servers)
+}
+
+/// `[agent.web_search] provider`: `brave` is the only one in this release.
+pub(super) fn search_provider(search: &Section<'_, '_>) -> Result<Option<String>, ConfigError> {
+    let provider = search.string("provider")?;
+    match provider.as_deref() {
+        None | Some("brave") => Ok(provider),
+        Some(other) => Err(ConfigError::Extension {
+            key: search.child("provider"),
+            file: search.context.file.to_path_buf(),
+            line: search
+                .get("provider")
+                .map_or(1, |value| search.context.line(value.span().start)),
+            reason: format!("unknown search provider '{other}'; expected 'brave'"),
+        }),
+    }
 }
 
 /// Serialises headers with literal values replaced by `[REDACTED]`: a `${VAR}` value

@@ -136,7 +136,8 @@ impl AgentConversation {
                 config.file_tracking = services.file_tracking();
                 config.tool_set = tool_set(node.llm.tools());
                 config.skills = services.extensions.skills(input);
-                let extra = services.extensions.mcp_tools(input, &env).await?;
+                let mut extra = services.extensions.mcp_tools(input, &env).await?;
+                extra.extend(services.extensions.web_tools(node));
                 config.env = env;
                 if target.provider == Provider::Simulated {
                     config.context_window =

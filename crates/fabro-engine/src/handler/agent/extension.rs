@@ -28,6 +28,10 @@ use crate::outcome::Failure;
 pub(crate) struct AgentExtensions {
     pool: McpPool,
     servers: BTreeMap<String, McpServerSettings>,
+    /// `[agent] web`.
+    web: bool,
+    /// `[sandbox] network`: false keeps the web tools away.
+    network: bool,
     /// `{root}`, holding `skills/`.
     fabro_home: PathBuf,
 }
@@ -38,6 +42,8 @@ impl AgentExtensions {
         AgentExtensions {
             pool: McpPool::default(),
             servers: config.mcp_servers.clone(),
+            web: config.agent.web.unwrap_or(false),
+            network: config.sandbox.network.unwrap_or(true),
             fabro_home: fabro_home.to_path_buf(),
         }
     }
@@ -45,6 +51,24 @@ impl AgentExtensions {
     /// Closes the run's MCP connections (the run ended).
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// The web tools of the node's agent (SPEC 19.3): with `web` on the node, else
+    /// `[agent] web`, and never with `[sandbox] network = false` or a smaller tool set.
+    /// `web_search` needs `BRAVE_API_KEY` (and uses `BRAVE_BASE_URL` when set).
+    pub(crate) fn web_tools(&self, node: &fabro_language::Node) -> Vec<Arc<dyn Tool>> {
+        let enabled =
+            self.network && node.llm.tools() == ToolSet::Full && node.llm.web().unwrap_or(self.web);
+        if !enabled {
+            return Vec::new();
+        }
+        let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(fabro_agent::web::WebFetch::default())];
+        if let Some(key) = variable("BRAVE_API_KEY") {
+            let base = variable("BRAVE_BASE_URL")
+                .unwrap_or_else(|| fabro_agent::web::BRAVE_BASE_URL.to_owned());
+            tools.push(Arc::new(fabro_agent::web::WebSearch::brave(base, key)));
+        }
+        tools
     }
 
     /// The MCP tools of an `api` agent stage: every server the node sees is connected
