@@ -227,6 +227,30 @@ mod tests {
         (dir, tree)
     }
 
+    /// SPEC 19.2: a skill's files outside the tree can be read by absolute path, never
+    /// written, and nothing else outside becomes readable.
+    #[test]
+    fn read_roots_are_readable_by_absolute_path_only() {
+        let (dir, tree) = tree(&[]);
+        let skill = dir.path().join("home/skills/review");
+        fs_err::create_dir_all(&skill).unwrap();
+        fs_err::write(skill.join("checklist.md"), "- tests\n").unwrap();
+        fs_err::write(dir.path().join("home/secret.txt"), "no").unwrap();
+        let tree = tree.with_read_roots([skill.clone()]);
+        let file = skill.join("checklist.md").display().to_string();
+        let resolved = tree.resolve_read(&file).unwrap();
+        assert_eq!(
+            resolved.absolute,
+            skill.join("checklist.md").canonicalize().unwrap()
+        );
+        assert!(tree.resolve_write(&file).is_err());
+        let outside = dir.path().join("home/secret.txt").display().to_string();
+        assert!(tree.resolve_read(&outside).is_err());
+        assert!(tree
+            .resolve_read("../home/skills/review/checklist.md")
+            .is_err());
+    }
+
     #[test]
     fn relative_and_absolute_paths_inside_resolve() {
         let (_dir, tree) = tree(&[]);

@@ -607,6 +607,62 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
         );
     }
 
+    /// SPEC 19.1: `session/new` carries the configured MCP servers in ACP's form.
+    #[tokio::test]
+    async fn session_new_carries_the_mcp_servers() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let seen = bin.path().join("new.json");
+        let body = format!(
+            r#"
+read -r init
+echo '{{"jsonrpc":"2.0","id":1,"result":{{"protocolVersion":1}}}}'
+read -r new
+printf '%s' "$new" > '{}'
+echo '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s-2"}}}}'
+read -r prompt
+echo '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"end_turn"}}}}'
+"#,
+            seen.display()
+        );
+        let mut config = agent(bin.path(), &body, dir.path());
+        let server = |name: &str, transport| crate::mcp::McpServerConfig {
+            name: name.to_owned(),
+            transport,
+            startup_timeout: Duration::from_secs(1),
+            tool_timeout: Duration::from_secs(1),
+            required: false,
+        };
+        config.mcp_servers = vec![
+            server(
+                "files",
+                crate::mcp::McpTransport::Stdio {
+                    command: vec!["mcp-server-filesystem".to_owned(), ".".to_owned()],
+                    env: std::collections::BTreeMap::from([("LOG".to_owned(), "warn".to_owned())]),
+                },
+            ),
+            server(
+                "tracker",
+                crate::mcp::McpTransport::Http {
+                    url: "https://mcp.example.com/mcp".to_owned(),
+                    headers: vec![("Authorization".to_owned(), "Bearer t".to_owned())],
+                },
+            ),
+        ];
+        let outcome = run_acp_agent(&config, "go", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        let new: Value = serde_json::from_str(&fs_err::read_to_string(&seen).unwrap()).unwrap();
+        assert_eq!(
+            new["params"]["mcpServers"],
+            json!([
+                {"name": "files", "command": "mcp-server-filesystem", "args": ["."], "env": [{"name": "LOG", "value": "warn"}]},
+                {"type": "http", "name": "tracker", "url": "https://mcp.example.com/mcp", "headers": [{"name": "Authorization", "value": "Bearer t"}]}
+            ])
+        );
+    }
+
     #[tokio::test]
     async fn cancellation_sends_session_cancel_then_terminates() {
         let bin = tempfile::tempdir().unwrap();
