@@ -209,5 +209,32 @@ pub(crate) fn acp_servers(servers: &[McpServerConfig]) -> serde_json::Value {
     )
 }
 
+/// The `--mcp-config` value of Claude Code's documented flag (SPEC 19.1: `cli` agents
+/// get the servers where the program has a flag for them): `{"mcpServers": {NAME:
+/// {...}}}` with stdio servers as `command`, `args`, `env` and HTTP ones as `type:
+/// "http"`, `url`, `headers`.
+pub fn claude_mcp_config(servers: &[McpServerConfig]) -> String {
+    let entries: serde_json::Map<String, serde_json::Value> = servers
+        .iter()
+        .map(|server| {
+            let entry = match &server.transport {
+                McpTransport::Stdio { command, env } => serde_json::json!({
+                    "type": "stdio",
+                    "command": command.first().cloned().unwrap_or_default(),
+                    "args": command.iter().skip(1).collect::<Vec<_>>(),
+                    "env": env,
+                }),
+                McpTransport::Http { url, headers } => serde_json::json!({
+                    "type": "http",
+                    "url": url,
+                    "headers": headers.iter().cloned().collect::<BTreeMap<String, String>>(),
+                }),
+            };
+            (server.name.clone(), entry)
+        })
+        .collect();
+    serde_json::json!({ "mcpServers": entries }).to_string()
+}
+
 #[cfg(test)]
 mod tests;

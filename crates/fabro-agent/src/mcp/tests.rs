@@ -83,3 +83,29 @@ async fn a_server_that_exits_is_unavailable_with_its_stderr() {
     assert_eq!(error.server, "broken");
     assert!(error.reason.contains("cannot start"), "{}", error.reason);
 }
+
+#[test]
+fn claude_gets_its_mcp_config_json() {
+    let mut servers = vec![stdio(
+        "files",
+        vec!["mcp-server-filesystem".into(), ".".into()],
+    )];
+    servers.push(McpServerConfig {
+        name: "tracker".to_owned(),
+        transport: McpTransport::Http {
+            url: "https://mcp.example.com/mcp".to_owned(),
+            headers: vec![("Authorization".to_owned(), "Bearer t".to_owned())],
+        },
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        tool_timeout: DEFAULT_TOOL_TIMEOUT,
+        required: true,
+    });
+    let config: serde_json::Value = serde_json::from_str(&claude_mcp_config(&servers)).unwrap();
+    assert_eq!(
+        config,
+        serde_json::json!({"mcpServers": {
+            "files": {"type": "stdio", "command": "mcp-server-filesystem", "args": ["."], "env": {}},
+            "tracker": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer t"}}
+        }})
+    );
+}

@@ -254,3 +254,44 @@ fn web_fetch_returns_markdown_and_is_withheld_without_network() {
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     assert!(!offered(&twin.requests()[0]).contains(&"web_fetch".to_owned()));
 }
+
+/// SPEC 19.1: a `cli` agent gets the servers where its program has a documented flag:
+/// Claude Code's `--mcp-config`.
+#[test]
+fn claude_cli_agents_get_the_servers_through_mcp_config() {
+    use crate::backends::{fake_program, path_with, read, side_dir};
+    let env = TestEnv::new("claude_mcp_config");
+    let bin = side_dir(&env, "bin");
+    let log = side_dir(&env, "log");
+    fake_program(
+        &bin,
+        "claude",
+        &format!(
+            r#"printf '%s\n' "$@" > '{}/args.txt'
+cat > /dev/null
+echo '{{"type":"result","subtype":"success","result":"Done","usage":{{"input_tokens":1,"output_tokens":1}}}}'
+"#,
+            log.display()
+        ),
+    );
+    repository(
+        &env,
+        "digraph cli {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  work [backend=\"cli\", provider=\"anthropic\", model=\"sonnet\", prompt=\"p\"]\n  start -> work -> exit\n}\n",
+        "[mcp_servers.files]\ncommand = [\"mcp-server-filesystem\", \".\"]\n",
+    );
+    let output = crate::backends::run(&env, &path_with(&bin));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let args: Vec<String> = read(&log.join("args.txt"))
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let at = args
+        .iter()
+        .position(|arg| arg == "--mcp-config")
+        .unwrap_or_else(|| panic!("no --mcp-config in {args:?}"));
+    let config: serde_json::Value = serde_json::from_str(&args[at + 1]).expect("JSON");
+    assert_eq!(
+        config["mcpServers"]["files"],
+        serde_json::json!({"type": "stdio", "command": "mcp-server-filesystem", "args": ["."], "env": {}})
+    );
+}

@@ -65,6 +65,17 @@ impl AgentConversation {
                 .map_err(|error| agent_error(&error))?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
+                // SPEC 19.1: Claude Code has a documented flag for MCP servers; codex and
+                // gemini read theirs from their own configuration files only.
+                if target.provider == Provider::Anthropic {
+                    let servers = services.extensions.external_servers(input)?;
+                    if !servers.is_empty() {
+                        config.args.push("--mcp-config".to_owned());
+                        config
+                            .args
+                            .push(fabro_agent::mcp::claude_mcp_config(&servers));
+                    }
+                }
                 // The CLI enforces the node timeout itself (`handles_own_timeout`), so
                 // the stage still records what ran (SPEC 2.10, decision 69).
                 config.timeout = node.timeout();
@@ -88,7 +99,7 @@ impl AgentConversation {
                         class: FailureClass::Deterministic,
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
-                config.mcp_servers = services.extensions.acp_servers(input)?;
+                config.mcp_servers = services.extensions.external_servers(input)?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
                 // The agent enforces the node timeout itself (`handles_own_timeout`), so

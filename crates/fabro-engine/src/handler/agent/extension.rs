@@ -96,8 +96,9 @@ impl AgentExtensions {
         Ok(tools)
     }
 
-    /// The servers an `acp` agent receives in `session/new` (SPEC 19.1).
-    pub(crate) fn acp_servers(
+    /// The servers an external agent receives: an `acp` agent in `session/new`, Claude
+    /// Code through `--mcp-config` (SPEC 19.1).
+    pub(crate) fn external_servers(
         &self,
         input: &StageInput<'_>,
     ) -> Result<Vec<McpServerConfig>, Failure> {
