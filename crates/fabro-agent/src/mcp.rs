@@ -171,11 +171,13 @@ impl McpPool {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             std::mem::take(&mut *slots).into_values().collect()
         };
-        for slot in slots {
-            if let Some(Ok(connection)) = slot.get() {
-                connection.close().await;
-            }
-        }
+        // Concurrently: a run's end (a cancellation included) waits for the slowest
+        // server only.
+        let closing = slots.iter().filter_map(|slot| match slot.get() {
+            Some(Ok(connection)) => Some(connection.close()),
+            Some(Err(_)) | None => None,
+        });
+        futures_util::future::join_all(closing).await;
     }
 }
 

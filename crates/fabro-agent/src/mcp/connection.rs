@@ -106,11 +106,12 @@ impl McpConnection {
         }
     }
 
-    /// Ends the session: the service stops (a stdio server sees its input close), then
-    /// the server's process group is terminated (SIGTERM, SIGKILL after 2 s).
+    /// Ends the session: the service stops (a stdio server sees its input close; at most
+    /// half a second), then the server's process group is terminated (SIGTERM, SIGKILL
+    /// after 2 s).
     pub async fn close(&self) {
         if let Some(mut service) = self.service.lock().await.take() {
-            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+            let _ = service.close_with_timeout(Duration::from_millis(500)).await;
         }
         let child = self
             .child

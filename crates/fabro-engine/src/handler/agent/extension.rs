@@ -85,7 +85,18 @@ impl AgentExtensions {
         }
         for (settings, config) in self.node_servers(input.node) {
             let connected = match config {
-                Ok(config) => self.pool.connect(&config, env, input.work_dir).await,
+                // A cancellation does not wait for a handshake (dropping it kills a
+                // stdio server's process group).
+                Ok(config) => tokio::select! {
+                    biased;
+                    () = input.services.cancel.cancelled() => {
+                        return Err(Failure {
+                            reason: "canceled".to_owned(),
+                            class: FailureClass::Canceled,
+                        })
+                    }
+                    connected = self.pool.connect(&config, env, input.work_dir) => connected,
+                },
                 Err(unavailable) => Err(unavailable),
             };
             match connected {
