@@ -9,6 +9,10 @@ fn tool_names_keep_letters_digits_and_underscores() {
         mcp_tool_name("my-files", "read.text file"),
         "mcp__my_files__read_text_file"
     );
+    let long = mcp_tool_name("tracker", &"search_".repeat(12));
+    assert_eq!(long.len(), 64);
+    assert!(long.starts_with("mcp__tracker__search_search_"), "{long}");
+    assert_ne!(long, mcp_tool_name("tracker", &"search_".repeat(13)));
 }
 
 /// `target/mcp/node_modules/.bin/{name}` (installed by `.ci/run`), or a skip (a failure

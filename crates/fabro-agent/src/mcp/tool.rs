@@ -8,6 +8,7 @@ use base64::Engine as _;
 use fabro_llm::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool as RemoteTool};
 use serde_json::Value;
+use sha2::Digest as _;
 
 use super::McpConnection;
 use crate::tool::{Tool, ToolContext, ToolError};
@@ -17,8 +18,13 @@ use crate::truncate::{OutputLimit, TruncationMode};
 /// sub-agent tools' limit of SPEC 10.5).
 const LIMIT: OutputLimit = OutputLimit::new(20_000, TruncationMode::HeadTail);
 
+/// The longest tool name the providers accept (OpenAI's function names: 64).
+const MAX_NAME_CHARS: usize = 64;
+
 /// `mcp__{server}__{tool}`, with every character other than an ASCII letter, digit or
-/// `_` replaced by `_` (SPEC 19.1).
+/// `_` replaced by `_` (SPEC 19.1). A name longer than the providers accept keeps its
+/// first 55 characters and ends with `_` and 8 hex digits of the full name's SHA-256,
+/// so that it stays unique.
 pub fn mcp_tool_name(server: &str, tool: &str) -> String {
     let clean = |text: &str| -> String {
         text.chars()
@@ -31,7 +37,16 @@ pub fn mcp_tool_name(server: &str, tool: &str) -> String {
             })
             .collect()
     };
-    format!("mcp__{}__{}", clean(server), clean(tool))
+    let name = format!("mcp__{}__{}", clean(server), clean(tool));
+    if name.len() <= MAX_NAME_CHARS {
+        return name;
+    }
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let suffix: String = digest[..4]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("{}_{suffix}", &name[..MAX_NAME_CHARS - 9])
 }
 
 /// One tool of a connected server.
