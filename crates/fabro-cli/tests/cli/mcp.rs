@@ -465,3 +465,29 @@ fn a_confined_stdio_server_cannot_write_outside_the_worktree() {
         "the confined server wrote outside"
     );
 }
+
+/// A `${VAR}` header naming an unset variable makes the server unavailable, naming the
+/// variable; with `required` the stage fails before any request.
+#[test]
+fn an_unset_header_variable_makes_the_server_unavailable() {
+    let env = TestEnv::new("mcp_unset_header");
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let twin = twin(&runtime, vec![Reply::text("never asked")]);
+    repository(
+        &env,
+        WORKFLOW,
+        "[mcp_servers.tracker]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_UNSET_TEST_TOKEN}\" }\nrequired = true\n",
+    );
+    let output = run(&env, &twin, &[]);
+    assert_eq!(code(&output), 3, "{}", stderr(&output));
+    let events = events(&env);
+    let warning = events_named(&events, "Warning")
+        .into_iter()
+        .find(|event| event["properties"]["code"] == "mcp_unavailable")
+        .expect("an mcp_unavailable warning");
+    assert_eq!(
+        warning["properties"]["reason"],
+        "header Authorization needs the unset variable MCP_UNSET_TEST_TOKEN"
+    );
+    assert!(twin.requests().is_empty());
+}
