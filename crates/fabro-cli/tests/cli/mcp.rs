@@ -460,6 +460,15 @@ fn a_confined_stdio_server_cannot_write_outside_the_worktree() {
     assert_succeeded(&output);
     let completed = completed(&env);
     assert_eq!(completed[0]["is_error"], true, "{}", completed[0]);
+    // Refused by the kernel (Landlock), not by the server's own directory rules.
+    let text = completed[0]["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
+    assert!(
+        text.contains("eacces") || text.contains("permission denied"),
+        "{text}"
+    );
     assert!(
         !Path::new(&target).exists(),
         "the confined server wrote outside"
