@@ -238,5 +238,47 @@ pub fn claude_mcp_config(servers: &[McpServerConfig]) -> String {
     serde_json::json!({ "mcpServers": entries }).to_string()
 }
 
+/// Codex's `-c key=value` overrides of its documented `[mcp_servers.NAME]`
+/// configuration (values in TOML): `command`, `args` and `env` of stdio servers, `url`
+/// and `http_headers` of HTTP ones.
+pub fn codex_mcp_overrides(servers: &[McpServerConfig]) -> Vec<String> {
+    // A JSON string is a TOML basic string; a JSON array of strings a TOML array.
+    let text = |value: &str| serde_json::Value::from(value).to_string();
+    let table = |entries: &mut dyn Iterator<Item = (&String, &String)>| -> String {
+        let pairs: Vec<String> = entries
+            .map(|(key, value)| format!("{} = {}", text(key), text(value)))
+            .collect();
+        format!("{{{}}}", pairs.join(", "))
+    };
+    let mut overrides = Vec::new();
+    for server in servers {
+        let key = format!("mcp_servers.{}", text(&server.name));
+        match &server.transport {
+            McpTransport::Stdio { command, env } => {
+                let program = command.first().map_or("", String::as_str);
+                overrides.push(format!("{key}.command={}", text(program)));
+                let args: Vec<&String> = command.iter().skip(1).collect();
+                overrides.push(format!("{key}.args={}", serde_json::json!(args)));
+                if !env.is_empty() {
+                    overrides.push(format!("{key}.env={}", table(&mut env.iter())));
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                overrides.push(format!("{key}.url={}", text(url)));
+                if !headers.is_empty() {
+                    overrides.push(format!(
+                        "{key}.http_headers={}",
+                        table(&mut headers.iter().map(|(name, value)| (name, value)))
+                    ));
+                }
+            }
+        }
+    }
+    overrides
+        .into_iter()
+        .flat_map(|value| ["-c".to_owned(), value])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

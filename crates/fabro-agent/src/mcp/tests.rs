@@ -113,3 +113,36 @@ fn claude_gets_its_mcp_config_json() {
         }})
     );
 }
+
+#[test]
+fn codex_gets_config_overrides() {
+    let mut files = stdio("files", vec!["npx".into(), "-y".into(), "server".into()]);
+    if let McpTransport::Stdio { env, .. } = &mut files.transport {
+        env.insert("LOG".to_owned(), "warn".to_owned());
+    }
+    let tracker = McpServerConfig {
+        name: "tracker".to_owned(),
+        transport: McpTransport::Http {
+            url: "https://mcp.example.com/mcp".to_owned(),
+            headers: vec![("Authorization".to_owned(), "Bearer \"t\"".to_owned())],
+        },
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        tool_timeout: DEFAULT_TOOL_TIMEOUT,
+        required: false,
+    };
+    assert_eq!(
+        codex_mcp_overrides(&[files, tracker]),
+        [
+            "-c",
+            r#"mcp_servers."files".command="npx""#,
+            "-c",
+            r#"mcp_servers."files".args=["-y","server"]"#,
+            "-c",
+            r#"mcp_servers."files".env={"LOG" = "warn"}"#,
+            "-c",
+            r#"mcp_servers."tracker".url="https://mcp.example.com/mcp""#,
+            "-c",
+            r#"mcp_servers."tracker".http_headers={"Authorization" = "Bearer \"t\""}"#,
+        ]
+    );
+}

@@ -295,3 +295,37 @@ echo '{{"type":"result","subtype":"success","result":"Done","usage":{{"input_tok
         serde_json::json!({"type": "stdio", "command": "mcp-server-filesystem", "args": ["."], "env": {}})
     );
 }
+
+/// SPEC 19.1: codex gets the servers as `-c mcp_servers...` overrides of its documented
+/// configuration.
+#[test]
+fn codex_cli_agents_get_the_servers_as_config_overrides() {
+    use crate::backends::{fake_program, path_with, read, side_dir};
+    let env = TestEnv::new("codex_mcp_overrides");
+    let bin = side_dir(&env, "bin");
+    let log = side_dir(&env, "log");
+    fake_program(
+        &bin,
+        "codex",
+        &format!(
+            r#"printf '%s\n' "$@" > '{}/args.txt'
+cat > /dev/null
+echo '{{"type":"item.completed","item":{{"id":"i1","type":"agent_message","text":"Done"}}}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'
+"#,
+            log.display()
+        ),
+    );
+    repository(
+        &env,
+        "digraph cli {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  work [backend=\"cli\", provider=\"openai\", model=\"gpt-5.1\", prompt=\"p\"]\n  start -> work -> exit\n}\n",
+        "[mcp_servers.files]\ncommand = [\"mcp-server-filesystem\", \".\"]\n",
+    );
+    let output = crate::backends::run(&env, &path_with(&bin));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let args = read(&log.join("args.txt"));
+    assert!(
+        args.contains("-c\nmcp_servers.\"files\".command=\"mcp-server-filesystem\"\n-c\nmcp_servers.\"files\".args=[\".\"]\n"),
+        "{args}"
+    );
+}

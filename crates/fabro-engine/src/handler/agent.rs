@@ -65,15 +65,28 @@ impl AgentConversation {
                 .map_err(|error| agent_error(&error))?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
-                // SPEC 19.1: Claude Code has a documented flag for MCP servers; codex and
-                // gemini read theirs from their own configuration files only.
-                if target.provider == Provider::Anthropic {
-                    let servers = services.extensions.external_servers(input)?;
-                    if !servers.is_empty() {
-                        config.args.push("--mcp-config".to_owned());
-                        config
+                // SPEC 19.1: Claude Code's `--mcp-config` and codex's `-c` overrides are
+                // documented flags for MCP servers; gemini reads its settings file only.
+                let servers = match target.provider {
+                    Provider::Anthropic | Provider::OpenAi => {
+                        services.extensions.external_servers(input)?
+                    }
+                    Provider::Gemini | Provider::OpenAiCompatible | Provider::Simulated => {
+                        Vec::new()
+                    }
+                };
+                if !servers.is_empty() {
+                    match target.provider {
+                        Provider::Anthropic => {
+                            config.args.push("--mcp-config".to_owned());
+                            config
+                                .args
+                                .push(fabro_agent::mcp::claude_mcp_config(&servers));
+                        }
+                        Provider::OpenAi => config
                             .args
-                            .push(fabro_agent::mcp::claude_mcp_config(&servers));
+                            .extend(fabro_agent::mcp::codex_mcp_overrides(&servers)),
+                        Provider::Gemini | Provider::OpenAiCompatible | Provider::Simulated => {}
                     }
                 }
                 // The CLI enforces the node timeout itself (`handles_own_timeout`), so
