@@ -252,7 +252,21 @@ pub fn codex_mcp_overrides(servers: &[McpServerConfig]) -> Vec<String> {
     };
     let mut overrides = Vec::new();
     for server in servers {
-        let key = format!("mcp_servers.{}", text(&server.name));
+        // Codex splits the dotted path at every `.` and keeps quotes as part of a key,
+        // so the name goes bare, characters other than letters, digits, `-` and `_`
+        // replaced.
+        let name: String = server
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let key = format!("mcp_servers.{name}");
         match &server.transport {
             McpTransport::Stdio { command, env } => {
                 let program = command.first().map_or("", String::as_str);

@@ -134,15 +134,15 @@ fn codex_gets_config_overrides() {
         codex_mcp_overrides(&[files, tracker]),
         [
             "-c",
-            r#"mcp_servers."files".command="npx""#,
+            r#"mcp_servers.files.command="npx""#,
             "-c",
-            r#"mcp_servers."files".args=["-y","server"]"#,
+            r#"mcp_servers.files.args=["-y","server"]"#,
             "-c",
-            r#"mcp_servers."files".env={"LOG" = "warn"}"#,
+            r#"mcp_servers.files.env={"LOG" = "warn"}"#,
             "-c",
-            r#"mcp_servers."tracker".url="https://mcp.example.com/mcp""#,
+            r#"mcp_servers.tracker.url="https://mcp.example.com/mcp""#,
             "-c",
-            r#"mcp_servers."tracker".http_headers={"Authorization" = "Bearer \"t\""}"#,
+            r#"mcp_servers.tracker.http_headers={"Authorization" = "Bearer \"t\""}"#,
         ]
     );
 }

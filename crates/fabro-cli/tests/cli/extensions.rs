@@ -325,7 +325,7 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let args = read(&log.join("args.txt"));
     assert!(
-        args.contains("-c\nmcp_servers.\"files\".command=\"mcp-server-filesystem\"\n-c\nmcp_servers.\"files\".args=[\".\"]\n"),
+        args.contains("-c\nmcp_servers.files.command=\"mcp-server-filesystem\"\n-c\nmcp_servers.files.args=[\".\"]\n"),
         "{args}"
     );
 }
