@@ -24,6 +24,8 @@ pub enum AgentEvent {
         call_id: String,
         /// Arguments as the model sent them.
         arguments: Value,
+        /// The MCP server of an MCP tool (SPEC 19.1).
+        server: Option<String>,
     },
     /// `Agent.ToolCallCompleted`, with the full (untruncated) output.
     ToolCallCompleted {
@@ -37,6 +39,8 @@ pub enum AgentEvent {
         output: String,
         /// Execution time.
         duration_ms: u64,
+        /// The MCP server of an MCP tool (SPEC 19.1).
+        server: Option<String>,
     },
     /// `Agent.LoopDetected`: the steering message was appended.
     LoopDetected {

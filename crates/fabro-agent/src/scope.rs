@@ -33,6 +33,9 @@ pub struct WorkTree {
     /// The root as the caller spelled it (may go through a symlink).
     alias: PathBuf,
     scope: Option<GlobSet>,
+    /// Directories outside the root that may be read by absolute path (skills, SPEC
+    /// 19.2), canonicalised.
+    read_roots: Vec<PathBuf>,
 }
 
 /// A path inside the working tree, resolved.
@@ -78,7 +81,12 @@ impl WorkTree {
                     })?,
             )
         };
-        Ok(WorkTree { root, alias, scope })
+        Ok(WorkTree {
+            root,
+            alias,
+            scope,
+            read_roots: Vec::new(),
+        })
     }
 
     /// The canonical working directory.
@@ -90,7 +98,34 @@ impl WorkTree {
     /// working directory; the result must lie inside it.
     pub fn resolve_read(&self, path: &str) -> Result<ResolvedPath, String> {
         self.resolve(path)
+            .or_else(|| self.resolve_in_read_roots(path))
             .ok_or_else(|| format!("path {path} is outside the working directory"))
+    }
+
+    /// The same tree, with `roots` readable by absolute path as well (never writable).
+    pub fn with_read_roots(mut self, roots: impl IntoIterator<Item = PathBuf>) -> WorkTree {
+        self.read_roots.extend(
+            roots
+                .into_iter()
+                .filter_map(|root| root.canonicalize().ok()),
+        );
+        self
+    }
+
+    /// An absolute path inside one of the read roots, symlinks resolved.
+    fn resolve_in_read_roots(&self, path: &str) -> Option<ResolvedPath> {
+        let path = Path::new(path);
+        if !path.is_absolute() || self.read_roots.is_empty() {
+            return None;
+        }
+        let absolute = path.canonicalize().ok()?;
+        self.read_roots
+            .iter()
+            .any(|root| absolute.starts_with(root))
+            .then(|| ResolvedPath {
+                relative: absolute.to_string_lossy().into_owned(),
+                absolute,
+            })
     }
 
     /// Resolves a path for writing. A path outside the working directory or the
@@ -190,6 +225,30 @@ mod tests {
         let scope: Vec<String> = scope.iter().map(|glob| (*glob).to_owned()).collect();
         let tree = WorkTree::new(&dir.path().join("work"), &scope).unwrap();
         (dir, tree)
+    }
+
+    /// SPEC 19.2: a skill's files outside the tree can be read by absolute path, never
+    /// written, and nothing else outside becomes readable.
+    #[test]
+    fn read_roots_are_readable_by_absolute_path_only() {
+        let (dir, tree) = tree(&[]);
+        let skill = dir.path().join("home/skills/review");
+        fs_err::create_dir_all(&skill).unwrap();
+        fs_err::write(skill.join("checklist.md"), "- tests\n").unwrap();
+        fs_err::write(dir.path().join("home/secret.txt"), "no").unwrap();
+        let tree = tree.with_read_roots([skill.clone()]);
+        let file = skill.join("checklist.md").display().to_string();
+        let resolved = tree.resolve_read(&file).unwrap();
+        assert_eq!(
+            resolved.absolute,
+            skill.join("checklist.md").canonicalize().unwrap()
+        );
+        assert!(tree.resolve_write(&file).is_err());
+        let outside = dir.path().join("home/secret.txt").display().to_string();
+        assert!(tree.resolve_read(&outside).is_err());
+        assert!(tree
+            .resolve_read("../home/skills/review/checklist.md")
+            .is_err());
     }
 
     #[test]

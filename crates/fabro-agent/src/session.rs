@@ -19,7 +19,8 @@ use crate::history::{flatten, Entry};
 use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 use crate::scope::{scope_failure_reason, WorkTree};
-use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult};
+use crate::skill::Skill;
+use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult, ToolSet};
 use crate::tracker::FileTracker;
 use fabro_llm::FailureClass;
 
@@ -60,6 +61,11 @@ pub struct AgentConfig {
     /// How the write-scope check finds changed files (git snapshots, or a run's change
     /// feed, SPEC 13.4).
     pub file_tracking: FileTracking,
+    /// What the agent may do (SPEC 19.4): tools outside the set are not offered.
+    pub tool_set: ToolSet,
+    /// Skills listed in the system prompt and served by `use_skill` (SPEC 19.2); their
+    /// files may be read wherever they are.
+    pub skills: Vec<Skill>,
 }
 
 impl AgentConfig {
@@ -87,6 +93,8 @@ impl AgentConfig {
             shell_timeout: None,
             date: None,
             file_tracking: FileTracking::default(),
+            tool_set: ToolSet::Full,
+            skills: Vec::new(),
         }
     }
 }
@@ -151,8 +159,13 @@ impl AgentSession {
         tools: ToolRegistry,
         sink: Arc<dyn AgentEventSink>,
     ) -> Result<AgentSession, AgentError> {
-        let tree = WorkTree::new(&config.working_dir, &config.write_scope)?;
-        let system = system_prompt(&SystemPromptInput {
+        let tree = WorkTree::new(&config.working_dir, &config.write_scope)?.with_read_roots(
+            config
+                .skills
+                .iter()
+                .filter_map(|skill| skill.path.parent().map(std::path::Path::to_path_buf)),
+        );
+        let mut system = system_prompt(&SystemPromptInput {
             provider: config.provider,
             model: &config.model,
             working_dir: tree.root(),
@@ -160,6 +173,9 @@ impl AgentSession {
             date: config.date.as_deref(),
             confined: config.env.is_confined(),
         });
+        if config.tool_set.allows("use_skill") {
+            system.push_str(&crate::skill::prompt_block(&config.skills));
+        }
         let context_window = config
             .context_window
             .or_else(|| {
@@ -169,6 +185,8 @@ impl AgentSession {
         let shell_timeout = config
             .shell_timeout
             .unwrap_or_else(|| ToolProfile::for_provider(config.provider).shell_timeout());
+        let mut tools = tools;
+        tools.restrict(config.tool_set);
         Ok(AgentSession {
             config,
             client,
@@ -363,6 +381,7 @@ impl AgentSession {
                 tool: call.name.clone(),
                 call_id: call.id.clone(),
                 arguments: call.arguments.clone(),
+                server: self.tools.server_of(&call.name),
             });
             let paths = self.tools.written_paths(call, &self.tree);
             run.tracker.start(&key(index), paths.clone());
@@ -406,6 +425,7 @@ impl AgentSession {
                 is_error: result.is_error,
                 output: result.output,
                 duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                server: self.tools.server_of(&call.name),
             });
             messages.push(Message::tool_result(
                 call.id.clone(),

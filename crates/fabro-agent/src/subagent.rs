@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::event::{AgentEvent, AgentEventSink};
 use crate::failure::AgentError;
 use crate::session::{AgentConfig, AgentOutcome, AgentSession};
+use crate::skill::UseSkill;
 use crate::tool::{parse_arguments, Tool, ToolContext, ToolError, ToolProfile, ToolRegistry};
 use crate::truncate::{OutputLimit, TruncationMode};
 
@@ -27,9 +28,41 @@ impl AgentSession {
         client: Arc<dyn LlmClient>,
         sink: Arc<dyn AgentEventSink>,
     ) -> Result<AgentSession, AgentError> {
+        AgentSession::with_extra_tools(config, client, sink, Vec::new())
+    }
+
+    /// [`AgentSession::with_default_tools`] plus `use_skill` when the config lists
+    /// skills, and `extra` tools (MCP and web tools, SPEC 19), all restricted to the
+    /// config's tool set (SPEC 19.4). Sub-agents get the profile's tools only.
+    pub fn with_extra_tools(
+        config: AgentConfig,
+        client: Arc<dyn LlmClient>,
+        sink: Arc<dyn AgentEventSink>,
+        extra: Vec<Arc<dyn Tool>>,
+    ) -> Result<AgentSession, AgentError> {
         let mut tools = ToolRegistry::for_profile(ToolProfile::for_provider(config.provider));
-        register_subagent_tools(&mut tools, &config, Arc::clone(&client), Arc::clone(&sink));
+        let mut children = config.clone();
+        children.skills.clear();
+        register_subagent_tools(
+            &mut tools,
+            &children,
+            Arc::clone(&client),
+            Arc::clone(&sink),
+        );
+        if !config.skills.is_empty() {
+            register(&mut tools, Arc::new(UseSkill::new(config.skills.clone())));
+        }
+        for tool in extra {
+            register(&mut tools, tool);
+        }
         AgentSession::new(config, client, tools, sink)
+    }
+}
+
+/// Adds `tool`; a schema the validator rejects (an MCP server's) leaves the tool out.
+fn register(tools: &mut ToolRegistry, tool: Arc<dyn Tool>) {
+    if let Err(error) = tools.register(tool) {
+        tracing::warn!(%error, "tool left out");
     }
 }
 

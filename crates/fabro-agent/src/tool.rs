@@ -9,6 +9,7 @@ mod grep;
 mod list_dir;
 mod read_file;
 mod read_many_files;
+mod set;
 mod shell;
 mod write_file;
 
@@ -31,6 +32,7 @@ pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use read_many_files::ReadManyFiles;
+pub use set::ToolSet;
 pub use shell::Shell;
 pub use write_file::WriteFile;
 
@@ -64,13 +66,17 @@ pub enum ToolError {
 /// One tool. Implementations never panic on model-supplied arguments.
 pub trait Tool: Send + Sync {
     /// Name the model calls.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Description for the model.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments object.
     fn parameters(&self) -> Value;
     /// Output limits of SPEC 10.5.
     fn limit(&self) -> OutputLimit;
+    /// The MCP server the tool belongs to (SPEC 19.1), `None` for fabro's own tools.
+    fn server(&self) -> Option<&str> {
+        None
+    }
     /// Paths (relative to the working tree) this call would write, for file tracking;
     /// empty for tools that do not write.
     fn written_paths(&self, _arguments: &Value, _tree: &WorkTree) -> Vec<String> {
@@ -153,6 +159,8 @@ pub struct ToolResult {
 pub struct ToolRegistry {
     tools: Vec<(Arc<dyn Tool>, Arc<jsonschema::Validator>)>,
     parallel_calls: bool,
+    /// The tool set that removed tools, and their names (calls to them are refused).
+    restricted: Option<(ToolSet, Vec<String>)>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -188,6 +196,7 @@ impl ToolRegistry {
         ToolRegistry {
             tools: Vec::new(),
             parallel_calls: true,
+            restricted: None,
         }
     }
 
@@ -215,6 +224,22 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Removes the tools outside `set` (SPEC 19.4); a later call to one of them is a
+    /// tool error naming the set.
+    pub fn restrict(&mut self, set: ToolSet) {
+        let mut removed = Vec::new();
+        self.tools.retain(|(tool, _)| {
+            let allowed = set.allows(tool.name());
+            if !allowed {
+                removed.push(tool.name().to_owned());
+            }
+            allowed
+        });
+        if set != ToolSet::Full {
+            self.restricted = Some((set, removed));
+        }
+    }
+
     /// Whether several calls of one turn run concurrently.
     pub fn set_parallel_calls(&mut self, parallel: bool) {
         self.parallel_calls = parallel;
@@ -226,8 +251,17 @@ impl ToolRegistry {
     }
 
     /// Tool names, in order.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|(tool, _)| tool.name()).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|(tool, _)| tool.name().to_owned())
+            .collect()
+    }
+
+    /// The MCP server of the tool called `name`, if it is an MCP tool.
+    pub fn server_of(&self, name: &str) -> Option<String> {
+        self.find(name)
+            .and_then(|(tool, _)| tool.server().map(str::to_owned))
     }
 
     /// Definitions for the request.
@@ -257,6 +291,14 @@ impl ToolRegistry {
     pub async fn execute(&self, call: &ToolCall, context: &ToolContext) -> ToolResult {
         let redactor = fabro_llm::redact::redactor();
         let Some((tool, validator)) = self.find(&call.name) else {
+            if let Some((set, _)) = &self.restricted {
+                if !set.allows(&call.name) {
+                    return error_result(format!(
+                        "Tool error ({}): not available with tools=\"{set}\"",
+                        call.name
+                    ));
+                }
+            }
             return error_result(format!("Unknown tool: {}", call.name));
         };
         let arguments = normalise_arguments(&call.arguments);

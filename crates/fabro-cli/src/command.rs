@@ -104,7 +104,9 @@ pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError>
         run_configs: run_config.into_iter().collect(),
     };
     let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
-    let models = ConfiguredModels::of(&config.llm);
+    let workflow_dir = path.parent().unwrap_or(Path::new("."));
+    let models =
+        ConfiguredModels::of(&config.llm).with_extensions(&config, &fabro_home(), workflow_dir);
     let read = read_workflow_file(&path)?;
     let display_name = path.display().to_string();
     if let Some(size) = read.oversized {

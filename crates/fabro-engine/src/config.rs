@@ -17,9 +17,12 @@ pub use fabro_agent::isolation::IsolationMode;
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
+mod extensions;
 mod providers;
 pub mod reference;
 mod section;
+
+pub use extensions::{expand_secret_variables, McpServerKind, McpServerSettings, WebSearchConfig};
 
 pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
 
@@ -50,6 +53,9 @@ pub struct RunConfig {
     pub artifacts: ArtifactsConfig,
     /// `[agent]`.
     pub agent: AgentConfig,
+    /// `[mcp_servers.NAME]`: Model Context Protocol servers (SPEC 19.1).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
 }
 
 /// `[workflow]`.
@@ -212,6 +218,16 @@ pub struct AgentConfig {
     /// `[agent.acp] command`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acp_command: Option<Vec<String>>,
+    /// `web`: offer the web tools (SPEC 19.3); false when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web: Option<bool>,
+    /// `[agent.web_search]`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub web_search: WebSearchConfig,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// Why a configuration file was rejected. Every variant is a configuration error (exit 2).
@@ -313,6 +329,19 @@ pub enum ConfigError {
     /// A `[llm.providers.NAME]` entry that cannot be used (SPEC 10.7).
     #[error("{reason} in provider '{key}' in {}:{line}", .file.display())]
     Provider {
+        /// The dotted key at fault.
+        key: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `[mcp_servers.NAME]` or `[agent.web_search]` entry that cannot be used (SPEC
+    /// 19.1, 19.3).
+    #[error("{reason}: key '{key}' in {}:{line}", .file.display())]
+    Extension {
         /// The dotted key at fault.
         key: String,
         /// The file.
@@ -507,7 +536,12 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         if let Some(acp) = agent.section("acp", ACP_KEYS)? {
             config.agent.acp_command = acp.strings("command")?;
         }
+        config.agent.web = agent.boolean("web")?;
+        if let Some(search) = agent.section("web_search", WEB_SEARCH_KEYS)? {
+            config.agent.web_search.provider = extensions::search_provider(&search)?;
+        }
     }
+    config.mcp_servers = extensions::mcp_servers(&root)?;
     Ok(config)
 }
 
@@ -588,7 +622,16 @@ impl RunConfig {
             },
             agent: AgentConfig {
                 acp_command: self.agent.acp_command.or(lower.agent.acp_command),
+                web: self.agent.web.or(lower.agent.web),
+                web_search: WebSearchConfig {
+                    provider: self
+                        .agent
+                        .web_search
+                        .provider
+                        .or(lower.agent.web_search.provider),
+                },
             },
+            mcp_servers: table(self.mcp_servers, lower.mcp_servers),
         }
     }
 }
@@ -607,6 +650,7 @@ const ROOT_KEYS: &[&str] = &[
     "sandbox",
     "artifacts",
     "agent",
+    "mcp_servers",
 ];
 const LLM_KEYS: &[&str] = &[
     "model",
@@ -632,7 +676,8 @@ const CHECKPOINT_KEYS: &[&str] = &["exclude_globs", "push", "remote"];
 const GIT_KEYS: &[&str] = &["author_name", "author_email"];
 const DOCKER_KEYS: &[&str] = &["image"];
 const ARTIFACTS_KEYS: &[&str] = &["include"];
-const AGENT_KEYS: &[&str] = &["acp"];
+const AGENT_KEYS: &[&str] = &["acp", "web", "web_search"];
+const WEB_SEARCH_KEYS: &[&str] = &["provider"];
 const ACP_KEYS: &[&str] = &["command"];
 const SANDBOX_KEYS: &[&str] = &[
     "provider",

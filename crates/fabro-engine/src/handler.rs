@@ -7,6 +7,8 @@
 //! with a reason and a failure class (SPEC 4.3).
 
 mod agent;
+
+pub(crate) use agent::AgentExtensions;
 mod command;
 mod conditional;
 pub(crate) mod fan_in;
@@ -152,6 +154,8 @@ pub(crate) struct RunServices {
     /// How agents find the files they changed: from the run worktree's watch once
     /// [`follow_git`](RunServices::follow_git) set it, else git snapshots.
     pub(crate) file_tracking: std::sync::OnceLock<fabro_agent::FileTracking>,
+    /// MCP servers, skills and web tools of the run's agents (SPEC 19).
+    pub(crate) extensions: agent::AgentExtensions,
 }
 
 impl RunServices {
@@ -435,6 +439,7 @@ pub(crate) mod test_support {
                     root,
                 ),
                 file_tracking: std::sync::OnceLock::new(),
+                extensions: super::agent::AgentExtensions::default(),
             };
             TestRun {
                 dir,

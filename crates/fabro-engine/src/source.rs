@@ -132,6 +132,10 @@ pub struct ConfiguredModels {
     pub providers: std::collections::BTreeSet<String>,
     /// The models of the configured providers' model tables.
     pub models: std::collections::BTreeSet<String>,
+    /// The configured MCP servers (SPEC 19.1); every name is accepted when `None`.
+    pub mcp_servers: Option<std::collections::BTreeSet<String>>,
+    /// The skills found (SPEC 19.2); every name is accepted when `None`.
+    pub skills: Option<std::collections::BTreeSet<String>>,
 }
 
 impl ConfiguredModels {
@@ -145,7 +149,25 @@ impl ConfiguredModels {
                 .values()
                 .flat_map(|provider| provider.models.keys().cloned())
                 .collect(),
+            mcp_servers: None,
+            skills: None,
         }
+    }
+
+    /// The same catalog knowing the MCP servers of `config` and the skills a run of a
+    /// workflow in `work_dir` would find (SPEC 19), for `mcp_server_known` and
+    /// `skill_known`.
+    pub fn with_extensions(
+        mut self,
+        config: &crate::config::RunConfig,
+        fabro_home: &Path,
+        work_dir: &Path,
+    ) -> ConfiguredModels {
+        self.mcp_servers = Some(config.mcp_servers.keys().cloned().collect());
+        let (skills, _) =
+            fabro_agent::discover_skills(&fabro_agent::skill_dirs(fabro_home, work_dir));
+        self.skills = Some(skills.into_iter().map(|skill| skill.name).collect());
+        self
     }
 }
 
@@ -158,6 +180,18 @@ impl ModelCatalog for ConfiguredModels {
         self.any_provider
             || CatalogModels.is_provider_known(provider)
             || self.providers.contains(provider)
+    }
+
+    fn is_mcp_server_known(&self, server: &str) -> bool {
+        self.mcp_servers
+            .as_ref()
+            .is_none_or(|servers| servers.contains(server))
+    }
+
+    fn is_skill_known(&self, name: &str) -> bool {
+        self.skills
+            .as_ref()
+            .is_none_or(|skills| skills.contains(name))
     }
 }
 

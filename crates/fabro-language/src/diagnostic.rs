@@ -96,6 +96,8 @@ rules! {
     BackendValid => "backend_valid", Warning;
     UndefinedVariable => "undefined_variable", Warning;
     UnknownAttribute => "unknown_attribute", Warning;
+    McpServerKnown => "mcp_server_known", Warning;
+    SkillKnown => "skill_known", Warning;
 }
 
 /// The edge a diagnostic concerns, by node ids.
@@ -215,7 +217,7 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), Rule::ALL.len());
-        assert_eq!(Rule::ALL.len(), 38);
+        assert_eq!(Rule::ALL.len(), 40);
     }
 
     #[test]

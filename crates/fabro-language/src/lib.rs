@@ -74,6 +74,18 @@ pub trait ModelCatalog {
         PROVIDERS.contains(&provider)
             || PROVIDER_ALIASES.iter().any(|(alias, _)| *alias == provider)
     }
+
+    /// Whether `server` is an MCP server of the run's configuration (SPEC 19.1, for
+    /// `mcp_server_known`); every name by default, for callers without a configuration.
+    fn is_mcp_server_known(&self, _server: &str) -> bool {
+        true
+    }
+
+    /// Whether a skill called `name` exists (SPEC 19.2, for `skill_known`); every name
+    /// by default, for callers that do not look for skills.
+    fn is_skill_known(&self, _name: &str) -> bool {
+        true
+    }
 }
 
 /// A catalog that knows every model and provider, for callers that do not check them.

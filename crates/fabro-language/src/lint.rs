@@ -17,6 +17,7 @@ mod freeform_edge_count;
 mod goal_gate_has_retry;
 mod human_conditional_edge;
 mod human_duplicate_key;
+mod mcp_server_known;
 mod model_known;
 mod orphan_custom_outcome;
 mod output_schema;
@@ -27,6 +28,7 @@ mod reachability;
 mod reserved_keyword_node_id;
 mod retry_target_exists;
 mod script_absolute_cd;
+mod skill_known;
 mod start_no_incoming;
 mod start_node;
 mod terminal_node;
@@ -83,6 +85,8 @@ const RULES: &[RuleCheck] = &[
     enum_value::check,
     undefined_variable::check,
     unknown_attribute::check,
+    mcp_server_known::check,
+    skill_known::check,
 ];
 
 /// Runs every rule, appending to `diagnostics`.
@@ -129,12 +133,21 @@ pub(crate) mod test_support {
         }
     }
 
-    /// Knows the models `known-model` and `alias`.
+    /// Knows the models `known-model` and `alias`, the MCP server `files` and the skill
+    /// `review`.
     pub(crate) struct TestCatalog;
 
     impl ModelCatalog for TestCatalog {
         fn is_known(&self, model: &str) -> bool {
             matches!(model, "known-model" | "alias")
+        }
+
+        fn is_mcp_server_known(&self, server: &str) -> bool {
+            server == "files"
+        }
+
+        fn is_skill_known(&self, name: &str) -> bool {
+            name == "review"
         }
     }
 

@@ -19,7 +19,8 @@ use crate::id_hash::{IdHashMap, IdTable};
 use crate::model::{
     Backend, Cluster, Edge, Fidelity, GraphSettings, HandlerKind, JoinPolicy, LlmSettings,
     ManagerAction, Node, NodeIndex, OutputSchema, RankDir, RareLlmSettings, RareNodeSettings,
-    ReasoningEffort, RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, Workflow,
+    ReasoningEffort, RetryPolicy, ScriptLanguage, Selection, SubWorkflowSettings, ToolSet,
+    Workflow,
 };
 use crate::span::Span;
 use crate::stylesheet::Stylesheet;
@@ -401,6 +402,18 @@ impl Reader<'_, '_> {
             write_scope: value::parse_list(slots.value(Key::WriteScope).unwrap_or(""))
                 .into_boxed_slice(),
             acp_command,
+            mcp_servers: slots
+                .value(Key::McpServers)
+                .map(|text| value::parse_list(text).into_boxed_slice()),
+            skills: slots
+                .value(Key::Skills)
+                .map(|text| value::parse_list(text).into_boxed_slice()),
+            tools: self.parsed(
+                slots.get(Key::Tools),
+                "read-only, read-write or full",
+                ToolSet::parse,
+            ),
+            web: self.parsed(slots.get(Key::Web), "true or false", value::parse_bool),
         }
         .boxed();
         LlmSettings {

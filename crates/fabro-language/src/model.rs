@@ -4,11 +4,12 @@
 //! downstream parses attribute strings. The raw [`Attributes`] stay on each element for
 //! rendering (`fabro graph --format dot` reproduces unknown attributes, SPEC 2.5).
 
+mod extension;
 mod setting;
 
 pub use setting::{
     Backend, Fidelity, HandlerKind, JoinPolicy, ManagerAction, RankDir, ReasoningEffort,
-    RetryPolicy, ScriptLanguage, Selection,
+    RetryPolicy, ScriptLanguage, Selection, ToolSet,
 };
 
 use std::sync::Arc;
@@ -155,6 +156,14 @@ pub(crate) struct RareLlmSettings {
     pub(crate) write_scope: Box<[String]>,
     /// Command line for the acp backend, split into words.
     pub(crate) acp_command: Option<Box<[String]>>,
+    /// `mcp_servers`: the MCP servers the agent sees; `None` means all configured.
+    pub(crate) mcp_servers: Option<Box<[String]>>,
+    /// `skills`: the skills listed; `None` means all found, empty disables them.
+    pub(crate) skills: Option<Box<[String]>>,
+    /// `tools`: the tool set; `None` means `full`.
+    pub(crate) tools: Option<ToolSet>,
+    /// `web`: offer the web tools; `None` leaves it to `[agent] web`.
+    pub(crate) web: Option<bool>,
 }
 
 impl RareLlmSettings {

@@ -44,6 +44,8 @@ pub struct AcpAgentConfig {
     pub cancel_grace: Duration,
     /// How the touched files are found (git snapshots, or a run's change feed).
     pub file_tracking: FileTracking,
+    /// MCP servers passed in `session/new` (SPEC 19.1).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
 }
 
 impl AcpAgentConfig {
@@ -66,6 +68,7 @@ impl AcpAgentConfig {
             write_scope: Vec::new(),
             cancel_grace: KILL_GRACE,
             file_tracking: FileTracking::default(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -112,6 +115,7 @@ pub async fn run_acp_agent(
         tools: ToolTally::default(),
     };
     let cwd = tree.root().to_string_lossy().into_owned();
+    let mcp_servers = crate::mcp::acp_servers(&config.mcp_servers);
     let timeout = async {
         match config.timeout {
             Some(timeout) => tokio::time::sleep(timeout).await,
@@ -119,7 +123,7 @@ pub async fn run_acp_agent(
         }
     };
     let ended = tokio::select! {
-        result = connection.session(&cwd, prompt) => Some(result),
+        result = connection.session(&cwd, prompt, &mcp_servers) => Some(result),
         () = timeout => None,
         () = cancel.cancelled() => None,
     };
@@ -323,7 +327,12 @@ struct Connection {
 
 impl Connection {
     /// `initialize`, `session/new`, `session/prompt`; returns the stop reason.
-    async fn session(&mut self, cwd: &str, prompt: &str) -> Result<String, AgentFailure> {
+    async fn session(
+        &mut self,
+        cwd: &str,
+        prompt: &str,
+        mcp_servers: &Value,
+    ) -> Result<String, AgentFailure> {
         self.request(
             "initialize",
             json!({
@@ -333,7 +342,10 @@ impl Connection {
         )
         .await?;
         let session = self
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": mcp_servers}),
+            )
             .await?;
         let session_id = session["sessionId"]
             .as_str()
@@ -592,6 +604,62 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
         assert_eq!(
             fs_err::read_to_string(repo.path().join("acp.txt")).unwrap(),
             "granted\n"
+        );
+    }
+
+    /// SPEC 19.1: `session/new` carries the configured MCP servers in ACP's form.
+    #[tokio::test]
+    async fn session_new_carries_the_mcp_servers() {
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let seen = bin.path().join("new.json");
+        let body = format!(
+            r#"
+read -r init
+echo '{{"jsonrpc":"2.0","id":1,"result":{{"protocolVersion":1}}}}'
+read -r new
+printf '%s' "$new" > '{}'
+echo '{{"jsonrpc":"2.0","id":2,"result":{{"sessionId":"s-2"}}}}'
+read -r prompt
+echo '{{"jsonrpc":"2.0","id":3,"result":{{"stopReason":"end_turn"}}}}'
+"#,
+            seen.display()
+        );
+        let mut config = agent(bin.path(), &body, dir.path());
+        let server = |name: &str, transport| crate::mcp::McpServerConfig {
+            name: name.to_owned(),
+            transport,
+            startup_timeout: Duration::from_secs(1),
+            tool_timeout: Duration::from_secs(1),
+            required: false,
+        };
+        config.mcp_servers = vec![
+            server(
+                "files",
+                crate::mcp::McpTransport::Stdio {
+                    command: vec!["mcp-server-filesystem".to_owned(), ".".to_owned()],
+                    env: std::collections::BTreeMap::from([("LOG".to_owned(), "warn".to_owned())]),
+                },
+            ),
+            server(
+                "tracker",
+                crate::mcp::McpTransport::Http {
+                    url: "https://mcp.example.com/mcp".to_owned(),
+                    headers: vec![("Authorization".to_owned(), "Bearer t".to_owned())],
+                },
+            ),
+        ];
+        let outcome = run_acp_agent(&config, "go", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None);
+        let new: Value = serde_json::from_str(&fs_err::read_to_string(&seen).unwrap()).unwrap();
+        assert_eq!(
+            new["params"]["mcpServers"],
+            json!([
+                {"name": "files", "command": "mcp-server-filesystem", "args": ["."], "env": [{"name": "LOG", "value": "warn"}]},
+                {"type": "http", "name": "tracker", "url": "https://mcp.example.com/mcp", "headers": [{"name": "Authorization", "value": "Bearer t"}]}
+            ])
         );
     }
 

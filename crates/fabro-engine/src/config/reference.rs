@@ -5,11 +5,12 @@
 //! name a known key: [`undocumented_keys`] and [`unknown_descriptions`] say which do not,
 //! and the guide's tests require both to be empty.
 
+use super::extensions::MCP_SERVER_KEYS;
 use super::keys::RUN_KEYS;
 use super::providers::{MODEL_KEYS, PROVIDER_KEYS};
 use super::{
     ACP_KEYS, AGENT_KEYS, ARTIFACTS_KEYS, CHECKPOINT_KEYS, DOCKER_KEYS, GIT_KEYS, LLM_KEYS,
-    ROOT_KEYS, SANDBOX_KEYS, SIMULATED_KEYS, WORKFLOW_KEYS,
+    ROOT_KEYS, SANDBOX_KEYS, SIMULATED_KEYS, WEB_SEARCH_KEYS, WORKFLOW_KEYS,
 };
 
 /// One documented key: its dotted name, the value it takes, its default and its meaning.
@@ -101,6 +102,18 @@ pub const DESCRIPTIONS: &[KeyDoc] = &[
     doc("agent", "table", "", "Agent backends."),
     doc("agent.acp", "table", "", "The Agent Client Protocol backend."),
     doc("agent.acp.command", "array of strings", "none", "The adapter program and arguments of `backend=\"acp\"` nodes without `acp_command`."),
+    doc("agent.web", "boolean", "false", "Offer `web_fetch` and `web_search` to agent stages (never with `[sandbox] network = false`)."),
+    doc("agent.web_search", "table", "", "The search service of `web_search`."),
+    doc("agent.web_search.provider", "string", "`brave`", "The search service; `BRAVE_API_KEY` holds its key, `BRAVE_BASE_URL` overrides its address."),
+    doc("mcp_servers", "table", "", "Model Context Protocol servers whose tools agent stages get, by name."),
+    doc("mcp_servers.NAME.type", "string", "required", "`stdio` (a child process) or `http` (Streamable HTTP)."),
+    doc("mcp_servers.NAME.command", "array of strings", "required for stdio", "The server program and its arguments, started in the run's working directory under `agent_isolation`."),
+    doc("mcp_servers.NAME.env", "table", "none", "Variables for a stdio server (names that look like credentials are refused; use `env_passthrough`)."),
+    doc("mcp_servers.NAME.url", "string", "required for http", "The server's Streamable HTTP endpoint."),
+    doc("mcp_servers.NAME.headers", "table", "none", "HTTP headers; a value `${VAR}` is read from the environment and redacted like a key."),
+    doc("mcp_servers.NAME.startup_timeout_secs", "integer", "10", "How long the handshake and `tools/list` may take."),
+    doc("mcp_servers.NAME.tool_timeout_secs", "integer", "60", "How long one tool call may take before it is a tool error."),
+    doc("mcp_servers.NAME.required", "boolean", "false", "Fail the stage (`deterministic`) when the server cannot start, instead of a `mcp_unavailable` warning."),
 ];
 
 /// Every dotted key the parser accepts, in parser order.
@@ -120,6 +133,8 @@ pub fn known_keys() -> Vec<String> {
         ("artifacts", ARTIFACTS_KEYS),
         ("agent", AGENT_KEYS),
         ("agent.acp", ACP_KEYS),
+        ("agent.web_search", WEB_SEARCH_KEYS),
+        ("mcp_servers.NAME", MCP_SERVER_KEYS),
     ];
     keys.extend(ROOT_KEYS.iter().map(|key| (*key).to_owned()));
     for (section, names) in nested {

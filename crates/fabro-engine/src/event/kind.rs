@@ -583,6 +583,9 @@ pub struct AgentToolCallStarted {
     pub arguments: Value,
     /// Call id.
     pub call_id: String,
+    /// The MCP server of an MCP tool (SPEC 19.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Tool name.
     pub tool: String,
 }
@@ -603,6 +606,9 @@ pub struct AgentToolCallCompleted {
     pub is_error: bool,
     /// Full output or error text.
     pub output: String,
+    /// The MCP server of an MCP tool (SPEC 19.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Tool name.
     pub tool: String,
 }
@@ -766,27 +772,10 @@ pub struct BudgetExhausted {
     pub used: String,
 }
 
-/// `Warning {code, message}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Warning {
-    /// Stable code, e.g. `custom_outcome`.
-    pub code: String,
-    /// The message.
-    pub message: String,
-}
-
-impl Warning {
-    /// A warning with `code` and `message`.
-    pub fn new(code: &str, message: impl Into<String>) -> Warning {
-        Warning {
-            code: code.to_owned(),
-            message: message.into(),
-        }
-    }
-}
-
 mod from_agent;
+mod warning;
+
+pub use warning::Warning;
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 //! Agent events become `Agent.*` run events of the current node; agent failure classes
 //! become the engine's (a change outside the write scope is `structural`).
 
+mod extension;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_agent::{
@@ -21,6 +23,8 @@ use crate::failure::FailureClass;
 use crate::llm_target::{credential_variable, LlmTarget};
 use crate::outcome::Failure;
 use crate::thread::{LiveSession, SharedSession};
+
+pub(crate) use extension::AgentExtensions;
 
 /// The conversation of one agent stage.
 pub(super) enum AgentConversation {
@@ -61,6 +65,9 @@ impl AgentConversation {
                 .map_err(|error| agent_error(&error))?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
+                config
+                    .args
+                    .extend(extension::cli_mcp_args(target.provider, input)?);
                 // The CLI enforces the node timeout itself (`handles_own_timeout`), so
                 // the stage still records what ran (SPEC 2.10, decision 69).
                 config.timeout = node.timeout();
@@ -84,6 +91,7 @@ impl AgentConversation {
                         class: FailureClass::Deterministic,
                     })?;
                 let mut config = AcpAgentConfig::new(command, input.work_dir, env);
+                config.mcp_servers = services.extensions.external_servers(input)?;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
                 // The agent enforces the node timeout itself (`handles_own_timeout`), so
@@ -129,6 +137,10 @@ impl AgentConversation {
                 config.project_memory = node.llm.project_memory;
                 config.write_scope = node.llm.write_scope().to_vec();
                 config.file_tracking = services.file_tracking();
+                config.tool_set = tool_set(node.llm.tools());
+                config.skills = services.extensions.skills(input);
+                let mut extra = services.extensions.mcp_tools(input, &env).await?;
+                extra.extend(services.extensions.web_tools(node));
                 config.env = env;
                 if target.provider == Provider::Simulated {
                     config.context_window =
@@ -140,7 +152,7 @@ impl AgentConversation {
                     &services.budget,
                     &node.id,
                 ));
-                let session = AgentSession::with_default_tools(config, client, sink)
+                let session = AgentSession::with_extra_tools(config, client, sink, extra)
                     .map_err(|error| agent_error(&error))?;
                 started("api");
                 let live = Arc::new(tokio::sync::Mutex::new(LiveSession { session, node_id }));
@@ -232,6 +244,16 @@ fn session_started(
             thread_id: thread.map(str::to_owned),
         },
     ));
+}
+
+/// The agent's tool set of a node's `tools` (SPEC 19.4).
+fn tool_set(tools: fabro_language::model::ToolSet) -> fabro_agent::ToolSet {
+    use fabro_language::model::ToolSet;
+    match tools {
+        ToolSet::ReadOnly => fabro_agent::ToolSet::ReadOnly,
+        ToolSet::ReadWrite => fabro_agent::ToolSet::ReadWrite,
+        ToolSet::Full => fabro_agent::ToolSet::Full,
+    }
 }
 
 /// The backend a node's agent runs on with `target`, as [`AgentConversation::new`]

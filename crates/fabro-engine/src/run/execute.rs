@@ -89,6 +89,8 @@ impl PreparedRun {
         let entry = self.entry(&start)?;
         self.initialize(&start, &mut launch, &entry)?;
         let end = self.traverse(&mut launch, &entry, &cancel).await;
+        // SPEC 19.1: the run's MCP servers are closed when it ends.
+        launch.services.extensions.close().await;
         Ok(self.finish(launch, end, started, lease))
     }
 
@@ -282,6 +284,10 @@ impl PreparedRun {
             prompt_caching: self.options.config.llm.prompt_caching.unwrap_or(true),
             assets: crate::handler::AssetCapture::new(scanner, self.paths.run_dir()),
             file_tracking: std::sync::OnceLock::new(),
+            extensions: crate::handler::AgentExtensions::new(
+                &self.options.config,
+                &self.options.fabro_home,
+            ),
         }))
     }
 

@@ -2,7 +2,7 @@
 //! ([`environment_options`]), and the model catalog validation uses for them
 //! ([`catalog_for`]); [`run_options`](super::run_options) builds on them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fabro_llm::Provider;
 
@@ -85,7 +85,16 @@ pub(crate) fn catalog_for(options: &RunOptions) -> ConfiguredModels {
         .as_deref()
         .or(llm.env_provider.as_deref())
         .or(llm.config_provider.as_deref());
-    let mut catalog = ConfiguredModels::of(&options.config.llm);
+    let work_dir = options
+        .work_dir
+        .clone()
+        .or_else(|| options.workflow_path.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut catalog = ConfiguredModels::of(&options.config.llm).with_extensions(
+        &options.config,
+        &options.fabro_home,
+        &work_dir,
+    );
     catalog.any_provider = options.dry_run || provider == Some(Provider::Simulated.as_str());
     catalog
 }

@@ -61,6 +61,7 @@ node_keys! {
     MaxTokens => "max_tokens",
     MaxTurns => "max_turns",
     MaxVisits => "max_visits",
+    McpServers => "mcp_servers",
     Model => "model",
     NodeType => "node_type",
     OutputRetries => "output_retries",
@@ -74,6 +75,7 @@ node_keys! {
     Script => "script",
     Selection => "selection",
     Shape => "shape",
+    Skills => "skills",
     StackChildAutostart => "stack.child_autostart",
     StackChildDotfile => "stack.child_dotfile",
     StackChildWorkdir => "stack.child_workdir",
@@ -81,7 +83,9 @@ node_keys! {
     ThreadId => "thread_id",
     Timeout => "timeout",
     ToolCommand => "tool_command",
+    Tools => "tools",
     Type => "type",
+    Web => "web",
     WriteScope => "write_scope",
 }
 /// One element's attributes by key.

@@ -344,3 +344,33 @@ fn derived_classes_follow_explicit_ones_per_node() {
     assert_eq!(classes("z"), Vec::<String>::new());
     assert_eq!(classes("b"), ["loop", "inner"]);
 }
+
+/// SPEC 19: `mcp_servers`, `skills`, `tools` and `web`; an unknown tool set is an
+/// `attribute_type` error at its line and column.
+#[test]
+fn agent_extension_attributes_are_typed() {
+    let (workflow, diagnostics) = lower_text(
+        r#"digraph { a [mcp_servers="files, tracker", skills="", tools="read-only", web="true"] b }"#,
+    );
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let a = &node(&workflow, "a").llm;
+    assert_eq!(
+        a.mcp_servers(),
+        Some(&["files".to_owned(), "tracker".to_owned()][..])
+    );
+    assert_eq!(a.skills(), Some(&[][..]));
+    assert_eq!(a.tools(), ToolSet::ReadOnly);
+    assert_eq!(a.web(), Some(true));
+    let b = &node(&workflow, "b").llm;
+    assert_eq!(
+        (b.mcp_servers(), b.skills(), b.tools(), b.web()),
+        (None, None, ToolSet::Full, None)
+    );
+    check_diagnostic(
+        "digraph {\n a [tools=\"admin\"]\n}",
+        Rule::AttributeType,
+        2,
+        5,
+        "read-only, read-write or full",
+    );
+}

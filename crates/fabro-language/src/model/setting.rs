@@ -178,6 +178,18 @@ spelled_enum! {
 }
 
 spelled_enum! {
+    /// What an `api` agent may do (SPEC 19.4, the `tools` attribute).
+    ToolSet {
+        /// Reading and searching files, and `use_skill`.
+        ReadOnly => "read-only",
+        /// Reading and writing files, no `shell`.
+        ReadWrite => "read-write",
+        /// Every tool: `shell`, web tools and MCP tools included (the default).
+        Full => "full",
+    }
+}
+
+spelled_enum! {
     /// Reasoning effort for models that support it (SPEC 10.1).
     ReasoningEffort {
         /// Low effort.

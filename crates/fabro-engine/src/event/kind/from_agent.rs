@@ -33,10 +33,12 @@ fn agent_kind(event: &fabro_agent::AgentEvent, agent_id: Option<&str>) -> EventK
             tool,
             call_id,
             arguments,
+            server,
         } => AgentToolCallStarted {
             agent_id,
             arguments: arguments.clone(),
             call_id: call_id.clone(),
+            server: server.clone(),
             tool: tool.clone(),
         }
         .into(),
@@ -46,7 +48,9 @@ fn agent_kind(event: &fabro_agent::AgentEvent, agent_id: Option<&str>) -> EventK
             is_error,
             output,
             duration_ms,
+            server,
         } => AgentToolCallCompleted {
+            server: server.clone(),
             agent_id,
             call_id: call_id.clone(),
             duration_ms: *duration_ms,

@@ -283,6 +283,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 agent_id: None,
                 arguments: json!({"path": "a.txt", "content": "x"}),
                 call_id: text("call-1"),
+                server: None,
                 tool: text("write_file"),
             }
             .into(),
@@ -295,6 +296,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 duration_ms: 3,
                 is_error: false,
                 output: text("wrote a.txt"),
+                server: None,
                 tool: text("write_file"),
             }
             .into(),
