@@ -10,8 +10,9 @@ use serde::Serialize;
 use fabro_llm::sse::{MalformedSse, SseDecoder, SseEvent};
 
 use crate::{
-    AnswerRequest, Answered, ArtifactList, Canceling, ErrorBody, EventPage, Health, QuestionList,
-    ResumeRequest, RunDocument, RunHeader, RunList, StageList, StartRequest, Started, WorkflowList,
+    AnswerRequest, Answered, ArtifactList, Canceling, ErrorBody, EventPage, ForkRequest, Health,
+    QuestionList, ResumeRequest, RewindRequest, Rewound, RunDocument, RunHeader, RunList,
+    StageList, StartRequest, Started, WorkflowList,
 };
 
 /// Why a request to the server failed.
@@ -173,6 +174,20 @@ impl Client {
     pub async fn resume(&self, run: &str, request: &ResumeRequest) -> Result<Started, ClientError> {
         let path = run_path(run, "/resume");
         self.call(Method::POST, &path, Some(request), StatusCode::ACCEPTED)
+            .await
+    }
+
+    /// `POST /api/v1/runs/{id}/fork` (SPEC 20.2): the fork's id.
+    pub async fn fork(&self, run: &str, request: &ForkRequest) -> Result<Started, ClientError> {
+        let path = run_path(run, "/fork");
+        self.call(Method::POST, &path, Some(request), StatusCode::CREATED)
+            .await
+    }
+
+    /// `POST /api/v1/runs/{id}/rewind` (SPEC 20.3).
+    pub async fn rewind(&self, run: &str, request: &RewindRequest) -> Result<Rewound, ClientError> {
+        let path = run_path(run, "/rewind");
+        self.call(Method::POST, &path, Some(request), StatusCode::OK)
             .await
     }
 

@@ -33,10 +33,13 @@ mod workflow;
 pub use error::{ErrorBody, ErrorDetail};
 pub use event::{EventPage, StoredEvent};
 pub use question::{Answered, HumanQuestion, QuestionList, QuestionOption};
-pub use request::{AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, StartRequest};
+pub use request::{
+    AnswerLabels, AnswerRequest, ConfigFile, ForkRequest, ResumeRequest, RewindRequest,
+    StartRequest,
+};
 pub use run::{
-    Canceling, Health, InspectDocument, RunDocument, RunHeader, RunList, RunSummary, RunUsage,
-    Started,
+    Canceling, Health, InspectDocument, Rewound, RunDocument, RunHeader, RunList, RunSummary,
+    RunUsage, Started,
 };
 pub use stage::{Artifact, ArtifactList, StageList, StageRow, StageUsage};
 pub use workflow::{Diagnostic, DiagnosticEdge, DiagnosticSpan, WorkflowEntry, WorkflowList};

@@ -1,4 +1,5 @@
-//! The request bodies of SPEC 14.3: starting a run, resuming one, answering a question.
+//! The request bodies of SPEC 14.3: starting a run, resuming one, answering a question;
+//! and of SPEC 20.2 and 20.3: forking a run, rewinding one.
 
 use std::collections::BTreeMap;
 
@@ -116,6 +117,51 @@ pub struct ResumeRequest {
     pub max_cost_usd: Option<f64>,
     /// Like `--max-duration D` (`90s`, `30m`, `2h`).
     pub max_duration: Option<String>,
+}
+
+/// The body of `POST /api/v1/runs/{id}/fork` (SPEC 20.2): the flags of `fabro fork`.
+/// Without `at` and `at_rank` the fork starts from the run's newest complete checkpoint.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// Like `--at NODE[@VISIT]`: the checkpoint written after this stage.
+    pub at: Option<String>,
+    /// Like `--at-rank N`: the checkpoint written after the stage of rank N.
+    pub at_rank: Option<u32>,
+    /// Like `--run-id`.
+    pub run_id: Option<String>,
+    /// Like `--workflow FILE`: an edited workflow to run instead of the stored one; a
+    /// path inside the server's roots (relative paths against the first root).
+    pub workflow: Option<String>,
+    /// Like `--auto-approve`.
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Like `--answer NODE=LABEL`.
+    #[serde(default)]
+    pub answers: BTreeMap<String, AnswerLabels>,
+    /// Like `--model`.
+    pub model: Option<String>,
+    /// Like `--provider`.
+    pub provider: Option<String>,
+    /// Like `--max-stages N` (SPEC 17.1; 0: unlimited).
+    pub max_stages: Option<u64>,
+    /// Like `--max-tokens N`.
+    pub max_tokens: Option<u64>,
+    /// Like `--max-cost USD`.
+    pub max_cost_usd: Option<f64>,
+    /// Like `--max-duration D` (`90s`, `30m`, `2h`).
+    pub max_duration: Option<String>,
+}
+
+/// The body of `POST /api/v1/runs/{id}/rewind` (SPEC 20.3): exactly one of `to` and
+/// `to_rank`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RewindRequest {
+    /// Like `--to NODE[@VISIT]`.
+    pub to: Option<String>,
+    /// Like `--to-rank N`.
+    pub to_rank: Option<u32>,
 }
 
 /// The body of `POST /api/v1/runs/{id}/questions/{question_id}/answer`: `key`, or

@@ -146,6 +146,24 @@ pub struct Started {
     pub url: String,
 }
 
+/// The answer to `POST /api/v1/runs/{id}/rewind` (200, SPEC 20.3), and what
+/// `fabro rewind --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Rewound {
+    /// The run id.
+    pub run_id: String,
+    /// The rewind's number in the run, from 1: the previous run-branch head is kept as
+    /// `refs/fabro-rewound/{run_id}/{k}`, the stages after the checkpoint in
+    /// `rewound/{k}/` of the run directory.
+    pub k: u32,
+    /// The rank of the stage the run went back to.
+    pub to_rank: u32,
+    /// That stage's node.
+    pub node_id: String,
+    /// That stage's visit.
+    pub visit: u32,
+}
+
 /// The answer to `POST /api/v1/runs/{id}/cancel` (202).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Canceling {

@@ -22,6 +22,10 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Continue an interrupted or cancelled run from its newest complete checkpoint.
     Resume(ResumeArgs),
+    /// Start a new run from a checkpoint of an existing run (any status).
+    Fork(ForkArgs),
+    /// Move a run that is not running back to the checkpoint after one of its stages.
+    Rewind(RewindArgs),
     /// List runs, newest first.
     Runs(RunsArgs),
     /// Summarise one run: status, times, and one row per stage.
@@ -426,6 +430,83 @@ pub(crate) struct ResumeArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Resume on this fabro server instead of here (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro fork 01JX4Q                                 a new run from the newest checkpoint
+  fabro fork 01JX4Q --at plan                       from the checkpoint after plan's latest visit
+  fabro fork 01JX4Q --at review@2 --auto-approve    after review's second visit
+  fabro fork 01JX4Q --at-rank 3 --workflow edited.fabro
+                                                    run an edited workflow from stage 3 on
+
+Exit codes:
+  0    the fork ended with status success (or --detach started it)
+  1    the fork failed: status fail, a stall timeout or a budget stop
+  2    usage, configuration or I/O error; an unknown run or stage; an edited workflow
+       without a node the checkpoint completed
+  3    the fork reached exit with status partial_success
+  130  cancelled by the user (Ctrl-C, SIGTERM, fabro cancel)")]
+pub(crate) struct ForkArgs {
+    /// Run id (or unique prefix) of the run to fork.
+    pub(crate) run: String,
+    /// Fork from the checkpoint written after this stage: NODE (its latest visit) or
+    /// NODE@VISIT (default: the newest complete checkpoint).
+    #[arg(long, value_name = "NODE[@VISIT]", conflicts_with = "at_rank")]
+    pub(crate) at: Option<String>,
+    /// Fork from the checkpoint written after the stage of rank N.
+    #[arg(long, value_name = "N")]
+    pub(crate) at_rank: Option<u32>,
+    /// Use this run id instead of a new ULID.
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
+    /// Run this edited workflow instead of the run's stored one; it must still have
+    /// every node the checkpoint completed.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) workflow: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) stages: StageArgs,
+    /// Start the fork in a background process (output in worker.log) and exit.
+    #[arg(long)]
+    pub(crate) detach: bool,
+    /// Internal: the worker of `--detach`.
+    #[arg(long, hide = true)]
+    pub(crate) detached_worker: bool,
+    /// Print NDJSON events on stdout instead of progress.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Fork on this fabro server instead of here (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro rewind 01JX4Q --to plan                     back to the checkpoint after plan's latest visit
+  fabro rewind 01JX4Q --to-rank 2                   back to the checkpoint after stage 2
+  fabro resume 01JX4Q                               then continue from there
+
+Exit codes: 0 rewound, 2 unknown run or stage, a running run, or a storage failure")]
+pub(crate) struct RewindArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// The stage to go back to: NODE (its latest visit) or NODE@VISIT.
+    #[arg(
+        long,
+        value_name = "NODE[@VISIT]",
+        required_unless_present = "to_rank",
+        conflicts_with = "to_rank"
+    )]
+    pub(crate) to: Option<String>,
+    /// The rank of the stage to go back to.
+    #[arg(long, value_name = "N")]
+    pub(crate) to_rank: Option<u32>,
+    /// Print the result as one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Rewind through this fabro server (default: $FABRO_SERVER).
     #[arg(long, value_name = "URL")]
     pub(crate) server: Option<String>,
 }

@@ -5,6 +5,7 @@ mod cancel;
 mod diff;
 mod dump;
 mod events;
+mod fork;
 mod gc;
 mod graph;
 mod inspect;
@@ -12,6 +13,7 @@ mod logs;
 mod model;
 mod remote;
 mod resume;
+mod rewind;
 mod run;
 mod runs;
 mod server;
@@ -55,6 +57,17 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
                 None => resume::run(&args, output),
             }
         }
+        Command::Fork(args) => {
+            run::check_model_flags(&args.stages)?;
+            match server(&args.server) {
+                Some(url) => remote::fork(&url, &args, output),
+                None => fork::run(&args, output),
+            }
+        }
+        Command::Rewind(args) => match server(&args.server) {
+            Some(url) => remote::rewind(&url, &args, output),
+            None => rewind::run(&args, output),
+        },
         Command::Runs(args) => runs::run(&args, output),
         Command::Inspect(args) => match server(&args.server) {
             Some(url) => inspect::print(&remote::inspect(&url, &args.run)?, args.json, output),

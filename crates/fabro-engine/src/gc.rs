@@ -6,9 +6,9 @@
 //! resumed; neither are child runs of a run that stays. A collected run loses, in this
 //! order, the git state its manifest names (the worktree registrations that point into its
 //! run directory, then `refs/heads/fabro/run/{id}`, `refs/heads/fabro/parallel/{id}/…`,
-//! `refs/fabro/{id}` and `refs/fabro-before/{id}`), then its run directory; the index row
-//! goes with the directory (the index drops rows whose directory is gone, SPEC 11.4). Git
-//! objects are left to git's own garbage collection. Directories under `scratch/` without
+//! `refs/fabro/{id}`, `refs/fabro-before/{id}` and `refs/fabro-rewound/{id}/…`), then its
+//! run directory; the index row goes with the directory (the index drops rows whose
+//! directory is gone, SPEC 11.4). Git objects are left to git's own garbage collection. Directories under `scratch/` without
 //! `manifest.json` are set-up leftovers and go when older than the cutoff.
 //!
 //! Last, blobs that no remaining run directory mentions are deleted. What a run refers
@@ -296,11 +296,15 @@ fn clean_repository(
         format!("refs/fabro-before/{run_id}"),
     ];
     let parallel = format!("refs/heads/fabro/parallel/{run_id}/");
+    let rewound = format!("refs/fabro-rewound/{run_id}/");
     let mut names: Vec<String> = Vec::new();
     if let Ok(references) = repo.references() {
         for reference in references.flatten() {
             if let Some(name) = reference.name() {
-                if exact.iter().any(|exact| exact == name) || name.starts_with(&parallel) {
+                if exact.iter().any(|exact| exact == name)
+                    || name.starts_with(&parallel)
+                    || name.starts_with(&rewound)
+                {
                     names.push(name.to_owned());
                 }
             }

@@ -12,13 +12,15 @@
 //! - [`CheckedOutBranch::create_branch`] gives each parallel branch its own branch and worktree
 //!   ([`BranchWorktree`], SPEC 5.7); [`CheckedOutBranch::advance`] moves the run branch to the
 //!   chosen branch head (SPEC 5.8).
+//! - [`RewindGit`] moves a run back to an earlier stage's commit (SPEC 20.3), keeping the
+//!   previous head as `refs/fabro-rewound/{run_id}/{k}`.
 //! - [`RunHistory`] reads the metadata history, finds run-branch commits by trailer and reads
 //!   stored files; [`parse_run_ref`] turns a ref argument of `fabro resume` into a run id.
 //!
 //! Nothing here touches the user's `HEAD`, index, working tree or current branch (SPEC 13.6):
-//! the only refs written are `refs/heads/fabro/run/{run_id}`, `refs/fabro/{run_id}` and
-//! `refs/heads/fabro/parallel/{run_id}/…`, and all index and checkout work happens in the run's
-//! own worktrees.
+//! the only refs written are `refs/heads/fabro/run/{run_id}`, `refs/fabro/{run_id}`,
+//! `refs/heads/fabro/parallel/{run_id}/…` and `refs/fabro-rewound/{run_id}/{k}`, and all
+//! index and checkout work happens in the run's own worktrees.
 //! Everything is blocking; async callers run it in `spawn_blocking`.
 
 mod before;
@@ -33,6 +35,7 @@ mod object;
 mod pack;
 mod parallel_branch;
 mod refname;
+mod rewind;
 mod run_git;
 mod stage;
 #[cfg(test)]
@@ -52,6 +55,7 @@ pub use parallel_branch::{
     branch_commit_message, BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite,
 };
 pub use refname::{parse_run_ref, RunRef, RunRefKind};
+pub use rewind::{rewound_ref_name, RewindGit};
 pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
 pub(crate) use watch::ChangeFeed;
 

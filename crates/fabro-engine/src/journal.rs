@@ -504,6 +504,13 @@ pub fn replay(path: &Path) -> Result<Option<Checkpoint>, JournalError> {
     Ok(replay_with_length(path)?.map(|replayed| replayed.checkpoint))
 }
 
+/// Replays the journal at `path` like [`replay`], giving `visit` the state after every
+/// record, oldest first: every checkpoint the run wrote (SPEC 20.2, 20.3 pick one of
+/// them). Nothing when the file does not exist.
+pub fn replay_each(path: &Path, visit: &mut dyn FnMut(&Checkpoint)) -> Result<(), JournalError> {
+    replay_visiting(path, visit).map(|_| ())
+}
+
 struct Replayed {
     checkpoint: Checkpoint,
     /// Bytes of complete, valid lines.
@@ -511,6 +518,13 @@ struct Replayed {
 }
 
 fn replay_with_length(path: &Path) -> Result<Option<Replayed>, JournalError> {
+    replay_visiting(path, &mut |_| {})
+}
+
+fn replay_visiting(
+    path: &Path,
+    visit: &mut dyn FnMut(&Checkpoint),
+) -> Result<Option<Replayed>, JournalError> {
     let bytes = match fs_err::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -545,8 +559,14 @@ fn replay_with_length(path: &Path) -> Result<Option<Replayed>, JournalError> {
             }
         };
         match (record, state.as_mut()) {
-            (Record::Checkpoint(checkpoint), _) => state = Some(*checkpoint),
-            (Record::Delta(delta), Some(current)) => delta.apply(current),
+            (Record::Checkpoint(checkpoint), _) => {
+                visit(&checkpoint);
+                state = Some(*checkpoint);
+            }
+            (Record::Delta(delta), Some(current)) => {
+                delta.apply(current);
+                visit(current);
+            }
             (Record::Delta(_), None) => {
                 return Err(JournalError::Corrupt {
                     path: path.to_path_buf(),

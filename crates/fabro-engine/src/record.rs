@@ -51,6 +51,42 @@ pub struct Manifest {
     /// Who started the run (SPEC 14.2); absent in manifests older than the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<RunOrigin>,
+    /// The run and stage a fork started from (SPEC 20.2); absent for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// `manifest.json` `forked_from` (SPEC 20.2): the checkpoint a fork started from, named
+/// by its run and the rank of the stage after which it was written (0: the initial
+/// checkpoint).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct ForkedFrom {
+    /// The source run.
+    pub run_id: String,
+    /// The rank of the stage whose checkpoint the fork continues from.
+    pub rank: u32,
+}
+
+/// A rewind that has begun and not finished (SPEC 20.3), recorded before its first step
+/// so that an interrupted rewind is finished by the next `fabro rewind` or `fabro resume`
+/// of the run: every step is done again or found done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRewind {
+    /// The rewind's number in the run (from 1): `refs/fabro-rewound/{id}/{k}` and
+    /// `rewound/{k}/`.
+    pub k: u32,
+    /// The rank of the stage the run moves back to.
+    pub to_rank: u32,
+    /// That stage's node.
+    pub node_id: String,
+    /// That stage's visit.
+    pub visit: u32,
+    /// The run branch's head before the rewind, with git checkpointing.
+    pub old_head: Option<String>,
+    /// The checkpoint written after that stage, as the run continues from it: status
+    /// `running`, its run-branch commit set with git.
+    pub checkpoint: Checkpoint,
 }
 
 /// `manifest.json` `origin` (SPEC 14.2): the process that started the run.

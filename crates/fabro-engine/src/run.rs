@@ -7,11 +7,14 @@
 //! its blobs to the [`BlobStore`](crate::blob::BlobStore) it was prepared with.
 //!
 //! Clients come in through [`start`] and [`resume`] (`lifecycle`), which build the
-//! options with [`run_options`] and take the lock and the records a resume needs.
+//! options with [`run_options`] and take the lock and the records a resume needs, and
+//! through [`fork`] (a new run from another run's checkpoint, SPEC 20.2) and [`rewind`]
+//! (a stopped run moved back to an earlier checkpoint, SPEC 20.3).
 //!
 //! The submodules are the steps: [`prepare`](self::prepare) (parse, check, allocate),
 //! `git_plan` (SPEC 8.1), `records` (manifest, records, initial context), `execute`
-//! (set-up, initialize, traverse), `finish` (FINALIZE) and `watchdog` (SPEC 9.11).
+//! (set-up, initialize, traverse), `finish` (FINALIZE) and `watchdog` (SPEC 9.11);
+//! `point` finds the checkpoint written after a stage for `fork` and `rewind`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +26,7 @@ use crate::config::RunConfig;
 use crate::id::RunId;
 use crate::interviewer::Interviewer;
 use crate::llm_target::{LlmDefaults, LlmSetup};
-use crate::record::Checkpoint;
+use crate::record::{Checkpoint, ForkedFrom};
 use crate::run_dir::RunPaths;
 use crate::run_index::RunStatus;
 use crate::sandbox::SandboxEnv;
@@ -35,18 +38,24 @@ mod children;
 mod error;
 mod execute;
 mod finish;
+mod fork;
 mod git_plan;
 mod lifecycle;
 mod options;
+mod point;
 mod prepare;
 mod records;
+mod rewind;
 mod watchdog;
 
 use children::StoredGraphs;
 pub use error::{ErrorKind, ResumeError, RunError};
+pub use fork::{fork, ForkRequest};
 use git_plan::GitPlan;
 pub use lifecycle::{resume, run_options, start, Overrides, ResumeRequest, StartRequest};
+pub use point::StagePoint;
 pub use prepare::{new_run_id, prepare, prepare_resume, prepare_resume_with, prepare_with};
+pub use rewind::{rewind, RewindRequest, Rewound};
 
 /// What `fabro run` asks for.
 #[derive(Clone)]
@@ -133,6 +142,18 @@ pub struct PreparedRun {
     stores: Stores,
     /// Recorded as the manifest's `origin` (SPEC 14.2).
     origin: crate::record::RunOrigin,
+    /// The source of a fork (SPEC 20.2), recorded in its manifest.
+    fork: Option<ForkSource>,
+}
+
+/// What a fork's manifest says of its source (SPEC 20.2).
+#[derive(Debug, Clone)]
+struct ForkSource {
+    /// The source run and the rank of the stage the fork continues after.
+    forked_from: ForkedFrom,
+    /// The source's workflow path and name, when the fork runs the source's stored
+    /// workflow (not an edited one).
+    workflow: Option<(String, String)>,
 }
 
 /// Where a prepared run starts (SPEC 8.7).
@@ -142,23 +163,31 @@ pub enum Start {
     New,
     /// At the next node of this checkpoint, with its context and counters.
     Resume(Box<Checkpoint>),
+    /// A fork (SPEC 20.2): a new run with its own records, at the next node of another
+    /// run's checkpoint, with that checkpoint's context and counters.
+    Fork(Box<Checkpoint>),
 }
 
 impl Start {
-    /// The checkpoint a resumed run continues from.
+    /// The checkpoint a resumed run or a fork continues from.
     pub fn checkpoint(&self) -> Option<&Checkpoint> {
         match self {
             Start::New => None,
-            Start::Resume(checkpoint) => Some(checkpoint),
+            Start::Resume(checkpoint) | Start::Fork(checkpoint) => Some(checkpoint),
         }
     }
 
-    /// How the run's logs are opened.
+    /// How the run's logs are opened: a fork's are its own, new ones.
     fn opening(&self) -> Opening {
         match self {
-            Start::New => Opening::New,
+            Start::New | Start::Fork(_) => Opening::New,
             Start::Resume(_) => Opening::Resume,
         }
+    }
+
+    /// Whether the run's records are written now (a new run or a fork).
+    fn is_new(&self) -> bool {
+        !matches!(self, Start::Resume(_))
     }
 }
 

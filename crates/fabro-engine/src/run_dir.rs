@@ -18,6 +18,11 @@ pub const CHECKPOINT_FILE: &str = "checkpoint.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// A run's events, one envelope a line (SPEC 11.3).
 pub const EVENTS_FILE: &str = "events.jsonl";
+/// A rewind of the run that has begun and not finished (SPEC 20.3).
+pub const REWIND_FILE: &str = "rewind.json";
+/// Where a rewind moves the stage directories after the stage it goes back to:
+/// `rewound/{k}/stages/` (SPEC 20.3).
+pub const REWOUND_DIR: &str = "rewound";
 
 /// `{root}/scratch`: where the run directories of storage root `root` live.
 pub fn scratch_dir(root: &Path) -> PathBuf {
@@ -78,6 +83,14 @@ impl RunPaths {
     /// `config.json`.
     pub fn config(&self) -> PathBuf {
         self.run_dir.join("config.json")
+    }
+
+    /// `rewound/{k}/stages`: the stage directories rewind `k` moved away (SPEC 20.3).
+    pub fn rewound_stages(&self, k: u32) -> PathBuf {
+        self.run_dir
+            .join(REWOUND_DIR)
+            .join(k.to_string())
+            .join("stages")
     }
 
     /// `stages/{rank:03}-{node_id}@{visit}` (SPEC 7.5).

@@ -759,6 +759,7 @@ mod tests {
             vars: BTreeMap::new(),
             simulated_llm: false,
             origin: None,
+            forked_from: None,
             repo_root: None,
             work_dir_relative: None,
         }

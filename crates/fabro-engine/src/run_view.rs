@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::record::StageStatusFile;
+use crate::record::{ForkedFrom, StageStatusFile};
 use crate::run_index::{read_manifest, RunIndexError, RunRecord, RunStatus};
 
 /// One element of `fabro runs --json` (SPEC 12.1), newest run first.
@@ -69,8 +69,11 @@ pub struct InspectView {
     pub simulated_llm: bool,
     /// Whether the run is a dry run.
     pub dry_run: bool,
-    /// The run this one is a child of.
+    /// The run this one is a child of, or the source of a fork.
     pub parent_run_id: Option<String>,
+    /// A fork's source run and the rank of the stage it continues after (SPEC 20.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
     /// The node whose stage is running; otherwise, from `checkpoint.json`, the node
     /// that completed last (SPEC 17.7).
     pub current_node: Option<String>,
@@ -80,6 +83,21 @@ pub struct InspectView {
     pub stages: Vec<StageView>,
     /// Sums over the stages.
     pub totals: TotalsView,
+    /// The stages each rewind moved away (SPEC 20.3), oldest rewind first; absent when
+    /// the run was never rewound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewound: Vec<RewoundView>,
+}
+
+/// The stages rewind `k` of a run moved to `rewound/{k}/stages/` (SPEC 20.3): no longer
+/// the run's current stages, kept for inspection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct RewoundView {
+    /// The rewind's number in the run, from 1.
+    pub k: u32,
+    /// Its stages, by rank.
+    pub stages: Vec<StageView>,
 }
 
 /// One stage visit, from `stages/{rank:03}-{node_id}@{visit}/status.json` (SPEC 7.5). A
@@ -171,7 +189,8 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let stages = read_stages(&record.run_dir, record.status);
+    let stages = read_stages(&record.run_dir.join("stages"), record.status);
+    let rewound = read_rewound(&record.run_dir);
     // SPEC 17.7: while a stage runs, its node is the current one.
     let running_node = stages
         .iter()
@@ -198,8 +217,10 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
         simulated_llm: manifest.simulated_llm,
         dry_run: manifest.dry_run,
         parent_run_id: record.parent_run_id,
+        forked_from: manifest.forked_from,
         stages,
         totals,
+        rewound,
     })
 }
 
@@ -210,17 +231,35 @@ fn read_checkpoint(run_dir: &Path) -> Option<Value> {
     serde_json::from_str(&text).ok()
 }
 
-/// One row per stage directory, sorted by rank (then node and visit). Directories whose
-/// name is not `{rank}-{node_id}@{visit}` are not stages and are skipped.
-fn read_stages(run_dir: &Path, run_status: RunStatus) -> Vec<StageView> {
-    let Ok(entries) = fs_err::read_dir(run_dir.join("stages")) else {
+/// The stages of every `rewound/{k}/stages/` of the run, by `k`.
+fn read_rewound(run_dir: &Path) -> Vec<RewoundView> {
+    let Ok(entries) = fs_err::read_dir(run_dir.join(crate::run_dir::REWOUND_DIR)) else {
+        return Vec::new();
+    };
+    let mut rewound: Vec<RewoundView> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let k = entry.file_name().to_str()?.parse().ok()?;
+            // Stages moved away never run again: one without `status.json` is incomplete.
+            let stages = read_stages(&entry.path().join("stages"), RunStatus::Canceled);
+            Some(RewoundView { k, stages })
+        })
+        .collect();
+    rewound.sort_by_key(|view| view.k);
+    rewound
+}
+
+/// One row per stage directory in `directory` (a run's `stages/`), sorted by rank (then
+/// node and visit). Directories whose name is not `{rank}-{node_id}@{visit}` are not
+/// stages and are skipped.
+fn read_stages(directory: &Path, run_status: RunStatus) -> Vec<StageView> {
+    let Ok(entries) = fs_err::read_dir(directory) else {
         return Vec::new();
     };
     let now = SystemTime::now();
-    let started = if run_status == RunStatus::Running {
-        stage_start_times(run_dir)
-    } else {
-        HashMap::new()
+    let started = match directory.parent() {
+        Some(run_dir) if run_status == RunStatus::Running => stage_start_times(run_dir),
+        _ => HashMap::new(),
     };
     let mut stages: Vec<StageView> = entries
         .flatten()

@@ -13,6 +13,10 @@
 //! stay in the run's scratch directory ([`RunPaths`](crate::run_dir::RunPaths)), which
 //! commands and agents work in; the store holds what describes the run.
 //!
+//! Forks and rewinds (SPEC 20.2, 20.3) read every checkpoint of a run through
+//! [`RunStore::replay_checkpoints`]; a rewind records itself first
+//! ([`RunStore::set_pending_rewind`]) so that an interrupted one can be finished.
+//!
 //! Readers (a server listing runs, streaming a run's events) use [`RunStore::list_runs`],
 //! [`RunStore::read_events`] and [`EventFollower`]; [`EventCursor`] is the one reader of
 //! a run directory's `events.jsonl` (it seeks an id by binary search and follows the
@@ -27,7 +31,7 @@ use crate::checkpoint::{CheckpointError, CheckpointLog, LoadError};
 use crate::config::RunConfig;
 use crate::event::{EmitterError, EventEnvelope, EventLog};
 use crate::id::RunId;
-use crate::record::{Checkpoint, Manifest};
+use crate::record::{Checkpoint, Manifest, PendingRewind};
 use crate::run_index::{RunIndexError, RunRecord, RunStatus};
 
 mod event_cursor;
@@ -193,6 +197,26 @@ pub trait RunStore: Send + Sync {
     /// killed between its final record and the reader's copy).
     fn publish_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint)
         -> Result<(), StoreError>;
+
+    /// Gives `visit` every checkpoint the run's log holds, oldest first, as written
+    /// (SPEC 20.2, 20.3: a fork or a rewind starts from the one written after a stage).
+    /// Nothing for a run without checkpoints.
+    fn replay_checkpoints(
+        &self,
+        run_id: &RunId,
+        visit: &mut dyn FnMut(&Checkpoint),
+    ) -> Result<(), StoreError>;
+
+    /// The run's rewind that has begun and not finished, if any (SPEC 20.3).
+    fn pending_rewind(&self, run_id: &RunId) -> Result<Option<PendingRewind>, StoreError>;
+
+    /// Records `rewind` as begun, durably before returning, or (`None`) clears the
+    /// record once the rewind is done.
+    fn set_pending_rewind(
+        &self,
+        run_id: &RunId,
+        rewind: Option<&PendingRewind>,
+    ) -> Result<(), StoreError>;
 
     /// Opens the run's event log, empty for [`Opening::New`].
     fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError>;

@@ -1,7 +1,8 @@
 //! The routes of SPEC 14.3 under `/api/v1`: runs, their events, stages, files,
 //! artifacts and questions, the workflows under the roots, health and the OpenAPI
-//! document.
+//! document; forking and rewinding runs (SPEC 20.2, 20.3) in `branching`.
 
+pub mod branching;
 pub mod events;
 pub mod feed;
 pub mod files;
@@ -254,8 +255,8 @@ fn pending_question(state: &AppState, run_id: &str, status: RunStatus) -> Option
     questions::pending(state, run_id).into_iter().next()
 }
 
-/// The answer to an accepted start or resume.
-fn started(accepted: runs::Accepted) -> Started {
+/// The answer to an accepted start, resume or fork.
+pub(crate) fn started(accepted: runs::Accepted) -> Started {
     Started {
         url: format!("/api/v1/runs/{}", accepted.run_id),
         run_id: accepted.run_id,

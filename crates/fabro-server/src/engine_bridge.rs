@@ -13,15 +13,18 @@ use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, Ru
 use fabro_engine::interviewer::Interviewer;
 use fabro_engine::record::RunOrigin;
 use fabro_engine::run::{
-    resume, start, Overrides, PreparedRun, ResumeRequest as EngineResumeRequest, RunError,
-    StartRequest as EngineStartRequest,
+    fork, resume, rewind, start, ForkRequest as EngineForkRequest, Overrides, PreparedRun,
+    ResumeRequest as EngineResumeRequest, RewindRequest as EngineRewindRequest, Rewound, RunError,
+    StagePoint, StartRequest as EngineStartRequest,
 };
 use fabro_engine::run_env::ConfigOverrides;
 use fabro_engine::source::FsLoader;
 use fabro_engine::{RunId, Stores};
 use fabro_language::SourceLoader;
 
-pub use fabro_api::{AnswerLabels, ConfigFile, ResumeRequest, StartRequest};
+pub use fabro_api::{
+    AnswerLabels, ConfigFile, ForkRequest, ResumeRequest, RewindRequest, StartRequest,
+};
 pub use fabro_engine::event::{EventEnvelope, EventSink};
 pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
 pub use fabro_engine::run::RunReport;
@@ -267,6 +270,68 @@ impl EngineBridge {
             .map_err(|error| run_error(error, None))
     }
 
+    /// A fork of run `run_id` (SPEC 20.2) for `request`, with the run's configuration and
+    /// the request's overrides; the fork's gates that no answer covers ask
+    /// `interviewer`. An edited `workflow` must lie inside the roots.
+    pub fn prepare_fork(
+        &self,
+        run_id: &str,
+        request: &ForkRequest,
+        interviewer: Arc<dyn Interviewer>,
+    ) -> Result<PreparedRun, ApiError> {
+        let limits = overrides(
+            (request.max_stages, request.max_tokens),
+            request.max_cost_usd,
+            request.max_duration.as_ref(),
+            false,
+        )?;
+        let at = stage_point(request.at.as_deref(), request.at_rank, ("at", "at_rank"))?;
+        let workflow = match &request.workflow {
+            Some(workflow) => {
+                let base = self.roots.first().cloned().unwrap_or_default();
+                let located = self.inside_roots(&base.join(workflow), workflow)?;
+                if !located.is_file() {
+                    return Err(ApiError::bad_request(format!(
+                        "{workflow} is not a workflow file"
+                    )));
+                }
+                Some(located)
+            }
+            None => None,
+        };
+        let engine_request = EngineForkRequest {
+            fabro_home: self.root.clone(),
+            at,
+            run_id: request.run_id.clone(),
+            workflow,
+            loader: &FsLoader,
+            detached_worker: false,
+            origin: RunOrigin::Server,
+            overrides: Overrides {
+                model: request.model.clone(),
+                provider: request.provider.clone(),
+                auto_approve: request.auto_approve,
+                answers: answer_pairs(&request.answers),
+                limits,
+                interviewer: Some(interviewer),
+            },
+        };
+        fork(self.stores(), &RunId::from(run_id), engine_request)
+            .map_err(|error| run_error(error, self.roots.first().map(PathBuf::as_path)))
+    }
+
+    /// Moves run `run_id` back to the checkpoint after the stage `request` names (SPEC
+    /// 20.3).
+    pub fn rewind(&self, run_id: &str, request: &RewindRequest) -> Result<Rewound, ApiError> {
+        let to = stage_point(request.to.as_deref(), request.to_rank, ("to", "to_rank"))?
+            .ok_or_else(|| ApiError::bad_request("give one of 'to' and 'to_rank'"))?;
+        let engine_request = EngineRewindRequest {
+            fabro_home: self.root.clone(),
+            to,
+        };
+        rewind(&self.stores(), &RunId::from(run_id), engine_request).map_err(ApiError::from)
+    }
+
     /// The file layers of SPEC 12.3 for a run the server starts: run config >
     /// `.fabro/project.toml` > `{root}/server.toml` (without its `[server]` table) >
     /// `{root}/settings.toml`.
@@ -329,6 +394,23 @@ fn locate_workflow(work_dir: &Path, workflow: &str) -> PathBuf {
                 .join("workflow.fabro")
         })
         .unwrap_or(direct)
+}
+
+/// The stage a fork or rewind request names: a node (`NODE[@VISIT]`) or a rank, not
+/// both (400); `None` when neither.
+fn stage_point(
+    node: Option<&str>,
+    rank: Option<u32>,
+    (node_field, rank_field): (&str, &str),
+) -> Result<Option<StagePoint>, ApiError> {
+    match (node, rank) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(format!(
+            "give one of '{node_field}' and '{rank_field}', not both"
+        ))),
+        (Some(node), None) => Ok(Some(StagePoint::parse_node(node))),
+        (None, Some(rank)) => Ok(Some(StagePoint::Rank(rank))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// The providers a run started by the server of `root` may name (SPEC 10.1, 10.7):

@@ -55,6 +55,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/runs/{id}", get(api::get_run))
         .route("/api/v1/runs/{id}/cancel", post(api::cancel_run))
         .route("/api/v1/runs/{id}/resume", post(api::resume_run))
+        .route("/api/v1/runs/{id}/fork", post(api::branching::fork_run))
+        .route("/api/v1/runs/{id}/rewind", post(api::branching::rewind_run))
         .route("/api/v1/runs/{id}/events", get(api::events::events))
         .route("/api/v1/runs/{id}/graph.svg", get(api::files::graph_svg))
         .route("/api/v1/runs/{id}/stages", get(api::files::stages))

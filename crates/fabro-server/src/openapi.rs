@@ -20,6 +20,8 @@ use crate::api;
         api::get_run,
         api::cancel_run,
         api::resume_run,
+        api::branching::fork_run,
+        api::branching::rewind_run,
         api::events::events,
         api::files::graph_svg,
         api::files::stages,

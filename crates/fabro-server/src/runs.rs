@@ -8,7 +8,9 @@ use fabro_engine::run::PreparedRun;
 use fabro_engine::run_dir::RunPaths;
 use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
 
-use crate::engine_bridge::{records, ChannelInterviewer, ResumeRequest, RunStatus, StartRequest};
+use crate::engine_bridge::{
+    records, ChannelInterviewer, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest,
+};
 use crate::error::{ApiError, ErrorKind};
 use crate::state::{ActiveRun, AppState, NotifySink};
 
@@ -164,6 +166,56 @@ pub async fn resume(
     .await
     .map_err(ApiError::internal)??;
     Ok(launch(state, prepared, answers, String::new()))
+}
+
+/// Forks run `run_id` (SPEC 20.2): the fork is a new run of this process, queued like
+/// one.
+pub async fn fork(
+    state: &AppState,
+    run_id: &str,
+    request: ForkRequest,
+) -> Result<Accepted, ApiError> {
+    refuse_when_stopping(state)?;
+    if let Some(new_id) = &request.run_id {
+        if state.active(new_id).is_some() {
+            return Err(ApiError::conflict(format!("run {new_id} already exists")));
+        }
+    }
+    let (interviewer, answers) = ChannelInterviewer::new();
+    let bridge = state.bridge().clone();
+    let id = run_id.to_owned();
+    let prepared = tokio::task::spawn_blocking(move || {
+        bridge.prepare_fork(&id, &request, Arc::new(interviewer))
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    Ok(launch(state, prepared, answers, String::new()))
+}
+
+/// Rewinds run `run_id` (SPEC 20.3); a run of this server that runs or waits is
+/// refused (409), as the engine refuses one that another process holds.
+pub async fn rewind(
+    state: &AppState,
+    run_id: &str,
+    request: RewindRequest,
+) -> Result<fabro_api::Rewound, ApiError> {
+    if state.active(run_id).is_some() {
+        return Err(ApiError::conflict(format!(
+            "run {run_id} is running; cancel it before rewinding it"
+        )));
+    }
+    let bridge = state.bridge().clone();
+    let id = run_id.to_owned();
+    let rewound = tokio::task::spawn_blocking(move || bridge.rewind(&id, &request))
+        .await
+        .map_err(ApiError::internal)??;
+    Ok(fabro_api::Rewound {
+        run_id: rewound.run_id,
+        k: rewound.k,
+        to_rank: rewound.to_rank,
+        node_id: rewound.node_id,
+        visit: rewound.visit,
+    })
 }
 
 /// Registers `prepared` and spawns its task: it waits for a slot (`queued`), then

@@ -44,6 +44,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}/answer", post(run_page::answer))
         .route("/runs/{id}/stages/{rank}", get(stage_page::page))
         .route("/runs/{id}/stages/{rank}/live", get(stage_page::live))
+        .route("/runs/{id}/stages/{rank}/fork", post(stage_page::fork))
 }
 
 /// `?token=` and the board's filters.

@@ -2,7 +2,7 @@
 //! manifest and checkpoint, then one row per stage from `stages/*/status.json`, sorted
 //! by rank, with totals.
 
-use fabro_engine::run_view::{inspect, InspectView};
+use fabro_engine::run_view::{inspect, InspectView, StageView};
 
 use crate::args::InspectArgs;
 use crate::command::{format_elapsed, index_error, json_document, render_table, resolve_run};
@@ -49,35 +49,19 @@ fn render(view: &InspectView) -> String {
     line("run dir", view.run_dir.clone());
     line("base SHA", dash(view.base_sha.as_deref()));
     line("run branch", dash(view.run_branch.as_deref()));
+    if let Some(source) = &view.forked_from {
+        line(
+            "forked from",
+            format!("run {} after stage {}", source.run_id, source.rank),
+        );
+    }
     if view.simulated_llm {
         line("simulated LLM", "yes".to_owned());
     }
     line("current node", dash(view.current_node.as_deref()));
     line("next node", dash(view.next_node_id.as_deref()));
     text.push('\n');
-    let mut rows: Vec<Vec<String>> = view
-        .stages
-        .iter()
-        .map(|stage| {
-            vec![
-                stage.rank.to_string(),
-                stage.node_id.clone(),
-                stage.visit.to_string(),
-                dash(stage.handler.as_deref()),
-                stage.status.clone(),
-                stage
-                    .attempts
-                    .map_or_else(|| "-".to_owned(), |attempts| attempts.to_string()),
-                stage.duration_ms.map_or_else(|| "-".to_owned(), elapsed),
-                stage
-                    .tokens
-                    .map_or_else(|| "-".to_owned(), |tokens| tokens.to_string()),
-                cached_share(stage.cache_read_tokens, stage.input_tokens),
-                cost(stage.cost_usd),
-                stage.files_touched.len().to_string(),
-            ]
-        })
-        .collect();
+    let mut rows: Vec<Vec<String>> = view.stages.iter().map(stage_row).collect();
     let totals = &view.totals;
     rows.push(vec![
         "total".to_owned(),
@@ -96,14 +80,45 @@ fn render(view: &InspectView) -> String {
         cost(totals.cost_usd),
         totals.files_touched.len().to_string(),
     ]);
-    text.push_str(&render_table(
-        &[
-            "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS",
-            "CACHED", "COST", "FILES",
-        ],
-        &rows,
-    ));
+    text.push_str(&render_table(&HEADER, &rows));
+    // SPEC 20.3: the stages rewinds moved away, apart from the current ones.
+    for rewound in &view.rewound {
+        text.push_str(&format!(
+            "\nrewound by rewind {} (not current):\n",
+            rewound.k
+        ));
+        let rows: Vec<Vec<String>> = rewound.stages.iter().map(stage_row).collect();
+        text.push_str(&render_table(&HEADER, &rows));
+    }
     text
+}
+
+/// The columns of the stage tables.
+const HEADER: [&str; 11] = [
+    "RANK", "NODE", "VISIT", "HANDLER", "STATUS", "ATTEMPTS", "DURATION", "TOKENS", "CACHED",
+    "COST", "FILES",
+];
+
+/// One stage as a table row.
+fn stage_row(stage: &StageView) -> Vec<String> {
+    let dash = |value: Option<&str>| value.unwrap_or("-").to_owned();
+    vec![
+        stage.rank.to_string(),
+        stage.node_id.clone(),
+        stage.visit.to_string(),
+        dash(stage.handler.as_deref()),
+        stage.status.clone(),
+        stage
+            .attempts
+            .map_or_else(|| "-".to_owned(), |attempts| attempts.to_string()),
+        stage.duration_ms.map_or_else(|| "-".to_owned(), elapsed),
+        stage
+            .tokens
+            .map_or_else(|| "-".to_owned(), |tokens| tokens.to_string()),
+        cached_share(stage.cache_read_tokens, stage.input_tokens),
+        cost(stage.cost_usd),
+        stage.files_touched.len().to_string(),
+    ]
 }
 
 fn elapsed(milliseconds: u64) -> String {

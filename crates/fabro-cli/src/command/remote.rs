@@ -3,11 +3,13 @@
 //! lines, drives the same progress view from the server's event stream, and exits with
 //! the run's code. The first Ctrl-C cancels the remote run, a second one detaches.
 
+mod branching;
 mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub(crate) use branching::{fork, rewind};
 use fabro_api::client::{Client, ClientError, RunQuery};
 use fabro_api::{
     AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, RunDocument, StartRequest,

@@ -169,6 +169,8 @@ event_kinds! {
     BudgetExhausted = "BudgetExhausted",
     /// Something a person should know about.
     Warning = "Warning",
+    /// The run was moved back to an earlier checkpoint (SPEC 20.3).
+    RunRewound = "RunRewound",
 }
 
 /// An event kept as read (see [`EventKind::Other`]).
@@ -773,8 +775,10 @@ pub struct BudgetExhausted {
 }
 
 mod from_agent;
+mod rewound;
 mod warning;
 
+pub use rewound::RunRewound;
 pub use warning::Warning;
 
 #[cfg(test)]

@@ -104,9 +104,17 @@ fn failed(error: &RunError) -> ChildRunFailed {
             path,
             source,
         } => format!("child workflow: {action} {}: {source}", path.display()),
-        // Child workflows never plan git (SPEC 5.10), so these do not occur; they are
-        // still reported with their cause.
-        RunError::DirtyWorktree | RunError::SaveBefore { .. } => {
+        // Child workflows never plan git (SPEC 5.10), and are never forks or rewinds
+        // (SPEC 20.2, 20.3), so these do not occur; they are still reported with their
+        // cause.
+        RunError::DirtyWorktree
+        | RunError::SaveBefore { .. }
+        | RunError::NoSuchStage { .. }
+        | RunError::NoCheckpointAfter { .. }
+        | RunError::MissingNodes { .. }
+        | RunError::Running { .. }
+        | RunError::RewindPending { .. }
+        | RunError::Rewind { .. } => {
             format!("child workflow: {}", crate::error_chain(error))
         }
     };

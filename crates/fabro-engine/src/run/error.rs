@@ -194,6 +194,52 @@ pub enum RunError {
         /// The run id.
         run_id: String,
     },
+    /// A fork or a rewind names a stage the run does not have (SPEC 20.2, 20.3).
+    #[error("run {run_id} has no stage {stage}")]
+    NoSuchStage {
+        /// The run.
+        run_id: String,
+        /// The stage as named: `NODE`, `NODE@VISIT` or `of rank N`.
+        stage: String,
+    },
+    /// No complete checkpoint of the run's current history follows the stage (a stage
+    /// that is running, that a rewind removed, or of a parallel branch).
+    #[error("run {run_id} has no complete checkpoint written after stage {stage}")]
+    NoCheckpointAfter {
+        /// The run.
+        run_id: String,
+        /// The stage, `NODE@VISIT`.
+        stage: String,
+    },
+    /// `fabro fork --workflow` names a workflow without nodes the fork's checkpoint
+    /// completed or continues at (SPEC 20.2).
+    #[error("the workflow lacks nodes the fork's checkpoint has completed: {}", quoted_list(.nodes))]
+    MissingNodes {
+        /// The missing node ids, sorted.
+        nodes: Vec<String>,
+    },
+    /// A rewind of a run that an execution holds (SPEC 20.3).
+    #[error("run {run_id} is running; cancel it before rewinding it")]
+    Running {
+        /// The run.
+        run_id: String,
+    },
+    /// The run has a rewind that has not finished; `fabro rewind` or `fabro resume`
+    /// finishes it.
+    #[error("run {run_id} has an unfinished rewind; finish it with fabro rewind or fabro resume")]
+    RewindPending {
+        /// The run.
+        run_id: String,
+    },
+    /// A step of a rewind failed (SPEC 20.3); running the rewind again finishes it.
+    #[error("cannot rewind run {run_id}")]
+    Rewind {
+        /// The run.
+        run_id: String,
+        /// The step that failed.
+        #[source]
+        source: GitError,
+    },
     /// A file could not be read or written.
     #[error("{action} {}", .path.display())]
     Io {
@@ -260,14 +306,21 @@ impl RunError {
             | RunError::SimulatedResponses { .. }
             | RunError::LlmSetup(_)
             | RunError::ArtifactsInclude(_)
+            | RunError::NoSuchStage { .. }
+            | RunError::MissingNodes { .. }
             | RunError::Environment(_) => ErrorKind::Usage,
             RunError::NoRunDir { .. } | RunError::MissingRunDir { .. } => ErrorKind::NotFound,
             RunError::RunExists { .. }
             | RunError::Locked { .. }
             | RunError::AlreadyFinished { .. }
             | RunError::NoCheckpoint { .. }
+            | RunError::NoCheckpointAfter { .. }
+            | RunError::Running { .. }
+            | RunError::RewindPending { .. }
             | RunError::Resume { .. } => ErrorKind::Conflict,
-            RunError::Store(_) | RunError::Io { .. } => ErrorKind::Storage,
+            RunError::Store(_) | RunError::Io { .. } | RunError::Rewind { .. } => {
+                ErrorKind::Storage
+            }
             RunError::StoredWorkflowInvalid { .. }
             | RunError::ExecutedTwice { .. }
             | RunError::NoStartNode { .. } => ErrorKind::Internal,

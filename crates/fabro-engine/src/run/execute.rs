@@ -112,16 +112,16 @@ impl PreparedRun {
         emitter.cancel_on_storage_failure(cancel.clone());
         let (llm, setup_failure) = self.take_llm()?;
         let manifest = match start {
-            Start::New => self.manifest(self.simulated_llm),
+            Start::New | Start::Fork(_) => self.manifest(self.simulated_llm),
             Start::Resume(_) => self
                 .stores
                 .runs
                 .read_manifest(&self.id())
                 .map_err(|error| self.resume_error(ResumeError::Manifest(error)))?,
         };
-        let run_git = match start.checkpoint() {
-            Some(checkpoint) => self.reattach_git(checkpoint, &manifest)?,
-            None => None,
+        let run_git = match start {
+            Start::Resume(checkpoint) => self.reattach_git(checkpoint, &manifest)?,
+            Start::New | Start::Fork(_) => None,
         };
         let work_dir = self.work_dir(start, run_git.as_ref())?;
         let budget = Arc::new(Budget::new(
@@ -186,7 +186,8 @@ impl PreparedRun {
 
     /// SPEC 8.7 step 4: a resumed run with git checkpointing gets a fresh worktree on its
     /// run branch, reset to the checkpoint's commit. A run resumed from its initial
-    /// checkpoint may have been killed before its set-up made the branch.
+    /// checkpoint (at its base commit: a fork's has completed stages) may have been
+    /// killed before its set-up made the branch.
     fn reattach_git(
         &self,
         checkpoint: &Checkpoint,
@@ -200,7 +201,9 @@ impl PreparedRun {
             .as_deref()
             .ok_or_else(|| self.resume_error(ResumeError::NoRunBranchCommit))?;
         let relative = PathBuf::from(manifest.work_dir_relative.clone().unwrap_or_default());
-        let attach = if checkpoint.completed_nodes.is_empty() {
+        let initial = checkpoint.completed_nodes.is_empty()
+            || manifest.base_sha.as_deref() == Some(sha) && manifest.forked_from.is_some();
+        let attach = if initial {
             crate::git::RunGit::restart
         } else {
             crate::git::RunGit::reattach
@@ -231,7 +234,7 @@ impl PreparedRun {
                     work_dir_relative, ..
                 },
                 _,
-            ) if matches!(start, Start::New) => self
+            ) if start.is_new() => self
                 .paths
                 .run_dir()
                 .join("worktree")
@@ -325,6 +328,20 @@ impl PreparedRun {
                     log.map_err(|error| self.resume_error(ResumeError::Checkpoints(error)))?;
                 Ok((state, Checkpointer::with_log(self.paths.run_dir(), log)))
             }
+            Start::Fork(checkpoint) => {
+                // SPEC 20.2: the checkpoint's state, under the fork's own id and in its
+                // own working directory.
+                let mut state = RunState::restore(checkpoint, &self.workflow);
+                state.context.set("internal.run_id", self.run_id.as_str());
+                state
+                    .context
+                    .set("internal.work_dir", work_dir.display().to_string());
+                services
+                    .llm
+                    .simulated()
+                    .restore_cursors(checkpoint.simulated_cursors.clone());
+                Ok((state, Checkpointer::with_log(self.paths.run_dir(), log?)))
+            }
         }
     }
 
@@ -362,7 +379,7 @@ impl PreparedRun {
             rng,
             work_dir,
             checkpointer,
-            matches!(start, Start::Resume(_)),
+            start.checkpoint().is_some(),
         )
     }
 
@@ -428,7 +445,7 @@ impl PreparedRun {
         entry: &Entry,
     ) -> Result<(), RunError> {
         match start {
-            Start::New => self.initialize_new(launch, &entry.id)?,
+            Start::New | Start::Fork(_) => self.initialize_new(launch, &entry.id)?,
             Start::Resume(_) => self.register_start(&launch.manifest),
         }
         let emitter = &launch.emitter;
@@ -475,7 +492,7 @@ impl PreparedRun {
             (Start::Resume(_), _) => {
                 traversal.final_checkpoint(Some(&entry.id), RunStatus::Running);
             }
-            (Start::New, _) => {}
+            (Start::New | Start::Fork(_), _) => {}
         }
         Ok(())
     }

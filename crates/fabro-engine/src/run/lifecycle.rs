@@ -144,7 +144,8 @@ pub fn start(stores: Stores, request: StartRequest<'_>) -> Result<PreparedRun, R
 /// overrides. The run's lock is taken before anything of the run is read (step 3), so
 /// that of two resumes one runs and the other is refused at once
 /// ([`RunError::Locked`]); it is held until the run ends. A run without records is
-/// restored from `request.history` when that has its metadata (step 2).
+/// restored from `request.history` when that has its metadata (step 2). An
+/// interrupted rewind of the run (SPEC 20.3) is finished first.
 pub fn resume(
     stores: Stores,
     run_id: &RunId,
@@ -212,6 +213,8 @@ pub fn resume(
             }
         }
     };
+    // SPEC 20.3: a rewind that was interrupted is finished before the state is read.
+    super::rewind::finish_pending(&stores, run_id, &fabro_home)?;
     let checkpoint = stores
         .runs
         .load_checkpoint(run_id)
@@ -230,7 +233,10 @@ pub fn resume(
     options.goal = Some(manifest.goal);
     options.dry_run = manifest.dry_run;
     options.run_id = Some(id);
-    options.parent_run_id = manifest.parent_run_id;
+    // A fork's parent is its source, not the run of a sub_workflow node.
+    options.parent_run_id = manifest
+        .parent_run_id
+        .filter(|_| manifest.forked_from.is_none());
     options.work_dir = work_dir;
     let catalog = catalog_for(&options);
     prepare_resume_with(options, stores, checkpoint, lease, &FsLoader, &catalog)

@@ -11,7 +11,7 @@ use fabro_llm::simulated::{Script, SimulatedClient};
 
 use super::children::StoredGraphs;
 use super::git_plan::{plan_git, GitPlan};
-use super::{PreparedRun, RunError, RunOptions, Start};
+use super::{ForkSource, PreparedRun, RunError, RunOptions, Start};
 use crate::llm_target::LlmSetup;
 use crate::record::Checkpoint;
 use crate::run_dir::RunPaths;
@@ -37,8 +37,34 @@ pub fn prepare_with(
     loader: &dyn SourceLoader,
     models: &dyn ModelCatalog,
 ) -> Result<PreparedRun, RunError> {
+    allocate(options, stores, loader, models, None)
+}
+
+/// Where a fork starts (SPEC 20.2): the source's checkpoint, the git plan that puts the
+/// fork's run branch at that checkpoint's commit, and what its manifest records.
+pub(super) struct ForkStart {
+    /// The checkpoint, with status `running`.
+    pub(super) checkpoint: Checkpoint,
+    /// Git checkpointing of the fork.
+    pub(super) git_plan: GitPlan,
+    /// The manifest's `parent_run_id`, `forked_from` and workflow.
+    pub(super) source: ForkSource,
+}
+
+/// PARSE to the allocation of a new run's id and directory: a new run, or a fork of
+/// `fork`'s checkpoint, whose completed nodes and next node the workflow must have.
+pub(super) fn allocate(
+    options: RunOptions,
+    stores: Stores,
+    loader: &dyn SourceLoader,
+    models: &dyn ModelCatalog,
+    fork: Option<ForkStart>,
+) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
     check_answers(&options, &loaded, false)?;
+    if let Some(fork) = &fork {
+        check_fork_nodes(&loaded.workflow, &fork.checkpoint)?;
+    }
     let run_id = match &options.run_id {
         Some(run_id) => {
             if !valid_run_id(run_id) {
@@ -63,8 +89,18 @@ pub fn prepare_with(
     })?;
     let run_dir = paths.run_dir().to_path_buf();
     let prepared = store_children(loaded, &paths, models).and_then(|(loaded, stored)| {
-        let mut prepared = finish_prepare(options, stores, loaded, run_id, paths, Start::New)?;
+        let (start, planned, source) = match fork {
+            Some(fork) => (
+                Start::Fork(Box::new(fork.checkpoint)),
+                Some(fork.git_plan),
+                Some(fork.source),
+            ),
+            None => (Start::New, None, None),
+        };
+        let mut prepared =
+            finish_prepare(options, stores, loaded, (run_id, paths), start, planned)?;
         prepared.stored = Some(stored);
+        prepared.fork = source;
         Ok(prepared)
     });
     if prepared.is_err() && !allocated_by_parent {
@@ -72,6 +108,26 @@ pub fn prepare_with(
         let _ = fs_err::remove_dir_all(&run_dir);
     }
     prepared
+}
+
+/// SPEC 20.2: the workflow a fork runs must have every node its checkpoint completed,
+/// and the node it continues at.
+fn check_fork_nodes(
+    workflow: &fabro_language::Workflow,
+    checkpoint: &Checkpoint,
+) -> Result<(), RunError> {
+    let missing: std::collections::BTreeSet<&String> = checkpoint
+        .completed_nodes
+        .iter()
+        .chain(&checkpoint.next_node_id)
+        .filter(|node| workflow.find(node).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::MissingNodes {
+        nodes: missing.into_iter().cloned().collect(),
+    })
 }
 
 /// The stored texts of a new run's workflow and child workflows (SPEC 4.1). With child
@@ -173,9 +229,9 @@ pub fn prepare_resume_with(
         options,
         stores,
         loaded,
-        run_id.into_string(),
-        paths,
+        (run_id.into_string(), paths),
         Start::Resume(Box::new(checkpoint)),
+        Some(GitPlan::Off),
     )?;
     prepared.lease = Some(lease);
     Ok(prepared)
@@ -317,14 +373,15 @@ fn load_workflow(
     })
 }
 
-/// The LLM setup and the rest of [`PreparedRun`].
+/// The LLM setup and the rest of [`PreparedRun`]; git checkpointing as `planned`, else
+/// as the working directory's repository says (SPEC 8.1).
 fn finish_prepare(
     options: RunOptions,
     stores: Stores,
     loaded: LoadedWorkflow,
-    run_id: String,
-    paths: RunPaths,
+    (run_id, paths): (String, RunPaths),
     start: Start,
+    planned: Option<GitPlan>,
 ) -> Result<PreparedRun, RunError> {
     let LoadedWorkflow {
         workflow,
@@ -363,11 +420,10 @@ fn finish_prepare(
     if simulated_llm {
         warnings.push("note: no LLM credentials found; using the simulated provider".to_owned());
     }
-    let resumed = matches!(start, Start::Resume(_));
-    let git_plan = if resumed || options.dry_run || options.parent_run_id.is_some() {
-        GitPlan::Off
-    } else {
-        plan_git(&options, &run_id, &mut warnings)?
+    let git_plan = match planned {
+        Some(plan) => plan,
+        None if options.dry_run || options.parent_run_id.is_some() => GitPlan::Off,
+        None => plan_git(&options, &run_id, &mut warnings)?,
     };
     Ok(PreparedRun {
         options,
@@ -386,6 +442,7 @@ fn finish_prepare(
         lease: None,
         stores,
         origin: crate::record::RunOrigin::Cli,
+        fork: None,
     })
 }
 

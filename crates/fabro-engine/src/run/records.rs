@@ -49,10 +49,21 @@ impl PreparedRun {
             }
             GitPlan::Off => (None, None, None, None),
         };
+        // SPEC 20.2: a fork names its source; running the source's stored workflow, it
+        // keeps the source's workflow path and name.
+        let (workflow_path, workflow_name) =
+            match self.fork.as_ref().and_then(|fork| fork.workflow.clone()) {
+                Some(workflow) => workflow,
+                None => (
+                    self.options.workflow_path.display().to_string(),
+                    self.workflow_name.clone(),
+                ),
+            };
+        let forked_from = self.fork.as_ref().map(|fork| fork.forked_from.clone());
         Manifest {
             run_id: self.run_id.clone(),
-            workflow_name: self.workflow_name.clone(),
-            workflow_path: self.options.workflow_path.display().to_string(),
+            workflow_name,
+            workflow_path,
             goal: self.goal.clone(),
             node_count: self.workflow.nodes().len(),
             edge_count: self.workflow.edges().len(),
@@ -61,12 +72,16 @@ impl PreparedRun {
             started_at: now_rfc3339(),
             fabro_version: env!("CARGO_PKG_VERSION").to_owned(),
             dry_run: self.options.dry_run,
-            parent_run_id: self.options.parent_run_id.clone(),
+            parent_run_id: match &forked_from {
+                Some(source) => Some(source.run_id.clone()),
+                None => self.options.parent_run_id.clone(),
+            },
             vars: redact_vars(&self.options.vars),
             simulated_llm,
             repo_root,
             work_dir_relative,
             origin: Some(self.origin),
+            forked_from,
         }
     }
 

@@ -8,8 +8,8 @@ use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{EventEnvelope, FsEventLog};
 use crate::id::RunId;
-use crate::record::{Checkpoint, Manifest};
-use crate::run_dir::{write_atomic, write_json_atomic, RunPaths};
+use crate::record::{Checkpoint, Manifest, PendingRewind};
+use crate::run_dir::{write_atomic, write_json_atomic, RunPaths, REWIND_FILE};
 use crate::run_index::{RunIndex, RunLock, RunRecord, RunStatus};
 
 /// The directory of stored child workflows inside a run directory.
@@ -124,6 +124,69 @@ impl RunStore for FsRunStore {
             return Ok(());
         }
         write_atomic(&path, &bytes).map_err(io("cannot write", &path))
+    }
+
+    /// The journal's states; a run without a journal (written before there was one)
+    /// has its `checkpoint.json`.
+    fn replay_checkpoints(
+        &self,
+        run_id: &RunId,
+        visit: &mut dyn FnMut(&Checkpoint),
+    ) -> Result<(), StoreError> {
+        let paths = self.paths(run_id);
+        if paths.journal().exists() {
+            return crate::journal::replay_each(&paths.journal(), visit)
+                .map_err(|error| StoreError::Load(error.into()));
+        }
+        if let Some(checkpoint) = crate::checkpoint::load_newest(paths.run_dir())? {
+            visit(&checkpoint);
+        }
+        Ok(())
+    }
+
+    fn pending_rewind(&self, run_id: &RunId) -> Result<Option<PendingRewind>, StoreError> {
+        let path = self.paths(run_id).run_dir().join(REWIND_FILE);
+        let bytes = match fs_err::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(io("cannot read", &path)(error)),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| StoreError::Invalid { path, source })
+    }
+
+    /// `rewind.json`, written to a temporary file, synced, renamed into place and the
+    /// directory synced; removed (and the directory synced) when cleared.
+    fn set_pending_rewind(
+        &self,
+        run_id: &RunId,
+        rewind: Option<&PendingRewind>,
+    ) -> Result<(), StoreError> {
+        let paths = self.paths(run_id);
+        let path = paths.run_dir().join(REWIND_FILE);
+        match rewind {
+            Some(rewind) => {
+                let bytes = serde_json::to_vec_pretty(rewind).map_err(|error| StoreError::Io {
+                    action: "cannot serialise",
+                    path: path.clone(),
+                    source: std::io::Error::from(error),
+                })?;
+                let temporary = paths.run_dir().join(format!(".{REWIND_FILE}.tmp"));
+                let mut file =
+                    fs_err::File::create(&temporary).map_err(io("cannot write", &temporary))?;
+                std::io::Write::write_all(&mut file, &bytes)
+                    .and_then(|()| file.sync_all())
+                    .map_err(io("cannot write", &temporary))?;
+                fs_err::rename(&temporary, &path).map_err(io("cannot write", &path))?;
+            }
+            None => match fs_err::remove_file(&path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(error) => return Err(io("cannot remove", &path)(error)),
+            },
+        }
+        crate::journal::sync_directory(paths.run_dir()).map_err(io("cannot sync", paths.run_dir()))
     }
 
     fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {

@@ -15,7 +15,7 @@ use crate::record::{Checkpoint, Manifest};
 /// The newest complete checkpoint of the run in `run_dir`. A run whose `manifest` names
 /// a run branch and a repository resumes from its metadata history; killed before the
 /// initial metadata commit (no stage ran), it starts over from its initial checkpoint at
-/// the base commit. Any other run resumes from its journal or `checkpoint.json`.
+/// the base commit (a fork's is the commit it was forked at). Any other run resumes from its journal or `checkpoint.json`.
 pub(crate) fn newest(
     manifest: Option<&Manifest>,
     run_dir: &Path,
@@ -30,8 +30,10 @@ pub(crate) fn newest(
     if let Some(checkpoint) = load_newest_from_git(Path::new(repo_root), run_dir, run_id)? {
         return Ok(Some(checkpoint));
     }
+    // A fork's initial checkpoint has the stages of its source (SPEC 20.2).
+    let fork = manifest.forked_from.is_some();
     Ok(load_newest(run_dir)?
-        .filter(|checkpoint| checkpoint.completed_nodes.is_empty())
+        .filter(|checkpoint| checkpoint.completed_nodes.is_empty() || fork)
         .map(|mut checkpoint| {
             checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
             checkpoint

@@ -12,7 +12,7 @@ use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, EventLog};
 use crate::id::RunId;
 use crate::journal::ChangeHint;
-use crate::record::{Checkpoint, CheckpointView, Manifest};
+use crate::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use crate::run_index::{RunRecord, RunStatus};
 
 /// Runs kept in memory. Clones share the runs.
@@ -45,6 +45,8 @@ pub struct StoredRun {
     pub run_dir: PathBuf,
     /// The indexed status and end time.
     pub status: Option<(RunStatus, Option<String>)>,
+    /// A rewind begun and not finished.
+    pub pending_rewind: Option<PendingRewind>,
 }
 
 impl MemoryRunStore {
@@ -230,6 +232,36 @@ impl RunStore for MemoryRunStore {
         _run_id: &RunId,
         _checkpoint: &Checkpoint,
     ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn replay_checkpoints(
+        &self,
+        run_id: &RunId,
+        visit: &mut dyn FnMut(&Checkpoint),
+    ) -> Result<(), StoreError> {
+        let checkpoints = self
+            .runs()
+            .get(run_id)
+            .map(|run| run.checkpoints.clone())
+            .unwrap_or_default();
+        checkpoints.iter().for_each(visit);
+        Ok(())
+    }
+
+    fn pending_rewind(&self, run_id: &RunId) -> Result<Option<PendingRewind>, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .and_then(|run| run.pending_rewind.clone()))
+    }
+
+    fn set_pending_rewind(
+        &self,
+        run_id: &RunId,
+        rewind: Option<&PendingRewind>,
+    ) -> Result<(), StoreError> {
+        self.with_run(run_id, |run| run.pending_rewind = rewind.cloned());
         Ok(())
     }
 

@@ -27,6 +27,7 @@ fn manifest(run_id: &str, started_at: &str) -> Manifest {
         repo_root: None,
         work_dir_relative: None,
         origin: None,
+        forked_from: None,
     }
 }
 

@@ -2,7 +2,9 @@
 //! as safe Markdown with a raw view, `status.json`, the tails of `stdout.log` and
 //! `stderr.log` (followed by the script through `/live` while the stage runs), files
 //! touched, the coloured diff, the agent's tool calls and retries from the events, and
-//! the stage's captured artifacts with download links.
+//! the stage's captured artifacts with download links; "Fork from here" posts to
+//! `/runs/{id}/stages/{rank}/fork`, which forks the run at the stage (SPEC 20.2) and goes
+//! to the new run's page.
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -11,8 +13,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{
-    blocking, cost, diff, duration, escape, layout, markdown, message_page, sign_in_required,
-    signed_in, status_badge, text, url_segment,
+    blocking, check_post, cost, diff, duration, escape, layout, markdown, message_page,
+    sign_in_required, signed_in, status_badge, text, url_segment,
 };
 use crate::engine_bridge::records::{self, EventCursor, RunRecordRef};
 use crate::state::AppState;
@@ -186,6 +188,14 @@ pub async fn page(
         tokens = tokens(&stage["usage"]),
         cost = cost(&stage["cost_usd"]),
     );
+    if status != "running" {
+        body.push_str(&format!(
+            "<div class=\"actions\"><form method=\"post\" action=\"/runs/{}/stages/{}/fork\">\
+             <button type=\"submit\">Fork from here</button></form></div>",
+            url_segment(run_id),
+            escape(&text(&stage["rank"])),
+        ));
+    }
     for (name, heading) in [("prompt.md", "Prompt"), ("response.md", "Response")] {
         if let Some(source) = file(&view.files, name) {
             body.push_str(&markdown_section(name, heading, &source));
@@ -214,6 +224,44 @@ pub async fn page(
         escape(&status)
     );
     Html(layout(&format!("Stage {node}"), &attributes, &body)).into_response()
+}
+
+/// `POST /runs/{id}/stages/{rank}/fork`: forks the run from the checkpoint written after
+/// the stage (SPEC 20.2) and goes to the new run's page; the same checks as every form.
+pub async fn fork(
+    State(state): State<AppState>,
+    Path((id, rank)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = check_post(&state, &headers) {
+        return refused;
+    }
+    let failed = |error: crate::error::ApiError| {
+        let status = error.status();
+        message_page(status, "Cannot fork", &error.into_public().message)
+    };
+    let Ok(rank) = rank.parse::<u32>() else {
+        return message_page(StatusCode::NOT_FOUND, "Not found", "no such stage");
+    };
+    let record = match crate::api::require_run(&state, &id).await {
+        Ok(record) => record,
+        Err(error) => return failed(error),
+    };
+    let request = crate::engine_bridge::ForkRequest {
+        at_rank: Some(rank),
+        ..Default::default()
+    };
+    match crate::runs::fork(&state, &record.run_id, request).await {
+        Ok(accepted) => (
+            StatusCode::SEE_OTHER,
+            [(
+                header::LOCATION,
+                format!("/runs/{}", url_segment(&accepted.run_id)),
+            )],
+        )
+            .into_response(),
+        Err(error) => failed(error),
+    }
 }
 
 /// `GET /runs/{id}/stages/{rank}/live`: status and log tails as JSON text.

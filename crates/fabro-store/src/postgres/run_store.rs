@@ -14,7 +14,7 @@ use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
 use fabro_engine::config::RunConfig;
 use fabro_engine::event::{EventEnvelope, EventLog};
 use fabro_engine::journal::ChangeHint;
-use fabro_engine::record::{Checkpoint, CheckpointView, Manifest};
+use fabro_engine::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use fabro_engine::run_index::{RunRecord, RunStatus};
 use fabro_engine::store::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
 use fabro_engine::RunId;
@@ -364,6 +364,80 @@ impl RunStore for PgRunStore {
         _checkpoint: &Checkpoint,
     ) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// The records of `run_journal`, by sequence.
+    fn replay_checkpoints(
+        &self,
+        run_id: &RunId,
+        visit: &mut dyn FnMut(&Checkpoint),
+    ) -> Result<(), StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the checkpoints of run {run_id}");
+        let records: Vec<String> = self.run(&action.clone(), async move {
+            sqlx::query_scalar("SELECT record FROM run_journal WHERE run_id = $1 ORDER BY seq")
+                .bind(&id)
+                .fetch_all(&pool)
+                .await
+                .map_err(backend(&action))
+        })?;
+        for record in records {
+            let checkpoint: Checkpoint = serde_json::from_str(&record).map_err(|error| {
+                StoreError::backend(
+                    format!("a stored checkpoint of run {run_id} is not valid"),
+                    error,
+                )
+            })?;
+            visit(&checkpoint);
+        }
+        Ok(())
+    }
+
+    fn pending_rewind(&self, run_id: &RunId) -> Result<Option<PendingRewind>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the pending rewind of run {run_id}");
+        let text: Option<Option<String>> = self.run(&action.clone(), async move {
+            sqlx::query_scalar("SELECT pending_rewind FROM runs WHERE run_id = $1")
+                .bind(&id)
+                .fetch_optional(&pool)
+                .await
+                .map_err(backend(&action))
+        })?;
+        text.flatten()
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|error| {
+                    StoreError::backend(
+                        format!("the pending rewind of run {run_id} is not valid"),
+                        error,
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    fn set_pending_rewind(
+        &self,
+        run_id: &RunId,
+        rewind: Option<&PendingRewind>,
+    ) -> Result<(), StoreError> {
+        let action = format!("cannot record the rewind of run {run_id}");
+        let text = rewind
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|error| StoreError::backend(action.clone(), error))?;
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        self.run(&action.clone(), async move {
+            sqlx::query("UPDATE runs SET pending_rewind = $2 WHERE run_id = $1")
+                .bind(&id)
+                .bind(&text)
+                .execute(&pool)
+                .await
+                .map(|_| ())
+                .map_err(backend(&action))
+        })
     }
 
     fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {

@@ -416,6 +416,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             Some("plan"),
             Warning::new("custom_outcome", "node plan reported custom outcome 'x'").into(),
         ),
+        (None, RunRewound { k: 2, to_rank: 3 }.into()),
     ]
 }
 

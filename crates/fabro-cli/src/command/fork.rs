@@ -1,0 +1,86 @@
+//! `fabro fork RUN [--at NODE[@VISIT] | --at-rank N] [--run-id ID] [--workflow FILE]`
+//! (SPEC 20.2): a new run from a checkpoint of an existing one, executed and reported
+//! like `fabro run`, with the options of `fabro resume`.
+
+use fabro_engine::record::RunOrigin;
+use fabro_engine::run::{fork, new_run_id, ForkRequest, Overrides, StagePoint};
+use fabro_engine::{RunId, Stores};
+
+use crate::args::ForkArgs;
+use crate::command::resolve_run;
+use crate::command::run::{
+    config_overrides, console_interviewer, detach, detached_interviewer, execute, parse_answers,
+};
+use crate::error::{CliError, Status};
+use crate::loader::{fabro_home, FsLoader};
+use crate::output::Output;
+
+/// The stage of `--at NODE[@VISIT]` or `--at-rank N` (clap lets only one through).
+pub(crate) fn stage_point(node: Option<&str>, rank: Option<u32>) -> Option<StagePoint> {
+    match (node, rank) {
+        (Some(node), _) => Some(StagePoint::parse_node(node)),
+        (None, Some(rank)) => Some(StagePoint::Rank(rank)),
+        (None, None) => None,
+    }
+}
+
+pub(crate) fn run(args: &ForkArgs, output: &mut Output) -> Result<Status, CliError> {
+    let home = fabro_home();
+    let source = resolve_run(&args.run)?.run_id;
+    // With `--detach`, the id is allocated here, so that it can be printed at once.
+    let mut run_id = args.run_id.clone();
+    if args.detach {
+        run_id.get_or_insert_with(new_run_id);
+    }
+    let interviewer = if args.detached_worker {
+        Some(detached_interviewer(
+            &home,
+            run_id.as_deref().unwrap_or_default(),
+        ))
+    } else {
+        console_interviewer()
+    };
+    let request = ForkRequest {
+        fabro_home: home.clone(),
+        at: stage_point(args.at.as_deref(), args.at_rank),
+        run_id: run_id.clone(),
+        workflow: args
+            .workflow
+            .as_ref()
+            .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone())),
+        loader: &FsLoader,
+        detached_worker: args.detached_worker,
+        origin: RunOrigin::Cli,
+        overrides: Overrides {
+            model: args.stages.model.clone(),
+            provider: args.stages.provider.clone(),
+            auto_approve: args.stages.auto_approve,
+            answers: parse_answers(&args.stages.answers)?,
+            limits: config_overrides(&args.stages, false),
+            interviewer,
+        },
+    };
+    let prepared = fork(Stores::local(&home), &RunId::from(source.as_str()), request);
+    if !args.detach {
+        return execute(prepared, args.json, output);
+    }
+    // Refusals are reported here, before anything runs in the background.
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => return execute(Err(error), args.json, output),
+    };
+    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--detach")
+        .collect();
+    worker_args.push("--detached-worker".into());
+    if let (None, Some(run_id)) = (&args.run_id, &run_id) {
+        worker_args.extend(["--run-id".into(), run_id.into()]);
+    }
+    let (run_id, run_dir) = (
+        prepared.run_id().to_owned(),
+        prepared.run_dir().to_path_buf(),
+    );
+    drop(prepared);
+    detach(&run_id, &run_dir, worker_args, output)
+}
