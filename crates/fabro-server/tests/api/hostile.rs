@@ -7,12 +7,14 @@ use serde_json::{json, Value};
 
 use crate::support::{chain, Auth, Fixture, TOKEN};
 
-const ROUTES: [(&str, &str); 15] = [
+const ROUTES: [(&str, &str); 17] = [
     ("GET", "/api/v1/runs?status={a}&limit={b}&before={a}"),
     ("POST", "/api/v1/runs"),
     ("GET", "/api/v1/runs/{a}"),
     ("POST", "/api/v1/runs/{a}/cancel"),
     ("POST", "/api/v1/runs/{a}/resume"),
+    ("POST", "/api/v1/runs/{a}/fork"),
+    ("POST", "/api/v1/runs/{a}/rewind"),
     ("GET", "/api/v1/runs/{a}/events?after={b}&limit={b}"),
     ("GET", "/api/v1/runs/{a}/graph.svg"),
     ("GET", "/api/v1/runs/{a}/stages"),

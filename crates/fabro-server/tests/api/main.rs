@@ -547,6 +547,7 @@ async fn artifact_paths_that_leave_the_artifacts_directory_are_404() {
     }
 }
 
+mod branching;
 mod contract;
 mod openapi;
 mod stream;
