@@ -25,7 +25,7 @@ fn init_repo(env: &TestEnv, files: &[(&str, &str)]) {
     git(env, &["commit", "-q", "-m", "init"]);
 }
 
-fn spawn(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> Child {
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
     command
         .args(args)
@@ -38,13 +38,13 @@ fn spawn(env: &TestEnv, args: &[&str], extra_env: &[(&str, &str)]) -> Child {
     command.spawn().expect("fabro starts")
 }
 
-fn kill(mut child: Child) {
+pub(crate) fn kill(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
 
 /// Waits until `path` exists; fails when `child` exits first or after 60 s.
-fn wait_for_file(path: &Path, child: &mut Child, what: &str) {
+pub(crate) fn wait_for_file(path: &Path, child: &mut Child, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
         if let Ok(Some(status)) = child.try_wait() {
@@ -55,7 +55,7 @@ fn wait_for_file(path: &Path, child: &mut Child, what: &str) {
     }
 }
 
-fn runs_json(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn runs_json(env: &TestEnv) -> Vec<Value> {
     let output = fabro(env, &["runs", "--json"]);
     assert_eq!(code(&output), 0, "fabro runs: {}", stderr(&output));
     serde_json::from_str::<Value>(&stdout(&output))
@@ -65,7 +65,7 @@ fn runs_json(env: &TestEnv) -> Vec<Value> {
         .clone()
 }
 
-fn find_run<'a>(runs: &'a [Value], run_id: &str) -> Option<&'a Value> {
+pub(crate) fn find_run<'a>(runs: &'a [Value], run_id: &str) -> Option<&'a Value> {
     runs.iter().find(|run| run["run_id"] == run_id)
 }
 
@@ -88,14 +88,14 @@ fn completed_stages(run_dir: &Path) -> std::collections::BTreeMap<String, usize>
     counts
 }
 
-fn refs(env: &TestEnv, prefix: &str) -> Vec<String> {
+pub(crate) fn refs(env: &TestEnv, prefix: &str) -> Vec<String> {
     git(env, &["for-each-ref", "--format=%(refname)", prefix])
         .lines()
         .map(str::to_owned)
         .collect()
 }
 
-fn assert_fsck_clean(env: &TestEnv) {
+pub(crate) fn assert_fsck_clean(env: &TestEnv) {
     let fsck = env
         .command("git")
         .args(["fsck", "--strict", "--no-dangling"])
