@@ -136,6 +136,52 @@ fn records_checkpoints_and_the_index_round_trip() {
     });
 }
 
+/// SPEC 20.2, 20.3: every checkpoint comes back in order, and a rewind's record is kept
+/// until it is cleared.
+#[test]
+fn checkpoints_replay_in_order_and_a_pending_rewind_is_kept_until_cleared() {
+    with_each_store(|store, _| {
+        let run = RunId::from("r2");
+        let mut seen = Vec::new();
+        store
+            .replay_checkpoints(&run, &mut |checkpoint| seen.push(checkpoint.clone()))
+            .expect("replays nothing");
+        assert!(seen.is_empty());
+        let written = [
+            checkpoint("r2", &["start"], Some("a")),
+            checkpoint("r2", &["start", "a"], Some("b")),
+            checkpoint("r2", &["start"], Some("a")),
+        ];
+        let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");
+        for state in &written {
+            log.write(&state.view(), &ChangeHint::everything())
+                .expect("writes");
+        }
+        drop(log);
+        store
+            .replay_checkpoints(&run, &mut |checkpoint| seen.push(checkpoint.clone()))
+            .expect("replays");
+        assert_eq!(seen, written);
+
+        assert_eq!(store.pending_rewind(&run).expect("reads"), None);
+        let pending = crate::record::PendingRewind {
+            k: 2,
+            to_rank: 1,
+            node_id: "start".to_owned(),
+            visit: 1,
+            old_head: Some("0123".to_owned()),
+            checkpoint: written[0].clone(),
+        };
+        store
+            .set_pending_rewind(&run, Some(&pending))
+            .expect("records");
+        assert_eq!(store.pending_rewind(&run).expect("reads"), Some(pending));
+        store.set_pending_rewind(&run, None).expect("clears");
+        store.set_pending_rewind(&run, None).expect("clears again");
+        assert_eq!(store.pending_rewind(&run).expect("reads"), None);
+    });
+}
+
 #[test]
 fn events_continue_after_a_torn_line_and_read_from_an_id() {
     with_each_store(|store, _| {

@@ -429,15 +429,22 @@ impl RunStore for PgRunStore {
             .map_err(|error| StoreError::backend(action.clone(), error))?;
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
-        self.run(&action.clone(), async move {
+        let updated = self.run(&action.clone(), async move {
             sqlx::query("UPDATE runs SET pending_rewind = $2 WHERE run_id = $1")
                 .bind(&id)
                 .bind(&text)
                 .execute(&pool)
                 .await
-                .map(|_| ())
+                .map(|done| done.rows_affected())
                 .map_err(backend(&action))
-        })
+        })?;
+        if updated == 0 {
+            return Err(StoreError::Missing {
+                run_id: run_id.clone(),
+                record: "manifest",
+            });
+        }
+        Ok(())
     }
 
     fn open_events(&self, run_id: &RunId, opening: Opening) -> Result<OpenedEvents, StoreError> {

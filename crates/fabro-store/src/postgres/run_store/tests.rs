@@ -146,6 +146,65 @@ fn records_checkpoints_and_the_index_round_trip() {
         .is_some_and(|time| time.ends_with('Z')));
 }
 
+/// SPEC 20.2, 20.3: every checkpoint comes back in order, and a rewind's record is kept
+/// until it is cleared.
+#[test]
+fn checkpoints_replay_in_order_and_a_pending_rewind_is_kept_until_cleared() {
+    let Some((_database, store)) = store("pg_checkpoints_replay_and_a_pending_rewind") else {
+        return;
+    };
+    let run = RunId::from("r1");
+    let config = RunConfig::default();
+    let manifest = manifest("r1", "2026-01-01T00:00:00Z");
+    let pending = |checkpoint: Checkpoint| PendingRewind {
+        k: 1,
+        to_rank: 1,
+        node_id: "start".to_owned(),
+        visit: 1,
+        old_head: None,
+        checkpoint,
+    };
+    assert!(matches!(
+        store.set_pending_rewind(&run, Some(&pending(checkpoint("r1", &[], None)))),
+        Err(StoreError::Missing { .. })
+    ));
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &config,
+                manifest: &manifest,
+            },
+        )
+        .expect("records");
+    let written = [
+        checkpoint("r1", &["start"], Some("a")),
+        checkpoint("r1", &["start", "a"], Some("b")),
+        checkpoint("r1", &["start"], Some("a")),
+    ];
+    let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");
+    for state in &written {
+        log.write(&state.view(), &ChangeHint::everything())
+            .expect("writes");
+    }
+    drop(log);
+    let mut seen = Vec::new();
+    store
+        .replay_checkpoints(&run, &mut |checkpoint| seen.push(checkpoint.clone()))
+        .expect("replays");
+    assert_eq!(seen, written);
+    assert_eq!(store.pending_rewind(&run).expect("reads"), None);
+    let record = pending(written[0].clone());
+    store
+        .set_pending_rewind(&run, Some(&record))
+        .expect("records");
+    assert_eq!(store.pending_rewind(&run).expect("reads"), Some(record));
+    store.set_pending_rewind(&run, None).expect("clears");
+    assert_eq!(store.pending_rewind(&run).expect("reads"), None);
+}
+
 #[test]
 fn a_running_run_without_a_lock_holder_is_interrupted() {
     let Some((_database, store)) = store("pg_a_running_run_without_a_lock_holder") else {
