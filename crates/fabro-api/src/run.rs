@@ -71,9 +71,9 @@ pub struct RunUsage {
 #[serde(untagged)]
 pub enum RunDocument {
     /// A run that has started: `fabro inspect --json` plus `pending_question`.
-    Inspected(InspectDocument),
+    Inspected(Box<InspectDocument>),
     /// A queued run: its summary, as in the run list.
-    Queued(RunSummary),
+    Queued(Box<RunSummary>),
 }
 
 impl RunDocument {
@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn a_run_document_reads_back_as_the_form_it_was() {
-        let queued = RunDocument::Queued(queued());
+        let queued = RunDocument::Queued(Box::new(queued()));
         let text = serde_json::to_string(&queued).expect("serializes");
         assert_eq!(
             serde_json::from_str::<RunDocument>(&text).expect("decodes"),

@@ -335,7 +335,7 @@ pub async fn get_run(
                 || records::run_summary(&record),
                 |active| active.queued_summary(),
             );
-            Ok(Json(RunDocument::Queued(summary)).into_response())
+            Ok(Json(RunDocument::Queued(Box::new(summary))).into_response())
         }
         Some(record) => {
             if let Some(bytes) = state.documents().cached_document(&record) {
@@ -359,13 +359,15 @@ pub async fn get_run(
                 }
                 Built::Fresh(mut document) => {
                     document.pending_question = pending_question(&state, &run_id, status);
-                    Json(RunDocument::Inspected(*document)).into_response()
+                    Json(RunDocument::Inspected(document)).into_response()
                 }
             })
         }
         None => state
             .active_by_prefix(&id)
-            .map(|active| Json(RunDocument::Queued(active.queued_summary())).into_response())
+            .map(|active| {
+                Json(RunDocument::Queued(Box::new(active.queued_summary()))).into_response()
+            })
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'"))),
     }
 }

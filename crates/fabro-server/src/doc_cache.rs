@@ -107,10 +107,10 @@ impl DocCache {
         }
         let view = run_view::inspect(record.clone()).map_err(ApiError::internal)?;
         let summary = records::summary_of(record, Some(&view));
-        let document = RunDocument::Inspected(InspectDocument {
+        let document = RunDocument::Inspected(Box::new(InspectDocument {
             inspect: view,
             pending_question: None,
-        });
+        }));
         let document = serde_json::to_vec(&document).map_err(ApiError::internal)?;
         let summary_bytes = serde_json::to_vec(&summary).map_err(ApiError::internal)?;
         let entry = Arc::new(Entry {

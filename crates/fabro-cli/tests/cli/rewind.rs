@@ -176,6 +176,50 @@ fn a_running_run_is_not_rewound() {
     assert!(!env.fabro_home().join("scratch/busy/rewound").exists());
 }
 
+/// A rewind back before a parallel stage runs its branches again when resumed: the
+/// finished branches recorded for the old line go aside with its stages.
+#[test]
+fn a_parallel_stage_after_the_rewind_runs_its_branches_again() {
+    let env = TestEnv::new("rewind_parallel");
+    let trace = env.fabro_home().join("trace");
+    let trace = trace.display();
+    env.write(
+        "w.fabro",
+        &format!(
+            r#"digraph w {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  a [shape=parallelogram, script="echo a >> {trace}"]
+  fan [shape=component]
+  p1 [shape=parallelogram, script="echo p1 >> {trace}"]
+  p2 [shape=parallelogram, script="echo p2 >> {trace}"]
+  merge [shape=tripleoctagon]
+  start -> a -> fan
+  fan -> p1 -> merge
+  fan -> p2 -> merge
+  merge -> exit
+}}
+"#
+        ),
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "par"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let mut first = take_trace(&env);
+    first.sort();
+    assert_eq!(first, ["a", "p1", "p2"]);
+    let output = fabro(&env, &["rewind", "par", "--to", "a"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(env
+        .fabro_home()
+        .join("scratch/par/rewound/1/parallel")
+        .is_dir());
+    let output = fabro(&env, &["resume", "par"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let mut again = take_trace(&env);
+    again.sort();
+    assert_eq!(again, ["p1", "p2"], "both branches run again");
+}
+
 /// Crash safety: a rewind killed with SIGKILL after its record, after its git steps and
 /// after moving the stages is finished by `fabro resume` (which then runs stages 3 on)
 /// or by the same rewind again; it stays rewind 1, no stage is lost, git stays

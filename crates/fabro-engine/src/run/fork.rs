@@ -135,7 +135,7 @@ pub fn fork(
                 run_id: source.as_str().to_owned(),
                 rank: chosen.rank,
             },
-            workflow: (!edited).then(|| (manifest.workflow_path, manifest.workflow_name)),
+            workflow: (!edited).then_some((manifest.workflow_path, manifest.workflow_name)),
         },
     };
     let catalog = catalog_for(&options);

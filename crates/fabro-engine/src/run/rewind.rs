@@ -5,7 +5,8 @@
 //! store), then carried out in steps that can each be done again: with git, the run
 //! branch's head kept as `refs/fabro-rewound/{id}/{k}`, a metadata commit holding the
 //! checkpoint gone back to, and the run branch moved to that checkpoint's commit; the
-//! later stage directories moved to `{run_dir}/rewound/{k}/stages/`; the checkpoint
+//! later stage directories moved to `{run_dir}/rewound/{k}/stages/` (with the branch
+//! records of a later parallel stage, to `rewound/{k}/parallel/`); the checkpoint
 //! appended to the run's log; `RunRewound {to_rank, k}` appended to its events; the run
 //! listed as not finished; and the record cleared. A rewind killed at any point is
 //! finished by the next `fabro rewind` of the run or by `fabro resume`
@@ -31,6 +32,9 @@ use crate::run_dir::{RunPaths, REWOUND_DIR};
 use crate::run_index::{RunIndexError, RunStatus};
 use crate::run_stages::list_stages;
 use crate::store::{Opening, StoreError, Stores};
+
+/// Where finished parallel branches are recorded, per parallel stage (`{node}@{visit}`).
+const PARALLEL_DIR: &str = "parallel";
 
 /// What a client asks of a rewind.
 #[derive(Debug, Clone)]
@@ -269,6 +273,17 @@ impl Steps<'_> {
                     source,
                 }
             };
+            // A parallel stage's finished branches go with it (first, so that a rewind
+            // done again still finds the stage), so that the stage runs its branches
+            // again instead of reusing those of the old line.
+            let key = format!("{}@{}", stage.node_id, stage.visit);
+            let records = self.paths.run_dir().join(PARALLEL_DIR).join(&key);
+            if records.is_dir() {
+                let moved = target.with_file_name(PARALLEL_DIR);
+                fs_err::create_dir_all(&moved)
+                    .map_err(io("cannot create the rewound branches of"))?;
+                fs_err::rename(&records, moved.join(&key)).map_err(io("cannot move"))?;
+            }
             fs_err::create_dir_all(&target).map_err(io("cannot create the rewound stages of"))?;
             fs_err::rename(&stage.path, target.join(name)).map_err(io("cannot move"))?;
         }
