@@ -209,15 +209,15 @@ fn a_parallel_stage_after_the_rewind_runs_its_branches_again() {
     assert_eq!(first, ["a", "p1", "p2"]);
     let output = fabro(&env, &["rewind", "par", "--to", "a"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    assert!(env
-        .fabro_home()
-        .join("scratch/par/rewound/1/parallel")
-        .is_dir());
     let output = fabro(&env, &["resume", "par"]);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let mut again = take_trace(&env);
     again.sort();
     assert_eq!(again, ["p1", "p2"], "both branches run again");
+    assert!(env
+        .fabro_home()
+        .join("scratch/par/rewound/1/parallel")
+        .is_dir());
 }
 
 /// Crash safety: a rewind killed with SIGKILL after its record, after its git steps and
