@@ -485,8 +485,9 @@ pub(crate) struct ForkArgs {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   fabro rewind 01JX4Q --to plan                     back to the checkpoint after plan's latest visit
-  fabro rewind 01JX4Q --to-rank 2                   back to the checkpoint after stage 2
-  fabro resume 01JX4Q                               then continue from there
+                                                    (then fabro resume 01JX4Q continues from there)
+  fabro rewind 01JX4Q --to review@2                 after review's second visit
+  fabro rewind 01JX4Q --to-rank 2 --json            after stage 2; the result as JSON
 
 Exit codes: 0 rewound, 2 unknown run or stage, a running run, or a storage failure")]
 pub(crate) struct RewindArgs {

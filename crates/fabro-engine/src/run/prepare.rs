@@ -61,7 +61,8 @@ pub(super) fn allocate(
     fork: Option<ForkStart>,
 ) -> Result<PreparedRun, RunError> {
     let loaded = load_workflow(&options, loader, models)?;
-    check_answers(&options, &loaded, false)?;
+    // A fork's answers are the flags of a resume (SPEC 20.2): a bad one is a usage error.
+    check_answers(&options, &loaded, fork.is_some())?;
     if let Some(fork) = &fork {
         check_fork_nodes(&loaded.workflow, &fork.checkpoint)?;
     }

@@ -15,11 +15,13 @@ use crate::runs;
 use crate::state::AppState;
 
 /// Forks a run (SPEC 20.2): a new run from the checkpoint after `at` (or `at_rank`), else
-/// from the run's newest complete checkpoint.
+/// from the run's newest complete checkpoint. An edited `workflow` with errors is 422,
+/// with its diagnostics.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/fork", params(("id" = String, Path, description = "run id or unique prefix")),
     request_body = ForkRequest,
     responses((status = 201, body = Started), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+    (status = 422, body = ErrorBody)))]
 pub async fn fork_run(
     State(state): State<AppState>,
     Path(id): Path<String>,
