@@ -309,7 +309,14 @@ impl Traversal {
     fn finish_stage(&mut self, frame: &StageFrame, mut outcome: Outcome, attempts: u32) -> Outcome {
         let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(frame.node);
-        self.offload_large_values(&mut outcome);
+        if let Err(error) = self.offload_large_values(&mut outcome) {
+            // SPEC 18.4.4: a blob the stage produced cannot be kept, so the stage's
+            // result cannot be recorded; the run stops, resumable.
+            outcome = Outcome::engine_error(format!(
+                "cannot store a large context value: {}",
+                crate::error_chain(&error)
+            ));
+        }
         let canceled = outcome.failure_class() == Some(FailureClass::Canceled);
         if spec.auto_status
             && !matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)
@@ -366,8 +373,9 @@ impl Traversal {
 
     /// SPEC 7.7: context values the stage wrote whose compact JSON exceeds 100 KB go to
     /// the blob store and are replaced by their refs, so checkpoints, events and
-    /// `status.json` stay small.
-    fn offload_large_values(&self, outcome: &mut Outcome) {
+    /// `status.json` stay small. A blob store that cannot keep one is an error of the
+    /// run's own storage.
+    fn offload_large_values(&self, outcome: &mut Outcome) -> Result<(), crate::blob::BlobError> {
         for value in outcome.context_updates.values_mut() {
             if matches!(value, Value::Null | Value::Bool(_) | Value::Number(_)) {
                 continue;
@@ -378,13 +386,10 @@ impl Traversal {
             if bytes.len() <= OFFLOAD_THRESHOLD {
                 continue;
             }
-            match self.run.services.blobs.put(&bytes) {
-                Ok((reference, _)) => *value = Value::String(reference.into_string()),
-                Err(error) => {
-                    tracing::warn!(error = %crate::error_chain(&error), "cannot offload a large context value; keeping it inline");
-                }
-            }
+            let (reference, _) = self.run.services.blobs.put(&bytes)?;
+            *value = Value::String(reference.into_string());
         }
+        Ok(())
     }
 
     /// One attempt of the handler, with the node timeout and panic containment.
