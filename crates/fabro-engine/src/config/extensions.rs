@@ -153,7 +153,7 @@ pub(super) fn search_provider(search: &Section<'_, '_>) -> Result<Option<String>
 
 /// Serialises headers with literal values replaced by `[REDACTED]`: a `${VAR}` value
 /// holds no secret and is what a resumed run must read again.
-fn literal_values_redacted<S: serde::Serializer>(
+pub(super) fn literal_values_redacted<S: serde::Serializer>(
     table: &BTreeMap<String, String>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
