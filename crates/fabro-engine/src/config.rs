@@ -23,7 +23,9 @@ mod providers;
 pub mod reference;
 mod section;
 
-pub use extensions::{expand_secret_variables, McpServerKind, McpServerSettings, WebSearchConfig};
+pub use extensions::{
+    expand_secret_variables, variable_value, McpServerKind, McpServerSettings, WebSearchConfig,
+};
 pub use hooks::{HookConfig, HookEvent, HookKind, DEFAULT_HOOK_TIMEOUT_SECS};
 
 pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};

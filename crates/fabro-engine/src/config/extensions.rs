@@ -167,6 +167,17 @@ pub(super) fn literal_values_redacted<S: serde::Serializer>(
     }))
 }
 
+/// The value of the variable `name` for `${VAR}` expansion: from the process's secrets
+/// (taken out of the environment at start-up), else the environment; empty counts as
+/// unset.
+pub fn variable_value(name: &str) -> Option<String> {
+    fabro_llm::redact::secrets()
+        .get_str(name)
+        .map(str::to_owned)
+        .or_else(|| std::env::var(name).ok())
+        .filter(|value| !value.is_empty())
+}
+
 /// `${VAR}` in `text` replaced by the variables' values, each value adopted into the
 /// process's secrets (redacted everywhere, kept out of child environments, SPEC 19.1);
 /// the names of unset variables come back as the error.

@@ -196,7 +196,10 @@ fn hook_entry(hook: &Section<'_, '_>, line: usize) -> Result<HookConfig, ConfigE
             let names: Vec<&str> = HookEvent::ALL.iter().map(|event| event.as_str()).collect();
             invalid(
                 "event",
-                format!("unknown event '{name}'; expected one of {}", names.join(", ")),
+                format!(
+                    "unknown event '{name}'; expected one of {}",
+                    names.join(", ")
+                ),
             )
         })?,
     };
@@ -215,16 +218,25 @@ fn hook_entry(hook: &Section<'_, '_>, line: usize) -> Result<HookConfig, ConfigE
     let headers = hook.string_table("headers")?;
     match kind {
         HookKind::Command if command.as_deref().is_none_or(str::is_empty) => {
-            return Err(invalid("command", "a command hook needs a command".to_owned()))
+            return Err(invalid(
+                "command",
+                "a command hook needs a command".to_owned(),
+            ))
         }
         HookKind::Command if url.is_some() => {
             return Err(invalid("url", "only http hooks have a url".to_owned()))
         }
         HookKind::Command if !headers.is_empty() => {
-            return Err(invalid("headers", "only http hooks have headers".to_owned()))
+            return Err(invalid(
+                "headers",
+                "only http hooks have headers".to_owned(),
+            ))
         }
         HookKind::Http if command.is_some() => {
-            return Err(invalid("command", "only command hooks have a command".to_owned()))
+            return Err(invalid(
+                "command",
+                "only command hooks have a command".to_owned(),
+            ))
         }
         HookKind::Http
             if !url

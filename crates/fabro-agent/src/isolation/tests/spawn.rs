@@ -213,12 +213,17 @@ async fn standard_input_comes_from_the_given_file() {
     use tokio::io::AsyncReadExt;
     let fixture = fixture();
     let mut input = tempfile::tempfile().unwrap();
-    input.write_all(b"{\"event\":\"StageCompleted\"}\n").unwrap();
+    input
+        .write_all(b"{\"event\":\"StageCompleted\"}\n")
+        .unwrap();
     input.rewind().unwrap();
     let plain = stage_env(&fixture, IsolationMode::None, false);
     let mut envs = vec![("plain", plain)];
     if kernel_has(Mechanism::Landlock) {
-        envs.push(("confined", stage_env(&fixture, IsolationMode::Workspace, false)));
+        envs.push((
+            "confined",
+            stage_env(&fixture, IsolationMode::Workspace, false),
+        ));
     } else {
         fabro_test_support::skip(
             "standard_input_comes_from_the_given_file (confined)",
