@@ -171,15 +171,15 @@ impl HookResult {
 }
 
 impl Hooks {
-    /// The run's hooks: none in a dry run (SPEC 4.9: nothing outside the run happens).
+    /// The run's hooks (a dry run passes none: SPEC 4.9, nothing outside the run
+    /// happens).
     pub(crate) fn new(
         hooks: &[HookConfig],
         emitter: &Arc<Emitter>,
         sandbox_env: &SandboxEnv,
         cancel: &CancellationToken,
-        dry_run: bool,
     ) -> Hooks {
-        if hooks.is_empty() || dry_run {
+        if hooks.is_empty() {
             return Hooks::default();
         }
         Hooks {
@@ -214,6 +214,13 @@ impl Hooks {
             return Gate::Open;
         };
         runner.spawn(HookEvent::StageStart, envelope, place);
+        let node_id = envelope.node_id.as_deref();
+        let blocking = |hook: &HookConfig| {
+            hook.event == HookEvent::StageStart && hook.is_blocking() && hook.applies_to(node_id)
+        };
+        if !runner.hooks.iter().any(blocking) {
+            return Gate::Open;
+        }
         let call = Call::of(HookEvent::StageStart, envelope);
         let place = Place::of(place);
         for (number, hook) in runner.matching(&call) {

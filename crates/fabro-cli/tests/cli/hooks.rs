@@ -2,7 +2,9 @@
 //! stage's event on standard input, a blocking `stage_start` hook that fails fails its
 //! stage with its last stderr line before the handler runs, an HTTP hook POSTs to a
 //! loopback server, a hook that hangs is stopped at its timeout with `hook_failed` while
-//! the run goes on, and an invalid entry is a configuration error naming its key.
+//! the run goes on, `run_start`, `human_question` and `run_failed` hooks run on their
+//! events, dry runs run no hooks, and an invalid entry is a configuration error naming
+//! its key.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -336,4 +338,103 @@ fn an_invalid_hook_is_a_configuration_error_naming_its_key() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn run_start_human_question_and_run_failed_hooks_run_on_their_events() {
+    let env = TestEnv::new("hooks_run_events");
+    let workflow = r#"digraph w {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  review [shape=hexagon, label="Ship it?"]
+  ship [shape=parallelogram, script="echo shipped"]
+  start -> review
+  review -> ship [label="[A] Approve"]
+  review -> exit [label="[S] Stop"]
+  ship -> exit
+}
+"#;
+    env.write("w.fabro", workflow);
+    env.write(
+        "workflow.toml",
+        r#"[[hooks]]
+event = "run_start"
+command = "cat > run-start.json"
+
+[[hooks]]
+event = "human_question"
+nodes = ["review"]
+command = "cat > question.json"
+
+[[hooks]]
+event = "run_failed"
+command = "cat > run-failed.json"
+
+[[hooks]]
+event = "run_complete"
+command = "touch run-complete"
+"#,
+    );
+    // Two stages are all the budget allows: the run stops after the gate, `canceled`.
+    let output = fabro(
+        &env,
+        &[
+            "run",
+            "w.fabro",
+            "--run-id",
+            "h1",
+            "--auto-approve",
+            "--max-stages",
+            "2",
+        ],
+    );
+    assert_eq!(code(&output), 1, "{}{}", stdout(&output), stderr(&output));
+    let read = |name: &str| -> Value {
+        let text = fs_err::read_to_string(env.work_dir().join(name))
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        serde_json::from_str(&text).expect("an envelope")
+    };
+    assert_eq!(read("run-start.json")["event"], "WorkflowRunStarted");
+    let question = read("question.json");
+    assert_eq!(question["event"], "HumanQuestion");
+    assert_eq!(question["node_id"], "review");
+    assert_eq!(question["properties"]["text"], "Ship it?");
+    let failed = read("run-failed.json");
+    assert_eq!(failed["event"], "WorkflowRunFailed");
+    assert_eq!(failed["properties"]["failure_class"], "budget_exhausted");
+    assert!(!env.work_dir().join("run-complete").exists());
+    let run_dir = env.fabro_home().join("scratch/h1");
+    let events = events(&run_dir);
+    let hook_events: Vec<_> = named(&events, "HookCompleted")
+        .iter()
+        .map(|event| {
+            event["properties"]["event"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(hook_events, ["run_start", "human_question", "run_failed"]);
+    assert_eq!(events.last().expect("events")["event"], "WorkflowRunFailed");
+    let log = fs_err::read_to_string(run_dir.join("hooks.log")).expect("the run's hooks.log");
+    assert!(
+        log.contains("run_start hook 1") && log.contains("run_failed hook 3"),
+        "{log}"
+    );
+    assert!(run_dir.join("stages/002-review@1/hooks.log").exists());
+}
+
+#[test]
+fn a_dry_run_runs_no_hooks() {
+    let env = TestEnv::new("hooks_dry_run");
+    env.write("w.fabro", TWO_STAGES);
+    env.write(
+        "workflow.toml",
+        "[[hooks]]\nevent = \"stage_start\"\ncommand = \"touch hooked\"\nblocking = true\n",
+    );
+    let output = fabro(&env, &["run", "w.fabro", "--run-id", "h1", "--dry-run"]);
+    assert_eq!(code(&output), 0, "{}{}", stdout(&output), stderr(&output));
+    assert!(!env.work_dir().join("hooked").exists());
+    let events = events(&env.fabro_home().join("scratch/h1"));
+    assert!(named(&events, "HookStarted").is_empty());
 }

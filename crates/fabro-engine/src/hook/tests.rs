@@ -40,13 +40,7 @@ impl Fixture {
 
     fn hooks(&self, hooks: Vec<HookConfig>) -> Hooks {
         let env = SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new());
-        Hooks::new(
-            &hooks,
-            &self.emitter,
-            &env,
-            &CancellationToken::new(),
-            false,
-        )
+        Hooks::new(&hooks, &self.emitter, &env, &CancellationToken::new())
     }
 
     fn place(&self) -> HookPlace<'_> {
@@ -176,6 +170,25 @@ async fn a_failing_blocking_hook_closes_the_gate_with_its_last_stderr_line() {
 }
 
 #[tokio::test]
+async fn a_blocking_hook_that_times_out_closes_the_gate() {
+    let fixture = Fixture::new();
+    let mut blocking = command_hook(HookEvent::StageStart, "exec sleep 30");
+    blocking.blocking = Some(true);
+    blocking.timeout_secs = Some(1);
+    let hooks = fixture.hooks(vec![blocking]);
+    let started = fixture.stage_started("deploy");
+    assert_eq!(
+        hooks.stage_start(&started, fixture.place()).await,
+        Gate::Failed("timed out after 1s".to_owned())
+    );
+    let events = fixture.events();
+    let EventKind::HookCompleted(completed) = &events[2].kind else {
+        panic!("{events:?}");
+    };
+    assert!(completed.timed_out);
+}
+
+#[tokio::test]
 async fn a_hanging_hook_is_stopped_at_its_timeout_and_warns() {
     let fixture = Fixture::new();
     let mut hanging = command_hook(HookEvent::StageComplete, "echo $$ > pid; exec sleep 30");
@@ -280,16 +293,10 @@ async fn an_http_hook_posts_the_envelope_with_its_headers() {
 }
 
 #[test]
-fn no_hooks_and_dry_runs_have_no_runner() {
+fn no_hooks_means_no_runner() {
     let fixture = Fixture::new();
     assert!(fixture.hooks(Vec::new()).is_empty());
-    let env = SandboxEnv::new(std::env::vars_os(), &[], &BTreeMap::new());
-    let dry = Hooks::new(
-        &[command_hook(HookEvent::RunStart, "true")],
-        &fixture.emitter,
-        &env,
-        &CancellationToken::new(),
-        true,
-    );
-    assert!(dry.is_empty());
+    assert!(!fixture
+        .hooks(vec![command_hook(HookEvent::RunStart, "true")])
+        .is_empty());
 }

@@ -288,12 +288,16 @@ impl PreparedRun {
                 &self.options.config,
                 &self.options.fabro_home,
             ),
+            // SPEC 4.9: a dry run does nothing outside the run, so it runs no hooks.
             hooks: crate::hook::Hooks::new(
-                &self.options.config.hooks,
+                if self.options.dry_run {
+                    &[]
+                } else {
+                    &self.options.config.hooks
+                },
                 emitter,
                 &self.options.sandbox_env,
                 cancel,
-                self.options.dry_run,
             ),
         }))
     }
