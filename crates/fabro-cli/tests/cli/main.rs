@@ -16,6 +16,7 @@ mod gc;
 mod git;
 mod graph;
 mod help;
+mod hooks;
 mod human;
 mod in_place;
 mod inspect;

@@ -12,10 +12,12 @@ use serde_json::Value;
 
 use super::{parallel, Role, Traversal};
 use crate::catch_panic::CatchPanic;
+use crate::config::HookEvent;
 use crate::event::kind::{EventUsage, StageCompleted, StageRetrying, StageStarted};
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
 use crate::handler::{self, StageInput};
+use crate::hook::Gate;
 use crate::outcome::{Outcome, Signal};
 use crate::record::{StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
@@ -40,6 +42,8 @@ struct StageFrame {
     started: Instant,
     /// The same, for `status.json`.
     started_at: String,
+    /// Its `StageStarted`, for `stage_start` hooks (SPEC 20.4).
+    started_event: crate::event::EventEnvelope,
 }
 
 /// A retryable outcome of the last allowed attempt (SPEC 9.3): an exhausted `retry` becomes
@@ -81,8 +85,33 @@ impl Traversal {
             Ok(frame) => frame,
             Err(error) => return Outcome::engine_error(error),
         };
-        let (outcome, attempts) = self.attempts(&frame, previous).await;
+        let (outcome, attempts) = match self.stage_start_hooks(&frame).await {
+            Some(stopped) => (stopped, 1),
+            None => self.attempts(&frame, previous).await,
+        };
         self.finish_stage(&frame, outcome, attempts)
+    }
+
+    /// SPEC 20.4: the stage's `stage_start` hooks; the outcome of a stage a blocking one
+    /// stopped before its handler ran.
+    async fn stage_start_hooks(&mut self, frame: &StageFrame) -> Option<Outcome> {
+        let services = Arc::clone(&self.run.services);
+        if services.hooks.is_empty() {
+            return None;
+        }
+        let place = self.hook_place(&frame.stage_dir);
+        let gate = services
+            .hooks
+            .stage_start(&frame.started_event, place)
+            .await;
+        let stopped = match gate {
+            Gate::Open => return None,
+            Gate::Failed(reason) => Outcome::fail(reason, FailureClass::Deterministic),
+            Gate::Canceled => Outcome::fail("canceled", FailureClass::Canceled),
+        };
+        let node_id = self.run.workflow.node(frame.node).id.clone();
+        self.state.node_retries.insert(node_id, 0);
+        Some(stopped)
     }
 
     /// Counts the visit, allocates the rank, sets the stage's context keys, creates the
@@ -146,7 +175,7 @@ impl Traversal {
             &spec.id,
             spec.handler,
         );
-        self.emit(Event::node(
+        let started_event = self.emit(Event::node(
             &spec.id,
             StageStarted {
                 attempt: 1,
@@ -180,6 +209,7 @@ impl Traversal {
             preamble,
             started: Instant::now(),
             started_at: now_rfc3339(),
+            started_event,
         })
     }
 
@@ -346,7 +376,7 @@ impl Traversal {
             }
         }
         let duration_ms = u64::try_from(frame.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.emit(Event::node(
+        let completed = self.emit(Event::node(
             &spec.id,
             StageCompleted {
                 attempts,
@@ -368,6 +398,11 @@ impl Traversal {
                 visit: frame.visit,
             },
         ));
+        self.run.services.hooks.fire(
+            HookEvent::StageComplete,
+            &completed,
+            self.hook_place(&frame.stage_dir),
+        );
         outcome
     }
 
