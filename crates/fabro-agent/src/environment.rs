@@ -121,18 +121,44 @@ impl ProcessEnv {
         args: &[OsString],
         cwd: &Path,
     ) -> Result<Spawned, SpawnError> {
+        self.spawn_with_stdin(program.as_ref(), args, cwd, None)
+    }
+
+    /// [`ProcessEnv::spawn_piped`] with standard input read from `input` (a hook's
+    /// event envelope, SPEC 20.4) instead of `/dev/null`.
+    pub fn spawn_piped_with_input(
+        &self,
+        program: impl AsRef<OsStr>,
+        args: &[OsString],
+        cwd: &Path,
+        input: &std::fs::File,
+    ) -> Result<Spawned, SpawnError> {
+        self.spawn_with_stdin(program.as_ref(), args, cwd, Some(input))
+    }
+
+    fn spawn_with_stdin(
+        &self,
+        program: &OsStr,
+        args: &[OsString],
+        cwd: &Path,
+        input: Option<&std::fs::File>,
+    ) -> Result<Spawned, SpawnError> {
         #[cfg(target_os = "linux")]
         if let Some(confinement) = &self.confinement {
             confinement.create_dirs()?;
             let env: Vec<(&OsString, &OsString)> = self.iter().collect();
-            if let Some(child) = confinement.spawn(program.as_ref(), args, &env, cwd)? {
+            if let Some(child) = confinement.spawn(program, args, &env, cwd, input)? {
                 return Ok(Spawned::confined(child));
             }
         }
+        let stdin = match input {
+            Some(file) => Stdio::from(file.try_clone()?),
+            None => Stdio::null(),
+        };
         let mut command = self.command(program, cwd)?;
         command
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)

@@ -609,9 +609,9 @@ impl Confinement {
     }
 
     /// Starts `program` with `args` in `cwd` confined, by `clone` (no `fork` of this
-    /// process); standard input from `/dev/null`, standard output and error piped, a
-    /// process group of its own. `None` where nothing is enforced (other
-    /// systems, or a kernel without the mechanisms): the caller starts it plainly.
+    /// process); standard input from `stdin` (`/dev/null` when `None`), standard output
+    /// and error piped, a process group of its own. `None` where nothing is enforced
+    /// (other systems, or a kernel without the mechanisms): the caller starts it plainly.
     #[cfg(target_os = "linux")]
     pub(crate) fn spawn(
         &self,
@@ -619,6 +619,7 @@ impl Confinement {
         args: &[std::ffi::OsString],
         env: &[(&std::ffi::OsString, &std::ffi::OsString)],
         cwd: &Path,
+        stdin: Option<&std::fs::File>,
     ) -> Result<Option<ConfinedChild>, SpawnError> {
         let plan = self.plan(cwd)?;
         let request = spawner::Request {
@@ -626,6 +627,7 @@ impl Confinement {
             args,
             env,
             cwd,
+            stdin,
         };
         Ok(spawner::spawn_planned(&plan, &request)?)
     }

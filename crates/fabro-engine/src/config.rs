@@ -18,11 +18,15 @@ use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 mod extensions;
+mod hooks;
 mod providers;
 pub mod reference;
 mod section;
 
-pub use extensions::{expand_secret_variables, McpServerKind, McpServerSettings, WebSearchConfig};
+pub use extensions::{
+    expand_secret_variables, variable_value, McpServerKind, McpServerSettings, WebSearchConfig,
+};
+pub use hooks::{HookConfig, HookEvent, HookKind, DEFAULT_HOOK_TIMEOUT_SECS};
 
 pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
 
@@ -56,6 +60,10 @@ pub struct RunConfig {
     /// `[mcp_servers.NAME]`: Model Context Protocol servers (SPEC 19.1).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
+    /// `[[hooks]]`: commands and HTTP requests run on run and stage events (SPEC 20.4),
+    /// every layer's, lower layers first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookConfig>,
 }
 
 /// `[workflow]`.
@@ -351,6 +359,18 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+    /// A `[[hooks]]` entry that cannot be used (SPEC 20.4).
+    #[error("{reason}: key '{key}' in {}:{line}", .file.display())]
+    Hook {
+        /// The dotted key at fault, e.g. `hooks[2].command`.
+        key: String,
+        /// The file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
     /// A value of the wrong type.
     #[error("key '{key}' in {}:{line} expects {expected}, found {found}", .file.display())]
     Type {
@@ -542,6 +562,7 @@ pub fn parse(text: &str, file: &Path) -> Result<RunConfig, ConfigError> {
         }
     }
     config.mcp_servers = extensions::mcp_servers(&root)?;
+    config.hooks = hooks::hooks(&root)?;
     Ok(config)
 }
 
@@ -632,6 +653,8 @@ impl RunConfig {
                 },
             },
             mcp_servers: table(self.mcp_servers, lower.mcp_servers),
+            // SPEC 20.4: the hooks of every layer run.
+            hooks: lower.hooks.into_iter().chain(self.hooks).collect(),
         }
     }
 }
@@ -651,6 +674,7 @@ const ROOT_KEYS: &[&str] = &[
     "artifacts",
     "agent",
     "mcp_servers",
+    "hooks",
 ];
 const LLM_KEYS: &[&str] = &[
     "model",

@@ -287,22 +287,8 @@ impl Emitter {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let mut envelope = EventEnvelope {
-            id,
-            ts: now_rfc3339(),
-            run_id: self.run_id.clone(),
-            node_id: event.node_id,
-            kind: event.kind,
-        };
-        if let Ok(mut line) = serde_json::to_vec(&envelope) {
-            if let std::borrow::Cow::Owned(redacted) =
-                fabro_llm::redact::redactor().redact_bytes(&line)
-            {
-                if let Ok(parsed) = serde_json::from_slice::<EventEnvelope>(&redacted) {
-                    envelope = parsed;
-                }
-                line = redacted;
-            }
+        let (envelope, line) = self.stamp(id, event);
+        if let Some(mut line) = line {
             line.push(b'\n');
             if let Some(handle) = file.as_mut() {
                 if let Err(error) = handle.append(&line) {
@@ -326,6 +312,39 @@ impl Emitter {
         }
         drop(file);
         envelope
+    }
+
+    /// The envelope `event` would get if it were emitted now (the next id, the current
+    /// time, redacted as [`Emitter::emit`] redacts), without numbering, writing or
+    /// distributing it: `run_complete` and `run_failed` hooks get the run's last event
+    /// before it is written, so that it stays last (SPEC 11.3, 20.4).
+    pub fn preview(&self, event: &Event) -> EventEnvelope {
+        self.stamp(self.next_id.load(Ordering::SeqCst), event.clone())
+            .0
+    }
+
+    /// `event` as event `id`, redacted (SPEC 13.1), with its serialised line: the line
+    /// is redacted (the redactor also finds JSON-escaped secrets), and only when that
+    /// changed it is the envelope parsed back from the line.
+    fn stamp(&self, id: u64, event: Event) -> (EventEnvelope, Option<Vec<u8>>) {
+        let mut envelope = EventEnvelope {
+            id,
+            ts: now_rfc3339(),
+            run_id: self.run_id.clone(),
+            node_id: event.node_id,
+            kind: event.kind,
+        };
+        let Ok(mut line) = serde_json::to_vec(&envelope) else {
+            return (envelope, None);
+        };
+        if let std::borrow::Cow::Owned(redacted) = fabro_llm::redact::redactor().redact_bytes(&line)
+        {
+            if let Ok(parsed) = serde_json::from_slice::<EventEnvelope>(&redacted) {
+                envelope = parsed;
+            }
+            line = redacted;
+        }
+        (envelope, Some(line))
     }
 
     /// Records activity that is not an event (LLM stream chunks, command output), for

@@ -70,6 +70,31 @@ pub struct RunRecords<'a> {
     pub manifest: &'a Manifest,
 }
 
+/// The workflow a run executes, as stored at its start (SPEC 4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredWorkflow {
+    /// `graph.fabro`.
+    pub graph: String,
+    /// The stored child workflows, `(name under children/, text)`, in name order.
+    pub children: Vec<(String, String)>,
+}
+
+/// Writes run `run_id`'s stored workflow into its scratch directory `paths` when the
+/// directory lacks it, so that a resume on a store that keeps records elsewhere (a
+/// database, SPEC 18.1) loads the graph and its children from files as every run does.
+pub(crate) fn place_workflow(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    paths: &crate::run_dir::RunPaths,
+) -> Result<(), StoreError> {
+    let graph = paths.graph();
+    if graph.is_file() {
+        return Ok(());
+    }
+    let stored = store.read_workflow(run_id)?;
+    fs::write_workflow(paths, &stored.graph, &stored.children)
+}
+
 /// A run's event log, opened, with the id its next event gets.
 pub struct OpenedEvents {
     /// Where events go.
@@ -188,6 +213,9 @@ pub trait RunStore: Send + Sync {
 
     /// The run's configuration (`config.json`).
     fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError>;
+
+    /// The workflow the run executes: `graph.fabro` and its stored children.
+    fn read_workflow(&self, run_id: &RunId) -> Result<StoredWorkflow, StoreError>;
 
     /// The run's newest complete checkpoint, if it has one; for a run with git
     /// checkpointing, the newest its metadata history completes (SPEC 8.7 step 2).

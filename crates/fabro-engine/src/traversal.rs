@@ -544,8 +544,21 @@ impl Traversal {
         }
     }
 
-    fn emit(&self, event: Event) {
-        self.run.services.emitter.emit(event);
+    fn emit(&self, event: Event) -> crate::event::EventEnvelope {
+        self.run.services.emitter.emit(event)
+    }
+
+    /// Where hooks of this traversal's stages run: its working directory and `TMPDIR`,
+    /// logging to `hooks.log` in `log_dir` (SPEC 20.4).
+    pub(crate) fn hook_place<'a>(
+        &'a self,
+        log_dir: &'a std::path::Path,
+    ) -> crate::hook::HookPlace<'a> {
+        crate::hook::HookPlace {
+            work_dir: &self.work_dir,
+            tmpdir: &self.tmpdir,
+            log_dir,
+        }
     }
 
     /// The run status when the exit stage completes (SPEC 4.7).

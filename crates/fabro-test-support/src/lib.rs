@@ -5,12 +5,15 @@
 //! without system or global config). [`corpus_files`] finds the shared workflow corpus
 //! next to the checkout, so tests read it in place instead of copying it.
 //! [`ServerProcess`] is a `fabro server` started by a test; [`TestDatabase`] a
-//! PostgreSQL database of a test's own; [`S3Server`] an S3-compatible server.
+//! PostgreSQL database of a test's own; [`S3Server`] an S3-compatible server; [`Gate`] a
+//! proxy in front of one that a test closes to lose the service.
 
+mod gate;
 mod postgres;
 mod s3;
 mod server_process;
 
+pub use gate::Gate;
 pub use postgres::TestDatabase;
 pub use s3::S3Server;
 pub use server_process::ServerProcess;

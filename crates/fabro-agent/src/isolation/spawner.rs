@@ -52,6 +52,8 @@ pub(super) struct Request<'a> {
     pub(super) env: &'a [(&'a OsString, &'a OsString)],
     /// The working directory.
     pub(super) cwd: &'a Path,
+    /// Standard input; `/dev/null` when `None`.
+    pub(super) stdin: Option<&'a std::fs::File>,
 }
 
 /// Everything the `clone`d child reads (and `error`, which it writes), prepared before
@@ -92,8 +94,6 @@ pub(super) fn supported() -> bool {
     })
 }
 
-/// Starts `request` under `plan` with standard input from `/dev/null`, piped standard
-/// output and error, in a process group of its own.
 /// Starts a child under `plan` without `fork`ing this process; `None` when there is
 /// nothing to enforce, or on a kernel without pidfds (the caller starts the child
 /// itself, with the plan installed as a `pre_exec` step).
@@ -129,7 +129,10 @@ fn spawn(plan: &ChildPlan, request: &Request<'_>) -> io::Result<ConfinedChild> {
         .collect::<io::Result<_>>()?;
     let argv_pointers = null_terminated(&argv);
     let envp_pointers = null_terminated(&envp);
-    let stdin = OwnedFd::from(fs_err::File::open("/dev/null")?.into_parts().0);
+    let stdin = match request.stdin {
+        Some(file) => OwnedFd::from(file.try_clone()?),
+        None => OwnedFd::from(fs_err::File::open("/dev/null")?.into_parts().0),
+    };
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
     let mut exec = Exec {

@@ -17,6 +17,7 @@ mod gc;
 mod git;
 mod graph;
 mod help;
+mod hooks;
 mod human;
 mod in_place;
 mod inspect;

@@ -2,7 +2,10 @@
 //! `MY_TOKEN` in fabro's environment, a command and an agent's `shell` tool that look
 //! everywhere (`env`, `/proc/$PPID/environ`, `/proc/self/environ`, the variables
 //! themselves) find no secret, and no file under `FABRO_HOME`, no git object, no
-//! request body and no output holds one. A `--detach` worker still gets its key.
+//! request body and no output holds one. Hooks (SPEC 20.4; issue 35) included: a
+//! command hook that prints a secret leaves it in no `hooks.log` and no hook event, and
+//! an HTTP hook's `${MY_TOKEN}` header reaches its server only. A `--detach` worker
+//! still gets its key.
 
 use std::time::{Duration, Instant};
 
@@ -83,6 +86,7 @@ fn no_child_sees_a_secret_and_nothing_stored_holds_one() {
         Reply::text("Looked everywhere."),
     ]);
     twin.set_fallback(Reply::bad_request());
+    let hook_server = crate::hooks::HookServer::start();
     let env = TestEnv::new("secret_canaries");
     let git = |args: &[&str]| {
         let output = env.command("git").args(args).output().expect("git runs");
@@ -93,6 +97,24 @@ fn no_child_sees_a_secret_and_nothing_stored_holds_one() {
     git(&["init", "-q", "-b", "main"]);
     git(&["add", "w.fabro"]);
     git(&["commit", "-q", "-m", "init"]);
+    // Hooks in a run config that stays out of git: one prints the secret it was
+    // written with, one sends it in a header.
+    env.write(
+        "workflow.toml",
+        &format!(
+            r#"[[hooks]]
+event = "stage_complete"
+command = "cat; echo {TOKEN}; echo {TOKEN} >&2"
+
+[[hooks]]
+event = "run_complete"
+type = "http"
+url = "{}"
+headers = {{ Authorization = "Bearer ${{MY_TOKEN}}" }}
+"#,
+            hook_server.url()
+        ),
+    );
     let note = format!("note={TOKEN}");
     let output = env
         .command(env!("CARGO_BIN_EXE_fabro"))
@@ -130,6 +152,31 @@ fn no_child_sees_a_secret_and_nothing_stored_holds_one() {
             );
         }
     }
+
+    // The hooks ran: the command hook's output is in hooks.log, redacted, and the HTTP
+    // hook's header carried the secret to its server.
+    let hooks_log = fs_err::read_to_string(run_dir.join("stages/002-probe@1/hooks.log"))
+        .expect("the probe's hooks.log");
+    assert!(
+        hooks_log.contains("\"event\":\"StageCompleted\"") && hooks_log.contains("[REDACTED]"),
+        "{hooks_log}"
+    );
+    let hook_events = crate::hooks::events(&run_dir);
+    let started: Vec<_> = hook_events
+        .iter()
+        .filter(|event| event["event"] == "HookStarted")
+        .collect();
+    assert!(
+        started.len() >= 6,
+        "a hook per stage and the run's: {started:?}"
+    );
+    assert!(started[0]["properties"]["target"]
+        .as_str()
+        .is_some_and(|target| target.contains("[REDACTED]")));
+    let received = hook_server.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    let bearer = format!("Bearer {TOKEN}");
+    assert_eq!(received[0].header("authorization"), Some(bearer.as_str()));
 
     // No file fabro wrote holds a secret.
     let (hits, files) = files_with_canaries(&env.fabro_home());

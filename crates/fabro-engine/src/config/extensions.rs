@@ -153,7 +153,7 @@ pub(super) fn search_provider(search: &Section<'_, '_>) -> Result<Option<String>
 
 /// Serialises headers with literal values replaced by `[REDACTED]`: a `${VAR}` value
 /// holds no secret and is what a resumed run must read again.
-fn literal_values_redacted<S: serde::Serializer>(
+pub(super) fn literal_values_redacted<S: serde::Serializer>(
     table: &BTreeMap<String, String>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
@@ -165,6 +165,17 @@ fn literal_values_redacted<S: serde::Serializer>(
         };
         (key, shown)
     }))
+}
+
+/// The value of the variable `name` for `${VAR}` expansion: from the process's secrets
+/// (taken out of the environment at start-up), else the environment; empty counts as
+/// unset.
+pub fn variable_value(name: &str) -> Option<String> {
+    fabro_llm::redact::secrets()
+        .get_str(name)
+        .map(str::to_owned)
+        .or_else(|| std::env::var(name).ok())
+        .filter(|value| !value.is_empty())
 }
 
 /// `${VAR}` in `text` replaced by the variables' values, each value adopted into the

@@ -6,6 +6,7 @@
 //! and the guide's tests require both to be empty.
 
 use super::extensions::MCP_SERVER_KEYS;
+use super::hooks::HOOK_KEYS;
 use super::keys::RUN_KEYS;
 use super::providers::{MODEL_KEYS, PROVIDER_KEYS};
 use super::{
@@ -114,6 +115,15 @@ pub const DESCRIPTIONS: &[KeyDoc] = &[
     doc("mcp_servers.NAME.startup_timeout_secs", "integer", "10", "How long the handshake and `tools/list` may take."),
     doc("mcp_servers.NAME.tool_timeout_secs", "integer", "60", "How long one tool call may take before it is a tool error."),
     doc("mcp_servers.NAME.required", "boolean", "false", "Fail the stage (`deterministic`) when the server cannot start, instead of a `mcp_unavailable` warning."),
+    doc("hooks", "array of tables", "empty", "Commands or HTTP requests run on run and stage events; the entries of every layer run, lower layers first."),
+    doc("hooks.event", "`\"run_start\"`, `\"run_complete\"`, `\"run_failed\"`, `\"stage_start\"`, `\"stage_complete\"` or `\"human_question\"`", "required", "When the hook runs; `run_complete` and `run_failed` run just before the run's last event."),
+    doc("hooks.nodes", "array of node ids", "all nodes", "Only for these nodes' stages and questions (not for run events)."),
+    doc("hooks.type", "`\"command\"` or `\"http\"`", "`\"command\"`", "`command` runs `sh -c` in the working directory with the event envelope as JSON on stdin; `http` POSTs the envelope as JSON."),
+    doc("hooks.command", "string", "required for command", "The shell command, run with the sandbox environment and `command_isolation` of command nodes."),
+    doc("hooks.url", "URL", "required for http", "Where an http hook POSTs the envelope."),
+    doc("hooks.headers", "table of strings", "empty", "Headers of an http hook; `${VAR}` is read from the environment and redacted like a key; never written anywhere."),
+    doc("hooks.blocking", "boolean", "false", "`stage_start` only: wait for the hook, and fail the stage (`deterministic`, with its last stderr line) when it fails; the node's handler does not run."),
+    doc("hooks.timeout_secs", "integer ≥ 1", "30", "How long the hook may run; then its process group is killed (a non-blocking hook then warns `hook_failed`)."),
 ];
 
 /// Every dotted key the parser accepts, in parser order.
@@ -135,6 +145,7 @@ pub fn known_keys() -> Vec<String> {
         ("agent.acp", ACP_KEYS),
         ("agent.web_search", WEB_SEARCH_KEYS),
         ("mcp_servers.NAME", MCP_SERVER_KEYS),
+        ("hooks", HOOK_KEYS),
     ];
     keys.extend(ROOT_KEYS.iter().map(|key| (*key).to_owned()));
     for (section, names) in nested {
@@ -176,7 +187,8 @@ pub fn markdown() -> String {
     let mut section = "";
     for doc in DESCRIPTIONS {
         let top = doc.key.split('.').next().unwrap_or(doc.key);
-        let top = if doc.key.contains('.') || doc.value == "table" {
+        let table = matches!(doc.value, "table" | "array of tables");
+        let top = if doc.key.contains('.') || table {
             top
         } else {
             ""
@@ -185,6 +197,8 @@ pub fn markdown() -> String {
             section = top;
             let title = if top.is_empty() {
                 "Top level".to_owned()
+            } else if doc.value == "array of tables" {
+                format!("`[[{top}]]`")
             } else {
                 format!("`[{top}]`")
             };

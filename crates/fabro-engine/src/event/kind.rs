@@ -167,6 +167,10 @@ event_kinds! {
     WatchdogTimeout = "Watchdog.Timeout",
     /// A budget of SPEC 17.1 stopped the run.
     BudgetExhausted = "BudgetExhausted",
+    /// A `[[hooks]]` entry started (SPEC 20.4).
+    HookStarted = "HookStarted",
+    /// A `[[hooks]]` entry ended.
+    HookCompleted = "HookCompleted",
     /// Something a person should know about.
     Warning = "Warning",
     /// The run was moved back to an earlier checkpoint (SPEC 20.3).
@@ -775,9 +779,11 @@ pub struct BudgetExhausted {
 }
 
 mod from_agent;
+mod hook;
 mod rewound;
 mod warning;
 
+pub use hook::{HookCompleted, HookStarted};
 pub use rewound::RunRewound;
 pub use warning::Warning;
 

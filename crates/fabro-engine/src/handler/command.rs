@@ -4,40 +4,24 @@
 //! and turns the exit status, a timeout or a cancellation into an outcome.
 
 use std::ffi::OsString;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::{pin, Pin};
-use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_agent::{ProcessGroup, SpawnError, Spawned};
 use fabro_language::model::ScriptLanguage;
-use nix::sys::signal::Signal;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::StageInput;
 use crate::blob::{BlobError, BlobStore};
 use crate::event::kind::{CommandCompleted, CommandStarted};
-use crate::event::{Emitter, Event};
+use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::id::BlobRef;
 use crate::outcome::Outcome;
+use crate::script::{supervise, Capture, Ending, Script, ScriptError, KILL_GRACE, TAIL_LINES};
 
 /// The timeout of a command node without a `timeout` attribute (SPEC 2.10).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Time between SIGTERM and SIGKILL (SPEC 4.8, 5.4).
-const KILL_GRACE: Duration = Duration::from_secs(2);
-/// How long to wait for the pipes to close after SIGKILL: a grandchild that moved to
-/// another process group could keep them open for ever.
-const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
-/// Lines of each stream quoted in the failure reason (SPEC 5.4).
-const TAIL_LINES: usize = 20;
-/// Upper bound of a tail buffer, so one endless line cannot exhaust memory.
-const TAIL_MAX_BYTES: usize = 64 * 1024;
-/// Size of one read from a pipe.
-const CHUNK_BYTES: usize = 64 * 1024;
 /// Logs up to this size are stored from memory; larger ones are streamed.
 const SMALL_LOG_BYTES: u64 = 1024 * 1024;
 
@@ -125,26 +109,8 @@ enum CommandError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write {}", .path.display())]
-    WriteLog {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot read the {stream} of the script")]
-    ReadPipe {
-        stream: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot start {program}")]
-    Spawn {
-        program: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot wait for the script to exit")]
-    Wait(#[source] std::io::Error),
+    #[error(transparent)]
+    Script(#[from] ScriptError),
     #[error("cannot read the captured {stream}")]
     ReadLog {
         stream: &'static str,
@@ -161,8 +127,6 @@ enum CommandError {
     StorePanicked { stream: &'static str },
     #[error("preparing the log files panicked")]
     PreparePanicked,
-    #[error("cannot isolate the script (SPEC 16)")]
-    Isolation(#[from] crate::sandbox::IsolationError),
 }
 
 impl CommandError {
@@ -185,35 +149,13 @@ impl CommandError {
     /// Whether fabro's own storage failed (the stage dir's logs or the blob store), rather
     /// than the script or its process.
     fn is_storage(&self) -> bool {
-        matches!(
-            self,
+        match self {
+            CommandError::Script(error) => error.is_storage(),
             CommandError::CreateLog { .. }
-                | CommandError::WriteLog { .. }
-                | CommandError::ReadLog { .. }
-                | CommandError::Store { .. }
-        )
-    }
-}
-
-/// How the script's run ended.
-enum Ending {
-    /// It exited on its own.
-    Exited(ExitStatus),
-    /// Its timeout expired and fabro stopped it; the status is unknown when it could not
-    /// be reaped.
-    TimedOut(Option<ExitStatus>),
-    /// The run was cancelled and fabro stopped it.
-    Canceled(Option<ExitStatus>),
-}
-
-impl Ending {
-    /// The exit code for events: `-1` for death by a signal, `None` when unknown.
-    fn exit_code(&self) -> Option<i32> {
-        let status = match self {
-            Ending::Exited(status) => Some(status),
-            Ending::TimedOut(status) | Ending::Canceled(status) => status.as_ref(),
-        };
-        status.map(|status| status.code().unwrap_or(-1))
+            | CommandError::ReadLog { .. }
+            | CommandError::Store { .. } => true,
+            CommandError::StorePanicked { .. } | CommandError::PreparePanicked => false,
+        }
     }
 }
 
@@ -260,16 +202,26 @@ async fn run_script(
         Ok([stdout_log, stderr_log]) => {
             stdout.file = Some(tokio::fs::File::from_std(stdout_log));
             stderr.file = Some(tokio::fs::File::from_std(stderr_log));
-            supervise(
-                input,
-                script,
-                interpreter,
+            let env = crate::sandbox::stage_env(
+                &input.services.sandbox_env,
+                input.tmpdir,
+                crate::sandbox::ProcessKind::Command,
+            );
+            let arguments = [OsString::from("-c"), OsString::from(script)];
+            let script = Script {
+                env: &env,
+                program: interpreter.program,
+                arguments: &arguments,
+                work_dir: input.work_dir,
+                stdin: None,
                 timeout,
                 kill_grace,
-                &mut stdout,
-                &mut stderr,
-            )
-            .await
+                cancel: &input.services.cancel,
+                emitter,
+            };
+            supervise(&script, &mut stdout, &mut stderr)
+                .await
+                .map_err(CommandError::from)
         }
         Err(error) => Err(error),
     };
@@ -324,7 +276,7 @@ fn outcome_of(
         Ok(Ending::Exited(status)) => status,
     };
     if let Some(error) = stdout.error.take().or_else(|| stderr.error.take()) {
-        return error.into_outcome();
+        return CommandError::from(error).into_outcome();
     }
     // A signal fabro did not send (fabro only signals on timeout and cancellation)
     // reports -1, and any non-zero exit is deterministic whatever the output says
@@ -389,235 +341,6 @@ fn create_log(path: &Path) -> Result<std::fs::File, CommandError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// Spawns the script and waits until it has exited and both pipes are drained, its
-/// timeout expires or the run is cancelled; in the last two cases the process group gets
-/// SIGTERM, then SIGKILL after `kill_grace`.
-async fn supervise(
-    input: &StageInput<'_>,
-    script: &str,
-    interpreter: Interpreter,
-    timeout: Duration,
-    kill_grace: Duration,
-    stdout: &mut Capture,
-    stderr: &mut Capture,
-) -> Result<Ending, CommandError> {
-    let env = crate::sandbox::stage_env(
-        &input.services.sandbox_env,
-        input.tmpdir,
-        crate::sandbox::ProcessKind::Command,
-    );
-    let arguments = [OsString::from("-c"), OsString::from(script)];
-    let mut child = env
-        .spawn_piped(interpreter.program, &arguments, input.work_dir)
-        .map_err(|error| match error {
-            SpawnError::Isolation(error) => CommandError::Isolation(error),
-            SpawnError::Io(source) => CommandError::Spawn {
-                program: interpreter.program,
-                source,
-            },
-        })?;
-    let group = ProcessGroup::of_spawned(&child);
-    let child_stdout = child.take_stdout_pipe();
-    let child_stderr = child.take_stderr_pipe();
-    let emitter = &*input.services.emitter;
-
-    let ending = {
-        let mut finished = pin!(async {
-            let (status, (), ()) = tokio::join!(
-                child.wait(),
-                stdout.pump(child_stdout, emitter),
-                stderr.pump(child_stderr, emitter),
-            );
-            status
-        });
-        tokio::select! {
-            biased;
-            status = &mut finished => Ending::Exited(status.map_err(CommandError::Wait)?),
-            () = input.services.cancel.cancelled() => {
-                Ending::Canceled(terminate(&group, finished, kill_grace).await)
-            }
-            () = tokio::time::sleep(timeout) => {
-                Ending::TimedOut(terminate(&group, finished, kill_grace).await)
-            }
-        }
-    };
-    let ending = match ending {
-        Ending::TimedOut(None) => Ending::TimedOut(reap(&mut child).await),
-        Ending::Canceled(None) => Ending::Canceled(reap(&mut child).await),
-        known => known,
-    };
-    // Processes the script left running with their output redirected stay alive, so a
-    // script may start a server for later stages.
-    group.disarm();
-    Ok(ending)
-}
-
-/// SIGTERM to the group, SIGKILL after `kill_grace`; the exit status once the script has
-/// exited and its pipes are drained, `None` if that does not happen soon after SIGKILL.
-async fn terminate(
-    group: &ProcessGroup,
-    mut finished: Pin<&mut impl Future<Output = std::io::Result<ExitStatus>>>,
-    kill_grace: Duration,
-) -> Option<ExitStatus> {
-    group.signal(Signal::SIGTERM);
-    if let Ok(status) = tokio::time::timeout(kill_grace, finished.as_mut()).await {
-        return status.ok();
-    }
-    group.signal(Signal::SIGKILL);
-    tokio::time::timeout(DRAIN_AFTER_KILL, finished)
-        .await
-        .ok()
-        .and_then(Result::ok)
-}
-
-/// The status of a killed child whose pipes stayed open.
-async fn reap(child: &mut Spawned) -> Option<ExitStatus> {
-    tokio::time::timeout(DRAIN_AFTER_KILL, child.wait())
-        .await
-        .ok()
-        .and_then(Result::ok)
-}
-
-/// One captured stream: its log file, the tail kept for the failure reason, and the
-/// first error met while capturing it.
-struct Capture {
-    stream: &'static str,
-    path: PathBuf,
-    file: Option<tokio::fs::File>,
-    tail: Tail,
-    error: Option<CommandError>,
-}
-
-impl Capture {
-    fn new(path: PathBuf, stream: &'static str) -> Capture {
-        Capture {
-            stream,
-            path,
-            file: None,
-            tail: Tail::default(),
-            error: None,
-        }
-    }
-
-    /// Copies `pipe` to the log file chunk by chunk until end of file, noting each chunk
-    /// as activity for the stall watchdog (SPEC 9.11). After a write error it keeps
-    /// draining the pipe, so the script never blocks on a full pipe.
-    ///
-    /// SPEC 13.1: the output is redacted here, before it reaches the log file, the
-    /// failure reason and (through the log) the blobs; a secret split between two reads
-    /// is caught because the stream redactor holds back a possible beginning.
-    async fn pump(&mut self, pipe: Option<impl AsyncRead + Unpin>, emitter: &Emitter) {
-        let Some(mut pipe) = pipe else {
-            return;
-        };
-        let mut redactor = fabro_llm::redact::redactor().stream();
-        let mut buffer = vec![0; CHUNK_BYTES];
-        let mut redacted = Vec::with_capacity(CHUNK_BYTES);
-        loop {
-            let read = match pipe.read(&mut buffer).await {
-                Ok(0) => break,
-                Ok(read) => read,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    self.note(CommandError::ReadPipe {
-                        stream: self.stream,
-                        source,
-                    });
-                    break;
-                }
-            };
-            emitter.touch();
-            redacted.clear();
-            redactor.push(&buffer[..read], &mut redacted);
-            self.record(&redacted).await;
-        }
-        redacted.clear();
-        redactor.finish(&mut redacted);
-        self.record(&redacted).await;
-    }
-
-    /// Appends redacted output to the tail and the log file.
-    async fn record(&mut self, chunk: &[u8]) {
-        if chunk.is_empty() {
-            return;
-        }
-        self.tail.push(chunk);
-        if let Some(file) = self.file.as_mut() {
-            if let Err(source) = file.write_all(chunk).await {
-                self.file = None;
-                self.note(CommandError::WriteLog {
-                    path: self.path.clone(),
-                    source,
-                });
-            }
-        }
-    }
-
-    /// Waits for writes still in flight (also after an interrupted pump) and closes the
-    /// log file.
-    async fn finish(&mut self) {
-        if let Some(mut file) = self.file.take() {
-            if let Err(source) = file.flush().await {
-                self.note(CommandError::WriteLog {
-                    path: self.path.clone(),
-                    source,
-                });
-            }
-        }
-    }
-
-    fn note(&mut self, error: CommandError) {
-        self.error.get_or_insert(error);
-    }
-}
-
-/// The last [`TAIL_LINES`] lines of a stream, at most [`TAIL_MAX_BYTES`] bytes.
-#[derive(Debug, Default)]
-struct Tail {
-    bytes: Vec<u8>,
-}
-
-impl Tail {
-    /// Keeps the newest bytes; trimming to lines waits for [`Tail::text`], so a chunk
-    /// costs its own length whatever the command prints.
-    fn push(&mut self, chunk: &[u8]) {
-        self.bytes.extend_from_slice(chunk);
-        if self.bytes.len() > 2 * TAIL_MAX_BYTES {
-            let cut = self.bytes.len() - TAIL_MAX_BYTES;
-            self.bytes.drain(..cut);
-        }
-    }
-
-    /// The last [`TAIL_LINES`] lines within the last [`TAIL_MAX_BYTES`] bytes, decoded
-    /// lossily, without the final newline.
-    fn text(&self) -> String {
-        let mut kept = &self.bytes[self.bytes.len().saturating_sub(TAIL_MAX_BYTES)..];
-        // Do not start inside a UTF-8 sequence.
-        while kept
-            .first()
-            .is_some_and(|byte| byte & 0b1100_0000 == 0b1000_0000)
-        {
-            kept = &kept[1..];
-        }
-        let body = kept.strip_suffix(b"\n").unwrap_or(kept);
-        let mut start = 0;
-        let mut end = body.len();
-        for _ in 0..TAIL_LINES {
-            match body[..end].iter().rposition(|&byte| byte == b'\n') {
-                Some(newline) => {
-                    start = newline + 1;
-                    end = newline;
-                }
-                None => {
-                    start = 0;
-                    break;
-                }
-            }
-        }
-        String::from_utf8_lossy(&body[start..]).into_owned()
-    }
 }
 
 /// Keeps the rescan for the next attempt, counts the copied assets and reports skipped
@@ -1100,27 +823,5 @@ mod tests {
         assert_eq!(blob_text(&run, &outcome, OUTPUT_KEY), "");
         assert_eq!(blob_text(&run, &outcome, STDERR_KEY), "");
         assert!(run.events().is_empty());
-    }
-
-    #[test]
-    fn tails_keep_the_last_lines_within_a_byte_bound() {
-        let mut tail = Tail::default();
-        for line in 1..=30 {
-            tail.push(format!("l{line}\n").as_bytes());
-        }
-        let expected: Vec<String> = (11..=30).map(|line| format!("l{line}")).collect();
-        assert_eq!(tail.text(), expected.join("\n"));
-
-        let mut partial = Tail::default();
-        partial.push(b"a\nb");
-        partial.push(b"c");
-        assert_eq!(partial.text(), "a\nbc");
-
-        let mut long = Tail::default();
-        long.push("é".repeat(TAIL_MAX_BYTES).as_bytes());
-        long.push("é".repeat(TAIL_MAX_BYTES).as_bytes());
-        assert!(long.bytes.len() <= 2 * TAIL_MAX_BYTES);
-        assert!(long.text().len() <= TAIL_MAX_BYTES);
-        assert!(!long.text().contains('\u{FFFD}'));
     }
 }

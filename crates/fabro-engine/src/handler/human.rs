@@ -32,7 +32,16 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
         return Outcome::fail(NO_EDGES, FailureClass::Deterministic);
     };
     let services = input.services;
-    services.emitter.emit(question_event(&question));
+    let asked = services.emitter.emit(question_event(&question));
+    services.hooks.fire(
+        crate::config::HookEvent::HumanQuestion,
+        &asked,
+        crate::hook::HookPlace {
+            work_dir: input.work_dir,
+            tmpdir: input.tmpdir,
+            log_dir: input.stage_dir,
+        },
+    );
     // SPEC 4.9: a dry run answers like --auto-approve and reads no other source.
     let reply = if services.dry_run {
         automatic_reply(&question)

@@ -91,7 +91,7 @@ impl PreparedRun {
         let end = self.traverse(&mut launch, &entry, &cancel).await;
         // SPEC 19.1: the run's MCP servers are closed when it ends.
         launch.services.extensions.close().await;
-        Ok(self.finish(launch, end, started, lease))
+        Ok(self.finish(launch, end, started, lease).await)
     }
 
     /// Set-up: the event log, LLM clients, manifest, git, working directory, services,
@@ -291,6 +291,17 @@ impl PreparedRun {
                 &self.options.config,
                 &self.options.fabro_home,
             ),
+            // SPEC 4.9: a dry run does nothing outside the run, so it runs no hooks.
+            hooks: crate::hook::Hooks::new(
+                if self.options.dry_run {
+                    &[]
+                } else {
+                    &self.options.config.hooks
+                },
+                emitter,
+                &self.options.sandbox_env,
+                cancel,
+            ),
         }))
     }
 
@@ -449,7 +460,7 @@ impl PreparedRun {
             Start::Resume(_) => self.register_start(&launch.manifest),
         }
         let emitter = &launch.emitter;
-        emitter.emit(Event::run(WorkflowRunStarted {
+        let started = emitter.emit(Event::run(WorkflowRunStarted {
             base_sha: launch.manifest.base_sha.clone(),
             dry_run: self.options.dry_run,
             goal: self.goal.clone(),
@@ -459,6 +470,11 @@ impl PreparedRun {
             run_dir: self.paths.run_dir().display().to_string(),
             workflow_name: self.workflow_name.clone(),
         }));
+        launch.services.hooks.fire(
+            crate::config::HookEvent::RunStart,
+            &started,
+            launch.traversal.hook_place(self.paths.run_dir()),
+        );
         match &self.git_plan {
             GitPlan::Dirty { before_ref, .. } => {
                 emitter.emit(Event::warning(

@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::execute::Launch;
 use super::{PreparedRun, RunReport};
 use crate::checkpoint::Checkpointer;
+use crate::config::HookEvent;
 use crate::event::kind::{
     BudgetExhausted, EventUsage, WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed,
 };
@@ -22,7 +23,7 @@ impl PreparedRun {
     /// is removed (SPEC 8.4: the branch stays; after a failure or a cancellation it is
     /// kept for inspection and resume); the status goes to the index before `lease` is
     /// released (SPEC 11.4).
-    pub(super) fn finish(
+    pub(super) async fn finish(
         &self,
         mut launch: Launch,
         end: RunEnd,
@@ -33,7 +34,8 @@ impl PreparedRun {
         let (status, reason) = match &end {
             RunEnd::Completed { status } => {
                 let run_status = RunStatus::completed(*status);
-                self.finish_completed(&mut launch, run_status, duration_ms);
+                self.finish_completed(&mut launch, run_status, duration_ms)
+                    .await;
                 (run_status, None)
             }
             RunEnd::Failed {
@@ -42,12 +44,18 @@ impl PreparedRun {
                 node_id,
             } => {
                 launch.traversal.final_checkpoint(None, RunStatus::Fail);
-                launch.emitter.emit(Event::run(WorkflowRunFailed {
+                let failed = Event::run(WorkflowRunFailed {
                     duration_ms,
                     failure_class: class.as_str().to_owned(),
                     node_id: node_id.clone(),
                     reason: reason.clone(),
-                }));
+                });
+                emit_last(
+                    launch.end(self.paths.run_dir()),
+                    failed,
+                    HookEvent::RunFailed,
+                )
+                .await;
                 (RunStatus::Fail, Some(reason.clone()))
             }
             RunEnd::Canceled {
@@ -55,7 +63,8 @@ impl PreparedRun {
                 node_id,
                 cause,
             } => {
-                self.finish_canceled(&mut launch, reason, node_id.as_deref(), *cause, duration_ms);
+                self.finish_canceled(&mut launch, reason, node_id.as_deref(), *cause, duration_ms)
+                    .await;
                 (RunStatus::Canceled, Some(reason.clone()))
             }
         };
@@ -86,7 +95,7 @@ impl PreparedRun {
     }
 
     /// The final checkpoint and `WorkflowRunCompleted`, with the run's usage totals.
-    fn finish_completed(&self, launch: &mut Launch, run_status: RunStatus, duration_ms: u64) {
+    async fn finish_completed(&self, launch: &mut Launch, run_status: RunStatus, duration_ms: u64) {
         let traversal = &mut launch.traversal;
         traversal.final_checkpoint(None, run_status);
         let mut usage = fabro_llm::Usage::default();
@@ -96,7 +105,7 @@ impl PreparedRun {
             }
         }
         let services = &launch.services;
-        launch.emitter.emit(Event::run(WorkflowRunCompleted {
+        let completed = Event::run(WorkflowRunCompleted {
             artifact_count: services.blobs.produced_count(),
             asset_count: services.assets.captured.load(Ordering::SeqCst),
             completed_count: traversal.state.completed_nodes.len(),
@@ -104,12 +113,18 @@ impl PreparedRun {
             duration_ms,
             status: run_status,
             usage: EventUsage::from(usage),
-        }));
+        });
+        emit_last(
+            launch.end(self.paths.run_dir()),
+            completed,
+            HookEvent::RunComplete,
+        )
+        .await;
     }
 
     /// The cancelled checkpoint, `BudgetExhausted` or `WatchdogTimeout` when one of them
     /// stopped the run, and `WorkflowRunFailed`.
-    fn finish_canceled(
+    async fn finish_canceled(
         &self,
         launch: &mut Launch,
         reason: &str,
@@ -136,7 +151,7 @@ impl PreparedRun {
                 stall_timeout_s: self.workflow.settings.stall_timeout.as_secs(),
             }));
         }
-        emitter.emit(Event::run(WorkflowRunFailed {
+        let failed = Event::run(WorkflowRunFailed {
             duration_ms,
             failure_class: if exhausted.is_some() {
                 FailureClass::BudgetExhausted
@@ -147,6 +162,41 @@ impl PreparedRun {
             .to_owned(),
             node_id: node_id.map(str::to_owned),
             reason: reason.to_owned(),
-        }));
+        });
+        emit_last(
+            launch.end(self.paths.run_dir()),
+            failed,
+            HookEvent::RunFailed,
+        )
+        .await;
     }
+}
+
+/// What the run's last event needs of a [`Launch`]: its emitter, its hooks and where
+/// run hooks run (borrowed apart, since a `Launch` is not `Sync`).
+struct End<'a> {
+    emitter: &'a crate::event::Emitter,
+    hooks: &'a crate::hook::Hooks,
+    place: crate::hook::HookPlace<'a>,
+}
+
+impl Launch {
+    /// Its parts for [`emit_last`]; run hooks log to `run_dir`.
+    fn end<'a>(&'a self, run_dir: &'a std::path::Path) -> End<'a> {
+        End {
+            emitter: &self.emitter,
+            hooks: &self.services.hooks,
+            place: self.traversal.hook_place(run_dir),
+        }
+    }
+}
+
+/// The run's last event, after the hooks still running and the `run_complete` or
+/// `run_failed` hooks, which get it before it is written (SPEC 11.3, 20.4).
+async fn emit_last(end: End<'_>, event: Event, hook: HookEvent) {
+    if !end.hooks.is_empty() {
+        let envelope = end.emitter.preview(&event);
+        end.hooks.finish(hook, &envelope, end.place).await;
+    }
+    end.emitter.emit(event);
 }

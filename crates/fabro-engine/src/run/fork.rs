@@ -29,7 +29,7 @@ use crate::record::{ForkedFrom, RunOrigin};
 use crate::run_dir::RunPaths;
 use crate::run_index::RunStatus;
 use crate::source::FsLoader;
-use crate::store::Stores;
+use crate::store::{place_workflow, Stores};
 
 /// What a client asks of a fork.
 pub struct ForkRequest<'a> {
@@ -113,6 +113,11 @@ pub fn fork(
     };
     let config = stores.runs.read_config(source)?;
     let edited = workflow.is_some();
+    if !edited {
+        // A store that keeps records elsewhere (SPEC 18.1) has the stored workflow put
+        // in the source's scratch directory, where it is loaded from as for a resume.
+        place_workflow(stores.runs.as_ref(), source, &source_paths)?;
+    }
     let workflow_path = workflow.unwrap_or_else(|| source_paths.graph());
     let mut options = run_options(workflow_path, config, fabro_home, overrides)?;
     options.goal = Some(manifest.goal.clone());

@@ -22,7 +22,7 @@ use crate::run_dir::RunPaths;
 use crate::run_env::ConfigOverrides;
 use crate::run_index::RunIndexError;
 use crate::source::FsLoader;
-use crate::store::{restore_records, StoreError, Stores};
+use crate::store::{place_workflow, restore_records, StoreError, Stores};
 
 /// What a client may set for a run it starts or resumes: the flags `fabro run` and
 /// `fabro resume` share, and the fields of the server's start and resume requests.
@@ -224,6 +224,8 @@ pub fn resume(
         .runs
         .read_config(run_id)
         .map_err(|error| refused(unreadable("configuration", error)))?;
+    place_workflow(stores.runs.as_ref(), run_id, &paths)
+        .map_err(|error| refused(unreadable("workflow", error)))?;
     let work_dir = checkpoint
         .context_values
         .get("internal.work_dir")

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{EventCursor, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use super::{
+    EventCursor, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow,
+};
 use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{EventEnvelope, FsEventLog};
@@ -35,6 +37,45 @@ impl FsRunStore {
     }
 }
 
+/// Writes `graph.fabro` and the child workflows (SPEC 4.1: recursively, as the stored
+/// graphs name them) into the run directory of `paths`.
+pub(super) fn write_workflow(
+    paths: &RunPaths,
+    graph: &str,
+    children: &[(String, String)],
+) -> Result<(), StoreError> {
+    let path = paths.graph();
+    fs_err::write(&path, graph.as_bytes()).map_err(io("cannot write", &path))?;
+    for (name, text) in children {
+        let path = paths.run_dir().join(CHILDREN_DIR).join(name);
+        if let Some(parent) = path.parent() {
+            fs_err::create_dir_all(parent).map_err(io("cannot create", parent))?;
+        }
+        fs_err::write(&path, text.as_bytes()).map_err(io("cannot write", &path))?;
+    }
+    Ok(())
+}
+
+/// Collects the files under `directory` as `(path relative to base, text)`.
+fn read_children(
+    base: &Path,
+    directory: &Path,
+    children: &mut Vec<(String, String)>,
+) -> Result<(), StoreError> {
+    let entries = fs_err::read_dir(directory).map_err(io("cannot read", directory))?;
+    for entry in entries {
+        let path = entry.map_err(io("cannot read", directory))?.path();
+        if path.is_dir() {
+            read_children(base, &path, children)?;
+        } else {
+            let text = fs_err::read_to_string(&path).map_err(io("cannot read", &path))?;
+            let name = path.strip_prefix(base).unwrap_or(&path);
+            children.push((name.to_string_lossy().into_owned(), text));
+        }
+    }
+    Ok(())
+}
+
 /// `action` on `path` failed.
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.to_path_buf();
@@ -57,16 +98,7 @@ impl RunStore for FsRunStore {
 
     fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
         let paths = self.paths(run_id);
-        let graph = paths.graph();
-        fs_err::write(&graph, records.graph.as_bytes()).map_err(io("cannot write", &graph))?;
-        // SPEC 4.1: the child workflows, recursively, as the stored graphs name them.
-        for (name, text) in records.children {
-            let path = paths.run_dir().join(CHILDREN_DIR).join(name);
-            if let Some(parent) = path.parent() {
-                fs_err::create_dir_all(parent).map_err(io("cannot create", parent))?;
-            }
-            fs_err::write(&path, text.as_bytes()).map_err(io("cannot write", &path))?;
-        }
+        write_workflow(&paths, records.graph, records.children)?;
         write_json_atomic(&paths.config(), records.config)
             .map_err(io("cannot write", &paths.config()))?;
         write_json_atomic(&paths.manifest(), records.manifest)
@@ -77,6 +109,19 @@ impl RunStore for FsRunStore {
         Ok(crate::run_index::read_manifest(
             self.paths(run_id).run_dir(),
         )?)
+    }
+
+    fn read_workflow(&self, run_id: &RunId) -> Result<StoredWorkflow, StoreError> {
+        let paths = self.paths(run_id);
+        let graph = paths.graph();
+        let graph = fs_err::read_to_string(&graph).map_err(io("cannot read", &graph))?;
+        let mut children = Vec::new();
+        let directory = paths.run_dir().join(CHILDREN_DIR);
+        if directory.is_dir() {
+            read_children(&directory, &directory, &mut children)?;
+        }
+        children.sort();
+        Ok(StoredWorkflow { graph, children })
     }
 
     fn open_checkpoints(

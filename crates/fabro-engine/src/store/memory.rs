@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow};
 use crate::checkpoint::{CheckpointError, CheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, EventLog};
@@ -200,6 +200,20 @@ impl RunStore for MemoryRunStore {
             path: PathBuf::from(format!("memory:{run_id}/config.json")),
             source,
         })
+    }
+
+    fn read_workflow(&self, run_id: &RunId) -> Result<StoredWorkflow, StoreError> {
+        let runs = self.runs();
+        let run = runs.get(run_id);
+        let graph = run
+            .and_then(|run| run.graph.clone())
+            .ok_or_else(|| StoreError::Missing {
+                run_id: run_id.clone(),
+                record: "graph",
+            })?;
+        let mut children = run.map(|run| run.children.clone()).unwrap_or_default();
+        children.sort();
+        Ok(StoredWorkflow { graph, children })
     }
 
     fn open_checkpoints(

@@ -85,6 +85,13 @@ fn records_checkpoints_and_the_index_round_trip() {
             )
             .expect("records");
         assert_eq!(store.read_manifest(&run).expect("manifest"), manifest);
+        assert_eq!(
+            store.read_workflow(&run).expect("workflow"),
+            StoredWorkflow {
+                graph: "digraph w {}".to_owned(),
+                children: vec![("child.fabro".to_owned(), "digraph c {}".to_owned())],
+            }
+        );
         assert!(store.load_checkpoint(&run).expect("loads").is_none());
 
         let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");

@@ -12,10 +12,12 @@ use serde_json::Value;
 
 use super::{parallel, Role, Traversal};
 use crate::catch_panic::CatchPanic;
+use crate::config::HookEvent;
 use crate::event::kind::{EventUsage, StageCompleted, StageRetrying, StageStarted};
 use crate::event::Event;
 use crate::failure::{failure_signature, FailureClass};
 use crate::handler::{self, StageInput};
+use crate::hook::Gate;
 use crate::outcome::{Outcome, Signal};
 use crate::record::{StageStatusFile, UsageRecord};
 use crate::retry::RetryPlan;
@@ -40,6 +42,8 @@ struct StageFrame {
     started: Instant,
     /// The same, for `status.json`.
     started_at: String,
+    /// Its `StageStarted`, for `stage_start` hooks (SPEC 20.4).
+    started_event: crate::event::EventEnvelope,
 }
 
 /// A retryable outcome of the last allowed attempt (SPEC 9.3): an exhausted `retry` becomes
@@ -81,8 +85,33 @@ impl Traversal {
             Ok(frame) => frame,
             Err(error) => return Outcome::engine_error(error),
         };
-        let (outcome, attempts) = self.attempts(&frame, previous).await;
+        let (outcome, attempts) = match self.stage_start_hooks(&frame).await {
+            Some(stopped) => (stopped, 1),
+            None => self.attempts(&frame, previous).await,
+        };
         self.finish_stage(&frame, outcome, attempts)
+    }
+
+    /// SPEC 20.4: the stage's `stage_start` hooks; the outcome of a stage a blocking one
+    /// stopped before its handler ran.
+    async fn stage_start_hooks(&mut self, frame: &StageFrame) -> Option<Outcome> {
+        let services = Arc::clone(&self.run.services);
+        if services.hooks.is_empty() {
+            return None;
+        }
+        let place = self.hook_place(&frame.stage_dir);
+        let gate = services
+            .hooks
+            .stage_start(&frame.started_event, place)
+            .await;
+        let stopped = match gate {
+            Gate::Open => return None,
+            Gate::Failed(reason) => Outcome::fail(reason, FailureClass::Deterministic),
+            Gate::Canceled => Outcome::fail("canceled", FailureClass::Canceled),
+        };
+        let node_id = self.run.workflow.node(frame.node).id.clone();
+        self.state.node_retries.insert(node_id, 0);
+        Some(stopped)
     }
 
     /// Counts the visit, allocates the rank, sets the stage's context keys, creates the
@@ -146,7 +175,7 @@ impl Traversal {
             &spec.id,
             spec.handler,
         );
-        self.emit(Event::node(
+        let started_event = self.emit(Event::node(
             &spec.id,
             StageStarted {
                 attempt: 1,
@@ -180,6 +209,7 @@ impl Traversal {
             preamble,
             started: Instant::now(),
             started_at: now_rfc3339(),
+            started_event,
         })
     }
 
@@ -309,7 +339,14 @@ impl Traversal {
     fn finish_stage(&mut self, frame: &StageFrame, mut outcome: Outcome, attempts: u32) -> Outcome {
         let workflow = Arc::clone(&self.run.workflow);
         let spec = workflow.node(frame.node);
-        self.offload_large_values(&mut outcome);
+        if let Err(error) = self.offload_large_values(&mut outcome) {
+            // SPEC 18.4.4: a blob the stage produced cannot be kept, so the stage's
+            // result cannot be recorded; the run stops, resumable.
+            outcome = Outcome::engine_error(format!(
+                "cannot store a large context value: {}",
+                crate::error_chain(&error)
+            ));
+        }
         let canceled = outcome.failure_class() == Some(FailureClass::Canceled);
         if spec.auto_status
             && !matches!(outcome.status, StageStatus::Success | StageStatus::Skipped)
@@ -339,7 +376,7 @@ impl Traversal {
             }
         }
         let duration_ms = u64::try_from(frame.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.emit(Event::node(
+        let completed = self.emit(Event::node(
             &spec.id,
             StageCompleted {
                 attempts,
@@ -361,13 +398,19 @@ impl Traversal {
                 visit: frame.visit,
             },
         ));
+        self.run.services.hooks.fire(
+            HookEvent::StageComplete,
+            &completed,
+            self.hook_place(&frame.stage_dir),
+        );
         outcome
     }
 
     /// SPEC 7.7: context values the stage wrote whose compact JSON exceeds 100 KB go to
     /// the blob store and are replaced by their refs, so checkpoints, events and
-    /// `status.json` stay small.
-    fn offload_large_values(&self, outcome: &mut Outcome) {
+    /// `status.json` stay small. A blob store that cannot keep one is an error of the
+    /// run's own storage.
+    fn offload_large_values(&self, outcome: &mut Outcome) -> Result<(), crate::blob::BlobError> {
         for value in outcome.context_updates.values_mut() {
             if matches!(value, Value::Null | Value::Bool(_) | Value::Number(_)) {
                 continue;
@@ -378,13 +421,10 @@ impl Traversal {
             if bytes.len() <= OFFLOAD_THRESHOLD {
                 continue;
             }
-            match self.run.services.blobs.put(&bytes) {
-                Ok((reference, _)) => *value = Value::String(reference.into_string()),
-                Err(error) => {
-                    tracing::warn!(error = %crate::error_chain(&error), "cannot offload a large context value; keeping it inline");
-                }
-            }
+            let (reference, _) = self.run.services.blobs.put(&bytes)?;
+            *value = Value::String(reference.into_string());
         }
+        Ok(())
     }
 
     /// One attempt of the handler, with the node timeout and panic containment.

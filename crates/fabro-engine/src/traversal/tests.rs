@@ -58,10 +58,23 @@ impl Finished {
 /// A root traversal of `dot` whose LLM nodes reply from the simulated responses `script`
 /// (JSON, SPEC 17.3), cancelled before its first stage when `cancel` is set.
 pub(super) async fn traverse_with(dot: &str, script: &str, cancel: bool) -> Finished {
+    traverse_on(dot, script, cancel, None).await
+}
+
+/// [`traverse_with`] with `blobs` as the run's blob store when given.
+async fn traverse_on(
+    dot: &str,
+    script: &str,
+    cancel: bool,
+    blobs: Option<Arc<dyn crate::blob::BlobStore>>,
+) -> Finished {
     let workflow: Arc<Workflow> = Arc::new(workflow(dot));
     let TestRun {
         dir, mut services, ..
     } = TestRun::new();
+    if let Some(blobs) = blobs {
+        services.blobs = blobs;
+    }
     let script = Script::parse(script).expect("simulated responses");
     let defaults = LlmDefaults {
         cli_provider: Some("simulated".to_owned()),
@@ -409,4 +422,55 @@ fn the_stop_cause_reads_back_from_the_terminal_event() {
             "{class} {reason}"
         );
     }
+}
+
+/// A blob store that refuses every write, as an object store that went away (SPEC 18.4.4).
+#[derive(Debug)]
+struct RefusingBlobs;
+
+impl crate::blob::BlobStore for RefusingBlobs {
+    fn put(&self, _bytes: &[u8]) -> Result<(crate::BlobRef, bool), crate::blob::BlobError> {
+        Err(crate::blob::BlobError::Remote {
+            location: "s3://gone/team".into(),
+            source: "connection refused".into(),
+        })
+    }
+
+    fn read(&self, reference: &crate::BlobRef) -> Result<Vec<u8>, crate::blob::BlobError> {
+        Err(crate::blob::BlobError::Missing(reference.to_string()))
+    }
+
+    fn produced_count(&self) -> usize {
+        0
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_value_the_blob_store_refuses_stops_the_run_as_an_engine_error() {
+    let dot = r#"digraph t {
+        start [shape=Mdiamond]
+        exit [shape=Msquare]
+        a [prompt="a"]
+        b [prompt="b"]
+        start -> a -> b -> exit
+    }"#;
+    // Over the offload threshold of SPEC 7.7 (100 KB), so it must become a blob.
+    let large = "x".repeat(110 * 1024);
+    let script = script(&[("a", vec![format!(r#"{{"text": "{large}"}}"#)])]);
+    let finished = traverse_on(dot, &script, false, Some(Arc::new(RefusingBlobs))).await;
+    match &finished.end {
+        RunEnd::Canceled { reason, cause, .. } => {
+            assert_eq!(*cause, StopCause::EngineError, "{reason}");
+            assert!(
+                reason.contains("cannot store a large context value"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected an engine error, got {other:?}"),
+    }
+    assert!(!finished
+        .state
+        .completed_nodes
+        .iter()
+        .any(|node| node == "b"));
 }

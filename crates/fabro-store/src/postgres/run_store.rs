@@ -16,7 +16,9 @@ use fabro_engine::event::{EventEnvelope, EventLog};
 use fabro_engine::journal::ChangeHint;
 use fabro_engine::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::store::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError};
+use fabro_engine::store::{
+    OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow,
+};
 use fabro_engine::RunId;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
@@ -315,6 +317,35 @@ impl RunStore for PgRunStore {
 
     fn read_config(&self, run_id: &RunId) -> Result<RunConfig, StoreError> {
         self.record(run_id, "config")
+    }
+
+    fn read_workflow(&self, run_id: &RunId) -> Result<StoredWorkflow, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the workflow of run {run_id}");
+        let (graph, children) = self.run(&action.clone(), async move {
+            let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            let graph: Option<Option<String>> =
+                sqlx::query_scalar("SELECT graph FROM runs WHERE run_id = $1")
+                    .bind(&id)
+                    .fetch_optional(&mut *transaction)
+                    .await
+                    .map_err(backend(&action))?;
+            let children: Vec<(String, String)> = sqlx::query_as(
+                "SELECT name, text FROM run_children WHERE run_id = $1 ORDER BY name",
+            )
+            .bind(&id)
+            .fetch_all(&mut *transaction)
+            .await
+            .map_err(backend(&action))?;
+            transaction.commit().await.map_err(backend(&action))?;
+            Ok((graph.flatten(), children))
+        })?;
+        let graph = graph.ok_or_else(|| StoreError::Missing {
+            run_id: run_id.clone(),
+            record: "graph",
+        })?;
+        Ok(StoredWorkflow { graph, children })
     }
 
     fn open_checkpoints(

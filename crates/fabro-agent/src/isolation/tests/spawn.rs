@@ -205,6 +205,48 @@ async fn many_children_at_once_each_get_their_own_status() {
     }
 }
 
+/// A hook's child reads its event envelope from the file given as standard input
+/// (SPEC 20.4), confined or not; without one, standard input stays `/dev/null`.
+#[tokio::test]
+async fn standard_input_comes_from_the_given_file() {
+    use std::io::{Seek, Write};
+    use tokio::io::AsyncReadExt;
+    let fixture = fixture();
+    let mut input = tempfile::tempfile().unwrap();
+    input
+        .write_all(b"{\"event\":\"StageCompleted\"}\n")
+        .unwrap();
+    input.rewind().unwrap();
+    let plain = stage_env(&fixture, IsolationMode::None, false);
+    let mut envs = vec![("plain", plain)];
+    if kernel_has(Mechanism::Landlock) {
+        envs.push((
+            "confined",
+            stage_env(&fixture, IsolationMode::Workspace, false),
+        ));
+    } else {
+        fabro_test_support::skip(
+            "standard_input_comes_from_the_given_file (confined)",
+            "the kernel has no Landlock",
+        );
+    }
+    for (name, env) in envs {
+        let arguments = ["-c".into(), "cat; echo end".into()];
+        let mut child = env
+            .spawn_piped_with_input("/bin/sh", &arguments, &fixture.tree, &input)
+            .unwrap();
+        let mut stdout = child.take_stdout_pipe().unwrap();
+        let mut out = String::new();
+        let (status, read) = tokio::join!(child.wait(), stdout.read_to_string(&mut out));
+        read.unwrap();
+        assert!(status.unwrap().success(), "{name}");
+        assert_eq!(out, "{\"event\":\"StageCompleted\"}\nend\n", "{name}");
+        input.rewind().unwrap();
+        let (_, stdout, _) = sh_spawned(&env, &fixture.tree, "cat; echo end").await;
+        assert_eq!(stdout, "end\n", "{name}: /dev/null without input");
+    }
+}
+
 #[test]
 fn this_kernel_starts_confined_children_without_fork() {
     // Linux 5.4 or later (the machines of the project's CI run 6.x): pidfds exist, so

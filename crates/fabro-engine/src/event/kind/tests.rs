@@ -416,6 +416,58 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             Some("plan"),
             Warning::new("custom_outcome", "node plan reported custom outcome 'x'").into(),
         ),
+        (
+            Some("deploy"),
+            Warning {
+                event: Some(text("stage_complete")),
+                reason: Some(text("timed out after 1s")),
+                ..Warning::new(
+                    "hook_failed",
+                    "stage_complete hook 2 failed: timed out after 1s",
+                )
+            }
+            .into(),
+        ),
+        (
+            Some("deploy"),
+            HookStarted {
+                blocking: true,
+                event: text("stage_start"),
+                hook: 1,
+                target: text("./scripts/check-deploy.sh"),
+                timeout_ms: 30_000,
+                kind: text("command"),
+            }
+            .into(),
+        ),
+        (
+            Some("deploy"),
+            HookCompleted {
+                duration_ms: 12,
+                event: text("stage_start"),
+                exit_code: Some(1),
+                hook: 1,
+                reason: Some(text("deploy window closed")),
+                status: text("fail"),
+                status_code: None,
+                timed_out: false,
+            }
+            .into(),
+        ),
+        (
+            None,
+            HookCompleted {
+                duration_ms: 40,
+                event: text("run_complete"),
+                exit_code: None,
+                hook: 2,
+                reason: None,
+                status: text("success"),
+                status_code: Some(204),
+                timed_out: false,
+            }
+            .into(),
+        ),
         (None, RunRewound { k: 2, to_rank: 3 }.into()),
     ]
 }

@@ -17,7 +17,9 @@ use fabro_agent::{ProcessEnv, Skill, Tool};
 use fabro_language::model::ToolSet;
 
 use super::super::StageInput;
-use crate::config::{expand_secret_variables, McpServerKind, McpServerSettings, RunConfig};
+use crate::config::{
+    expand_secret_variables, variable_value, McpServerKind, McpServerSettings, RunConfig,
+};
 use crate::event::kind::Warning;
 use crate::event::Event;
 use crate::failure::FailureClass;
@@ -63,8 +65,8 @@ impl AgentExtensions {
             return Vec::new();
         }
         let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(fabro_agent::web::WebFetch::default())];
-        if let Some(key) = variable("BRAVE_API_KEY") {
-            let base = variable("BRAVE_BASE_URL")
+        if let Some(key) = variable_value("BRAVE_API_KEY") {
+            let base = variable_value("BRAVE_BASE_URL")
                 .unwrap_or_else(|| fabro_agent::web::BRAVE_BASE_URL.to_owned());
             tools.push(Arc::new(fabro_agent::web::WebSearch::brave(base, key)));
         }
@@ -182,7 +184,7 @@ fn server_config(
         McpServerKind::Http => {
             let mut headers = Vec::new();
             for (header, value) in &settings.headers {
-                let value = expand_secret_variables(value, &variable).map_err(|missing| {
+                let value = expand_secret_variables(value, &variable_value).map_err(|missing| {
                     McpUnavailable {
                         server: name.to_owned(),
                         reason: format!(
@@ -210,16 +212,6 @@ fn server_config(
             .map_or(DEFAULT_TOOL_TIMEOUT, Duration::from_secs),
         required: settings.required.unwrap_or(false),
     })
-}
-
-/// The value of `name`: from the process's secrets (taken out of the environment at
-/// start-up), else the environment; empty counts as unset.
-fn variable(name: &str) -> Option<String> {
-    fabro_llm::redact::secrets()
-        .get_str(name)
-        .map(str::to_owned)
-        .or_else(|| std::env::var(name).ok())
-        .filter(|value| !value.is_empty())
 }
 
 /// `mcp_unavailable`, and the stage's failure when the server is required.

@@ -88,6 +88,12 @@ fn records_checkpoints_and_the_index_round_trip() {
         .expect("records");
     assert_eq!(store.read_manifest(&run).expect("manifest"), manifest);
     assert_eq!(store.read_config(&run).expect("config"), config);
+    let workflow = store.read_workflow(&run).expect("workflow");
+    assert_eq!(workflow.graph, "digraph w {}");
+    assert_eq!(
+        workflow.children,
+        vec![("child.fabro".to_owned(), "digraph c {}".to_owned())]
+    );
     assert!(store.load_checkpoint(&run).expect("loads").is_none());
     assert!(matches!(
         store.read_manifest(&RunId::from("nope")),
