@@ -13,8 +13,8 @@
 //! `stage_start` hooks: the stage waits for them, and the first that fails fails the
 //! stage (`deterministic`, with its last stderr line) before its handler runs
 //! ([`Hooks::stage_start`]). A background hook that fails or times out emits
-//! `Warning {code: "hook_failed", event, reason}` and the run goes on; a cancelled run
-//! stops them. At the end of a run ([`Hooks::finish`]) fabro waits for the hooks still
+//! `Warning {code: "hook_failed", event, reason}` and the run goes on; the run's end does
+//! not stop them (their timeout bounds them). At the end of a run ([`Hooks::finish`]) fabro waits for the hooks still
 //! running, then runs the `run_complete` or `run_failed` hooks to their end, just before
 //! the run's last event (so that it stays last, SPEC 11.3). Dry runs run no hooks. A run
 //! without hooks pays one branch per event.
@@ -309,7 +309,10 @@ impl Runner {
             let (runner, call, place) = (Arc::clone(self), call.clone(), Arc::clone(&place));
             let hook = hook.clone();
             self.tasks.spawn(async move {
-                let cancel = runner.cancel.clone();
+                // Not stopped by the run's end (a budget, a failure, a cancel): a
+                // notification already started is delivered, bounded by its timeout,
+                // and `finish` waits for it.
+                let cancel = CancellationToken::new();
                 runner.run(number, &hook, &call, &place, &cancel).await;
             });
         }
