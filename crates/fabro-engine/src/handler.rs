@@ -156,6 +156,8 @@ pub(crate) struct RunServices {
     pub(crate) file_tracking: std::sync::OnceLock<fabro_agent::FileTracking>,
     /// MCP servers, skills and web tools of the run's agents (SPEC 19).
     pub(crate) extensions: agent::AgentExtensions,
+    /// Steering messages for the agent stages (SPEC 20.1).
+    pub(crate) steering: crate::steering::SteeringQueue,
 }
 
 impl RunServices {
@@ -440,6 +442,7 @@ pub(crate) mod test_support {
                 ),
                 file_tracking: std::sync::OnceLock::new(),
                 extensions: super::agent::AgentExtensions::default(),
+                steering: crate::steering::SteeringQueue::new("test-run", root),
             };
             TestRun {
                 dir,

@@ -111,6 +111,7 @@ pub mod run_view;
 pub mod sandbox;
 pub mod source;
 pub mod stage_log;
+pub mod steering;
 pub mod store;
 mod thread;
 mod timestamp;

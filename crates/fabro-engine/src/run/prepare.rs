@@ -369,6 +369,7 @@ fn finish_prepare(
     } else {
         plan_git(&options, &run_id, &mut warnings)?
     };
+    let steering = crate::steering::SteeringQueue::new(&run_id, paths.run_dir());
     Ok(PreparedRun {
         options,
         workflow: Arc::new(workflow),
@@ -386,6 +387,7 @@ fn finish_prepare(
         lease: None,
         stores,
         origin: crate::record::RunOrigin::Cli,
+        steering,
     })
 }
 
