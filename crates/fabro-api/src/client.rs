@@ -11,7 +11,8 @@ use fabro_llm::sse::{MalformedSse, SseDecoder, SseEvent};
 
 use crate::{
     AnswerRequest, Answered, ArtifactList, Canceling, ErrorBody, EventPage, Health, QuestionList,
-    ResumeRequest, RunDocument, RunHeader, RunList, StageList, StartRequest, Started, WorkflowList,
+    ResumeRequest, RunDocument, RunHeader, RunList, StageList, StartRequest, Started,
+    SteerAccepted, SteerRequest, WorkflowList,
 };
 
 /// Why a request to the server failed.
@@ -172,6 +173,17 @@ impl Client {
     /// `POST /api/v1/runs/{id}/resume`.
     pub async fn resume(&self, run: &str, request: &ResumeRequest) -> Result<Started, ClientError> {
         let path = run_path(run, "/resume");
+        self.call(Method::POST, &path, Some(request), StatusCode::ACCEPTED)
+            .await
+    }
+
+    /// `POST /api/v1/runs/{id}/steer` (SPEC 20.1).
+    pub async fn steer(
+        &self,
+        run: &str,
+        request: &SteerRequest,
+    ) -> Result<SteerAccepted, ClientError> {
+        let path = run_path(run, "/steer");
         self.call(Method::POST, &path, Some(request), StatusCode::ACCEPTED)
             .await
     }

@@ -15,6 +15,7 @@ mod resume;
 mod run;
 mod runs;
 mod server;
+mod steer;
 mod store;
 mod validate;
 
@@ -76,6 +77,10 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Cancel(args) => match server(&args.server) {
             Some(url) => remote::cancel(&url, &args.run, output),
             None => cancel::run(&args, output),
+        },
+        Command::Steer(args) => match server(&args.server) {
+            Some(url) => remote::steer(&url, &args, output),
+            None => steer::run(&args, output),
         },
         Command::Server(args) => server::run(&args, output),
         Command::Store(args) => store::run(&args, output),

@@ -170,6 +170,15 @@ impl SteeringQueue {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The agent stages running now.
+    pub fn running(&self) -> Vec<RunningAgentStage> {
+        self.state()
+            .running
+            .iter()
+            .map(|entry| entry.stage.clone())
+            .collect()
+    }
+
     /// Accepts `text` from `source` for the agent stage that runs, or (`when`) for the
     /// next one; announces it as `SteeringQueued`. Before the run executes, a message
     /// for the next agent stage is posted and accepted when the run starts.

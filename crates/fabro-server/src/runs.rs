@@ -180,6 +180,7 @@ fn launch(
         run_id.clone(),
         prepared.run_dir().to_path_buf(),
         answers,
+        prepared.steering(),
         workflow_name,
     ));
     state.insert(Arc::clone(&active));
