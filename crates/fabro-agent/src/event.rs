@@ -74,6 +74,12 @@ pub enum AgentEvent {
         /// Files in the tracker's File Operations section.
         tracked_file_count: usize,
     },
+    /// `Agent.SteeringDelivered`: queued steering messages became one user message
+    /// (SPEC 20.1).
+    SteeringDelivered {
+        /// How many messages were delivered together.
+        count: usize,
+    },
     /// `Agent.Error`: a non-fatal problem (a failed compaction summary).
     Error {
         /// What went wrong.
@@ -100,6 +106,7 @@ impl AgentEvent {
             AgentEvent::ContextWindowWarning { .. } => "Agent.ContextWindowWarning",
             AgentEvent::CompactionStarted { .. } => "Agent.CompactionStarted",
             AgentEvent::CompactionCompleted { .. } => "Agent.CompactionCompleted",
+            AgentEvent::SteeringDelivered { .. } => "Agent.SteeringDelivered",
             AgentEvent::Error { .. } => "Agent.Error",
             AgentEvent::SubAgent { event, .. } => event.name(),
         }

@@ -61,6 +61,7 @@ mod scope;
 mod session;
 pub mod skill;
 mod snapshot;
+mod steering;
 mod subagent;
 pub mod timestamp;
 pub mod tool;
@@ -83,6 +84,7 @@ pub use scope::{scope_failure_reason, scope_violation_message, ResolvedPath, Wor
 pub use session::{AgentConfig, AgentOutcome, AgentSession};
 pub use skill::{discover as discover_skills, skill_dirs, InvalidSkill, Skill};
 pub use snapshot::GitSnapshot;
+pub use steering::{delivery_text, Steering, SteeringInbox, SteeringMessage, SteeringSource};
 pub use subagent::register_subagent_tools;
 pub use tool::{Tool, ToolContext, ToolError, ToolProfile, ToolRegistry, ToolResult, ToolSet};
 pub use tracker::FileTracker;

@@ -20,6 +20,7 @@ use crate::instructions::{system_prompt, SystemPromptInput};
 use crate::loop_detection::{LoopDetector, LOOP_STEERING_MESSAGE};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::skill::Skill;
+use crate::steering::Steering;
 use crate::tool::{ToolContext, ToolProfile, ToolRegistry, ToolResult, ToolSet};
 use crate::tracker::FileTracker;
 use fabro_llm::FailureClass;
@@ -137,6 +138,7 @@ pub struct AgentSession {
     tracker: FileTracker,
     context_window: u64,
     shell_timeout: Duration,
+    steering: Steering,
 }
 
 impl std::fmt::Debug for AgentSession {
@@ -199,6 +201,7 @@ impl AgentSession {
             tracker: FileTracker::default(),
             context_window,
             shell_timeout,
+            steering: Steering::default(),
         })
     }
 
@@ -220,6 +223,12 @@ impl AgentSession {
     /// Changes the node the next calls are made for (a thread continuing at another node).
     pub fn set_node_id(&mut self, node_id: impl Into<String>) {
         self.config.node_id = node_id.into();
+    }
+
+    /// Takes steering messages from `steering` from now on (SPEC 20.1): before each LLM
+    /// call, never while a tool runs. Sub-agents never get any.
+    pub fn set_steering(&mut self, steering: Steering) {
+        self.steering = steering;
     }
 
     /// Sends `prompt` as a user message and runs the loop until the model answers
@@ -289,6 +298,7 @@ impl AgentSession {
         run: &mut RunState,
         cancel: &CancellationToken,
     ) -> Option<AgentFailure> {
+        self.deliver_steering();
         loop {
             let request = Request {
                 model: self.config.model.clone(),
@@ -325,6 +335,11 @@ impl AgentSession {
                 return Some(failure);
             }
             if response.tool_calls.is_empty() {
+                // Steering that arrived meanwhile gets its own turn (SPEC 20.1).
+                let room = self.config.max_turns == 0 || run.turns < self.config.max_turns;
+                if room && self.deliver_steering() {
+                    continue;
+                }
                 run.text = response.text;
                 return None;
             }
@@ -357,6 +372,19 @@ impl AgentSession {
                     format!("turn limit reached ({})", self.config.max_turns),
                 ));
             }
+            // After the round of tool calls, before the next call (SPEC 20.1).
+            self.deliver_steering();
+        }
+    }
+
+    /// Appends the queued steering messages as one user message; whether there were any.
+    fn deliver_steering(&mut self) -> bool {
+        match self.steering.deliver() {
+            Some(text) => {
+                self.history.push(Entry::Message(Message::user(text)));
+                true
+            }
+            None => false,
         }
     }
 

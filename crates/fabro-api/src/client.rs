@@ -12,7 +12,7 @@ use fabro_llm::sse::{MalformedSse, SseDecoder, SseEvent};
 use crate::{
     AnswerRequest, Answered, ArtifactList, Canceling, ErrorBody, EventPage, ForkRequest, Health,
     QuestionList, ResumeRequest, RewindRequest, Rewound, RunDocument, RunHeader, RunList,
-    StageList, StartRequest, Started, WorkflowList,
+    StageList, StartRequest, Started, SteerAccepted, SteerRequest, WorkflowList,
 };
 
 /// Why a request to the server failed.
@@ -188,6 +188,17 @@ impl Client {
     pub async fn rewind(&self, run: &str, request: &RewindRequest) -> Result<Rewound, ClientError> {
         let path = run_path(run, "/rewind");
         self.call(Method::POST, &path, Some(request), StatusCode::OK)
+            .await
+    }
+
+    /// `POST /api/v1/runs/{id}/steer` (SPEC 20.1).
+    pub async fn steer(
+        &self,
+        run: &str,
+        request: &SteerRequest,
+    ) -> Result<SteerAccepted, ClientError> {
+        let path = run_path(run, "/steer");
+        self.call(Method::POST, &path, Some(request), StatusCode::ACCEPTED)
             .await
     }
 

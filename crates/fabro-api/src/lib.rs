@@ -28,6 +28,7 @@ mod question;
 mod request;
 mod run;
 mod stage;
+mod steer;
 mod workflow;
 
 pub use error::{ErrorBody, ErrorDetail};
@@ -42,4 +43,5 @@ pub use run::{
     RunUsage, Started,
 };
 pub use stage::{Artifact, ArtifactList, StageList, StageRow, StageUsage};
+pub use steer::{SteerAccepted, SteerRequest};
 pub use workflow::{Diagnostic, DiagnosticEdge, DiagnosticSpan, WorkflowEntry, WorkflowList};

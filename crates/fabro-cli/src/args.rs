@@ -46,6 +46,8 @@ pub(crate) enum Command {
     Answer(AnswerArgs),
     /// Cancel a running run (as its first Ctrl-C would); it can be resumed.
     Cancel(CancelArgs),
+    /// Send guidance to the agent stage a run is running.
+    Steer(SteerArgs),
     /// Serve the HTTP API (and the page at /) over the runs of $FABRO_HOME.
     Server(ServerArgs),
     /// Manage a shared store (PostgreSQL, SPEC 18.1).
@@ -126,6 +128,32 @@ pub(crate) struct CancelArgs {
     /// Run id, or a unique prefix of at least 4 characters.
     pub(crate) run: String,
     /// Cancel through this fabro server (default: $FABRO_SERVER).
+    #[arg(long, value_name = "URL")]
+    pub(crate) server: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro steer 01JX4Q 'Use the v2 API, not v1'
+                                        the running agent reads it before its next LLM call
+  fabro steer 01JX4Q 'Keep the public names' --next
+                                        or the next agent stage, when none runs now
+
+The agent gets one user message [Steering from cli] TEXT after its current round of
+tool calls (a running tool is never interrupted); messages sent together arrive
+together. An acp agent gets it as a new prompt turn; cli agents cannot be steered.
+
+Exit codes: 0 the run accepted the message, 2 unknown run, no agent stage running
+(without --next), a run that is not running, or a cli-backend stage")]
+pub(crate) struct SteerArgs {
+    /// Run id, or a unique prefix of at least 4 characters.
+    pub(crate) run: String,
+    /// The guidance.
+    pub(crate) text: String,
+    /// When no agent stage runs, queue the message for the next one that starts.
+    #[arg(long)]
+    pub(crate) next: bool,
+    /// Steer through this fabro server (default: $FABRO_SERVER).
     #[arg(long, value_name = "URL")]
     pub(crate) server: Option<String>,
 }

@@ -17,6 +17,7 @@ mod rewind;
 mod run;
 mod runs;
 mod server;
+mod steer;
 mod store;
 mod validate;
 
@@ -89,6 +90,10 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         Command::Cancel(args) => match server(&args.server) {
             Some(url) => remote::cancel(&url, &args.run, output),
             None => cancel::run(&args, output),
+        },
+        Command::Steer(args) => match server(&args.server) {
+            Some(url) => remote::steer(&url, &args, output),
+            None => steer::run(&args, output),
         },
         Command::Server(args) => server::run(&args, output),
         Command::Store(args) => store::run(&args, output),

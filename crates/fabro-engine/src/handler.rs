@@ -158,6 +158,8 @@ pub(crate) struct RunServices {
     pub(crate) extensions: agent::AgentExtensions,
     /// The run's `[[hooks]]` (SPEC 20.4).
     pub(crate) hooks: crate::hook::Hooks,
+    /// Steering messages for the agent stages (SPEC 20.1).
+    pub(crate) steering: crate::steering::SteeringQueue,
 }
 
 impl RunServices {
@@ -443,6 +445,7 @@ pub(crate) mod test_support {
                 file_tracking: std::sync::OnceLock::new(),
                 extensions: super::agent::AgentExtensions::default(),
                 hooks: crate::hook::Hooks::default(),
+                steering: crate::steering::SteeringQueue::new("test-run", root),
             };
             TestRun {
                 dir,

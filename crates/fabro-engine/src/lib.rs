@@ -113,6 +113,7 @@ pub mod sandbox;
 mod script;
 pub mod source;
 pub mod stage_log;
+pub mod steering;
 pub mod store;
 mod thread;
 mod timestamp;

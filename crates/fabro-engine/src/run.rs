@@ -142,6 +142,8 @@ pub struct PreparedRun {
     stores: Stores,
     /// Recorded as the manifest's `origin` (SPEC 14.2).
     origin: crate::record::RunOrigin,
+    /// Steering messages for the run's agent stages (SPEC 20.1).
+    steering: crate::steering::SteeringQueue,
     /// The source of a fork (SPEC 20.2), recorded in its manifest.
     fork: Option<ForkSource>,
 }
@@ -205,6 +207,11 @@ impl PreparedRun {
     /// Records `origin` as the starter of a new run (default: the CLI).
     pub fn set_origin(&mut self, origin: crate::record::RunOrigin) {
         self.origin = origin;
+    }
+
+    /// The run's steering queue (SPEC 20.1): a handle a server keeps to steer the run.
+    pub fn steering(&self) -> crate::steering::SteeringQueue {
+        self.steering.clone()
     }
 
     /// Notes for stderr gathered while preparing (e.g. the simulated-provider note).

@@ -7,6 +7,7 @@ pub mod events;
 pub mod feed;
 pub mod files;
 pub mod questions;
+pub mod steer;
 
 use std::sync::Arc;
 

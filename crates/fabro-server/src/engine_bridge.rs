@@ -29,6 +29,9 @@ pub use fabro_engine::event::{EventEnvelope, EventSink};
 pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
 pub use fabro_engine::run::RunReport;
 pub use fabro_engine::run_index::RunStatus;
+pub use fabro_engine::steering::{
+    running_agent_stages, steer_run_dir, SteerError, SteeringQueue, SteeringSource, WhenNoAgent,
+};
 pub use fabro_engine::traversal::RunEnd;
 
 use crate::error::{without_paths, ApiError, ErrorKind};

@@ -77,6 +77,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/runs/{id}/questions",
             get(api::questions::questions),
         )
+        .route("/api/v1/runs/{id}/steer", post(api::steer::steer))
         .route(
             "/api/v1/runs/{id}/questions/{question_id}/answer",
             post(api::questions::answer),

@@ -31,6 +31,7 @@ use crate::api;
         api::files::artifact,
         api::questions::questions,
         api::questions::answer,
+        api::steer::steer,
         api::list_workflows,
     ),
     components(schemas(crate::error::ErrorBody, crate::error::ErrorDetail, fabro_api::StoredEvent)),

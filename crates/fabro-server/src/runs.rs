@@ -232,6 +232,7 @@ fn launch(
         run_id.clone(),
         prepared.run_dir().to_path_buf(),
         answers,
+        prepared.steering(),
         workflow_name,
     ));
     state.insert(Arc::clone(&active));

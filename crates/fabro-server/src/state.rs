@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::doc_cache::DocCache;
-use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink};
+use crate::engine_bridge::{AnswerHandle, EngineBridge, EventEnvelope, EventSink, SteeringQueue};
 use crate::feeds::Feeds;
 use crate::graph_cache::GraphCache;
 use crate::settings::ServerSettings;
@@ -54,6 +54,8 @@ pub struct ActiveRun {
     pub cancel: CancellationToken,
     /// Answers the run's human gates.
     pub answers: AnswerHandle,
+    /// Takes steering messages for the run's agent stages (SPEC 20.1).
+    pub steering: SteeringQueue,
     /// Wakes event streams when the run emits.
     pub notify: Arc<Notify>,
     /// The workflow as the request named it (for a queued run's summary).
@@ -67,6 +69,7 @@ impl ActiveRun {
         run_id: String,
         run_dir: PathBuf,
         answers: AnswerHandle,
+        steering: SteeringQueue,
         workflow_name: String,
     ) -> ActiveRun {
         ActiveRun {
@@ -74,6 +77,7 @@ impl ActiveRun {
             run_dir,
             cancel: CancellationToken::new(),
             answers,
+            steering,
             notify: Arc::new(Notify::new()),
             workflow_name,
             queued: AtomicBool::new(true),

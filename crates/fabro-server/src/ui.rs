@@ -42,6 +42,7 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}/cancel", post(run_page::cancel))
         .route("/runs/{id}/resume", post(run_page::resume))
         .route("/runs/{id}/answer", post(run_page::answer))
+        .route("/runs/{id}/steer", post(run_page::steer))
         .route("/runs/{id}/stages/{rank}", get(stage_page::page))
         .route("/runs/{id}/stages/{rank}/live", get(stage_page::live))
         .route("/runs/{id}/stages/{rank}/fork", post(stage_page::fork))

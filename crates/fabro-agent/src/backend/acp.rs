@@ -1,5 +1,6 @@
 //! The `acp` backend (SPEC 5.2.3): an Agent Client Protocol agent driven over its
-//! stdio with JSON-RPC 2.0 (`initialize`, `session/new`, one `session/prompt`).
+//! stdio with JSON-RPC 2.0 (`initialize`, `session/new`, one `session/prompt`, and one
+//! more per delivery of steering messages, SPEC 20.1).
 //! The message chunks of the agent's final turn (after its last tool call) make the
 //! response; permission requests are granted once (the write scope is checked
 //! afterwards from git snapshots). The agent's stderr is kept; JSON-RPC errors name
@@ -21,6 +22,7 @@ use crate::failure::{AgentError, AgentFailure};
 use crate::process::{Capture, ProcessGroup, KILL_GRACE};
 use crate::scope::{scope_failure_reason, WorkTree};
 use crate::snapshot::touched;
+use crate::steering::Steering;
 use fabro_llm::{FailureClass, Usage};
 
 /// ACP protocol version fabro speaks.
@@ -46,6 +48,9 @@ pub struct AcpAgentConfig {
     pub file_tracking: FileTracking,
     /// MCP servers passed in `session/new` (SPEC 19.1).
     pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// Steering messages, each delivery sent as a new prompt turn after the current
+    /// one (SPEC 20.1).
+    pub steering: Steering,
 }
 
 impl AcpAgentConfig {
@@ -69,6 +74,7 @@ impl AcpAgentConfig {
             cancel_grace: KILL_GRACE,
             file_tracking: FileTracking::default(),
             mcp_servers: Vec::new(),
+            steering: Steering::default(),
         }
     }
 }
@@ -123,7 +129,7 @@ pub async fn run_acp_agent(
         }
     };
     let ended = tokio::select! {
-        result = connection.session(&cwd, prompt, &mcp_servers) => Some(result),
+        result = connection.session(&cwd, prompt, &mcp_servers, &config.steering) => Some(result),
         () = timeout => None,
         () = cancel.cancelled() => None,
     };
@@ -326,12 +332,14 @@ struct Connection {
 }
 
 impl Connection {
-    /// `initialize`, `session/new`, `session/prompt`; returns the stop reason.
+    /// `initialize`, `session/new`, `session/prompt` (again for each delivery of
+    /// steering messages after a turn that ended normally); returns the stop reason.
     async fn session(
         &mut self,
         cwd: &str,
         prompt: &str,
         mcp_servers: &Value,
+        steering: &Steering,
     ) -> Result<String, AgentFailure> {
         self.request(
             "initialize",
@@ -358,17 +366,34 @@ impl Connection {
             .map(|id| id.split('/').next().unwrap_or(id).trim())
             .filter(|id| !id.is_empty() && *id != "default")
             .map(str::to_owned);
-        let result = self
-            .request(
-                "session/prompt",
-                json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
-            )
-            .await?;
-        self.usage = prompt_usage(&result["usage"]);
-        Ok(result["stopReason"]
-            .as_str()
-            .unwrap_or("end_turn")
-            .to_owned())
+        let mut prompt = prompt.to_owned();
+        loop {
+            let result = self
+                .request(
+                    "session/prompt",
+                    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
+                )
+                .await?;
+            if let Some(usage) = prompt_usage(&result["usage"]) {
+                self.usage.get_or_insert_with(Usage::default).add(&usage);
+            }
+            let stop_reason = result["stopReason"]
+                .as_str()
+                .unwrap_or("end_turn")
+                .to_owned();
+            if stop_reason != "end_turn" {
+                return Ok(stop_reason);
+            }
+            let Some(steered) = steering.deliver() else {
+                return Ok(stop_reason);
+            };
+            // The response is the final turn's text: this turn's becomes an earlier one.
+            let turn = std::mem::take(&mut self.text);
+            if !turn.trim().is_empty() {
+                self.earlier_turns.push(turn);
+            }
+            prompt = steered;
+        }
     }
 
     /// Sends `session/cancel`, then keeps serving the agent (collecting its last
@@ -556,6 +581,7 @@ fn prompt_usage(usage: &Value) -> Option<Usage> {
 mod tests {
     use super::*;
     use crate::snapshot::tests::repository;
+    use std::sync::Arc;
 
     /// A fake ACP agent: answers ids 1–3 in order, streams two chunks, asks for a
     /// permission and checks that it was granted before writing a file.
@@ -604,6 +630,54 @@ echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}'
         assert_eq!(
             fs_err::read_to_string(repo.path().join("acp.txt")).unwrap(),
             "granted\n"
+        );
+    }
+
+    /// SPEC 20.1: steering queued during a prompt turn is sent as the next prompt turn
+    /// of the same session; the response is the text of that last turn.
+    #[tokio::test]
+    async fn steering_is_a_new_prompt_turn_after_the_current_one() {
+        struct Once(std::sync::Mutex<Vec<crate::SteeringMessage>>);
+        impl crate::SteeringInbox for Once {
+            fn take(&self) -> Vec<crate::SteeringMessage> {
+                std::mem::take(&mut *self.0.lock().unwrap())
+            }
+        }
+        let bin = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = r#"
+read -r init
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'
+read -r new
+echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-3"}}'
+read -r prompt
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-3","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"first"}}}}'
+echo '{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":5,"outputTokens":1}}}'
+read -r steered
+case "$steered" in *'[Steering from cli] also add docs'*'"sessionId":"s-3"'*) ;; *) echo "bad: $steered" >&2; exit 1;; esac
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-3","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"second"}}}}'
+echo '{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":2}}}'
+"#;
+        let mut config = agent(bin.path(), body, dir.path());
+        let inbox = Arc::new(Once(std::sync::Mutex::new(vec![crate::SteeringMessage {
+            source: crate::SteeringSource::Cli,
+            text: "also add docs".to_owned(),
+        }])));
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&events);
+        let sink = move |event: crate::AgentEvent| seen.lock().unwrap().push(event);
+        config.steering = Steering::new(inbox, Arc::new(sink));
+        let outcome = run_acp_agent(&config, "go", &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.failure, None, "{}", outcome.stderr);
+        assert_eq!(outcome.text, "second");
+        assert_eq!(outcome.earlier_turns, ["first"]);
+        let usage = outcome.usage.unwrap();
+        assert_eq!((usage.input_tokens, usage.output_tokens), (12, 3));
+        assert_eq!(
+            *events.lock().unwrap(),
+            [crate::AgentEvent::SteeringDelivered { count: 1 }]
         );
     }
 

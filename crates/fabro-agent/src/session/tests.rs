@@ -740,3 +740,5 @@ async fn simulated_compaction_consumes_no_scripted_entries() {
     assert_eq!(summary.role, Role::System);
     assert_eq!(summary.text, "[Context Summary]\n[Simulated] summary");
 }
+
+mod steering;

@@ -155,6 +155,29 @@ pub(crate) fn answer(
     })
 }
 
+/// `fabro steer RUN TEXT [--next] --server URL` (SPEC 20.1): steers the run's agent
+/// through the API; exit 2 when the server refuses (no agent stage running, a cli
+/// backend, a run that is not running).
+pub(crate) fn steer(
+    url: &str,
+    args: &crate::args::SteerArgs,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    let remote = remote(url);
+    block_on(async {
+        let request = fabro_api::SteerRequest {
+            text: args.text.clone(),
+            next: args.next,
+        };
+        let accepted = remote.steer(&args.run, &request).await.map_err(refused)?;
+        let steered = fabro_engine::steering::Steered {
+            node_id: accepted.node_id,
+        };
+        output.out(&crate::command::steer::accepted(&accepted.run_id, &steered));
+        Ok(Status::Success)
+    })
+}
+
 /// `fabro run WORKFLOW --server URL`: every flag of `run` goes into the start request
 /// (`--config` as the file's text, since the server may not see the client's files), or
 /// is refused.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_agent::{
     run_acp_agent, run_cli_agent, AcpAgentConfig, AgentConfig, AgentError, AgentEvent,
-    AgentOutcome, AgentSession, CliAgentConfig, ExternalOutcome, ProcessEnv,
+    AgentOutcome, AgentSession, CliAgentConfig, ExternalOutcome, ProcessEnv, Steering,
 };
 use fabro_language::model::Backend;
 use fabro_llm::Provider;
@@ -22,6 +22,7 @@ use crate::event::Event;
 use crate::failure::FailureClass;
 use crate::llm_target::{credential_variable, LlmTarget};
 use crate::outcome::Failure;
+use crate::steering::AgentStage;
 use crate::thread::{LiveSession, SharedSession};
 
 pub(crate) use extension::AgentExtensions;
@@ -162,6 +163,32 @@ impl AgentConversation {
                 Ok(AgentConversation::Api(live))
             }
         }
+    }
+
+    /// Registers the stage with the run's steering queue (SPEC 20.1) until the returned
+    /// guard is dropped; api and acp agents take its messages, a cli agent none.
+    pub(super) async fn steer(&mut self, input: &StageInput<'_>) -> AgentStage {
+        let backend = match self {
+            AgentConversation::Api(_) => "api",
+            AgentConversation::Cli { .. } => "cli",
+            AgentConversation::Acp { .. } => "acp",
+        };
+        let stage = input
+            .services
+            .steering
+            .begin(&input.node.id, backend, input.stage_dir);
+        let emitter = Arc::clone(&input.services.emitter);
+        let node_id = input.node.id.clone();
+        let events = Arc::new(move |event: AgentEvent| {
+            emitter.emit(Event::agent(&node_id, &event));
+        });
+        let steering = Steering::new(stage.inbox(), events);
+        match self {
+            AgentConversation::Api(live) => live.lock().await.session.set_steering(steering),
+            AgentConversation::Acp { config, .. } => config.steering = steering,
+            AgentConversation::Cli { .. } => {}
+        }
+        stage
     }
 
     /// The external backend this conversation runs, `Api` for fabro's own loop.

@@ -106,6 +106,12 @@ async fn execute_with(input: &StageInput<'_>, target: LlmTarget, prompt: &str) -
         Conversation::Agent(agent) => agent.backend(),
         Conversation::DryRun | Conversation::Prompt(_) => None,
     };
+    let mut conversation = conversation;
+    // Registered until the stage's conversation ends (SPEC 20.1).
+    let _steering = match &mut conversation {
+        Conversation::Agent(agent) => Some(agent.steer(input).await),
+        Conversation::DryRun | Conversation::Prompt(_) => None,
+    };
     let outcome = match node.timeout() {
         // An external-agent node that runs fabro's own loop (a `cli` node with the
         // simulated provider) gets the node timeout the traversal leaves to it.

@@ -88,7 +88,13 @@ impl PreparedRun {
         let mut launch = self.launch(&start, &cancel, sinks)?;
         let entry = self.entry(&start)?;
         self.initialize(&start, &mut launch, &entry)?;
+        // SPEC 20.1: steering messages are accepted while the run executes.
+        self.steering.attach(&launch.emitter);
+        let stop_steering = CancellationToken::new();
+        let steering = tokio::spawn(self.steering.clone().watch(stop_steering.clone()));
         let end = self.traverse(&mut launch, &entry, &cancel).await;
+        stop_steering.cancel();
+        let _ = steering.await;
         // SPEC 19.1: the run's MCP servers are closed when it ends.
         launch.services.extensions.close().await;
         Ok(self.finish(launch, end, started, lease).await)
@@ -302,6 +308,7 @@ impl PreparedRun {
                 &self.options.sandbox_env,
                 cancel,
             ),
+            steering: self.steering.clone(),
         }))
     }
 

@@ -426,6 +426,7 @@ fn finish_prepare(
         None if options.dry_run || options.parent_run_id.is_some() => GitPlan::Off,
         None => plan_git(&options, &run_id, &mut warnings)?,
     };
+    let steering = crate::steering::SteeringQueue::new(&run_id, paths.run_dir());
     Ok(PreparedRun {
         options,
         workflow: Arc::new(workflow),
@@ -444,6 +445,7 @@ fn finish_prepare(
         stores,
         origin: crate::record::RunOrigin::Cli,
         fork: None,
+        steering,
     })
 }
 

@@ -53,9 +53,15 @@ impl RunLock {
                 Ok(()) => break,
                 Err(std::fs::TryLockError::WouldBlock) => {
                     // An exclusive holder makes the shared test fail too; readers do not.
+                    // A holder with this process's pid is waited out like a dead one's
+                    // children: a child this process is starting holds a copy of the
+                    // descriptor between its `clone` and its `exec`, after the lease of
+                    // the run that wrote the pid was dropped.
                     let pid = lock_pid(run_dir);
-                    let live_holder =
-                        RunLock::is_held(run_dir) && pid.is_some_and(process_is_running);
+                    let live_holder = RunLock::is_held(run_dir)
+                        && pid.is_some_and(|pid| {
+                            pid != std::process::id() && process_is_running(pid)
+                        });
                     if live_holder || started.elapsed() >= LOCK_PATIENCE {
                         return Err(RunIndexError::Locked { path, pid });
                     }

@@ -124,6 +124,7 @@
     var header = document.getElementById('run-header');
     var stages = document.getElementById('stages');
     var question = document.getElementById('question');
+    var steer = document.getElementById('steer');
     // What changed since the last frame: events to list, node states, the current node.
     var queue = [];
     var nodeUpdates = {};
@@ -321,6 +322,12 @@
           question.setAttribute('data-question', live.question_id);
           question.innerHTML = live.question;
         }
+        // The steering form comes and goes with the running agent stages; what is
+        // typed in it stays while they run.
+        if (steer.getAttribute('data-steer') !== live.steer_key) {
+          steer.setAttribute('data-steer', live.steer_key);
+          steer.innerHTML = live.steer;
+        }
         Object.keys(live.nodes || {}).forEach(function (node) {
           var info = live.nodes[node];
           setNode(node, info.status, info.visits);
@@ -358,6 +365,8 @@
           break;
         case 'HumanQuestion':
         case 'HumanAnswer':
+        case 'Agent.SessionStarted':
+        case 'SteeringQueued':
         case 'WorkflowRunStarted':
           scheduleRefresh();
           break;

@@ -20,7 +20,9 @@ use super::{
     sign_in_required, signed_in, status_badge, text, url_segment,
 };
 use crate::api::questions;
-use crate::engine_bridge::{records, ResumeRequest, RunStatus};
+use crate::engine_bridge::{
+    records, running_agent_stages, ResumeRequest, RunStatus, SteeringSource, WhenNoAgent,
+};
 use crate::error::ApiError;
 use crate::runs;
 use crate::state::AppState;
@@ -33,6 +35,8 @@ struct RunView {
     stages: Vec<Value>,
     graph: Option<String>,
     question: Option<Value>,
+    /// The nodes of the running agent stages that take steering (SPEC 20.1).
+    steerable: Vec<String>,
     /// The last stored event when the run was read (read first: the view shows at
     /// least what the events up to it did).
     last_event_id: u64,
@@ -49,6 +53,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             stages: Vec::new(),
             graph: None,
             question: None,
+            steerable: Vec::new(),
             last_event_id: 0,
         });
     };
@@ -64,6 +69,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             stages: Vec::new(),
             graph: None,
             question: None,
+            steerable: Vec::new(),
             last_event_id: 0,
         });
     }
@@ -71,6 +77,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
     let question = questions::pending(state, &run_id)
         .first()
         .map(super::json_value);
+    let steerable = steerable_stages(state, &run_id, &record.run_dir);
     let cache = state.clone();
     let view = blocking(move || {
         let last_event_id = records::last_event_id(&record.run_dir);
@@ -102,8 +109,23 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         stages,
         graph,
         question,
+        steerable,
         last_event_id,
     })
+}
+
+/// The nodes of the agent stages of run `run_id` that take steering now: from the
+/// server's own run, else from the run directory of a run another process executes.
+fn steerable_stages(state: &AppState, run_id: &str, run_dir: &std::path::Path) -> Vec<String> {
+    let running = match state.active(run_id) {
+        Some(active) => active.steering.running(),
+        None => running_agent_stages(run_dir).unwrap_or_default(),
+    };
+    running
+        .into_iter()
+        .filter(|stage| stage.steerable())
+        .map(|stage| stage.node_id)
+        .collect()
 }
 
 fn error_page(error: ApiError) -> Response {
@@ -145,6 +167,7 @@ pub async fn page(
          <button type=\"button\" data-zoom=\"reset\">fit</button></div>\
          <div id=\"graph\" class=\"graph\">{graph}</div></section>\
          <div class=\"side\"><section id=\"question\" aria-label=\"question\" data-question=\"{question_id}\">{question}</section>\
+         <section id=\"steer\" aria-label=\"steer the agent\" data-steer=\"{steer_key}\">{steer}</section>\
          <section aria-label=\"stages\"><h2>Stages</h2><div id=\"stages\" data-key=\"{stages_key}\">{stages}</div></section></div></div>\
          <section aria-label=\"events\"><h2>Events</h2>\
          <label class=\"follow\"><input type=\"checkbox\" id=\"follow\" checked> follow new events</label>\
@@ -152,6 +175,8 @@ pub async fn page(
         header = render_header(&view),
         question_id = escape(&question_id(&view)),
         question = render_question(&view),
+        steer_key = escape(&view.steerable.join(" ")),
+        steer = render_steer(&view),
         stages_key = fragment_key(&stages),
     );
     let attributes = format!(
@@ -212,6 +237,8 @@ pub async fn live(
         "header": render_header(&view),
         "question_id": question_id(&view),
         "question": render_question(&view),
+        "steer_key": view.steerable.join(" "),
+        "steer": render_steer(&view),
         "stages": stages,
         "stages_key": stages_key,
         "nodes": nodes,
@@ -334,6 +361,22 @@ fn render_question(view: &RunView) -> String {
     )
 }
 
+/// The steering form (SPEC 20.1), while an agent stage that takes steering runs.
+fn render_steer(view: &RunView) -> String {
+    if view.steerable.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<h2>Steer the agent</h2>\
+         <form method=\"post\" action=\"/runs/{run_path}/steer\" class=\"steer\">\
+         <label for=\"steer-text\">Guidance for {nodes}, read before its next LLM call</label>\
+         <textarea id=\"steer-text\" name=\"text\" rows=\"3\" required></textarea>\
+         <button type=\"submit\" id=\"steer-send\">Send to the agent</button></form>",
+        run_path = url_segment(&view.run_id),
+        nodes = escape(&view.steerable.join(", ")),
+    )
+}
+
 fn render_stages(run_id: &str, stages: &[Value]) -> String {
     if stages.is_empty() {
         return "<p class=\"empty\">No stages yet.</p>".to_owned();
@@ -411,6 +454,37 @@ pub async fn resume(
         Err(error) => return error_page(error),
     };
     match runs::resume(&state, &record.run_id, ResumeRequest::default()).await {
+        Ok(accepted) => back_to(&accepted.run_id),
+        Err(error) => error_page(error),
+    }
+}
+
+/// The steering form.
+#[derive(Debug, Deserialize)]
+pub struct SteerForm {
+    text: String,
+}
+
+/// `POST /runs/{id}/steer`: the message goes to the running agent stage, source `ui`.
+pub async fn steer(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    form: Result<Form<SteerForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let form = match posted_form(&state, &headers, form, "steering form") {
+        Ok(form) => form,
+        Err(answer) => return *answer,
+    };
+    match crate::api::steer::send(
+        &state,
+        &id,
+        &form.text,
+        SteeringSource::Ui,
+        WhenNoAgent::Refuse,
+    )
+    .await
+    {
         Ok(accepted) => back_to(&accepted.run_id),
         Err(error) => error_page(error),
     }

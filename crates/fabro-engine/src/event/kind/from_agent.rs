@@ -2,8 +2,8 @@
 
 use super::{
     AgentAssistantMessage, AgentCompactionCompleted, AgentCompactionStarted,
-    AgentContextWindowWarning, AgentError, AgentLoopDetected, AgentToolCallCompleted,
-    AgentToolCallStarted, EventKind, EventUsage,
+    AgentContextWindowWarning, AgentError, AgentLoopDetected, AgentSteeringDelivered,
+    AgentToolCallCompleted, AgentToolCallStarted, EventKind, EventUsage,
 };
 
 /// The `Agent.*` event of an agent session event (SPEC 11.3); a sub-agent's event
@@ -95,6 +95,11 @@ fn agent_kind(event: &fabro_agent::AgentEvent, agent_id: Option<&str>) -> EventK
             preserved_turn_count: *preserved_turn_count,
             summary_token_estimate: *summary_token_estimate,
             tracked_file_count: *tracked_file_count,
+        }
+        .into(),
+        AgentEvent::SteeringDelivered { count } => AgentSteeringDelivered {
+            agent_id,
+            count: *count,
         }
         .into(),
         AgentEvent::Error { message } => AgentError {

@@ -369,6 +369,22 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
             .into(),
         ),
         (
+            Some("implement"),
+            AgentSteeringDelivered {
+                agent_id: None,
+                count: 2,
+            }
+            .into(),
+        ),
+        (
+            Some("implement"),
+            SteeringQueued {
+                source: text("cli"),
+                text: text("Use the v2 API"),
+            }
+            .into(),
+        ),
+        (
             None,
             GoalGateUnsatisfied {
                 gate_node: text("implement"),
