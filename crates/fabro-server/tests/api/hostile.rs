@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::support::{chain, Auth, Fixture, TOKEN};
 
-const ROUTES: [(&str, &str); 17] = [
+const ROUTES: [(&str, &str); 18] = [
     ("GET", "/api/v1/runs?status={a}&limit={b}&before={a}"),
     ("POST", "/api/v1/runs"),
     ("GET", "/api/v1/runs/{a}"),
@@ -15,6 +15,7 @@ const ROUTES: [(&str, &str); 17] = [
     ("POST", "/api/v1/runs/{a}/resume"),
     ("POST", "/api/v1/runs/{a}/fork"),
     ("POST", "/api/v1/runs/{a}/rewind"),
+    ("POST", "/api/v1/runs/{a}/steer"),
     ("GET", "/api/v1/runs/{a}/events?after={b}&limit={b}"),
     ("GET", "/api/v1/runs/{a}/graph.svg"),
     ("GET", "/api/v1/runs/{a}/stages"),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::support::{chain, Auth, Fixture, TOKEN};
 
 /// Routes of SPEC 14.3, as the document must list them.
-const ROUTES: [(&str, &str); 19] = [
+const ROUTES: [(&str, &str); 20] = [
     ("get", "/api/v1/health"),
     ("get", "/api/v1/openapi.json"),
     ("get", "/api/v1/runs"),
@@ -17,6 +17,7 @@ const ROUTES: [(&str, &str); 19] = [
     ("post", "/api/v1/runs/{id}/resume"),
     ("post", "/api/v1/runs/{id}/fork"),
     ("post", "/api/v1/runs/{id}/rewind"),
+    ("post", "/api/v1/runs/{id}/steer"),
     ("get", "/api/v1/runs/{id}/events"),
     ("get", "/api/v1/runs/{id}/graph.svg"),
     ("get", "/api/v1/runs/{id}/stages"),
