@@ -3,13 +3,13 @@
 //! like `fabro run`, with the options of `fabro resume`.
 
 use fabro_engine::record::RunOrigin;
-use fabro_engine::run::{fork, new_run_id, ForkRequest, Overrides, StagePoint};
+use fabro_engine::run::{fork, new_run_id, ForkRequest, StagePoint};
 use fabro_engine::{RunId, Stores};
 
 use crate::args::ForkArgs;
 use crate::command::resolve_run;
 use crate::command::run::{
-    config_overrides, console_interviewer, detach, detached_interviewer, execute, parse_answers,
+    allocated_id, console_interviewer, detached_interviewer, execute_or_detach, stage_overrides,
 };
 use crate::error::{CliError, Status};
 use crate::loader::{fabro_home, FsLoader};
@@ -51,36 +51,9 @@ pub(crate) fn run(args: &ForkArgs, output: &mut Output) -> Result<Status, CliErr
         loader: &FsLoader,
         detached_worker: args.detached_worker,
         origin: RunOrigin::Cli,
-        overrides: Overrides {
-            model: args.stages.model.clone(),
-            provider: args.stages.provider.clone(),
-            auto_approve: args.stages.auto_approve,
-            answers: parse_answers(&args.stages.answers)?,
-            limits: config_overrides(&args.stages, false),
-            interviewer,
-        },
+        overrides: stage_overrides(&args.stages, interviewer)?,
     };
     let prepared = fork(Stores::local(&home), &RunId::from(source.as_str()), request);
-    if !args.detach {
-        return execute(prepared, args.json, output);
-    }
-    // Refusals are reported here, before anything runs in the background.
-    let prepared = match prepared {
-        Ok(prepared) => prepared,
-        Err(error) => return execute(Err(error), args.json, output),
-    };
-    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| arg != "--detach")
-        .collect();
-    worker_args.push("--detached-worker".into());
-    if let (None, Some(run_id)) = (&args.run_id, &run_id) {
-        worker_args.extend(["--run-id".into(), run_id.into()]);
-    }
-    let (run_id, run_dir) = (
-        prepared.run_id().to_owned(),
-        prepared.run_dir().to_path_buf(),
-    );
-    drop(prepared);
-    detach(&run_id, &run_dir, worker_args, output)
+    let extra = allocated_id(args.run_id.as_ref(), run_id);
+    execute_or_detach(prepared, args.detach, args.json, extra, output)
 }

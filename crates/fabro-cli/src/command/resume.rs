@@ -6,13 +6,13 @@ use std::path::Path;
 
 use fabro_engine::git::RunHistory;
 use fabro_engine::record::Checkpoint;
-use fabro_engine::run::{resume, Overrides, ResumeRequest};
+use fabro_engine::run::{resume, ResumeRequest};
 use fabro_engine::{RunId, Stores};
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;
 use crate::command::run::{
-    config_overrides, console_interviewer, detach, detached_interviewer, execute, parse_answers,
+    console_interviewer, detached_interviewer, execute_or_detach, stage_overrides,
 };
 use crate::error::{CliError, Status};
 use crate::loader::{fabro_home, read_file};
@@ -36,36 +36,10 @@ fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliErro
     let request = ResumeRequest {
         fabro_home: home.clone(),
         history: history.as_ref(),
-        overrides: Overrides {
-            model: args.stages.model.clone(),
-            provider: args.stages.provider.clone(),
-            auto_approve: args.stages.auto_approve,
-            answers: parse_answers(&args.stages.answers)?,
-            limits: config_overrides(&args.stages, false),
-            interviewer,
-        },
+        overrides: stage_overrides(&args.stages, interviewer)?,
     };
     let prepared = resume(Stores::local(&home), &RunId::from(run_id.as_str()), request);
-    if !args.detach {
-        return execute(prepared, args.json, output);
-    }
-    // Refusals are reported here, before anything runs in the background.
-    let prepared = match prepared {
-        Ok(prepared) => prepared,
-        Err(error) => return execute(Err(error), args.json, output),
-    };
-    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| arg != "--detach")
-        .collect();
-    worker_args.push("--detached-worker".into());
-    // The worker takes the run lock itself, so this process lets go of it first.
-    let (run_id, run_dir) = (
-        prepared.run_id().to_owned(),
-        prepared.run_dir().to_path_buf(),
-    );
-    drop(prepared);
-    detach(&run_id, &run_dir, worker_args, output)
+    execute_or_detach(prepared, args.detach, args.json, Vec::new(), output)
 }
 
 /// The run a `fabro resume --server` argument names: the run of a checkpoint file or of

@@ -1,6 +1,7 @@
 //! `fabro run WORKFLOW …` (SPEC 12.1): validate, execute, report, exit 0 / 3 / 1 / 130.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,15 +49,50 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
         Ok(prepared) => prepared,
         Err(error) => return report_prepare_error(error, output),
     };
-    let mut worker_args: Vec<std::ffi::OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| arg != "--detach")
-        .collect();
-    worker_args.push("--detached-worker".into());
-    if let (None, Some(run_id)) = (&args.run_id, run_id) {
-        worker_args.extend(["--run-id".into(), run_id.into()]);
+    detach(prepared, allocated_id(args.run_id.as_ref(), run_id), output)
+}
+
+/// `--run-id ID` for a detached worker when this process allocated `ID` (SPEC 17.4:
+/// the worker always gets its run id), nothing when the user named it.
+pub(crate) fn allocated_id(named: Option<&String>, run_id: Option<String>) -> Vec<OsString> {
+    match (named, run_id) {
+        (None, Some(run_id)) => vec!["--run-id".into(), run_id.into()],
+        _ => Vec::new(),
     }
-    detach(prepared.run_id(), prepared.run_dir(), worker_args, output)
+}
+
+/// The overrides `fabro resume` and `fabro fork` take from their stage flags; the run
+/// they continue keeps its recorded configuration otherwise.
+pub(crate) fn stage_overrides(
+    stages: &StageArgs,
+    interviewer: Option<Arc<dyn Interviewer>>,
+) -> Result<Overrides, CliError> {
+    Ok(Overrides {
+        model: stages.model.clone(),
+        provider: stages.provider.clone(),
+        auto_approve: stages.auto_approve,
+        answers: parse_answers(&stages.answers)?,
+        limits: config_overrides(stages, false),
+        interviewer,
+    })
+}
+
+/// Executes `prepared` here, or with `detach_flag` hands it to a detached worker given
+/// `extra` arguments; a refusal is reported here, before anything runs in the background.
+pub(crate) fn execute_or_detach(
+    prepared: Result<PreparedRun, RunError>,
+    detach_flag: bool,
+    json: bool,
+    extra: Vec<OsString>,
+    output: &mut Output,
+) -> Result<Status, CliError> {
+    if !detach_flag {
+        return execute(prepared, json, output);
+    }
+    match prepared {
+        Ok(prepared) => detach(prepared, extra, output),
+        Err(error) => execute(Err(error), json, output),
+    }
 }
 
 /// Refuses a `--model` catalog alias of another built-in provider than `--provider`
@@ -102,16 +138,30 @@ pub(crate) fn console_interviewer() -> Option<Arc<dyn Interviewer>> {
     terminal.then(|| Arc::new(ConsoleInterviewer::new()) as Arc<dyn Interviewer>)
 }
 
-/// Starts `fabro {worker_args}` in the background, in a process group of its own (so a
+/// Hands `prepared` to a worker: this command again in the background, without
+/// `--detach`, with `--detached-worker` and `extra`, in a process group of its own (so a
 /// Ctrl-C at the terminal does not reach it), with its output in `worker.log`; prints
-/// the run id and directory (SPEC 12.1).
-pub(crate) fn detach(
-    run_id: &str,
-    run_dir: &std::path::Path,
-    worker_args: Vec<std::ffi::OsString>,
+/// the run id and directory (SPEC 12.1). The worker takes the run lock itself, so this
+/// process lets go of the prepared run first.
+fn detach(
+    prepared: PreparedRun,
+    extra: Vec<OsString>,
     output: &mut Output,
 ) -> Result<Status, CliError> {
     use std::os::unix::process::CommandExt;
+
+    let mut worker_args: Vec<OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--detach")
+        .collect();
+    worker_args.push("--detached-worker".into());
+    worker_args.extend(extra);
+    let (run_id, run_dir) = (
+        prepared.run_id().to_owned(),
+        prepared.run_dir().to_path_buf(),
+    );
+    drop(prepared);
+    let (run_id, run_dir) = (run_id.as_str(), run_dir.as_path());
 
     let log_path = run_dir.join("worker.log");
     let log = fs_err::OpenOptions::new()
