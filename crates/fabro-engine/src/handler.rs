@@ -125,6 +125,8 @@ pub(crate) struct RunServices {
     pub(crate) emitter: Arc<Emitter>,
     /// The global blob store.
     pub(crate) blobs: Arc<dyn BlobStore>,
+    /// The run store: each stage is saved in it when it starts and when it ends.
+    pub(crate) runs: Arc<dyn crate::store::RunStore>,
     /// Cancelled on SIGINT/SIGTERM or by the stall watchdog; every long wait selects on
     /// it and handlers must return within 2 seconds (SPEC 4.3).
     pub(crate) cancel: CancellationToken,
@@ -419,6 +421,7 @@ pub(crate) mod test_support {
                 run_id: "test-run".to_owned(),
                 emitter: Arc::new(emitter),
                 blobs: Arc::new(crate::blob::FsBlobStore::new(root)),
+                runs: Arc::new(crate::store::MemoryRunStore::new()),
                 budget: Arc::new(crate::budget::Budget::new(
                     crate::budget::BudgetLimits::default(),
                     crate::budget::Totals::default(),

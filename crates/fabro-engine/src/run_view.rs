@@ -10,8 +10,10 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::RunId;
 use crate::record::{ForkedFrom, StageStatusFile};
 use crate::run_index::{read_manifest, RunIndexError, RunRecord, RunStatus};
+use crate::store::{RunStore, StoreError, StoredEvent};
 
 /// One element of `fabro runs --json` (SPEC 12.1), newest run first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,6 +165,27 @@ pub struct TotalsView {
 /// index (SPEC 11.4); the manifest has it, and an unreadable manifest only loses it.
 pub fn run_view(record: &RunRecord) -> RunView {
     RunView {
+        simulated_llm: read_manifest(&record.run_dir)
+            .map(|manifest| manifest.simulated_llm)
+            .unwrap_or(false),
+        ..run_view_of(record)
+    }
+}
+
+/// The `fabro runs --json` element of a run whose manifest `store` keeps.
+pub fn run_view_in(store: &dyn RunStore, record: &RunRecord) -> RunView {
+    RunView {
+        simulated_llm: store
+            .read_manifest(&RunId::from(record.run_id.as_str()))
+            .map(|manifest| manifest.simulated_llm)
+            .unwrap_or(false),
+        ..run_view_of(record)
+    }
+}
+
+/// The fields of a [`RunView`] the index row has (`simulated_llm` false).
+fn run_view_of(record: &RunRecord) -> RunView {
+    RunView {
         run_id: record.run_id.clone(),
         workflow_name: record.workflow_name.clone(),
         status: record.status.as_str().to_owned(),
@@ -170,11 +193,49 @@ pub fn run_view(record: &RunRecord) -> RunView {
         finished_at: record.finished_at.clone(),
         run_dir: record.run_dir.display().to_string(),
         goal: record.goal.clone(),
-        simulated_llm: read_manifest(&record.run_dir)
-            .map(|manifest| manifest.simulated_llm)
-            .unwrap_or(false),
+        simulated_llm: false,
         reason: record.reason.clone(),
     }
+}
+
+/// The `fabro inspect --json` document of a run whose records a store other than files
+/// keeps (a database, memory): its manifest, newest checkpoint and stage rows, read
+/// through `store`, built as [`inspect`] builds it from a run directory. A store keeps
+/// no stages moved away by a rewind, so `rewound` is empty.
+pub fn inspect_stored(store: &dyn RunStore, record: &RunRecord) -> Result<InspectView, StoreError> {
+    let run_id = RunId::from(record.run_id.as_str());
+    let manifest = store.read_manifest(&run_id)?;
+    let checkpoint = store.load_checkpoint(&run_id)?;
+    let stored = store.stages(&run_id)?;
+    let started = if record.status == RunStatus::Running {
+        let events = store.event_reader(&run_id, 0).read_new()?;
+        stage_start_times(events)
+    } else {
+        HashMap::new()
+    };
+    let stages: Vec<StageView> = stored
+        .into_iter()
+        .map(|stage| {
+            stage_view(
+                stage.rank,
+                &stage.node_id,
+                stage.visit,
+                stage.status,
+                record.status,
+                &started,
+            )
+        })
+        .collect();
+    let (current_node, next_node_id) = checkpoint.map_or((None, None), |checkpoint| {
+        (checkpoint.current_node, checkpoint.next_node_id)
+    });
+    Ok(inspect_view(
+        record.clone(),
+        manifest,
+        (current_node, next_node_id),
+        stages,
+        Vec::new(),
+    ))
 }
 
 /// The `fabro inspect --json` document of a run: its summary from the index, its
@@ -191,6 +252,22 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
     };
     let stages = read_stages(&record.run_dir.join("stages"), record.status);
     let rewound = read_rewound(&record.run_dir);
+    let nodes = (
+        checkpoint_field("current_node"),
+        checkpoint_field("next_node_id"),
+    );
+    Ok(inspect_view(record, manifest, nodes, stages, rewound))
+}
+
+/// The document of `record` from its manifest, the checkpoint's `(current_node,
+/// next_node_id)`, its stages and its rewound stages.
+fn inspect_view(
+    record: RunRecord,
+    manifest: crate::record::Manifest,
+    (current_node, next_node_id): (Option<String>, Option<String>),
+    stages: Vec<StageView>,
+    rewound: Vec<RewoundView>,
+) -> InspectView {
     // SPEC 17.7: while a stage runs, its node is the current one.
     let running_node = stages
         .iter()
@@ -200,9 +277,9 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
     let duration_ms = record
         .duration(SystemTime::now())
         .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
-    Ok(InspectView {
-        current_node: running_node.or_else(|| checkpoint_field("current_node")),
-        next_node_id: checkpoint_field("next_node_id"),
+    InspectView {
+        current_node: running_node.or(current_node),
+        next_node_id,
         run_dir: record.run_dir.display().to_string(),
         status: record.status.as_str().to_owned(),
         run_id: record.run_id,
@@ -221,7 +298,7 @@ pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
         stages,
         totals,
         rewound,
-    })
+    }
 }
 
 /// `checkpoint.json` as loose JSON: inspect reads two fields and must not fail on a
@@ -256,9 +333,8 @@ fn read_stages(directory: &Path, run_status: RunStatus) -> Vec<StageView> {
     let Ok(entries) = fs_err::read_dir(directory) else {
         return Vec::new();
     };
-    let now = SystemTime::now();
     let started = match directory.parent() {
-        Some(run_dir) if run_status == RunStatus::Running => stage_start_times(run_dir),
+        Some(run_dir) if run_status == RunStatus::Running => file_stage_start_times(run_dir),
         _ => HashMap::new(),
     };
     let mut stages: Vec<StageView> = entries
@@ -269,34 +345,9 @@ fn read_stages(directory: &Path, run_status: RunStatus) -> Vec<StageView> {
             let status = fs_err::read_to_string(entry.path().join("status.json"))
                 .ok()
                 .and_then(|text| serde_json::from_str::<StageStatusFile>(&text).ok());
-            Some(match status {
-                Some(status) => finished_stage(status),
-                None => StageView {
-                    rank,
-                    node_id: node_id.to_owned(),
-                    visit,
-                    handler: None,
-                    status: if run_status == RunStatus::Running {
-                        "running"
-                    } else {
-                        "incomplete"
-                    }
-                    .to_owned(),
-                    attempts: None,
-                    // SPEC 17.7: a running stage's elapsed time.
-                    duration_ms: started
-                        .get(&rank)
-                        .filter(|_| run_status == RunStatus::Running)
-                        .and_then(|started| now.duration_since(*started).ok())
-                        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
-                    tokens: None,
-                    input_tokens: None,
-                    output_tokens: None,
-                    cache_read_tokens: None,
-                    cost_usd: None,
-                    files_touched: Vec::new(),
-                },
-            })
+            Some(stage_view(
+                rank, node_id, visit, status, run_status, &started,
+            ))
         })
         .collect();
     stages.sort_by(|left, right| {
@@ -305,16 +356,61 @@ fn read_stages(directory: &Path, run_status: RunStatus) -> Vec<StageView> {
     stages
 }
 
+/// The row of one stage: from its `status.json` once it ended, else `running` (with its
+/// elapsed time from `started`) in a running run and `incomplete` otherwise.
+fn stage_view(
+    rank: u32,
+    node_id: &str,
+    visit: u32,
+    status: Option<StageStatusFile>,
+    run_status: RunStatus,
+    started: &HashMap<u32, SystemTime>,
+) -> StageView {
+    match status {
+        Some(status) => finished_stage(status),
+        None => StageView {
+            rank,
+            node_id: node_id.to_owned(),
+            visit,
+            handler: None,
+            status: if run_status == RunStatus::Running {
+                "running"
+            } else {
+                "incomplete"
+            }
+            .to_owned(),
+            attempts: None,
+            // SPEC 17.7: a running stage's elapsed time.
+            duration_ms: started
+                .get(&rank)
+                .filter(|_| run_status == RunStatus::Running)
+                .and_then(|started| SystemTime::now().duration_since(*started).ok())
+                .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
+            tokens: None,
+            input_tokens: None,
+            output_tokens: None,
+            cache_read_tokens: None,
+            cost_usd: None,
+            files_touched: Vec::new(),
+        },
+    }
+}
+
 /// How much of the end of `events.jsonl` is read for the start times of running stages.
 const EVENTS_TAIL_BYTES: u64 = 1 << 20;
 
 /// When the stages of the newest `StageStarted` events started, by rank, from the end
 /// of the run's `events.jsonl` (a running stage is among the newest events).
-fn stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
-    let mut times = HashMap::new();
+fn file_stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
     let mut cursor = crate::store::EventCursor::last_bytes(run_dir, EVENTS_TAIL_BYTES);
     let mut events = cursor.read_new();
     events.extend(cursor.finish());
+    stage_start_times(events)
+}
+
+/// When the stages of the `StageStarted` events among `events` started, by rank.
+fn stage_start_times(events: Vec<StoredEvent>) -> HashMap<u32, SystemTime> {
+    let mut times = HashMap::new();
     for event in events {
         if event.name != "StageStarted" {
             continue;

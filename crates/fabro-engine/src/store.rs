@@ -17,10 +17,16 @@
 //! [`RunStore::replay_checkpoints`]; a rewind records itself first
 //! ([`RunStore::set_pending_rewind`]) so that an interrupted one can be finished.
 //!
-//! Readers (a server listing runs, streaming a run's events) use [`RunStore::list_runs`],
-//! [`RunStore::read_events`] and [`EventFollower`]; [`EventCursor`] is the one reader of
-//! a run directory's `events.jsonl` (it seeks an id by binary search and follows the
-//! file as it grows), and [`RecordStamps`] tells a cache when a run's records changed.
+//! Readers (the server, SPEC 14.3) reach a run's records through the store alone:
+//! [`RunStore::listing`] and [`RunStore::resolve`] (the index), [`RunStore::inspect`]
+//! (the `fabro inspect --json` document), [`RunStore::stages`] and
+//! [`RunStore::stage_file`] (a stage's rows and files, which the engine hands to the
+//! store with [`RunStore::save_stage`]), [`RunStore::event_reader`] and
+//! [`RunStore::event_tail`] (an [`EventReader`] from an id, following the log), and
+//! [`RunStore::record_stamps`], which tells a cache when a run's records changed.
+//! [`EventCursor`] is the one reader of a run directory's `events.jsonl` (it seeks an id
+//! by binary search and follows the file as it grows); [`EventFollower`] follows a run's
+//! events through any store.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,8 +37,11 @@ use crate::checkpoint::{CheckpointError, CheckpointLog, LoadError};
 use crate::config::RunConfig;
 use crate::event::{EmitterError, EventEnvelope, EventLog};
 use crate::id::RunId;
-use crate::record::{Checkpoint, Manifest, PendingRewind};
-use crate::run_index::{RunIndexError, RunRecord, RunStatus};
+use crate::interviewer::{FiledAnswer, Question};
+use crate::record::{Checkpoint, Manifest, PendingRewind, StageStatusFile};
+use crate::run_index::{Listing, RunIndexError, RunRecord, RunStatus};
+use crate::run_stages::StageDir;
+use crate::run_view::InspectView;
 
 mod event_cursor;
 mod fs;
@@ -93,6 +102,86 @@ pub(crate) fn place_workflow(
     }
     let stored = store.read_workflow(run_id)?;
     fs::write_workflow(paths, &stored.graph, &stored.children)
+}
+
+/// The stage files of SPEC 11.1 a store keeps of each stage and readers may ask for
+/// ([`RunStore::stage_file`]).
+pub const STAGE_FILES: [&str; 6] = [
+    "prompt.md",
+    "response.md",
+    "status.json",
+    "stdout.log",
+    "stderr.log",
+    "diff.patch",
+];
+
+/// One stage of a run as its store keeps it (SPEC 7.5, 11.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredStage {
+    /// The stage's rank (its order of start in the run).
+    pub rank: u32,
+    /// The node the stage executed.
+    pub node_id: String,
+    /// The run-wide visit number.
+    pub visit: u32,
+    /// Its `status.json`, once the stage has ended; `None` while it runs (or when the
+    /// record cannot be read).
+    pub status: Option<StageStatusFile>,
+    /// Which of [`STAGE_FILES`] the stage has, in that order.
+    pub files: Vec<String>,
+}
+
+/// A stage as a store other than files copies it from the stage's directory
+/// ([`RunStore::save_stage`]): its row and the bytes of its files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageCopy {
+    /// The row; its `files` name the files copied.
+    pub stage: StoredStage,
+    /// `(name, bytes)` of each of [`STAGE_FILES`] the directory holds, in that order.
+    pub contents: Vec<(String, Vec<u8>)>,
+}
+
+impl StageCopy {
+    /// Reads the stage directory `stage` as it is now.
+    pub fn read(stage: &StageDir) -> Result<StageCopy, StoreError> {
+        let mut contents = Vec::new();
+        for name in STAGE_FILES {
+            let path = stage.path.join(name);
+            match fs_err::read(&path) {
+                Ok(bytes) => contents.push((name.to_owned(), bytes)),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        action: "cannot read",
+                        path,
+                        source,
+                    })
+                }
+            }
+        }
+        let status = contents
+            .iter()
+            .find(|(name, _)| name == "status.json")
+            .and_then(|(_, bytes)| serde_json::from_slice(bytes).ok());
+        Ok(StageCopy {
+            stage: StoredStage {
+                rank: stage.rank,
+                node_id: stage.node_id.clone(),
+                visit: stage.visit,
+                status,
+                files: contents.iter().map(|(name, _)| name.clone()).collect(),
+            },
+            contents,
+        })
+    }
+}
+
+/// Reads a run's stored events in order, from where it was opened, and follows the log
+/// as the run appends to it ([`RunStore::event_reader`], [`RunStore::event_tail`]).
+pub trait EventReader: Send {
+    /// The complete events stored since the last call, oldest first; an event being
+    /// written is returned once it is complete.
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError>;
 }
 
 /// A run's event log, opened, with the id its next event gets.
@@ -159,6 +248,14 @@ pub enum StoreError {
     Locked {
         /// The run.
         run_id: RunId,
+    },
+    /// An answer to the question was filed already and waits to be taken.
+    #[error("an answer to question {question_id} of run {run_id} was filed already")]
+    AnswerFiled {
+        /// The run.
+        run_id: RunId,
+        /// The question.
+        question_id: String,
     },
 }
 
@@ -263,6 +360,109 @@ pub trait RunStore: Send + Sync {
 
     /// Every run, newest first, with statuses checked against the locks.
     fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// Every run, newest first, as a listing a reader pages through (a server answering
+    /// `GET /api/v1/runs` many times a second). By default [`RunStore::list_runs`].
+    fn listing(&self) -> Result<Listing, StoreError> {
+        Ok(Listing::of(self.list_runs()?))
+    }
+
+    /// [`RunStore::listing`] when the store answers it without blocking (a snapshot it
+    /// keeps is current); `None` when answering needs I/O. By default `None`.
+    fn cached_listing(&self) -> Option<Listing> {
+        None
+    }
+
+    /// The run a `RUN` argument names: a full id, or a unique prefix of at least 4
+    /// characters; [`StoreError::Index`] of kind `NoSuchRun` when none or several do.
+    fn resolve(&self, run: &str) -> Result<Arc<RunRecord>, StoreError> {
+        Ok(self.listing()?.find(run)?)
+    }
+
+    /// [`RunStore::resolve`] when the store answers it without blocking; `None` when
+    /// answering needs I/O.
+    fn resolve_cached(&self, run: &str) -> Option<Result<Arc<RunRecord>, StoreError>> {
+        self.cached_listing()
+            .map(|listing| listing.find(run).map_err(StoreError::from))
+    }
+
+    /// The `fabro inspect --json` document of the run `record` lists (SPEC 12.1): its
+    /// manifest, checkpoint, stages by rank and totals.
+    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError>;
+
+    /// The run's stages by rank (then node and visit); none for a run without any.
+    fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError>;
+
+    /// The stage file `name` (one of [`STAGE_FILES`]) of the stage of rank `rank`;
+    /// `None` when the run has no such stage or the stage no such file.
+    fn stage_file(
+        &self,
+        run_id: &RunId,
+        rank: u32,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Records the stage whose files are in `stage`'s directory, as they are now: called
+    /// by the engine when the stage starts and after it wrote its `status.json`. A store
+    /// that keeps records elsewhere (a database) copies its row and its
+    /// [`STAGE_FILES`]; the file store, whose records are these files, does nothing.
+    fn save_stage(&self, run_id: &RunId, stage: &StageDir) -> Result<(), StoreError>;
+
+    /// A reader of the run's events with ids above `after` (0: from the first), which
+    /// follows the log as the run appends to it. A run without events reads as empty.
+    fn event_reader(&self, run_id: &RunId, after: u64) -> Box<dyn EventReader>;
+
+    /// A reader positioned after the run's last complete event, for the one reader per
+    /// run that reads after every append (a server's live feed): it holds what makes
+    /// those reads cheap (an open file).
+    fn event_tail(&self, run_id: &RunId) -> Box<dyn EventReader>;
+
+    /// The id of the run's last complete event; 0 when it has none (or they cannot be
+    /// read).
+    fn last_event_id(&self, run_id: &RunId) -> u64;
+
+    /// A cheap version of the run's records (the ones its `fabro inspect` document is
+    /// built from), for readers that cache documents: equal stamps, equal records.
+    /// `None` when the store cannot tell cheaply, so that nothing is cached.
+    fn record_stamps(&self, _run_id: &RunId) -> Option<RecordStamps> {
+        None
+    }
+
+    /// The part of [`RunStore::record_stamps`] that changes with every stage (the
+    /// checkpoint); `None` when the store cannot tell cheaply.
+    fn checkpoint_stamp(&self, _run_id: &RunId) -> Option<FileStamp> {
+        None
+    }
+
+    /// Publishes `question` as the run's open human question (SPEC 5.5, 17.4), replacing
+    /// any other, or (`None`) closes the open one. Written by the run's
+    /// [`StoreInterviewer`](crate::interviewer::StoreInterviewer).
+    fn set_pending_question(
+        &self,
+        run_id: &RunId,
+        question: Option<&Question>,
+    ) -> Result<(), StoreError>;
+
+    /// The run's open question, while an execution holds the run and one is open.
+    fn pending_question(&self, run_id: &RunId) -> Result<Option<Question>, StoreError>;
+
+    /// Files `answer` for its question, for the run to take;
+    /// [`StoreError::AnswerFiled`] when an answer to it waits already.
+    fn file_answer(&self, run_id: &RunId, answer: &FiledAnswer) -> Result<(), StoreError>;
+
+    /// Takes the answer filed for `question_id`, once; `None` when none waits.
+    fn take_answer(
+        &self,
+        run_id: &RunId,
+        question_id: &str,
+    ) -> Result<Option<FiledAnswer>, StoreError>;
+
+    /// Withdraws the answer filed for `question_id` unless the run took it: `true` when
+    /// it was withdrawn, `false` when none waited (taken, or never filed).
+    fn withdraw_answer(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError>;
+
+    /// Whether an answer filed for `question_id` waits to be taken.
+    fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError>;
 }
 
 /// The two stores a run uses.

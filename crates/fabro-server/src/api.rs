@@ -80,11 +80,11 @@ pub async fn list_runs(
         return Err(ApiError::bad_request(format!("unknown status '{unknown}'")));
     }
     let limit = query.limit.unwrap_or(50).clamp(1, 200);
-    let records = match state.catalog().list_cached() {
+    let records = match state.run_store().cached_listing() {
         Some(records) => records,
         None => {
-            let catalog = state.clone();
-            tokio::task::spawn_blocking(move || records::list_cataloged(catalog.catalog()))
+            let store = state.clone();
+            tokio::task::spawn_blocking(move || records::listing(store.run_store()))
                 .await
                 .map_err(ApiError::internal)??
         }
@@ -223,7 +223,9 @@ impl Listed {
     fn cached(&self, state: &AppState) -> Option<Bytes> {
         match self {
             Listed::Active(summary) => serde_json::to_vec(summary).ok().map(Bytes::from),
-            Listed::Stored(record, None) => state.documents().cached_summary(record),
+            Listed::Stored(record, None) => {
+                state.documents().cached_summary(state.run_store(), record)
+            }
             Listed::Stored(..) => None,
         }
     }
@@ -234,13 +236,15 @@ impl Listed {
             Listed::Active(summary) => *summary,
             Listed::Stored(record, pending) => {
                 if pending.is_none() {
-                    if let Some(bytes) = state.documents().cached_summary(&record) {
+                    if let Some(bytes) =
+                        state.documents().cached_summary(state.run_store(), &record)
+                    {
                         return bytes;
                     }
                 }
                 RunSummary {
                     pending_question: pending,
-                    ..state.documents().summary(&record)
+                    ..state.documents().summary(state.run_store(), &record)
                 }
             }
         };
@@ -290,14 +294,14 @@ pub(crate) async fn find_run(
 
 /// [`find_run`] without copying the record out of the catalog.
 async fn find_shared_run(state: &AppState, run: &str) -> Result<Option<Arc<RunRecord>>, ApiError> {
-    let found = match state.catalog().resolve_cached(run) {
+    let found = match state.run_store().resolve_cached(run) {
         Some(found) => found.map_err(records::resolve_error),
         None => {
-            let catalog = state.clone();
+            let store = state.clone();
             let run = run.to_owned();
             tokio::task::spawn_blocking(move || {
-                catalog
-                    .catalog()
+                store
+                    .run_store()
                     .resolve(&run)
                     .map_err(records::resolve_error)
             })
@@ -333,27 +337,31 @@ pub async fn get_run(
         // Not started: no manifest to inspect yet.
         Some(record) if record.status == RunStatus::Queued => {
             let summary = state.active(&record.run_id).map_or_else(
-                || records::run_summary(&record),
+                || records::run_summary(state.run_store(), &record),
                 |active| active.queued_summary(),
             );
             Ok(Json(RunDocument::Queued(Box::new(summary))).into_response())
         }
         Some(record) => {
-            if let Some(bytes) = state.documents().cached_document(&record) {
+            if let Some(bytes) = state
+                .documents()
+                .cached_document(state.run_store(), &record)
+            {
                 return Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response());
             }
             let status = record.status;
             let run_id = record.run_id.clone();
             let cache = state.clone();
-            let built =
-                tokio::task::spawn_blocking(move || match cache.documents().document(&record) {
+            let built = tokio::task::spawn_blocking(move || {
+                let store = cache.run_store();
+                match cache.documents().document(store, &record) {
                     Some(cached) => cached.map(Built::Cached),
-                    None => {
-                        records::inspect(&record).map(|document| Built::Fresh(Box::new(document)))
-                    }
-                })
-                .await
-                .map_err(ApiError::internal)??;
+                    None => records::inspect(store, &record)
+                        .map(|document| Built::Fresh(Box::new(document))),
+                }
+            })
+            .await
+            .map_err(ApiError::internal)??;
             Ok(match built {
                 Built::Cached(bytes) => {
                     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()

@@ -4,10 +4,11 @@
 //! Building them reads the manifest, the checkpoint and every stage's `status.json`
 //! (1,001 files for W1). A run that no process executes changes only when something
 //! writes to it again (a resume, a repair): each entry is kept with the index row's
-//! status and times and the length and modification time of `events.jsonl`,
-//! `checkpoint.json`, `manifest.json` and the `stages` directory, and is built again
-//! when any of them differs. Running and queued runs are built on each request, since
-//! their documents hold elapsed times.
+//! status and times and the store's stamps of the run's records (for files, the length
+//! and modification time of `events.jsonl`, `checkpoint.json`, `manifest.json` and the
+//! `stages` directory), and is built again when any of them differs. Running and queued
+//! runs, and runs of a store that has no stamps, are built on each request; the first
+//! because their documents hold elapsed times.
 //!
 //! The run list asks for up to 200 summaries per request, so [`DocCache::cached_summary`]
 //! checks less: the index row on every request, the stat of `checkpoint.json` at most
@@ -24,8 +25,8 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use fabro_api::{InspectDocument, RunDocument, RunSummary};
 use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::run_view;
 use fabro_engine::store::RecordStamps;
+use fabro_engine::{RunId, RunStore};
 
 use crate::engine_bridge::records;
 use crate::error::ApiError;
@@ -67,13 +68,15 @@ struct Freshness {
 }
 
 impl Freshness {
-    fn of(record: &RunRecord) -> Freshness {
-        Freshness {
+    /// What the documents of `record` would be built from now; `None` when the store
+    /// cannot tell.
+    fn of(store: &dyn RunStore, record: &RunRecord) -> Option<Freshness> {
+        Some(Freshness {
             status: record.status,
             started_at: record.started_at.clone(),
             finished_at: record.finished_at.clone(),
-            files: RecordStamps::of(&record.run_dir),
-        }
+            files: store.record_stamps(&RunId::from(record.run_id.as_str()))?,
+        })
     }
 
     /// Whether the entry was built from this index row.
@@ -98,15 +101,19 @@ impl DocCache {
     }
 
     /// The fresh entry of a cacheable run, built if missing or stale.
-    fn entry(&self, record: &RunRecord) -> Result<Arc<Entry>, ApiError> {
-        let key = Freshness::of(record);
+    fn entry(
+        &self,
+        store: &dyn RunStore,
+        record: &RunRecord,
+        key: Freshness,
+    ) -> Result<Arc<Entry>, ApiError> {
         if let Some(entry) = self.map().get(&record.run_id) {
             if entry.key == key {
                 return Ok(Arc::clone(entry));
             }
         }
-        let view = run_view::inspect(record.clone()).map_err(ApiError::internal)?;
-        let summary = records::summary_of(record, Some(&view));
+        let view = store.inspect(record).map_err(ApiError::internal)?;
+        let summary = records::summary_of(store, record, Some(&view));
         let document = RunDocument::Inspected(Box::new(InspectDocument {
             inspect: view,
             pending_question: None,
@@ -131,25 +138,36 @@ impl DocCache {
 
     /// The serialized `GET /api/v1/runs/{id}` document of a run that no process
     /// executes (its `pending_question` is null), or `None` for a running, queued or
-    /// unreadable run.
-    pub fn document(&self, record: &RunRecord) -> Option<Result<Bytes, ApiError>> {
-        cacheable(record.status).then(|| self.entry(record).map(|entry| entry.document.clone()))
+    /// unreadable run, and for a run of a store without stamps.
+    pub fn document(
+        &self,
+        store: &dyn RunStore,
+        record: &RunRecord,
+    ) -> Option<Result<Bytes, ApiError>> {
+        if !cacheable(record.status) {
+            return None;
+        }
+        let key = Freshness::of(store, record)?;
+        Some(
+            self.entry(store, record, key)
+                .map(|entry| entry.document.clone()),
+        )
     }
 
     /// The `GET /api/v1/runs/{id}` document of a run that no process executes, when the
     /// cache holds a fresh one; a few `stat`s, nothing is built.
-    pub fn cached_document(&self, record: &RunRecord) -> Option<Bytes> {
+    pub fn cached_document(&self, store: &dyn RunStore, record: &RunRecord) -> Option<Bytes> {
         if !cacheable(record.status) {
             return None;
         }
         let entry = Arc::clone(self.map().get(&record.run_id)?);
-        (entry.key == Freshness::of(record)).then(|| entry.document.clone())
+        (Some(&entry.key) == Freshness::of(store, record).as_ref()).then(|| entry.document.clone())
     }
 
     /// The serialized list summary (`pending_question` null) of a run that no process
     /// executes, when the cache holds one built from the same index row and checkpoint
     /// (one `stat`); nothing is built.
-    pub fn cached_summary(&self, record: &RunRecord) -> Option<Bytes> {
+    pub fn cached_summary(&self, store: &dyn RunStore, record: &RunRecord) -> Option<Bytes> {
         if !cacheable(record.status) {
             return None;
         }
@@ -161,7 +179,8 @@ impl DocCache {
         let checked = entry.summary_checked.load(Ordering::Relaxed);
         let recheck = u64::try_from(SUMMARY_RECHECK.as_millis()).unwrap_or(u64::MAX);
         if now.saturating_sub(checked) >= recheck {
-            if entry.key.files.checkpoint != RecordStamps::checkpoint_of(&record.run_dir) {
+            let checkpoint = store.checkpoint_stamp(&RunId::from(record.run_id.as_str()));
+            if checkpoint != Some(entry.key.files.checkpoint) {
                 return None;
             }
             entry.summary_checked.store(now, Ordering::Relaxed);
@@ -170,12 +189,14 @@ impl DocCache {
     }
 
     /// The run list's summary of a run (`pending_question` null).
-    pub fn summary(&self, record: &RunRecord) -> RunSummary {
+    pub fn summary(&self, store: &dyn RunStore, record: &RunRecord) -> RunSummary {
         if cacheable(record.status) {
-            if let Ok(entry) = self.entry(record) {
-                return entry.summary.clone();
+            if let Some(key) = Freshness::of(store, record) {
+                if let Ok(entry) = self.entry(store, record, key) {
+                    return entry.summary.clone();
+                }
             }
         }
-        records::run_summary(record)
+        records::run_summary(store, record)
     }
 }

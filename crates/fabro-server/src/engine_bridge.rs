@@ -26,7 +26,7 @@ pub use fabro_api::{
     AnswerLabels, ConfigFile, ForkRequest, ResumeRequest, RewindRequest, StartRequest,
 };
 pub use fabro_engine::event::{EventEnvelope, EventSink};
-pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
+pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, Question, StoreInterviewer};
 pub use fabro_engine::run::RunReport;
 pub use fabro_engine::run_index::RunStatus;
 pub use fabro_engine::steering::{
@@ -82,22 +82,41 @@ fn answer_pairs(answers: &BTreeMap<String, AnswerLabels>) -> Vec<(String, String
         .collect()
 }
 
-/// The engine as the server uses it: the storage root and the configured roots.
+/// The engine as the server uses it: the storage root, the configured roots and the
+/// stores runs keep their records in.
 #[derive(Debug, Clone)]
 pub struct EngineBridge {
     root: PathBuf,
     roots: Vec<PathBuf>,
+    stores: Stores,
 }
 
 impl EngineBridge {
-    /// A bridge over the storage `root`, admitting paths under `roots` (canonical).
+    /// A bridge over the storage `root`, admitting paths under `roots` (canonical), with
+    /// the file stores of `root` (SPEC 11).
     pub fn new(root: PathBuf, roots: Vec<PathBuf>) -> EngineBridge {
-        EngineBridge { root, roots }
+        let stores = Stores::local(&root);
+        EngineBridge {
+            root,
+            roots,
+            stores,
+        }
+    }
+
+    /// The same bridge with runs recorded in `stores` (a database, memory: SPEC 18.1);
+    /// their scratch directories stay under the storage root.
+    pub fn with_stores(self, stores: Stores) -> EngineBridge {
+        EngineBridge { stores, ..self }
     }
 
     /// The storage root (`{root}` of SPEC 11.1).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The stores runs keep their records in.
+    pub fn stores(&self) -> &Stores {
+        &self.stores
     }
 
     /// The configured roots.
@@ -218,17 +237,12 @@ impl EngineBridge {
                 interviewer: Some(interviewer),
             },
         };
-        let prepared = start(self.stores(), engine_request);
+        let prepared = start(self.stores.clone(), engine_request);
         // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
         if let Some(path) = source_file {
             let _ = fs_err::remove_file(path);
         }
         prepared.map_err(|error| run_error(error, Some(&shown_base)))
-    }
-
-    /// The stores of the storage root.
-    fn stores(&self) -> Stores {
-        Stores::local(&self.root)
     }
 
     /// Writes the DOT text of a `source` request where the run can read it.
@@ -269,7 +283,7 @@ impl EngineBridge {
                 interviewer: Some(interviewer),
             },
         };
-        resume(self.stores(), &RunId::from(run_id), engine_request)
+        resume(self.stores.clone(), &RunId::from(run_id), engine_request)
             .map_err(|error| run_error(error, None))
     }
 
@@ -319,7 +333,7 @@ impl EngineBridge {
                 interviewer: Some(interviewer),
             },
         };
-        fork(self.stores(), &RunId::from(run_id), engine_request)
+        fork(self.stores.clone(), &RunId::from(run_id), engine_request)
             .map_err(|error| run_error(error, self.roots.first().map(PathBuf::as_path)))
     }
 
@@ -332,7 +346,7 @@ impl EngineBridge {
             fabro_home: self.root.clone(),
             to,
         };
-        rewind(&self.stores(), &RunId::from(run_id), engine_request).map_err(ApiError::from)
+        rewind(&self.stores, &RunId::from(run_id), engine_request).map_err(ApiError::from)
     }
 
     /// The file layers of SPEC 12.3 for a run the server starts: run config >

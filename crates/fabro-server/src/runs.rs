@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fabro_engine::interviewer::Interviewer;
 use fabro_engine::run::PreparedRun;
 use fabro_engine::run_dir::RunPaths;
 use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 use crate::engine_bridge::{
-    records, ChannelInterviewer, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest,
+    records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
 };
 use crate::error::{ApiError, ErrorKind};
 use crate::state::{ActiveRun, AppState, NotifySink};
@@ -47,7 +48,8 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
             return Err(ApiError::conflict(format!("run {run_id} already exists")));
         }
     }
-    let (interviewer, answers) = ChannelInterviewer::new();
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
     let workflow_name = request
         .workflow
@@ -60,13 +62,13 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
         .unwrap_or_default();
     let name = workflow_name.clone();
     let prepared = tokio::task::spawn_blocking(move || {
-        let prepared = bridge.prepare_new(&request, Arc::new(interviewer))?;
+        let prepared = bridge.prepare_new(&request, asking)?;
         mark_queued(&bridge, &prepared, request, name)?;
         Ok::<_, ApiError>(prepared)
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, answers, workflow_name))
+    Ok(launch(state, prepared, &interviewer, workflow_name))
 }
 
 /// Writes the run's `queued.json` (SPEC 14.2 status `queued`): the index lists the run
@@ -157,15 +159,15 @@ pub async fn resume(
     if state.active(run_id).is_some() {
         return Err(ApiError::conflict(format!("run {run_id} is running")));
     }
-    let (interviewer, answers) = ChannelInterviewer::new();
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
     let id = run_id.to_owned();
-    let prepared = tokio::task::spawn_blocking(move || {
-        bridge.prepare_resume(&id, &request, Arc::new(interviewer))
-    })
-    .await
-    .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, answers, String::new()))
+    let prepared =
+        tokio::task::spawn_blocking(move || bridge.prepare_resume(&id, &request, asking))
+            .await
+            .map_err(ApiError::internal)??;
+    Ok(launch(state, prepared, &interviewer, String::new()))
 }
 
 /// Forks run `run_id` (SPEC 20.2): the fork is a new run of this process, queued like
@@ -181,15 +183,14 @@ pub async fn fork(
             return Err(ApiError::conflict(format!("run {new_id} already exists")));
         }
     }
-    let (interviewer, answers) = ChannelInterviewer::new();
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
     let id = run_id.to_owned();
-    let prepared = tokio::task::spawn_blocking(move || {
-        bridge.prepare_fork(&id, &request, Arc::new(interviewer))
-    })
-    .await
-    .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, answers, String::new()))
+    let prepared = tokio::task::spawn_blocking(move || bridge.prepare_fork(&id, &request, asking))
+        .await
+        .map_err(ApiError::internal)??;
+    Ok(launch(state, prepared, &interviewer, String::new()))
 }
 
 /// Rewinds run `run_id` (SPEC 20.3); a run of this server that runs or waits is
@@ -218,20 +219,27 @@ pub async fn rewind(
     })
 }
 
+/// The interviewer of a run this server starts: its questions are published in the run
+/// store (once [`launch`] names the run) and answered through the store or in process.
+fn interviewer_of(state: &AppState) -> Arc<StoreInterviewer> {
+    Arc::new(StoreInterviewer::unbound(Arc::clone(&state.stores().runs)))
+}
+
 /// Registers `prepared` and spawns its task: it waits for a slot (`queued`), then
 /// executes. A run cancelled while queued executes with its token already fired, so it
 /// ends `canceled` before its first stage.
 fn launch(
     state: &AppState,
     prepared: PreparedRun,
-    answers: crate::engine_bridge::AnswerHandle,
+    interviewer: &StoreInterviewer,
     workflow_name: String,
 ) -> Accepted {
     let run_id = prepared.run_id().to_owned();
+    interviewer.bind(&fabro_engine::RunId::from(run_id.as_str()));
     let active = Arc::new(ActiveRun::new(
         run_id.clone(),
         prepared.run_dir().to_path_buf(),
-        answers,
+        interviewer.handle(),
         prepared.steering(),
         workflow_name,
     ));
@@ -292,7 +300,7 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
         active.cancel.cancel();
         return Ok(active.run_id.clone());
     }
-    let record = records::resolve(state.bridge().root(), run)?;
+    let record = records::resolve(state.run_store(), run)?;
     if record.status != RunStatus::Running {
         return Err(ApiError::conflict(format!(
             "run {} is not running (status {})",
@@ -302,7 +310,7 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
     }
     let pid = fabro_engine::run_index::lock_pid(&record.run_dir)
         .and_then(|pid| i32::try_from(pid).ok())
-        .filter(|_| records::is_locked(&record.run_dir))
+        .filter(|_| records::is_locked(state.run_store(), &record.run_id))
         .ok_or_else(|| ApiError::conflict(format!("run {} is not running", record.run_id)))?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
@@ -332,13 +340,14 @@ pub async fn shut_down(state: &AppState) {
 /// `[server] resume_interrupted` (SPEC 14.1): resumes every interrupted run that a
 /// server started under this root. Returns the ids resumed.
 pub async fn resume_interrupted(state: &AppState) -> Vec<String> {
-    let root = state.bridge().root().to_path_buf();
+    let reader = state.clone();
     let candidates = tokio::task::spawn_blocking(move || {
-        records::list_runs(&root)
+        let store = reader.run_store();
+        records::list_runs(store)
             .unwrap_or_default()
             .into_iter()
             .filter(|record| record.status == RunStatus::Interrupted)
-            .filter(|record| records::started_by_server(&record.run_dir))
+            .filter(|record| records::started_by_server(store, &record.run_id))
             .map(|record| record.run_id)
             .collect::<Vec<_>>()
     })

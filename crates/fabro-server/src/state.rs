@@ -1,4 +1,5 @@
-//! The server's shared state: the engine bridge, the token, the settings, and the runs
+//! The server's shared state: the engine bridge and the engine's stores (every read of
+//! a run's records goes through its `RunStore`), the token, the settings, and the runs
 //! this process executes or holds `queued` (SPEC 14.2): at most `max_concurrent_runs`
 //! execute at once, the rest wait first in, first out on a fair semaphore.
 
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_api::{RunSummary, RunUsage};
-use fabro_engine::run_index::RunCatalog;
+use fabro_engine::{RunStore, Stores};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,7 +42,7 @@ struct Inner {
     feeds: Feeds,
     documents: DocCache,
     graphs: GraphCache,
-    catalog: RunCatalog,
+    stores: Stores,
 }
 
 /// A run this server executes, or holds queued.
@@ -145,7 +146,7 @@ impl AppState {
                 feeds: Feeds::default(),
                 documents: DocCache::default(),
                 graphs: GraphCache::default(),
-                catalog: RunCatalog::new(bridge.root()),
+                stores: bridge.stores().clone(),
                 bridge,
             }),
         }
@@ -191,9 +192,14 @@ impl AppState {
         &self.inner.feeds
     }
 
-    /// The run index of the storage root, kept open with a snapshot of its listing.
-    pub fn catalog(&self) -> &RunCatalog {
-        &self.inner.catalog
+    /// The engine's stores, the bridge's.
+    pub fn stores(&self) -> &Stores {
+        &self.inner.stores
+    }
+
+    /// The run store: the one path to run records.
+    pub fn run_store(&self) -> &dyn RunStore {
+        self.inner.stores.runs.as_ref()
     }
 
     /// The documents of runs that no process executes.

@@ -1,10 +1,11 @@
 //! `fabro answer RUN LABEL [--text T]` (SPEC 17.4, 14.2): answers the pending human
-//! question of a detached run through its answer files; exit 2 when no question is
-//! pending or nothing matches.
+//! question of a detached run through the run store (its answer files); exit 2 when no
+//! question is pending or nothing matches.
 
 use std::time::Duration;
 
 use fabro_engine::interviewer::{answer_pending, AnswerFileError};
+use fabro_engine::{FsRunStore, RunId};
 
 use crate::args::AnswerArgs;
 use crate::command::resolve_run;
@@ -16,7 +17,14 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(args: &AnswerArgs, output: &mut Output) -> Result<Status, CliError> {
     let record = resolve_run(&args.run)?;
-    let answered = answer_pending(&record.run_dir, &args.label, args.text.as_deref(), PATIENCE);
+    let store = FsRunStore::new(&crate::loader::fabro_home());
+    let answered = answer_pending(
+        &store,
+        &RunId::from(record.run_id.as_str()),
+        &args.label,
+        args.text.as_deref(),
+        PATIENCE,
+    );
     match answered {
         Ok((question, answer)) => {
             output.out(&format!(

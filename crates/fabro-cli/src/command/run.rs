@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use fabro_engine::config::{self, ConfigSources, FsConfigReader};
 use fabro_engine::event::EventSink;
-use fabro_engine::interviewer::{FileInterviewer, Interviewer};
+use fabro_engine::interviewer::{Interviewer, StoreInterviewer};
 use fabro_engine::record::RunOrigin;
 use fabro_engine::run::{start, ErrorKind, Overrides, PreparedRun, RunError, StartRequest};
 use fabro_engine::run_env::ConfigOverrides;
@@ -127,8 +127,11 @@ pub(crate) fn check_model_flags(stages: &StageArgs) -> Result<(), CliError> {
 
 /// The human gates of a detached run wait for `fabro answer` (SPEC 17.4).
 pub(crate) fn detached_interviewer(fabro_home: &Path, run_id: &str) -> Arc<dyn Interviewer> {
-    let paths = fabro_engine::run_dir::RunPaths::new(fabro_home, run_id);
-    Arc::new(FileInterviewer::new(paths.run_dir()))
+    let store = Arc::new(fabro_engine::FsRunStore::new(fabro_home));
+    Arc::new(StoreInterviewer::new(
+        store,
+        &fabro_engine::RunId::from(run_id),
+    ))
 }
 
 /// The console, when stdin and stderr are terminals (SPEC 5.5 source 3); otherwise

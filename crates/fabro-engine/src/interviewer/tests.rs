@@ -145,91 +145,167 @@ fn futures_poll<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Out
     }
 }
 
+/// Answers filed in the run store reach a waiting [`StoreInterviewer`], in the file
+/// store (a detached run's answer files) and in memory alike.
 #[tokio::test]
-async fn detached_runs_take_answers_from_files() {
-    let run_dir = tempfile::tempdir().expect("run directory");
-    // The run holds its lock, as an executing run does.
-    let _lock = crate::run_index::RunLock::acquire(run_dir.path()).expect("run lock");
-    let interviewer = Arc::new(FileInterviewer::new(run_dir.path()));
-    let question = question("gate", MENU, "");
-    assert!(pending_question(run_dir.path())
-        .expect("readable")
-        .is_none());
-    let asking = tokio::spawn({
-        let interviewer = Arc::clone(&interviewer);
-        let question = question.clone();
-        async move { interviewer.ask(&question).await }
-    });
-    let pending = loop {
-        if let Some(pending) = pending_question(run_dir.path()).expect("readable") {
-            break pending;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    assert_eq!(pending, question);
-    let path = run_dir.path().to_path_buf();
-    let rejected = tokio::task::spawn_blocking(move || {
-        answer_pending(&path, "later", None, Duration::from_secs(10))
-    })
-    .await
-    .expect("joined");
-    assert_eq!(
-        rejected.map_err(|error| error.to_string()).err().as_deref(),
-        Some("answer 'later' matches no option of gate gate")
-    );
-    let path = run_dir.path().to_path_buf();
-    let (_, answer) = tokio::task::spawn_blocking(move || {
-        answer_pending(&path, "retry", None, Duration::from_secs(10))
-    })
-    .await
-    .expect("joined")
-    .expect("answered");
-    assert_eq!(answer, Answer::Option(1));
-    assert_eq!(
-        asking.await.expect("joined"),
-        answered(1, AnswerSource::Api)
-    );
-    assert!(pending_question(run_dir.path())
-        .expect("readable")
-        .is_none());
-    let leftovers: Vec<_> = fs_err::read_dir(run_dir.path().join("answers"))
+async fn detached_runs_take_answers_filed_in_the_store() {
+    let root = tempfile::tempdir().expect("root");
+    let run_id = crate::RunId::from("r");
+    let run_dir = crate::run_dir::RunPaths::new(root.path(), "r")
+        .run_dir()
+        .to_path_buf();
+    fs_err::create_dir_all(&run_dir).expect("run directory");
+    let stores: [Arc<dyn crate::RunStore>; 2] = [
+        Arc::new(crate::FsRunStore::new(root.path())),
+        Arc::new(crate::MemoryRunStore::new()),
+    ];
+    for store in stores {
+        // The run holds its lock, as an executing run does.
+        let lease = store.lock(&run_id).expect("run lock");
+        let interviewer = Arc::new(StoreInterviewer::new(Arc::clone(&store), &run_id));
+        let question = question("gate", MENU, "");
+        assert!(store.pending_question(&run_id).expect("readable").is_none());
+        let asking = tokio::spawn({
+            let interviewer = Arc::clone(&interviewer);
+            let question = question.clone();
+            async move { interviewer.ask(&question).await }
+        });
+        let pending = loop {
+            if let Some(pending) = store.pending_question(&run_id).expect("readable") {
+                break pending;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(pending, question);
+        let answer = |label: &'static str| {
+            let (store, run_id) = (Arc::clone(&store), run_id.clone());
+            tokio::task::spawn_blocking(move || {
+                answer_pending(
+                    store.as_ref(),
+                    &run_id,
+                    label,
+                    None,
+                    Duration::from_secs(10),
+                )
+            })
+        };
+        let rejected = answer("later").await.expect("joined");
+        assert_eq!(
+            rejected.map_err(|error| error.to_string()).err().as_deref(),
+            Some("answer 'later' matches no option of gate gate")
+        );
+        let (_, answer) = answer("retry").await.expect("joined").expect("answered");
+        assert_eq!(answer, Answer::Option(1));
+        assert_eq!(
+            asking.await.expect("joined"),
+            answered(1, AnswerSource::Api)
+        );
+        assert!(store.pending_question(&run_id).expect("readable").is_none());
+        assert!(!store
+            .answer_waiting(&run_id, question.id())
+            .expect("readable"));
+        assert!(matches!(
+            answer_pending(store.as_ref(), &run_id, "a", None, Duration::from_secs(1)),
+            Err(AnswerFileError::NoQuestion)
+        ));
+        drop(lease);
+    }
+    let leftovers: Vec<_> = fs_err::read_dir(run_dir.join("answers"))
         .expect("answers directory")
         .map(|entry| entry.expect("entry").file_name())
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Questions are open in the handle at once, and in the store one at a time; a filed
+/// answer is taken once, and a second filing of the same question is refused.
+#[tokio::test]
+async fn the_store_holds_one_question_at_a_time_and_one_answer_per_question() {
+    let store: Arc<dyn crate::RunStore> = Arc::new(crate::MemoryRunStore::new());
+    let run_id = crate::RunId::from("r");
+    let _lease = store.lock(&run_id).expect("run lock");
+    let interviewer = Arc::new(StoreInterviewer::new(Arc::clone(&store), &run_id));
+    let first = question("gate", MENU, "");
+    let second = question("other", &MENU.replace("gate", "other"), "");
+    let asking: Vec<_> = [first.clone(), second.clone()]
+        .into_iter()
+        .map(|question| {
+            let interviewer = Arc::clone(&interviewer);
+            tokio::spawn(async move { interviewer.ask(&question).await })
+        })
+        .collect();
+    let handle = interviewer.handle();
+    while handle.pending().len() < 2 || store.pending_question(&run_id).expect("reads").is_none() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let published = store
+        .pending_question(&run_id)
+        .expect("reads")
+        .expect("one question");
+    let filed = FiledAnswer {
+        question_id: published.id().to_owned(),
+        label: "A".to_owned(),
+        text: None,
+    };
+    store.file_answer(&run_id, &filed).expect("files");
     assert!(matches!(
-        answer_pending(run_dir.path(), "a", None, Duration::from_secs(1)),
-        Err(AnswerFileError::NoQuestion)
+        store.file_answer(&run_id, &filed),
+        Err(crate::store::StoreError::AnswerFiled { .. })
     ));
+    assert!(store
+        .withdraw_answer(&run_id, published.id())
+        .expect("withdraws"));
+    assert!(!store
+        .withdraw_answer(&run_id, published.id())
+        .expect("withdraws"));
+    store.file_answer(&run_id, &filed).expect("files again");
+    // The run takes it, and the other question is published.
+    let other = loop {
+        match store.pending_question(&run_id).expect("reads") {
+            Some(open) if open.id() != published.id() => break open,
+            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    };
+    assert_eq!(handle.pending(), [other.clone()]);
+    handle.answer(other.id(), "R").expect("answered in process");
+    for task in asking {
+        assert!(matches!(
+            task.await.expect("joined"),
+            Reply::Answered(_, AnswerSource::Api)
+        ));
+    }
+    assert!(store.pending_question(&run_id).expect("reads").is_none());
+    assert!([first.id(), second.id()].contains(&published.id()));
 }
 
 #[tokio::test]
 async fn unreadable_answer_files_are_taken_and_ignored() {
-    let run_dir = tempfile::tempdir().expect("run directory");
-    let _lock = crate::run_index::RunLock::acquire(run_dir.path()).expect("run lock");
-    let interviewer = Arc::new(FileInterviewer::new(run_dir.path()));
+    let root = tempfile::tempdir().expect("root");
+    let run_dir = crate::run_dir::RunPaths::new(root.path(), "r")
+        .run_dir()
+        .to_path_buf();
+    fs_err::create_dir_all(&run_dir).expect("run directory");
+    let store: Arc<dyn crate::RunStore> = Arc::new(crate::FsRunStore::new(root.path()));
+    let run_id = crate::RunId::from("r");
+    let _lock = store.lock(&run_id).expect("run lock");
+    let interviewer = Arc::new(StoreInterviewer::new(Arc::clone(&store), &run_id));
     let question = question("gate", MENU, "");
     let asking = tokio::spawn({
         let interviewer = Arc::clone(&interviewer);
         let question = question.clone();
         async move { tokio::time::timeout(Duration::from_millis(300), interviewer.ask(&question)).await }
     });
-    while pending_question(run_dir.path())
-        .expect("readable")
-        .is_none()
-    {
+    while store.pending_question(&run_id).expect("readable").is_none() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Written by hand: the run takes it, ignores it and keeps waiting until its timeout.
-    let answers = run_dir.path().join("answers");
+    let answers = run_dir.join("answers");
     let request = answers.join(format!("{}.json", question.id()));
     fs_err::write(&request, "not JSON").expect("request");
     assert!(
         asking.await.expect("joined").is_err(),
         "still waiting at the timeout"
     );
-    assert!(pending_question(run_dir.path())
-        .expect("readable")
-        .is_none());
+    assert!(store.pending_question(&run_id).expect("readable").is_none());
     assert!(!request.exists());
 }

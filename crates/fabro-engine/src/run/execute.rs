@@ -278,6 +278,7 @@ impl PreparedRun {
             run_id: self.run_id.clone(),
             emitter: Arc::clone(emitter),
             blobs: Arc::clone(&self.stores.blobs),
+            runs: Arc::clone(&self.stores.runs),
             cancel: cancel.clone(),
             dry_run: self.options.dry_run,
             sandbox_env: self.options.sandbox_env.clone(),

@@ -80,6 +80,36 @@ impl Listing {
     pub fn is_empty(&self) -> bool {
         self.snapshot.entries.is_empty()
     }
+
+    /// A listing of `records` as they are (a store that decides each status when it
+    /// lists), newest first.
+    pub fn of(records: Vec<RunRecord>) -> Listing {
+        let mut entries: Vec<Entry> = records
+            .into_iter()
+            .map(|record| Entry {
+                record: Arc::new(record),
+                unfinished: None,
+                manifest: None,
+            })
+            .collect();
+        entries.sort_by(|a, b| {
+            (&b.record.started_at, &b.record.run_id).cmp(&(&a.record.started_at, &a.record.run_id))
+        });
+        let by_id = entries
+            .iter()
+            .enumerate()
+            .map(|(position, entry)| (entry.record.run_id.clone(), position))
+            .collect();
+        Listing {
+            snapshot: Arc::new(Snapshot { entries, by_id }),
+        }
+    }
+
+    /// The run named by a `RUN` argument (a full id, or a unique prefix of at least
+    /// [`MIN_PREFIX_LEN`] characters), as [`RunIndex::resolve`] finds it.
+    pub fn find(&self, run: &str) -> Result<Arc<RunRecord>, RunIndexError> {
+        find(&self.snapshot, run)
+    }
 }
 
 struct State {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::StoreError;
+use super::{EventReader, StoreError};
 use crate::run_dir::EVENTS_FILE;
 
 /// Reads `events.jsonl` from a byte offset.
@@ -239,6 +239,14 @@ impl EventCursor {
     }
 }
 
+impl StoredEvent {
+    /// A stored envelope `line` (without its newline) as an event; `None` when it is
+    /// blank or has no envelope head (`id`, `event`).
+    pub fn parse(line: &[u8]) -> Option<StoredEvent> {
+        stored_event(line)
+    }
+}
+
 /// `line` as a stored event, `None` when it is blank or no envelope head.
 fn stored_event(line: &[u8]) -> Option<StoredEvent> {
     let head: Head<'_> = serde_json::from_slice(line).ok()?;
@@ -247,6 +255,29 @@ fn stored_event(line: &[u8]) -> Option<StoredEvent> {
         name: head.event.into_owned(),
         line: String::from_utf8_lossy(line).into_owned(),
     })
+}
+
+impl EventReader for EventCursor {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
+        Ok(EventCursor::read_new(self))
+    }
+}
+
+/// An [`EventCursor`] from an id on, leaving out the events at or below it that the
+/// binary search may start before.
+#[derive(Debug)]
+pub(super) struct EventsAfter {
+    pub(super) cursor: EventCursor,
+    pub(super) after: u64,
+}
+
+impl EventReader for EventsAfter {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
+        let after = self.after;
+        let mut events = self.cursor.read_new();
+        events.retain(|event| event.id > after);
+        Ok(events)
+    }
 }
 
 /// The id of the last complete event in the run's `events.jsonl` (0 when there is

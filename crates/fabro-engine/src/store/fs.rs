@@ -2,25 +2,44 @@
 //! `runs.db` under the storage root (SPEC 11).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+use super::event_cursor::EventsAfter;
 use super::{
-    EventCursor, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow,
+    EventCursor, EventReader, FileStamp, OpenedEvents, Opening, RecordStamps, RunLease, RunRecords,
+    RunStore, StoreError, StoredStage, StoredWorkflow, STAGE_FILES,
 };
 use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{EventEnvelope, FsEventLog};
 use crate::id::RunId;
+use crate::interviewer::file as answer_files;
+use crate::interviewer::{FiledAnswer, Question};
 use crate::record::{Checkpoint, Manifest, PendingRewind};
 use crate::run_dir::{write_atomic, write_json_atomic, RunPaths, REWIND_FILE};
-use crate::run_index::{RunIndex, RunLock, RunRecord, RunStatus};
+use crate::run_index::{Listing, RunCatalog, RunIndex, RunLock, RunRecord, RunStatus};
+use crate::run_stages::{list_stages, StageDir, StageLookupError};
+use crate::run_view::InspectView;
 
 /// The directory of stored child workflows inside a run directory.
 pub(crate) const CHILDREN_DIR: &str = "children";
 
 /// The run store of a storage root (`$FABRO_HOME`): run `R` lives in `scratch/R/`.
-#[derive(Debug, Clone)]
+/// Clones share the [`RunCatalog`] that answers [`RunStore::listing`] and
+/// [`RunStore::resolve`] (opened on first use).
+#[derive(Clone)]
 pub struct FsRunStore {
     root: PathBuf,
+    catalog: Arc<OnceLock<RunCatalog>>,
+}
+
+impl std::fmt::Debug for FsRunStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("FsRunStore")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FsRunStore {
@@ -28,7 +47,13 @@ impl FsRunStore {
     pub fn new(root: &Path) -> FsRunStore {
         FsRunStore {
             root: root.to_path_buf(),
+            catalog: Arc::default(),
         }
+    }
+
+    /// The catalog of the root, kept open with a snapshot of its listing.
+    fn catalog(&self) -> &RunCatalog {
+        self.catalog.get_or_init(|| RunCatalog::new(&self.root))
     }
 
     /// The paths of run `run_id`.
@@ -284,5 +309,161 @@ impl RunStore for FsRunStore {
 
     fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         Ok(RunIndex::open(&self.root)?.list()?)
+    }
+
+    /// The catalog's snapshot, rebuilt when the index or the run directories changed.
+    fn listing(&self) -> Result<Listing, StoreError> {
+        Ok(self.catalog().list()?)
+    }
+
+    fn cached_listing(&self) -> Option<Listing> {
+        self.catalog().list_cached()
+    }
+
+    fn resolve(&self, run: &str) -> Result<Arc<RunRecord>, StoreError> {
+        Ok(self.catalog().resolve(run)?)
+    }
+
+    fn resolve_cached(&self, run: &str) -> Option<Result<Arc<RunRecord>, StoreError>> {
+        self.catalog()
+            .resolve_cached(run)
+            .map(|found| found.map_err(StoreError::from))
+    }
+
+    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
+        Ok(crate::run_view::inspect(record.clone())?)
+    }
+
+    /// The stage directories `stages/{rank:03}-{node_id}@{visit}/`.
+    fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {
+        let stages = list_stages(self.paths(run_id).run_dir()).map_err(lookup_error)?;
+        Ok(stages
+            .into_iter()
+            .map(|stage| StoredStage {
+                status: stage.status(),
+                files: STAGE_FILES
+                    .iter()
+                    .filter(|name| stage.path.join(name).is_file())
+                    .map(|name| (*name).to_owned())
+                    .collect(),
+                rank: stage.rank,
+                node_id: stage.node_id,
+                visit: stage.visit,
+            })
+            .collect())
+    }
+
+    fn stage_file(
+        &self,
+        run_id: &RunId,
+        rank: u32,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if !STAGE_FILES.contains(&name) {
+            return Ok(None);
+        }
+        let stages = list_stages(self.paths(run_id).run_dir()).map_err(lookup_error)?;
+        let Some(stage) = stages.into_iter().find(|stage| stage.rank == rank) else {
+            return Ok(None);
+        };
+        let path = stage.path.join(name);
+        match fs_err::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io("cannot read", &path)(error)),
+        }
+    }
+
+    /// Nothing to copy: the stage directory is the record.
+    fn save_stage(&self, _run_id: &RunId, _stage: &StageDir) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// An [`EventCursor`] placed by a binary search for `after`.
+    fn event_reader(&self, run_id: &RunId, after: u64) -> Box<dyn EventReader> {
+        Box::new(EventsAfter {
+            cursor: EventCursor::after(self.paths(run_id).run_dir(), after),
+            after,
+        })
+    }
+
+    /// An [`EventCursor`] that keeps `events.jsonl` open, past its complete lines.
+    fn event_tail(&self, run_id: &RunId) -> Box<dyn EventReader> {
+        let mut cursor = EventCursor::new(self.paths(run_id).run_dir()).kept_open();
+        cursor.read_new();
+        Box::new(cursor)
+    }
+
+    /// Read from the end of `events.jsonl`.
+    fn last_event_id(&self, run_id: &RunId) -> u64 {
+        super::last_event_id(self.paths(run_id).run_dir())
+    }
+
+    /// The length and modification time of `events.jsonl`, `checkpoint.json`,
+    /// `manifest.json` and `stages/`: one `stat` each.
+    fn record_stamps(&self, run_id: &RunId) -> Option<RecordStamps> {
+        Some(RecordStamps::of(self.paths(run_id).run_dir()))
+    }
+
+    fn checkpoint_stamp(&self, run_id: &RunId) -> Option<FileStamp> {
+        Some(RecordStamps::checkpoint_of(self.paths(run_id).run_dir()))
+    }
+
+    /// `answers/pending.json`.
+    fn set_pending_question(
+        &self,
+        run_id: &RunId,
+        question: Option<&Question>,
+    ) -> Result<(), StoreError> {
+        answer_files::publish(self.paths(run_id).run_dir(), question)
+    }
+
+    /// `answers/pending.json` while the run's lock is held.
+    fn pending_question(&self, run_id: &RunId) -> Result<Option<Question>, StoreError> {
+        let paths = self.paths(run_id);
+        if !RunLock::is_held(paths.run_dir()) {
+            return Ok(None);
+        }
+        answer_files::pending(paths.run_dir())
+    }
+
+    /// `answers/{question}.json`, created by an exclusive hard link.
+    fn file_answer(&self, run_id: &RunId, answer: &FiledAnswer) -> Result<(), StoreError> {
+        answer_files::file(self.paths(run_id).run_dir(), run_id.as_str(), answer)
+    }
+
+    fn take_answer(
+        &self,
+        run_id: &RunId,
+        question_id: &str,
+    ) -> Result<Option<FiledAnswer>, StoreError> {
+        answer_files::take(self.paths(run_id).run_dir(), question_id)
+    }
+
+    fn withdraw_answer(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        answer_files::withdraw(self.paths(run_id).run_dir(), question_id)
+    }
+
+    fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        Ok(answer_files::waiting(
+            self.paths(run_id).run_dir(),
+            question_id,
+        ))
+    }
+}
+
+/// A stage directory listing that failed, as a store error.
+fn lookup_error(error: StageLookupError) -> StoreError {
+    match error {
+        StageLookupError::Io { path, source } => StoreError::Io {
+            action: "cannot list",
+            path,
+            source,
+        },
+        error @ (StageLookupError::UnknownNode { .. }
+        | StageLookupError::NotRun { .. }
+        | StageLookupError::NoStages { .. }) => {
+            StoreError::backend("cannot list the stages", error)
+        }
     }
 }

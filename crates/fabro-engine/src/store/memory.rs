@@ -6,14 +6,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow};
+use super::{
+    EventReader, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StageCopy, StoreError,
+    StoredEvent, StoredStage, StoredWorkflow,
+};
 use crate::checkpoint::{CheckpointError, CheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, EventLog};
 use crate::id::RunId;
+use crate::interviewer::{FiledAnswer, Question};
 use crate::journal::ChangeHint;
 use crate::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use crate::run_index::{RunRecord, RunStatus};
+use crate::run_stages::StageDir;
+use crate::run_view::InspectView;
 
 /// Runs kept in memory. Clones share the runs.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +53,12 @@ pub struct StoredRun {
     pub status: Option<(RunStatus, Option<String>)>,
     /// A rewind begun and not finished.
     pub pending_rewind: Option<PendingRewind>,
+    /// The stages as the engine last saved them, one per rank, by rank.
+    pub stages: Vec<StageCopy>,
+    /// The open human question.
+    pub pending_question: Option<Question>,
+    /// The answers filed and not yet taken, by question id.
+    pub filed_answers: BTreeMap<String, FiledAnswer>,
 }
 
 impl MemoryRunStore {
@@ -141,6 +153,37 @@ impl EventLog for MemoryEventLog {
             run.events.extend_from_slice(line);
             Ok(())
         })
+    }
+}
+
+/// Reads the events of a run of a [`MemoryRunStore`] from a byte offset of its log.
+struct MemoryEventReader {
+    store: MemoryRunStore,
+    run_id: RunId,
+    offset: usize,
+    after: u64,
+}
+
+impl EventReader for MemoryEventReader {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
+        let runs = self.store.runs();
+        let Some(run) = runs.get(&self.run_id) else {
+            return Ok(Vec::new());
+        };
+        // A log that shrank (a new run's, a resume's repair) is read from its end.
+        self.offset = self.offset.min(run.events.len());
+        let appended = &run.events[self.offset..];
+        let Some(end) = appended.iter().rposition(|&byte| byte == b'\n') else {
+            return Ok(Vec::new());
+        };
+        let complete = &appended[..=end];
+        self.offset += complete.len();
+        let after = self.after;
+        Ok(complete
+            .split(|&byte| byte == b'\n')
+            .filter_map(StoredEvent::parse)
+            .filter(|event| event.id > after)
+            .collect())
     }
 }
 
@@ -363,5 +406,131 @@ impl RunStore for MemoryRunStore {
             .collect();
         records.sort_by(|a, b| (&b.started_at, &b.run_id).cmp(&(&a.started_at, &a.run_id)));
         Ok(records)
+    }
+
+    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
+        crate::run_view::inspect_stored(self, record)
+    }
+
+    fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .map(|run| run.stages.iter().map(|copy| copy.stage.clone()).collect())
+            .unwrap_or_default())
+    }
+
+    fn stage_file(
+        &self,
+        run_id: &RunId,
+        rank: u32,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.runs().get(run_id).and_then(|run| {
+            let copy = run.stages.iter().find(|copy| copy.stage.rank == rank)?;
+            copy.contents
+                .iter()
+                .find(|(file, _)| file == name)
+                .map(|(_, bytes)| bytes.clone())
+        }))
+    }
+
+    /// Copies the stage's row and files, replacing the stage saved under its rank before
+    /// (the same stage, or one a resume runs again).
+    fn save_stage(&self, run_id: &RunId, stage: &StageDir) -> Result<(), StoreError> {
+        let copy = StageCopy::read(stage)?;
+        self.with_run(run_id, |run| {
+            match run
+                .stages
+                .binary_search_by_key(&copy.stage.rank, |stored| stored.stage.rank)
+            {
+                Ok(position) => run.stages[position] = copy,
+                Err(position) => run.stages.insert(position, copy),
+            }
+        });
+        Ok(())
+    }
+
+    fn event_reader(&self, run_id: &RunId, after: u64) -> Box<dyn EventReader> {
+        Box::new(MemoryEventReader {
+            store: self.clone(),
+            run_id: run_id.clone(),
+            offset: 0,
+            after,
+        })
+    }
+
+    fn event_tail(&self, run_id: &RunId) -> Box<dyn EventReader> {
+        let offset = self
+            .runs()
+            .get(run_id)
+            .and_then(|run| run.events.iter().rposition(|&byte| byte == b'\n'))
+            .map_or(0, |end| end + 1);
+        Box::new(MemoryEventReader {
+            store: self.clone(),
+            run_id: run_id.clone(),
+            offset,
+            after: 0,
+        })
+    }
+
+    fn set_pending_question(
+        &self,
+        run_id: &RunId,
+        question: Option<&Question>,
+    ) -> Result<(), StoreError> {
+        self.with_run(run_id, |run| run.pending_question = question.cloned());
+        Ok(())
+    }
+
+    fn pending_question(&self, run_id: &RunId) -> Result<Option<Question>, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .filter(|run| run.locked)
+            .and_then(|run| run.pending_question.clone()))
+    }
+
+    fn file_answer(&self, run_id: &RunId, answer: &FiledAnswer) -> Result<(), StoreError> {
+        self.with_run(run_id, |run| {
+            if run.filed_answers.contains_key(&answer.question_id) {
+                return Err(StoreError::AnswerFiled {
+                    run_id: run_id.clone(),
+                    question_id: answer.question_id.clone(),
+                });
+            }
+            run.filed_answers
+                .insert(answer.question_id.clone(), answer.clone());
+            Ok(())
+        })
+    }
+
+    fn take_answer(
+        &self,
+        run_id: &RunId,
+        question_id: &str,
+    ) -> Result<Option<FiledAnswer>, StoreError> {
+        Ok(self.with_run(run_id, |run| run.filed_answers.remove(question_id)))
+    }
+
+    fn withdraw_answer(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        Ok(self.with_run(run_id, |run| {
+            run.filed_answers.remove(question_id).is_some()
+        }))
+    }
+
+    fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .is_some_and(|run| run.filed_answers.contains_key(question_id)))
+    }
+
+    fn last_event_id(&self, run_id: &RunId) -> u64 {
+        self.event_reader(run_id, 0)
+            .read_new()
+            .ok()
+            .and_then(|events| events.last().map(|event| event.id))
+            .unwrap_or(0)
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::*;
 use crate::event::{Emitter, Event};
 use crate::journal::ChangeHint;
+use crate::run_stages::StageDir;
 
 fn manifest(run_id: &str, started_at: &str) -> Manifest {
     Manifest {
@@ -241,4 +242,182 @@ async fn a_follower_returns_new_events_until_the_run_ends() {
     writer.await.expect("writer");
     assert!(follower.next_batch().await.expect("reads").is_none());
     assert_eq!(follower.next_id(), 3);
+}
+
+/// Issue 30: a reader follows the events from an id on, a tail from the end; the last
+/// id is the newest complete event's.
+#[test]
+fn event_readers_start_after_an_id_or_at_the_end_and_follow_appends() {
+    with_each_store(|store, _| {
+        let run = RunId::from("r1");
+        assert_eq!(store.last_event_id(&run), 0);
+        assert!(store
+            .event_reader(&run, 0)
+            .read_new()
+            .expect("reads")
+            .is_empty());
+        let opened = store.open_events(&run, Opening::New).expect("opens");
+        let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+        for code in ["one", "two", "three"] {
+            emitter.emit(Event::warning(None, code, "m"));
+        }
+        let ids =
+            |events: Vec<StoredEvent>| events.iter().map(|event| event.id).collect::<Vec<_>>();
+        let mut from_start = store.event_reader(&run, 0);
+        let mut after_two = store.event_reader(&run, 2);
+        let mut tail = store.event_tail(&run);
+        assert_eq!(ids(from_start.read_new().expect("reads")), [1, 2, 3]);
+        assert_eq!(ids(after_two.read_new().expect("reads")), [3]);
+        assert!(tail.read_new().expect("reads").is_empty());
+        assert_eq!(store.last_event_id(&run), 3);
+        emitter.emit(Event::warning(None, "four", "m"));
+        for reader in [&mut from_start, &mut after_two, &mut tail] {
+            let events = reader.read_new().expect("reads");
+            assert_eq!(ids(events.clone()), [4]);
+            assert_eq!(events[0].name, "Warning");
+            assert!(events[0].line.contains("\"four\""), "{}", events[0].line);
+        }
+        assert!(from_start.read_new().expect("reads").is_empty());
+        assert_eq!(store.last_event_id(&run), 4);
+    });
+}
+
+/// Issue 30: the stages the engine saves come back by rank with their files; a stage
+/// saved again (it ended) replaces its row.
+#[test]
+fn saved_stages_and_their_files_read_back_by_rank() {
+    with_each_store(|store, root| {
+        let run = RunId::from("r1");
+        let paths = crate::run_dir::RunPaths::new(root, "r1");
+        let stage = |rank: u32, node: &str| {
+            let path = paths.stage_dir(rank, node, 1);
+            // The stores of `with_each_store` share the root: each starts afresh.
+            let _ = fs_err::remove_dir_all(&path);
+            fs_err::create_dir_all(&path).expect("stage directory");
+            StageDir {
+                rank,
+                node_id: node.to_owned(),
+                visit: 1,
+                path,
+            }
+        };
+        assert!(store.stages(&run).expect("reads").is_empty());
+        let plan = stage(2, "plan");
+        fs_err::write(plan.path.join("prompt.md"), "Plan it").expect("writes");
+        store.save_stage(&run, &plan).expect("saves");
+        let first = stage(1, "start");
+        store.save_stage(&run, &first).expect("saves");
+        let stages = store.stages(&run).expect("reads");
+        assert_eq!(
+            stages
+                .iter()
+                .map(|stage| (stage.rank, stage.node_id.as_str(), stage.status.is_some()))
+                .collect::<Vec<_>>(),
+            [(1, "start", false), (2, "plan", false)]
+        );
+        assert_eq!(stages[1].files, ["prompt.md"]);
+        let status = serde_json::json!({
+            "node_id": "plan", "visit": 1, "rank": 2, "attempt": 1, "handler": "llm",
+            "status": "success", "outcome": "success", "failure_reason": null,
+            "failure_class": null, "failure_signature": null, "preferred_next_label": null,
+            "suggested_next_ids": [], "context_updates": {}, "notes": null,
+            "files_touched": [], "model": null, "provider": null, "usage": null,
+            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z",
+            "duration_ms": 1000
+        });
+        fs_err::write(plan.path.join("status.json"), status.to_string()).expect("writes");
+        fs_err::write(plan.path.join("response.md"), "Done").expect("writes");
+        store.save_stage(&run, &plan).expect("saves again");
+        let stages = store.stages(&run).expect("reads");
+        assert_eq!(stages.len(), 2);
+        assert_eq!(stages[1].files, ["prompt.md", "response.md", "status.json"]);
+        assert_eq!(
+            stages[1].status.as_ref().map(|status| status.duration_ms),
+            Some(1000)
+        );
+        assert_eq!(
+            store.stage_file(&run, 2, "response.md").expect("reads"),
+            Some(b"Done".to_vec())
+        );
+        assert_eq!(
+            store.stage_file(&run, 2, "stdout.log").expect("reads"),
+            None
+        );
+        assert_eq!(store.stage_file(&run, 3, "prompt.md").expect("reads"), None);
+        assert_eq!(
+            store.stage_file(&run, 2, "graph.fabro").expect("reads"),
+            None
+        );
+    });
+}
+
+/// Issue 30: runs are found by id or unique prefix, and inspected, through the store.
+#[test]
+fn runs_resolve_by_prefix_and_inspect_through_the_store() {
+    with_each_store(|store, root| {
+        let config = RunConfig::default();
+        for (run_id, started) in [
+            ("r1", "2026-01-01T00:00:00Z"),
+            ("r2", "2026-01-02T00:00:00Z"),
+        ] {
+            let run = RunId::from(run_id);
+            store
+                .write_records(
+                    &run,
+                    &RunRecords {
+                        graph: "digraph w {}",
+                        children: &[],
+                        config: &config,
+                        manifest: &manifest(run_id, started),
+                    },
+                )
+                .expect("records");
+            store
+                .register_start(
+                    &manifest(run_id, started),
+                    &root.join("scratch").join(run_id),
+                )
+                .expect("registers");
+            store
+                .register_end(&run, RunStatus::Success)
+                .expect("registers");
+        }
+        let mut log = store
+            .open_checkpoints(&RunId::from("r2"), Opening::New)
+            .expect("opens");
+        log.write(
+            &checkpoint("r2", &["start", "a"], Some("exit")).view(),
+            &ChangeHint::everything(),
+        )
+        .expect("writes");
+        drop(log);
+        store
+            .publish_checkpoint(
+                &RunId::from("r2"),
+                &checkpoint("r2", &["start", "a"], Some("exit")),
+            )
+            .expect("publishes");
+        let listing = store.listing().expect("lists");
+        assert_eq!(
+            listing
+                .iter()
+                .map(|record| record.run_id.clone())
+                .collect::<Vec<_>>(),
+            ["r2", "r1"]
+        );
+        let record = store.resolve("r2").expect("resolves");
+        assert_eq!(record.status, RunStatus::Success);
+        let missing = store.resolve("nope").expect_err("no such run");
+        assert!(matches!(
+            missing,
+            StoreError::Index(ref error)
+                if error.kind() == crate::run_index::RunIndexErrorKind::NoSuchRun
+        ));
+        let view = store.inspect(&record).expect("inspects");
+        assert_eq!(view.run_id, "r2");
+        assert_eq!(view.current_node.as_deref(), Some("a"));
+        assert_eq!(view.next_node_id.as_deref(), Some("exit"));
+        assert!(view.simulated_llm);
+        assert!(view.stages.is_empty());
+    });
 }

@@ -200,7 +200,7 @@ impl Traversal {
         } else {
             String::new()
         };
-        Ok(StageFrame {
+        let frame = StageFrame {
             node,
             visit,
             rank,
@@ -210,7 +210,26 @@ impl Traversal {
             started: Instant::now(),
             started_at: now_rfc3339(),
             started_event,
-        })
+        };
+        if let Err(error) = self.save_stage(&frame) {
+            // The stage is saved again when it ends; a store that failed for good stops
+            // the run then.
+            tracing::warn!(error = %crate::error_chain(&error), "cannot save a starting stage");
+        }
+        Ok(frame)
+    }
+
+    /// Hands the stage's directory to the run store, which copies its row and files when
+    /// it keeps records elsewhere (SPEC 18.1).
+    fn save_stage(&self, frame: &StageFrame) -> Result<(), crate::store::StoreError> {
+        let stage = crate::run_stages::StageDir {
+            rank: frame.rank,
+            node_id: self.run.workflow.node(frame.node).id.clone(),
+            visit: frame.visit,
+            path: frame.stage_dir.clone(),
+        };
+        let run_id = crate::RunId::from(self.run.services.run_id.as_str());
+        self.run.services.runs.save_stage(&run_id, &stage)
     }
 
     /// The stage's fidelity (SPEC 6.4, 6.7), also set as `internal.fidelity`, and its
@@ -372,6 +391,13 @@ impl Traversal {
                 outcome = Outcome::engine_error(format!(
                     "cannot write {}: {error}",
                     frame.stage_dir.join("status.json").display()
+                ));
+            }
+        } else if let Err(error) = self.save_stage(frame) {
+            if !outcome.engine_error {
+                outcome = Outcome::engine_error(format!(
+                    "cannot save the stage: {}",
+                    crate::error_chain(&error)
                 ));
             }
         }

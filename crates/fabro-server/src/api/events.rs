@@ -2,16 +2,16 @@
 //! with `Accept: text/event-stream`, Server-Sent Events after `Last-Event-ID` (or
 //! `?after=N`): the stored events, then live ones, until the terminal event.
 //!
-//! Every event comes from the run's `events.jsonl`, read incrementally, for runs of this
-//! server and runs a CLI process executes alike; ids are the stored ids, so a client
-//! that reconnects with the last id it saw misses none and gets none twice (SPEC 14.4).
-//! The streams of a run share one reader of the file ([`super::feed`]), woken after
-//! each append when this server executes the run, else polling.
+//! Every event comes from the run's store, read incrementally, for runs of this server
+//! and runs a CLI process executes alike; ids are the stored ids, so a client that
+//! reconnects with the last id it saw misses none and gets none twice (SPEC 14.4). The
+//! streams of a run share one reader of the store ([`super::feed`]), woken after each
+//! append when this server executes the run, else polling.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -25,10 +25,11 @@ use serde_json::value::RawValue;
 use tokio::sync::OwnedSemaphorePermit;
 use utoipa::IntoParams;
 
-use super::feed::{self, share, Handover, Live, Shared};
+use super::feed::{self, read_events, share, Handover, Live, Shared};
 use fabro_engine::event::EventKind;
+use fabro_engine::{RunId, RunStore};
 
-use crate::engine_bridge::records::{self, EventCursor, StoredEvent};
+use crate::engine_bridge::records::{EventReader, StoredEvent};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
@@ -62,11 +63,11 @@ pub async fn events(
     headers: HeaderMap,
     Query(query): Query<EventsQuery>,
 ) -> Result<Response, ApiError> {
-    let (run_id, run_dir) = match super::find_run(&state, &id).await? {
-        Some(record) => (record.run_id, record.run_dir),
+    let run_id = match super::find_run(&state, &id).await? {
+        Some(record) => record.run_id,
         None => state
             .active_by_prefix(&id)
-            .map(|active| (active.run_id.clone(), active.run_dir.clone()))
+            .map(|active| active.run_id.clone())
             .ok_or_else(|| ApiError::not_found(format!("unknown run '{id}'")))?,
     };
     let last_event_id = headers
@@ -80,25 +81,27 @@ pub async fn events(
         .is_some_and(|accept| accept.contains("text/event-stream"));
     if !wants_stream {
         let limit = query.limit.unwrap_or(MAX_LIMIT).clamp(1, MAX_LIMIT);
-        let page = tokio::task::spawn_blocking(move || page(&run_dir, after, limit))
+        let store = Arc::clone(&state.stores().runs);
+        let id = RunId::from(run_id.as_str());
+        let page = tokio::task::spawn_blocking(move || page(store.as_ref(), &id, after, limit))
             .await
-            .map_err(ApiError::internal)?;
+            .map_err(ApiError::internal)??;
         return Ok(Json(page).into_response());
     }
     let permit = state
         .streams()
         .try_acquire_owned()
         .map_err(|_| ApiError::new(ErrorKind::TooManyStreams, "too many open event streams"))?;
-    let live = feed::subscribe(&state, &run_id, &run_dir).await;
-    let replay_dir = run_dir.clone();
-    let handover = tokio::task::spawn_blocking(move || Handover::new(&replay_dir, after, live))
+    let live = feed::subscribe(&state, &run_id).await;
+    let store = Arc::clone(&state.stores().runs);
+    let id = RunId::from(run_id.as_str());
+    let handover = tokio::task::spawn_blocking(move || Handover::new(store, id, after, live))
         .await
         .map_err(ApiError::internal)?;
     let follow = Follow {
         source: Source::Live(handover),
         state,
         run_id,
-        run_dir,
         finished: false,
         _permit: permit,
     };
@@ -113,34 +116,49 @@ pub async fn events(
         .into_response())
 }
 
-fn page(run_dir: &std::path::Path, after: u64, limit: usize) -> EventPage {
-    let mut tail = EventCursor::after(run_dir, after);
-    let events: Vec<StoredEvent> = tail
+fn page(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    after: u64,
+    limit: usize,
+) -> Result<EventPage, ApiError> {
+    let events: Vec<StoredEvent> = store
+        .event_reader(run_id, after)
         .read_new()
+        .map_err(ApiError::internal)?
         .into_iter()
         .filter(|event| event.id > after)
         .take(limit)
         .collect();
     let next_after = events.last().map_or(after, |event| event.id);
-    EventPage {
+    Ok(EventPage {
         events: events
             .into_iter()
             .filter_map(|event| RawValue::from_string(event.line).ok())
             .collect(),
         next_after,
-    }
+    })
 }
 
 /// Where a stream's events come from.
 enum Source {
     /// The run's feed, after the replay of the file.
     Live(Handover),
-    /// The file alone, once the feed ended.
+    /// The store alone, once the feed ended.
     File {
-        tail: EventCursor,
+        tail: Box<dyn EventReader>,
         buffer: VecDeque<Shared>,
         after: u64,
     },
+}
+
+/// The reader of no events: a placeholder while a stream switches its source.
+struct NoEvents;
+
+impl EventReader for NoEvents {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, fabro_engine::store::StoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// One event stream.
@@ -148,7 +166,6 @@ struct Follow {
     source: Source,
     state: AppState,
     run_id: String,
-    run_dir: PathBuf,
     finished: bool,
     _permit: OwnedSemaphorePermit,
 }
@@ -241,10 +258,11 @@ impl Follow {
         }
     }
 
-    /// The feed ended (the run finished, or is executed nowhere): the file has the rest.
+    /// The feed ended (the run finished, or is executed nowhere): the store has the
+    /// rest.
     fn switch_to_file(&mut self) {
         let placeholder = Source::File {
-            tail: EventCursor::new(&self.run_dir),
+            tail: Box::new(NoEvents),
             buffer: VecDeque::new(),
             after: 0,
         };
@@ -259,21 +277,22 @@ impl Follow {
         }
     }
 
-    /// Reads the file until it has new events (`true`), or the run is executed
+    /// Reads the store until it has new events (`true`), or the run is executed
     /// nowhere and has none left (`false`).
     async fn follow_file(&mut self) -> bool {
         let Source::File { tail, buffer, .. } = &mut self.source else {
             return false;
         };
-        let (run_dir, finished) = (&self.run_dir, &mut self.finished);
+        let (state, finished) = (&self.state, &mut self.finished);
+        let run_id = RunId::from(self.run_id.as_str());
         feed::on_appends(&self.state, &self.run_id, |executed_here| {
-            buffer.extend(share(tail.read_new()));
+            buffer.extend(share(read_events(tail.as_mut())));
             if !buffer.is_empty() {
                 return ControlFlow::Break(true);
             }
-            if !executed_here && !records::is_locked(run_dir) {
+            if !executed_here && !state.run_store().is_active(&run_id) {
                 // Whatever was appended before the lock was let go, then the end.
-                buffer.extend(share(tail.read_new()));
+                buffer.extend(share(read_events(tail.as_mut())));
                 *finished = true;
                 return ControlFlow::Break(!buffer.is_empty());
             }

@@ -1,26 +1,26 @@
-//! One shared reader of `events.jsonl` per followed run: the event streams of a run
-//! subscribe to its feed instead of each reading and parsing the file on its own.
+//! One shared reader of a run's stored events per followed run: the event streams of a
+//! run subscribe to its feed instead of each reading and parsing the events on its own.
 //!
-//! The first stream of a run starts the feed's reader task; it reads the appended lines
-//! once ([`EventCursor`], its file kept open), woken by the engine's sink when this server
-//! executes the run (reading at most once per [`coalesce_for`] its streams), else every
-//! [`POLL`], and publishes each event as an `Arc` on a broadcast channel. It ends after
-//! the run's terminal event, when the run is executed nowhere any more, or when its last
-//! subscriber left. A stream subscribes first, then replays the file from
-//! its `Last-Event-ID`, then takes the live events, skipping ids it already sent
-//! ([`Handover`]): nothing is missed and nothing sent twice. A stream that lags behind
-//! the channel reads the file again from its last id.
+//! The first stream of a run starts the feed's reader task; it reads the appended events
+//! once (the store's `event_tail`, for files an open file), woken by the engine's sink
+//! when this server executes the run (reading at most once per [`coalesce_for`] its
+//! streams), else every [`POLL`], and publishes each event as an `Arc` on a broadcast
+//! channel. It ends after the run's terminal event, when the run is executed nowhere any
+//! more, or when its last subscriber left. A stream subscribes first, then replays the
+//! store from its `Last-Event-ID`, then takes the live events, skipping ids it already
+//! sent ([`Handover`]): nothing is missed and nothing sent twice. A stream that lags
+//! behind the channel reads the store again from its last id.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fabro_engine::event::EventKind;
+use fabro_engine::{RunId, RunStore};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use crate::engine_bridge::records::{self, EventCursor};
+use crate::engine_bridge::records::{EventReader, StoredEvent};
 pub use crate::feeds::{share, Feeds, Shared, SharedEvent};
 use crate::state::AppState;
 
@@ -50,26 +50,29 @@ pub fn coalesce_for(streams: usize) -> Duration {
 /// Events a subscriber may fall behind before it reads the file instead.
 const CAPACITY: usize = 4096;
 
+/// The events `reader` has now; a store that fails to answer has none (the next read
+/// asks again).
+pub fn read_events(reader: &mut dyn EventReader) -> Vec<StoredEvent> {
+    reader.read_new().unwrap_or_else(|error| {
+        tracing::warn!(error = %fabro_engine::error_chain(&error), "cannot read a run's events");
+        Vec::new()
+    })
+}
+
 /// A receiver of the live events of run `run_id`, starting the run's feed if none
-/// runs. Subscribed before the caller replays the file, so no event falls between.
-pub async fn subscribe(
-    state: &AppState,
-    run_id: &str,
-    run_dir: &Path,
-) -> broadcast::Receiver<Shared> {
+/// runs. Subscribed before the caller replays the store, so no event falls between.
+pub async fn subscribe(state: &AppState, run_id: &str) -> broadcast::Receiver<Shared> {
     if let Some(sender) = state.feeds().map().get(run_id) {
         return sender.subscribe();
     }
-    // Positioned at the end of the complete lines before it is published: whatever is
-    // appended later reaches the subscribers.
-    let directory = run_dir.to_path_buf();
-    let tail = tokio::task::spawn_blocking(move || {
-        let mut tail = EventCursor::new(&directory).kept_open();
-        tail.read_new();
-        tail
-    })
-    .await
-    .unwrap_or_else(|_| EventCursor::new(run_dir).kept_open());
+    // Positioned after the stored events before it is published: whatever is appended
+    // later reaches the subscribers.
+    let store = Arc::clone(&state.stores().runs);
+    let id = RunId::from(run_id);
+    let tail = match tokio::task::spawn_blocking(move || store.event_tail(&id)).await {
+        Ok(tail) => tail,
+        Err(_) => state.run_store().event_tail(&RunId::from(run_id)),
+    };
     let mut map = state.feeds().map();
     if let Some(sender) = map.get(run_id) {
         return sender.subscribe();
@@ -79,7 +82,6 @@ pub async fn subscribe(
     let reader = Reader {
         state: state.clone(),
         run_id: run_id.to_owned(),
-        run_dir: run_dir.to_path_buf(),
         tail,
         sender,
     };
@@ -130,8 +132,7 @@ pub(super) async fn on_appends<T>(
 struct Reader {
     state: AppState,
     run_id: String,
-    run_dir: PathBuf,
-    tail: EventCursor,
+    tail: Box<dyn EventReader>,
     sender: broadcast::Sender<Shared>,
 }
 
@@ -146,7 +147,10 @@ impl Reader {
                 std::thread::sleep(coalesce_for(self.sender.receiver_count()));
             }
             let mut finished = self.publish();
-            if !finished && !executed_here && !records::is_locked(&self.run_dir) {
+            if !finished
+                && !executed_here
+                && !state.run_store().is_active(&RunId::from(run_id.as_str()))
+            {
                 // Executed nowhere: what was appended before the lock was let go.
                 self.publish();
                 finished = true;
@@ -164,7 +168,7 @@ impl Reader {
     /// Publishes the new events; whether the terminal one was among them.
     fn publish(&mut self) -> bool {
         let mut terminal = false;
-        for event in self.tail.read_new() {
+        for event in read_events(self.tail.as_mut()) {
             terminal |= EventKind::is_terminal_name(&event.name);
             // No receiver now is no error: a stream subscribes before it replays.
             let _ = self.sender.send(Arc::new(SharedEvent::from(event)));
@@ -209,28 +213,35 @@ pub enum Live {
     Ready,
     /// Nothing yet.
     Empty,
-    /// The feed ended: the file has whatever remains.
+    /// The feed ended: the store has whatever remains.
     Closed,
 }
 
-/// A stream's hand-over from the replay of the file to the live events.
+/// A stream's hand-over from the replay of the stored events to the live ones.
 pub struct Handover {
-    tail: EventCursor,
-    run_dir: PathBuf,
+    tail: Box<dyn EventReader>,
+    store: Arc<dyn RunStore>,
+    run_id: RunId,
     live: broadcast::Receiver<Shared>,
     after: u64,
     buffer: VecDeque<Shared>,
 }
 
 impl Handover {
-    /// Replays the stored events after `after` behind `live`, which must have been
-    /// subscribed before this call.
-    pub fn new(run_dir: &Path, after: u64, live: broadcast::Receiver<Shared>) -> Handover {
-        let mut tail = EventCursor::after(run_dir, after);
-        let buffer = share(tail.read_new()).collect();
+    /// Replays the events of run `run_id` stored after `after` behind `live`, which must
+    /// have been subscribed before this call.
+    pub fn new(
+        store: Arc<dyn RunStore>,
+        run_id: RunId,
+        after: u64,
+        live: broadcast::Receiver<Shared>,
+    ) -> Handover {
+        let mut tail = store.event_reader(&run_id, after);
+        let buffer = share(read_events(tail.as_mut())).collect();
         Handover {
             tail,
-            run_dir: run_dir.to_path_buf(),
+            store,
+            run_id,
             live,
             after,
             buffer,
@@ -295,15 +306,15 @@ impl Handover {
         }
     }
 
-    /// Fell behind the channel: the missed events are in the file, after `after`.
+    /// Fell behind the channel: the missed events are in the store, after `after`.
     fn reread(&mut self) {
-        self.tail = EventCursor::after(&self.run_dir, self.after);
+        self.tail = self.store.event_reader(&self.run_id, self.after);
         self.buffer.clear();
-        self.buffer.extend(share(self.tail.read_new()));
+        self.buffer.extend(share(read_events(self.tail.as_mut())));
     }
 
-    /// The file from the last event handed out, for a stream whose feed ended.
-    pub fn into_tail(self) -> (EventCursor, VecDeque<Shared>) {
+    /// The stored events from the last one handed out, for a stream whose feed ended.
+    pub fn into_tail(self) -> (Box<dyn EventReader>, VecDeque<Shared>) {
         (self.tail, self.buffer)
     }
 }
@@ -311,8 +322,17 @@ impl Handover {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine_bridge::records::StoredEvent;
+    use fabro_engine::run_dir::RunPaths;
+    use fabro_engine::FsRunStore;
     use std::io::Write;
+    use std::path::Path;
+
+    /// A file store over `root` and the directory of its run `r`.
+    fn store(root: &Path) -> (Arc<dyn RunStore>, std::path::PathBuf) {
+        let directory = RunPaths::new(root, "r").run_dir().to_path_buf();
+        fs_err::create_dir_all(&directory).expect("run directory");
+        (Arc::new(FsRunStore::new(root)), directory)
+    }
 
     fn append(directory: &Path, ids: std::ops::RangeInclusive<u64>) -> Vec<Shared> {
         let mut file = fs_err::OpenOptions::new()
@@ -352,15 +372,16 @@ mod tests {
 
     #[tokio::test]
     async fn events_between_subscribe_and_replay_are_sent_once_and_in_order() {
-        let directory = tempfile::tempdir().expect("temp dir");
-        append(directory.path(), 1..=5);
+        let root = tempfile::tempdir().expect("temp dir");
+        let (store, directory) = store(root.path());
+        append(&directory, 1..=5);
         let (sender, receiver) = broadcast::channel(64);
         // Appended and published after the subscription, before the replay reads.
-        for event in append(directory.path(), 6..=8) {
+        for event in append(&directory, 6..=8) {
             sender.send(event).expect("send");
         }
-        let mut handover = Handover::new(directory.path(), 2, receiver);
-        for event in append(directory.path(), 9..=10) {
+        let mut handover = Handover::new(store, RunId::from("r"), 2, receiver);
+        for event in append(&directory, 9..=10) {
             sender.send(event).expect("send");
         }
         let mut ids = Vec::new();
@@ -368,7 +389,7 @@ mod tests {
         assert_eq!(handover.poll_live(), Live::Ready);
         drain(&mut handover, &mut ids);
         assert_eq!(handover.poll_live(), Live::Empty);
-        for event in append(directory.path(), 11..=11) {
+        for event in append(&directory, 11..=11) {
             sender.send(event).expect("send");
         }
         assert_eq!(handover.wait_live().await, Live::Ready);
@@ -381,13 +402,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscriber_that_lags_reads_the_missed_events_from_the_file() {
-        let directory = tempfile::tempdir().expect("temp dir");
-        append(directory.path(), 1..=3);
+        let root = tempfile::tempdir().expect("temp dir");
+        let (store, directory) = store(root.path());
+        append(&directory, 1..=3);
         let (sender, receiver) = broadcast::channel(4);
-        let mut handover = Handover::new(directory.path(), 0, receiver);
+        let mut handover = Handover::new(store, RunId::from("r"), 0, receiver);
         let mut ids = Vec::new();
         drain(&mut handover, &mut ids);
-        for event in append(directory.path(), 4..=40) {
+        for event in append(&directory, 4..=40) {
             let _ = sender.send(event);
         }
         assert_eq!(handover.wait_live().await, Live::Ready);

@@ -27,7 +27,7 @@ pub async fn stages(
     Path(id): Path<String>,
 ) -> Result<Json<StageList>, ApiError> {
     let record = super::require_run(&state, &id).await?;
-    let stages = blocking(move || Ok(records::stages(&record))).await?;
+    let stages = blocking(move || Ok(records::stages(state.run_store(), &record))).await?;
     Ok(Json(StageList { stages }))
 }
 
@@ -42,7 +42,9 @@ pub async fn stage_file(
 ) -> Result<Response, ApiError> {
     let rank = parse_rank(&rank)?;
     let record = super::require_run(&state, &id).await?;
-    let bytes = blocking(move || records::stage_file(&record.run_dir, rank, &name)).await?;
+    let bytes =
+        blocking(move || records::stage_file(state.run_store(), &record.run_id, rank, &name))
+            .await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response())
 }
 
@@ -56,7 +58,7 @@ pub async fn stage_diff(
 ) -> Result<Response, ApiError> {
     let rank = parse_rank(&rank)?;
     let record = super::require_run(&state, &id).await?;
-    let bytes = blocking(move || records::stage_diff(&record, rank)).await?;
+    let bytes = blocking(move || records::stage_diff(state.run_store(), &record, rank)).await?;
     Ok((
         [(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")],
         bytes,
@@ -119,7 +121,10 @@ pub async fn graph_svg(
         let layout = state
             .graphs()
             .layout(&record.run_dir, &record.workflow_name)?;
-        Ok(layout.annotate(&records::node_statuses(&records::stages(&record))))
+        Ok(layout.annotate(&records::node_statuses(&records::stages(
+            state.run_store(),
+            &record,
+        ))))
     })
     .await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())

@@ -1,18 +1,24 @@
 //! Human questions of a run (SPEC 14.3, 5.5): the pending ones, and answering one.
-//! Runs of this server are answered through their channel interviewer; detached local
-//! runs through their answer files (SPEC 17.4). The answer's source is `api`.
+//! Runs of this server are answered through their interviewer's handle; runs another
+//! process executes (a detached run, SPEC 17.4) through the run store, where their
+//! interviewer publishes its question and takes the answers filed. The answer's source
+//! is `api`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::Json;
 use fabro_api::{AnswerRequest, Answered, HumanQuestion, QuestionList};
 
+use fabro_engine::interviewer::{answer_pending, AnswerFileError};
+use fabro_engine::RunId;
+
 use crate::engine_bridge::{AnswerError, Question};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::state::AppState;
 
-/// How long a detached run may take to pick up an answer file.
+/// How long a run another process executes may take to pick up a filed answer.
 const FILE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The pending questions of run `run_id`.
@@ -25,8 +31,9 @@ pub fn pending(state: &AppState, run_id: &str) -> Vec<HumanQuestion> {
             .map(HumanQuestion::from)
             .collect();
     }
-    let run_dir = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
-    fabro_engine::interviewer::pending_question(run_dir.run_dir())
+    state
+        .run_store()
+        .pending_question(&RunId::from(run_id))
         .ok()
         .flatten()
         .iter()
@@ -80,7 +87,7 @@ pub async fn answer(
         None => super::require_run(&state, &id).await?.run_id,
     };
     let Some(active) = state.active(&run_id) else {
-        return answer_file(&state, &run_id, &question_id, value, request.text).await;
+        return answer_stored(&state, &run_id, &question_id, value, request.text).await;
     };
     let answered = match &request.text {
         Some(text) => active.answers.answer_text(&question_id, &value, text),
@@ -88,24 +95,42 @@ pub async fn answer(
     };
     match answered {
         Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
-        Err(AnswerError::NotPending { .. }) => Err(not_pending(&state, &run_id, &question_id)),
+        Err(AnswerError::NotPending { .. }) => {
+            Err(not_pending(&state, &run_id, &question_id).await)
+        }
         Err(error @ AnswerError::Rejected { .. }) => {
             Err(ApiError::explained(ErrorKind::NoSuchOption, error))
         }
     }
 }
 
+/// Whether run `run_id` asked question `question_id`: a `HumanQuestion` event of the
+/// run's stored events names it.
+fn asked(state: &AppState, run_id: &str, question_id: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Asked {
+        properties: AskedQuestion,
+    }
+    #[derive(serde::Deserialize)]
+    struct AskedQuestion {
+        question_id: String,
+    }
+    let mut reader = state
+        .run_store()
+        .event_reader(&fabro_engine::RunId::from(run_id), 0);
+    super::feed::read_events(reader.as_mut())
+        .iter()
+        .filter(|event| event.name == "HumanQuestion")
+        .filter_map(|event| serde_json::from_str::<Asked>(&event.line).ok())
+        .any(|event| event.properties.question_id == question_id)
+}
+
 /// 404 for a question never asked, 409 for one answered already (its id is in the
 /// run's events).
-fn not_pending(state: &AppState, run_id: &str, question_id: &str) -> ApiError {
-    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
-    let asked = fs_err::read_to_string(paths.events())
-        .map(|text| {
-            text.contains(&format!(
-                "\"question_id\":\"{}\"",
-                question_id.escape_default()
-            ))
-        })
+async fn not_pending(state: &AppState, run_id: &str, question_id: &str) -> ApiError {
+    let (store, run, question) = (state.clone(), run_id.to_owned(), question_id.to_owned());
+    let asked = tokio::task::spawn_blocking(move || asked(&store, &run, &question))
+        .await
         .unwrap_or(false);
     if asked {
         ApiError::conflict(format!("question {question_id} is already answered"))
@@ -114,35 +139,39 @@ fn not_pending(state: &AppState, run_id: &str, question_id: &str) -> ApiError {
     }
 }
 
-async fn answer_file(
+/// Files the answer in the store of a run another process executes, and waits for the
+/// run to take it.
+async fn answer_stored(
     state: &AppState,
     run_id: &str,
     question_id: &str,
     value: String,
     text: Option<String>,
 ) -> Result<Json<Answered>, ApiError> {
-    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
-    let run_dir = paths.run_dir().to_path_buf();
-    let pending = fabro_engine::interviewer::pending_question(&run_dir)
-        .ok()
-        .flatten();
+    let id = RunId::from(run_id);
+    let pending = state.run_store().pending_question(&id).ok().flatten();
     if pending
         .as_ref()
         .is_none_or(|question| question.id() != question_id)
     {
-        return Err(not_pending(state, run_id, question_id));
+        return Err(not_pending(state, run_id, question_id).await);
     }
+    let store = Arc::clone(&state.stores().runs);
     let answered = tokio::task::spawn_blocking(move || {
-        fabro_engine::interviewer::answer_pending(&run_dir, &value, text.as_deref(), FILE_PATIENCE)
+        answer_pending(store.as_ref(), &id, &value, text.as_deref(), FILE_PATIENCE)
     })
     .await
     .map_err(ApiError::internal)?;
     match answered {
         Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
-        Err(fabro_engine::interviewer::AnswerFileError::NoQuestion) => {
-            Err(not_pending(state, run_id, question_id))
-        }
-        Err(error) => Err(ApiError::explained(ErrorKind::NoSuchOption, error)),
+        Err(AnswerFileError::NoQuestion) => Err(not_pending(state, run_id, question_id).await),
+        Err(AnswerFileError::Store(error)) => Err(ApiError::internal(error)),
+        Err(
+            error @ (AnswerFileError::Rejected { .. }
+            | AnswerFileError::AlreadyAnswered { .. }
+            | AnswerFileError::Closed { .. }
+            | AnswerFileError::NotTaken { .. }),
+        ) => Err(ApiError::explained(ErrorKind::NoSuchOption, error)),
     }
 }
 

@@ -1,83 +1,79 @@
-//! The read side: run records as the API shows them (SPEC 14.3), from the run index,
-//! the manifest, the checkpoint, the stage directories, `events.jsonl` and the
-//! artifacts directory. The documents have the fields of the CLI's `--json` output.
+//! The read side: run records as the API shows them (SPEC 14.3), read through the
+//! engine's `RunStore` (the index, the `fabro inspect` document, stages and their files,
+//! events), plus what lives beside the records in a run's directory (the run branch's
+//! diffs, the artifacts directory). The documents have the fields of the CLI's `--json`
+//! output.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use fabro_api::{
     Artifact, Diagnostic, DiagnosticEdge, DiagnosticSpan, InspectDocument, RunSummary, RunUsage,
     StageRow, StageUsage, WorkflowEntry,
 };
-use fabro_engine::record::StageStatusFile;
-use fabro_engine::run_index::{
-    read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord,
-    RunStatus,
-};
-use fabro_engine::run_stages::{list_stages, StageDir};
+use fabro_engine::run_index::{Listing, RunIndexErrorKind, RunRecord, RunStatus};
 use fabro_engine::run_view;
+use fabro_engine::store::{StoreError, StoredStage};
+use fabro_engine::{RunId, RunStore};
 use fabro_language::LineIndex;
 
 use crate::error::{ApiError, ErrorKind};
 
-pub use fabro_engine::store::{last_event_id, EventCursor, StoredEvent};
-
-/// The stage files of SPEC 11.1 the API serves.
-pub const STAGE_FILES: [&str; 6] = [
-    "prompt.md",
-    "response.md",
-    "status.json",
-    "stdout.log",
-    "stderr.log",
-    "diff.patch",
-];
+pub use fabro_engine::store::{EventReader, StoredEvent, STAGE_FILES};
 
 fn storage(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
     ApiError::internal(error)
 }
 
-/// Every run of the index, newest first.
-pub fn list_runs(root: &Path) -> Result<Vec<RunRecord>, ApiError> {
-    RunIndex::open(root)
-        .and_then(|mut index| index.list())
-        .map_err(storage)
+/// Every run of the store, newest first.
+pub fn list_runs(store: &dyn RunStore) -> Result<Vec<RunRecord>, ApiError> {
+    store.list_runs().map_err(storage)
 }
 
-/// Every run of the server's catalog, newest first (may block on a rebuild).
-pub fn list_cataloged(catalog: &RunCatalog) -> Result<Listing, ApiError> {
-    catalog.list().map_err(storage)
+/// Every run of the store as a listing, newest first (may block on a rebuild).
+pub fn listing(store: &dyn RunStore) -> Result<Listing, ApiError> {
+    store.listing().map_err(storage)
 }
 
 /// The run `run` names (an id or a unique prefix of at least 4 characters); 404 when
 /// none or several do.
-pub fn resolve(root: &Path, run: &str) -> Result<RunRecord, ApiError> {
-    let mut index = RunIndex::open(root).map_err(storage)?;
-    index.resolve(run).map_err(resolve_error)
+pub fn resolve(store: &dyn RunStore, run: &str) -> Result<RunRecord, ApiError> {
+    store
+        .resolve(run)
+        .map(Arc::unwrap_or_clone)
+        .map_err(resolve_error)
 }
 
 /// The API error of a failed resolution: 404 when the argument names no single run.
-pub fn resolve_error(error: RunIndexError) -> ApiError {
-    match error.kind() {
-        RunIndexErrorKind::NoSuchRun => ApiError::explained(ErrorKind::NotFound, error),
+pub fn resolve_error(error: StoreError) -> ApiError {
+    match &error {
+        StoreError::Index(index) if index.kind() == RunIndexErrorKind::NoSuchRun => {
+            ApiError::explained(ErrorKind::NotFound, error)
+        }
         _ => storage(error),
     }
 }
 
-/// Whether a process holds the run's lock.
-pub fn is_locked(run_dir: &Path) -> bool {
-    fabro_engine::run_index::RunLock::is_held(run_dir)
+/// Whether an execution holds the run's lock.
+pub fn is_locked(store: &dyn RunStore, run_id: &str) -> bool {
+    store.is_active(&RunId::from(run_id))
 }
 
 /// One element of `GET /api/v1/runs`: `fabro runs --json` plus `workflow_path` (which
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
-pub fn run_summary(record: &RunRecord) -> RunSummary {
-    summary_of(record, run_view::inspect(record.clone()).ok().as_ref())
+pub fn run_summary(store: &dyn RunStore, record: &RunRecord) -> RunSummary {
+    summary_of(store, record, store.inspect(record).ok().as_ref())
 }
 
 /// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
-pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>) -> RunSummary {
-    let view = run_view::run_view(record);
+pub fn summary_of(
+    store: &dyn RunStore,
+    record: &RunRecord,
+    inspected: Option<&run_view::InspectView>,
+) -> RunSummary {
+    let view = run_view::run_view_in(store, record);
     let totals = inspected.map(|view| &view.totals);
     RunSummary {
         run_id: view.run_id,
@@ -103,21 +99,17 @@ pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>)
 
 /// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
 /// caller).
-pub fn inspect(record: &RunRecord) -> Result<InspectDocument, ApiError> {
-    let view = run_view::inspect(record.clone()).map_err(storage)?;
+pub fn inspect(store: &dyn RunStore, record: &RunRecord) -> Result<InspectDocument, ApiError> {
+    let view = store.inspect(record).map_err(storage)?;
     Ok(InspectDocument {
         inspect: view,
         pending_question: None,
     })
 }
 
-fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunStatus) -> StageRow {
-    let files: Vec<String> = STAGE_FILES
-        .iter()
-        .filter(|name| stage.path.join(name).is_file())
-        .map(|name| (*name).to_owned())
-        .collect();
-    let Some(status) = status else {
+fn stage_row(stage: StoredStage, run_status: RunStatus) -> StageRow {
+    let files = stage.files;
+    let Some(status) = stage.status else {
         let state = if run_status == RunStatus::Running {
             "running"
         } else {
@@ -125,7 +117,7 @@ fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunS
         };
         return StageRow {
             rank: stage.rank,
-            node_id: stage.node_id.clone(),
+            node_id: stage.node_id,
             visit: stage.visit,
             handler: None,
             status: state.to_owned(),
@@ -166,17 +158,19 @@ fn stage_row(stage: &StageDir, status: Option<StageStatusFile>, run_status: RunS
 }
 
 /// `GET /api/v1/runs/{id}/stages`: stages in rank order.
-pub fn stages(record: &RunRecord) -> Vec<StageRow> {
-    list_stages(&record.run_dir)
+pub fn stages(store: &dyn RunStore, record: &RunRecord) -> Vec<StageRow> {
+    store
+        .stages(&RunId::from(record.run_id.as_str()))
         .unwrap_or_default()
         .into_iter()
-        .map(|stage| stage_row(&stage, stage.status(), record.status))
+        .map(|stage| stage_row(stage, record.status))
         .collect()
 }
 
 /// The stage of `rank`.
-fn stage_by_rank(run_dir: &Path, rank: u32) -> Result<StageDir, ApiError> {
-    list_stages(run_dir)
+fn stage_by_rank(store: &dyn RunStore, run_id: &str, rank: u32) -> Result<StoredStage, ApiError> {
+    store
+        .stages(&RunId::from(run_id))
         .map_err(storage)?
         .into_iter()
         .find(|stage| stage.rank == rank)
@@ -184,19 +178,31 @@ fn stage_by_rank(run_dir: &Path, rank: u32) -> Result<StageDir, ApiError> {
 }
 
 /// One stage file of SPEC 11.1 as text; 404 for any other name.
-pub fn stage_file(run_dir: &Path, rank: u32, name: &str) -> Result<Vec<u8>, ApiError> {
+pub fn stage_file(
+    store: &dyn RunStore,
+    run_id: &str,
+    rank: u32,
+    name: &str,
+) -> Result<Vec<u8>, ApiError> {
     if !STAGE_FILES.contains(&name) {
         return Err(ApiError::not_found(format!("no stage file named '{name}'")));
     }
-    let stage = stage_by_rank(run_dir, rank)?;
-    fs_err::read(stage.path.join(name))
-        .map_err(|_| ApiError::not_found(format!("stage {rank} has no {name}")))
+    stage_by_rank(store, run_id, rank)?;
+    store
+        .stage_file(&RunId::from(run_id), rank, name)
+        .ok()
+        .flatten()
+        .ok_or_else(|| ApiError::not_found(format!("stage {rank} has no {name}")))
 }
 
 /// The stage's run-branch commit against its parent, as a unified diff; 404 without git
 /// checkpoints.
-pub fn stage_diff(record: &RunRecord, rank: u32) -> Result<Vec<u8>, ApiError> {
-    let stage = stage_by_rank(&record.run_dir, rank)?;
+pub fn stage_diff(
+    store: &dyn RunStore,
+    record: &RunRecord,
+    rank: u32,
+) -> Result<Vec<u8>, ApiError> {
+    let stage = stage_by_rank(store, &record.run_id, rank)?;
     let lines = fabro_engine::run_diff::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
         .map_err(|error| match error {
             fabro_engine::run_diff::DiffError::Git { .. } => storage(error),
@@ -447,8 +453,9 @@ fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
 }
 
 /// Whether the run's manifest says a server started it (`"origin": "server"`).
-pub fn started_by_server(run_dir: &Path) -> bool {
-    read_manifest(run_dir)
+pub fn started_by_server(store: &dyn RunStore, run_id: &str) -> bool {
+    store
+        .read_manifest(&RunId::from(run_id))
         .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::record::RunOrigin::Server))
 }
 

@@ -80,7 +80,7 @@ async fn load(state: &AppState, filter: Option<String>, page: usize) -> Board {
 }
 
 fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
-    let records = records::list_runs(state.bridge().root()).unwrap_or_default();
+    let records = records::list_runs(state.run_store()).unwrap_or_default();
     let mut entries: Vec<Entry> = Vec::new();
     for active in state.all_active() {
         if !records.iter().any(|record| record.run_id == active.run_id) {
@@ -127,7 +127,7 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
         .into_iter()
         .skip((page - 1) * PAGE_SIZE)
         .take(PAGE_SIZE)
-        .map(row_value)
+        .map(|entry| row_value(state.run_store(), entry))
         .collect();
     Board {
         counts,
@@ -137,9 +137,9 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
     }
 }
 
-fn row_value(entry: Entry) -> Value {
+fn row_value(store: &dyn fabro_engine::RunStore, entry: Entry) -> Value {
     let mut value = match (&entry.record, entry.queued) {
-        (Some(record), _) => records::inspect(record).map_or_else(
+        (Some(record), _) => records::inspect(store, record).map_or_else(
             |_| {
                 serde_json::json!({
                     "run_id": entry.run_id, "workflow_name": record.workflow_name,

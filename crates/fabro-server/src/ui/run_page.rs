@@ -60,7 +60,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
     if record.status == RunStatus::Queued {
         // Not started (or started a moment ago): no manifest to inspect yet.
         let document = state.active(&record.run_id).map_or_else(
-            || records::run_summary(&record),
+            || records::run_summary(state.run_store(), &record),
             |active| active.queued_summary(),
         );
         return Ok(RunView {
@@ -80,14 +80,15 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
     let steerable = steerable_stages(state, &run_id, &record.run_dir);
     let cache = state.clone();
     let view = blocking(move || {
-        let last_event_id = records::last_event_id(&record.run_dir);
+        let store = cache.run_store();
+        let last_event_id = store.last_event_id(&fabro_engine::RunId::from(record.run_id.as_str()));
         // A finished run's document comes from the API's cache; its graph's layout
         // from the page's: only the stages and the statuses are read per request.
-        let document = match cache.documents().document(&record) {
+        let document = match cache.documents().document(store, &record) {
             Some(cached) => serde_json::from_slice(&cached?).map_err(ApiError::internal)?,
-            None => super::json_value(&records::inspect(&record)?),
+            None => super::json_value(&records::inspect(store, &record)?),
         };
-        let stages = records::stages(&record);
+        let stages = records::stages(store, &record);
         let graph = with_graph
             .then(|| {
                 cache

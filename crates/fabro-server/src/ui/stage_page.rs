@@ -16,7 +16,7 @@ use super::{
     blocking, check_post, cost, diff, duration, escape, layout, markdown, message_page,
     sign_in_required, signed_in, status_badge, text, url_segment,
 };
-use crate::engine_bridge::records::{self, EventCursor, RunRecordRef};
+use crate::engine_bridge::records::{self, RunRecordRef};
 use crate::state::AppState;
 
 /// The largest tail of a log shown.
@@ -52,8 +52,13 @@ fn tail(text: &str) -> &str {
     &text[start..]
 }
 
-fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageView> {
-    let stage = records::stages(&record)
+fn load_blocking(
+    store: &dyn fabro_engine::RunStore,
+    record: RunRecordRef,
+    rank: u32,
+    full: bool,
+) -> Option<StageView> {
+    let stage = records::stages(store, &record)
         .into_iter()
         .find(|stage| stage.rank == rank)?;
     let node = stage.node_id.clone();
@@ -66,7 +71,7 @@ fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageVie
     let files = names
         .into_iter()
         .filter_map(|name| {
-            let bytes = records::stage_file(&record.run_dir, rank, name).ok()?;
+            let bytes = records::stage_file(store, &record.run_id, rank, name).ok()?;
             Some((
                 name.to_owned(),
                 String::from_utf8_lossy(&bytes).into_owned(),
@@ -83,10 +88,10 @@ fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageVie
             artifacts: Vec::new(),
         });
     }
-    let diff = records::stage_diff(&record, rank)
+    let diff = records::stage_diff(store, &record, rank)
         .ok()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let events = stage_events(&record.run_dir, &node, rank);
+    let events = stage_events(store, &record.run_id, &node, rank);
     let artifacts = records::artifacts(&record.run_dir)
         .into_iter()
         .filter(|artifact| artifact.node_id == node)
@@ -104,10 +109,16 @@ fn load_blocking(record: RunRecordRef, rank: u32, full: bool) -> Option<StageVie
 
 /// The events of the stage: those of its node from its `StageStarted` to its
 /// `StageCompleted`.
-fn stage_events(run_dir: &std::path::Path, node: &str, rank: u32) -> Vec<Value> {
+fn stage_events(
+    store: &dyn fabro_engine::RunStore,
+    run_id: &str,
+    node: &str,
+    rank: u32,
+) -> Vec<Value> {
     let mut inside = false;
     let mut found = Vec::new();
-    for event in EventCursor::new(run_dir).read_new() {
+    let mut reader = store.event_reader(&fabro_engine::RunId::from(run_id), 0);
+    for event in crate::api::feed::read_events(reader.as_mut()) {
         let Ok(value) = serde_json::from_str::<Value>(&event.line) else {
             continue;
         };
@@ -143,7 +154,8 @@ async fn load(
         Ok(Some(record)) => record,
         _ => return Err(not_found()),
     };
-    blocking(move || load_blocking(record, rank, full))
+    let reader = state.clone();
+    blocking(move || load_blocking(reader.run_store(), record, rank, full))
         .await
         .flatten()
         .ok_or_else(not_found)

@@ -1,7 +1,8 @@
 //! [`PgRunStore`]: the engine's [`RunStore`] over the shared store's database (SPEC
 //! 18.1): one `runs` row per run, its records as the exact text the local store writes,
 //! events in `run_events` with the ids the run's emitter gave them, checkpoints in
-//! `run_journal` with the newest in `run_checkpoints`.
+//! `run_journal` with the newest in `run_checkpoints`, stages in `run_stages` with their
+//! files in `stage_files`.
 //!
 //! A run's lock is a PostgreSQL session advisory lock held on a connection of its own
 //! for as long as the lease lives, so a process that dies releases it with its
@@ -13,11 +14,15 @@ use std::path::{Path, PathBuf};
 use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
 use fabro_engine::config::RunConfig;
 use fabro_engine::event::{EventEnvelope, EventLog};
+use fabro_engine::interviewer::{FiledAnswer, Question};
 use fabro_engine::journal::ChangeHint;
 use fabro_engine::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use fabro_engine::run_index::{RunRecord, RunStatus};
+use fabro_engine::run_stages::StageDir;
+use fabro_engine::run_view::InspectView;
 use fabro_engine::store::{
-    OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow,
+    EventReader, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StageCopy, StoreError,
+    StoredEvent, StoredStage, StoredWorkflow, STAGE_FILES,
 };
 use fabro_engine::RunId;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
@@ -211,6 +216,48 @@ impl EventLog for PgEventLog {
             })
             .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?
             .map_err(std::io::Error::other)
+    }
+}
+
+/// Reads a run's events from `run_events`, by id.
+struct PgEventReader {
+    pool: PgPool,
+    bridge: Bridge,
+    run_id: RunId,
+    after: u64,
+}
+
+impl EventReader for PgEventReader {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
+        let pool = self.pool.clone();
+        let id = self.run_id.as_str().to_owned();
+        let after = i64::try_from(self.after).unwrap_or(i64::MAX);
+        let action = format!("cannot read the events of run {}", self.run_id);
+        let lines: Vec<String> = self
+            .bridge
+            .run({
+                let action = action.clone();
+                async move {
+                    sqlx::query_scalar(
+                        "SELECT envelope FROM run_events WHERE run_id = $1 AND id > $2 \
+                         ORDER BY id",
+                    )
+                    .bind(&id)
+                    .bind(after)
+                    .fetch_all(&pool)
+                    .await
+                    .map_err(backend(&action))
+                }
+            })
+            .unwrap_or_else(|| Err(backend(&action)(sqlx::Error::PoolClosed)))?;
+        let events: Vec<StoredEvent> = lines
+            .iter()
+            .filter_map(|line| StoredEvent::parse(line.as_bytes()))
+            .collect();
+        if let Some(last) = events.last() {
+            self.after = last.id;
+        }
+        Ok(events)
     }
 }
 
@@ -613,9 +660,323 @@ impl RunStore for PgRunStore {
         }
         Ok(records)
     }
+
+    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
+        fabro_engine::run_view::inspect_stored(self, record)
+    }
+
+    fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the stages of run {run_id}");
+        let rows: Vec<(i64, String, i64, Option<String>, Vec<String>)> =
+            self.run(&action.clone(), async move {
+                sqlx::query_as(
+                    "SELECT rank, node_id, visit, status, files FROM run_stages \
+                     WHERE run_id = $1 ORDER BY rank, node_id, visit",
+                )
+                .bind(&id)
+                .fetch_all(&pool)
+                .await
+                .map_err(backend(&action))
+            })?;
+        Ok(rows
+            .into_iter()
+            .map(|(rank, node_id, visit, status, files)| StoredStage {
+                rank: u32::try_from(rank).unwrap_or(u32::MAX),
+                node_id,
+                visit: u32::try_from(visit).unwrap_or(u32::MAX),
+                status: status.and_then(|text| serde_json::from_str(&text).ok()),
+                files,
+            })
+            .collect())
+    }
+
+    fn stage_file(
+        &self,
+        run_id: &RunId,
+        rank: u32,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if !STAGE_FILES.contains(&name) {
+            return Ok(None);
+        }
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let path = format!("{rank}/{name}");
+        let action = format!("cannot read a stage file of run {run_id}");
+        let content: Option<Option<Vec<u8>>> = self.run(&action.clone(), async move {
+            sqlx::query_scalar("SELECT content FROM stage_files WHERE run_id = $1 AND path = $2")
+                .bind(&id)
+                .bind(&path)
+                .fetch_optional(&pool)
+                .await
+                .map_err(backend(&action))
+        })?;
+        Ok(content.flatten())
+    }
+
+    /// Replaces the row of the stage's rank and its files, in one transaction.
+    fn save_stage(&self, run_id: &RunId, stage: &StageDir) -> Result<(), StoreError> {
+        let copy = StageCopy::read(stage)?;
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot save stage {} of run {run_id}", stage.rank);
+        let rank = i64::from(copy.stage.rank);
+        let status = copy
+            .contents
+            .iter()
+            .find(|(name, _)| name == "status.json")
+            .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned());
+        self.run(&action.clone(), async move {
+            let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            sqlx::query(
+                "INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, rank) DO UPDATE SET \
+                 node_id = $3, visit = $4, status = $5, files = $6",
+            )
+            .bind(&id)
+            .bind(rank)
+            .bind(&copy.stage.node_id)
+            .bind(i64::from(copy.stage.visit))
+            .bind(&status)
+            .bind(&copy.stage.files)
+            .execute(&mut *transaction)
+            .await
+            .map_err(backend(&action))?;
+            sqlx::query("DELETE FROM stage_files WHERE run_id = $1 AND path LIKE $2")
+                .bind(&id)
+                .bind(format!("{rank}/%"))
+                .execute(&mut *transaction)
+                .await
+                .map_err(backend(&action))?;
+            for (name, bytes) in &copy.contents {
+                sqlx::query("INSERT INTO stage_files (run_id, path, content) VALUES ($1, $2, $3)")
+                    .bind(&id)
+                    .bind(format!("{rank}/{name}"))
+                    .bind(bytes)
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(backend(&action))?;
+            }
+            transaction.commit().await.map_err(backend(&action))
+        })
+    }
+
+    fn event_reader(&self, run_id: &RunId, after: u64) -> Box<dyn EventReader> {
+        Box::new(PgEventReader {
+            pool: self.pool.clone(),
+            bridge: self.bridge.clone(),
+            run_id: run_id.clone(),
+            after,
+        })
+    }
+
+    /// Placed after the run's last event by one query now.
+    fn event_tail(&self, run_id: &RunId) -> Box<dyn EventReader> {
+        let after = self.max_event_id(run_id).unwrap_or(0);
+        self.event_reader(run_id, after)
+    }
+
+    fn last_event_id(&self, run_id: &RunId) -> u64 {
+        self.max_event_id(run_id).unwrap_or(0)
+    }
+
+    /// Opens `question` in `questions` (closing any other open one), or closes the open
+    /// one.
+    fn set_pending_question(
+        &self,
+        run_id: &RunId,
+        question: Option<&Question>,
+    ) -> Result<(), StoreError> {
+        let action = format!("cannot record the question of run {run_id}");
+        let opened = question
+            .map(|question| {
+                serde_json::to_string(question)
+                    .map(|text| (question.id().to_owned(), text))
+                    .map_err(|error| StoreError::backend(action.clone(), error))
+            })
+            .transpose()?;
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        self.run(&action.clone(), async move {
+            let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            let open_id = opened.as_ref().map(|(question_id, _)| question_id.clone());
+            sqlx::query(
+                "UPDATE questions SET closed_at = now() WHERE run_id = $1 \
+                 AND closed_at IS NULL AND question_id IS DISTINCT FROM $2",
+            )
+            .bind(&id)
+            .bind(&open_id)
+            .execute(&mut *transaction)
+            .await
+            .map_err(backend(&action))?;
+            if let Some((question_id, text)) = &opened {
+                sqlx::query(
+                    "INSERT INTO questions (run_id, question_id, question) VALUES ($1, $2, $3) \
+                     ON CONFLICT (run_id, question_id) DO UPDATE SET question = $3, \
+                     closed_at = NULL",
+                )
+                .bind(&id)
+                .bind(question_id)
+                .bind(text)
+                .execute(&mut *transaction)
+                .await
+                .map_err(backend(&action))?;
+            }
+            transaction.commit().await.map_err(backend(&action))
+        })
+    }
+
+    /// The newest open question, while the run's lock is held.
+    fn pending_question(&self, run_id: &RunId) -> Result<Option<Question>, StoreError> {
+        if !self.is_active(run_id) {
+            return Ok(None);
+        }
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the question of run {run_id}");
+        let text: Option<String> = self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "SELECT question FROM questions WHERE run_id = $1 AND closed_at IS NULL \
+                 ORDER BY asked_at DESC LIMIT 1",
+            )
+            .bind(&id)
+            .fetch_optional(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|error| {
+                StoreError::backend(
+                    format!("the pending question of run {run_id} is not valid"),
+                    error,
+                )
+            })
+        })
+        .transpose()
+    }
+
+    /// Sets the question's answer unless one waits to be taken.
+    fn file_answer(&self, run_id: &RunId, answer: &FiledAnswer) -> Result<(), StoreError> {
+        let action = format!("cannot file an answer in run {run_id}");
+        let text = serde_json::to_string(answer)
+            .map_err(|error| StoreError::backend(action.clone(), error))?;
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let question_id = answer.question_id.clone();
+        let filed = self.run(&action.clone(), async move {
+            sqlx::query(
+                "INSERT INTO questions (run_id, question_id, question, answer, answered_at) \
+                 VALUES ($1, $2, '', $3, now()) ON CONFLICT (run_id, question_id) DO UPDATE \
+                 SET answer = $3, answered_at = now(), taken_at = NULL \
+                 WHERE questions.answer IS NULL OR questions.taken_at IS NOT NULL",
+            )
+            .bind(&id)
+            .bind(&question_id)
+            .bind(&text)
+            .execute(&pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(backend(&action))
+        })?;
+        if filed == 0 {
+            return Err(StoreError::AnswerFiled {
+                run_id: run_id.clone(),
+                question_id: answer.question_id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn take_answer(
+        &self,
+        run_id: &RunId,
+        question_id: &str,
+    ) -> Result<Option<FiledAnswer>, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let question = question_id.to_owned();
+        let action = format!("cannot take an answer in run {run_id}");
+        let text: Option<Option<String>> = self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "UPDATE questions SET taken_at = now() WHERE run_id = $1 AND question_id = $2 \
+                 AND answer IS NOT NULL AND taken_at IS NULL RETURNING answer",
+            )
+            .bind(&id)
+            .bind(&question)
+            .fetch_optional(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        // Taken either way: one that is not valid is reported once, then gone.
+        text.flatten()
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|error| {
+                    StoreError::backend(
+                        format!("an answer filed in run {run_id} is not valid"),
+                        error,
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    fn withdraw_answer(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let question = question_id.to_owned();
+        let action = format!("cannot withdraw an answer in run {run_id}");
+        let withdrawn = self.run(&action.clone(), async move {
+            sqlx::query(
+                "UPDATE questions SET answer = NULL, answered_at = NULL WHERE run_id = $1 \
+                 AND question_id = $2 AND answer IS NOT NULL AND taken_at IS NULL",
+            )
+            .bind(&id)
+            .bind(&question)
+            .execute(&pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(backend(&action))
+        })?;
+        Ok(withdrawn > 0)
+    }
+
+    fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let question = question_id.to_owned();
+        let action = format!("cannot read the answers of run {run_id}");
+        self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM questions WHERE run_id = $1 AND question_id = $2 \
+                 AND answer IS NOT NULL AND taken_at IS NULL)",
+            )
+            .bind(&id)
+            .bind(&question)
+            .fetch_one(&pool)
+            .await
+            .map_err(backend(&action))
+        })
+    }
 }
 
 impl PgRunStore {
+    /// The id of the run's last stored event, 0 when it has none.
+    fn max_event_id(&self, run_id: &RunId) -> Result<u64, StoreError> {
+        let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
+        let action = format!("cannot read the events of run {run_id}");
+        let last: i64 = self.run(&action.clone(), async move {
+            sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM run_events WHERE run_id = $1")
+                .bind(&id)
+                .fetch_one(&pool)
+                .await
+                .map_err(backend(&action))
+        })?;
+        Ok(u64::try_from(last).unwrap_or(0))
+    }
+
     /// A run's `manifest.json` (`"manifest"`) or `config.json` (`"config"`) text;
     /// `None` when the run or the record is missing.
     fn record_text(
