@@ -4,6 +4,7 @@
 
 use fabro_engine::config::RunConfig;
 use fabro_engine::event::{Emitter, Event};
+use fabro_engine::interviewer::{FiledAnswer, Question};
 use fabro_test_support::TestDatabase;
 
 use super::*;
@@ -296,4 +297,183 @@ fn events_keep_their_ids_and_read_from_an_id() {
         database.query("SELECT string_agg(id::text, ',' ORDER BY id) FROM run_events"),
         "1,2,3,4"
     );
+}
+
+/// Writes the records of run `run_id`, so that rows referring to it can be stored.
+fn with_records(store: &PgRunStore, run_id: &str, started_at: &str) -> RunId {
+    let run = RunId::from(run_id);
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest: &manifest(run_id, started_at),
+            },
+        )
+        .expect("records");
+    run
+}
+
+/// Issue 30: readers follow the events from an id on or from the end, as the file and
+/// memory stores' readers do.
+#[test]
+fn event_readers_start_after_an_id_or_at_the_end_and_follow_appends() {
+    let Some((_database, store)) = store("pg_event_readers_follow_appends") else {
+        return;
+    };
+    let run = with_records(&store, "r1", "2026-01-01T00:00:00Z");
+    assert_eq!(store.last_event_id(&run), 0);
+    let opened = store.open_events(&run, Opening::New).expect("opens");
+    let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+    for code in ["one", "two", "three"] {
+        emitter.emit(Event::warning(None, code, "m"));
+    }
+    let ids = |events: Vec<StoredEvent>| events.iter().map(|event| event.id).collect::<Vec<_>>();
+    let mut from_start = store.event_reader(&run, 0);
+    let mut after_two = store.event_reader(&run, 2);
+    let mut tail = store.event_tail(&run);
+    assert_eq!(ids(from_start.read_new().expect("reads")), [1, 2, 3]);
+    assert_eq!(ids(after_two.read_new().expect("reads")), [3]);
+    assert!(tail.read_new().expect("reads").is_empty());
+    assert_eq!(store.last_event_id(&run), 3);
+    emitter.emit(Event::warning(None, "four", "m"));
+    for reader in [&mut from_start, &mut after_two, &mut tail] {
+        let events = reader.read_new().expect("reads");
+        assert_eq!(ids(events.clone()), [4]);
+        assert_eq!(events[0].name, "Warning");
+    }
+    assert!(from_start.read_new().expect("reads").is_empty());
+}
+
+/// Issue 30: a stage saved by the engine reads back by rank with its files; a later save
+/// of the same rank replaces the row and its files.
+#[test]
+fn saved_stages_and_their_files_read_back_by_rank() {
+    let Some((database, store)) = store("pg_saved_stages_read_back") else {
+        return;
+    };
+    let run = with_records(&store, "r1", "2026-01-01T00:00:00Z");
+    let directory = tempfile::tempdir().expect("temp dir");
+    let stage = |rank: u32, node: &str| {
+        let path = directory.path().join(format!("{rank:03}-{node}@1"));
+        fs_err::create_dir_all(&path).expect("stage directory");
+        StageDir {
+            rank,
+            node_id: node.to_owned(),
+            visit: 1,
+            path,
+        }
+    };
+    assert!(store.stages(&run).expect("reads").is_empty());
+    let plan = stage(2, "plan");
+    fs_err::write(plan.path.join("prompt.md"), "Plan it").expect("writes");
+    fs_err::write(plan.path.join("stdout.log"), "noise").expect("writes");
+    store.save_stage(&run, &plan).expect("saves");
+    store.save_stage(&run, &stage(1, "start")).expect("saves");
+    let stages = store.stages(&run).expect("reads");
+    assert_eq!(
+        stages
+            .iter()
+            .map(|stage| (stage.rank, stage.node_id.as_str(), stage.status.is_some()))
+            .collect::<Vec<_>>(),
+        [(1, "start", false), (2, "plan", false)]
+    );
+    assert_eq!(stages[1].files, ["prompt.md", "stdout.log"]);
+    let status = serde_json::json!({
+        "node_id": "plan", "visit": 1, "rank": 2, "attempt": 1, "handler": "llm",
+        "status": "success", "outcome": "success", "failure_reason": null,
+        "failure_class": null, "failure_signature": null, "preferred_next_label": null,
+        "suggested_next_ids": [], "context_updates": {}, "notes": null,
+        "files_touched": [], "model": null, "provider": null, "usage": null,
+        "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z",
+        "duration_ms": 1000
+    });
+    fs_err::write(plan.path.join("status.json"), status.to_string()).expect("writes");
+    fs_err::write(plan.path.join("response.md"), "Done").expect("writes");
+    fs_err::remove_file(plan.path.join("stdout.log")).expect("removes");
+    store.save_stage(&run, &plan).expect("saves again");
+    let stages = store.stages(&run).expect("reads");
+    assert_eq!(stages[1].files, ["prompt.md", "response.md", "status.json"]);
+    assert_eq!(
+        stages[1].status.as_ref().map(|status| status.duration_ms),
+        Some(1000)
+    );
+    assert_eq!(
+        store.stage_file(&run, 2, "response.md").expect("reads"),
+        Some(b"Done".to_vec())
+    );
+    assert_eq!(store.stage_file(&run, 2, "stdout.log").expect("reads"), None);
+    assert_eq!(store.stage_file(&run, 3, "prompt.md").expect("reads"), None);
+    assert_eq!(
+        database.query("SELECT count(*) FROM stage_files WHERE path LIKE '2/%'"),
+        "3"
+    );
+    // Inspected through the store: the stage rows and the checkpoint.
+    let record = store.resolve("r1").expect("resolves");
+    let view = store.inspect(&record).expect("inspects");
+    assert_eq!(view.stages.len(), 2);
+    assert_eq!(view.stages[1].status, "success");
+    assert_eq!(view.totals.duration_ms, 1000);
+    assert!(matches!(
+        store.resolve("nope"),
+        Err(StoreError::Index(ref error))
+            if error.kind() == fabro_engine::run_index::RunIndexErrorKind::NoSuchRun
+    ));
+}
+
+/// Issue 30: a run's open question and the answers filed for it, as the file protocol
+/// of SPEC 17.4 keeps them: one open question, one waiting answer per question, taken
+/// once or withdrawn.
+#[test]
+fn questions_and_filed_answers_round_trip() {
+    let Some((_database, store)) = store("pg_questions_and_filed_answers") else {
+        return;
+    };
+    let run = with_records(&store, "r1", "2026-01-01T00:00:00Z");
+    let question: Question = serde_json::from_value(serde_json::json!({
+        "question_id": "gate-1-x", "node_id": "gate", "text": "Ship it?",
+        "question_type": "multiple_choice",
+        "options": [{"key": "A", "label": "Approve", "edge_label": "[A] Approve", "target": "exit"}],
+        "freeform": null, "default_choice": null, "timeout_ms": null
+    }))
+    .expect("a question");
+    store
+        .set_pending_question(&run, Some(&question))
+        .expect("publishes");
+    assert_eq!(
+        store.pending_question(&run).expect("reads"),
+        None,
+        "no execution holds the run"
+    );
+    let lease = store.lock(&run).expect("locks");
+    assert_eq!(
+        store.pending_question(&run).expect("reads"),
+        Some(question.clone())
+    );
+    let filed = FiledAnswer {
+        question_id: "gate-1-x".to_owned(),
+        label: "A".to_owned(),
+        text: None,
+    };
+    assert!(!store.answer_waiting(&run, "gate-1-x").expect("reads"));
+    store.file_answer(&run, &filed).expect("files");
+    assert!(matches!(
+        store.file_answer(&run, &filed),
+        Err(StoreError::AnswerFiled { .. })
+    ));
+    assert!(store.answer_waiting(&run, "gate-1-x").expect("reads"));
+    assert!(store.withdraw_answer(&run, "gate-1-x").expect("withdraws"));
+    assert!(!store.withdraw_answer(&run, "gate-1-x").expect("withdraws"));
+    store.file_answer(&run, &filed).expect("files again");
+    assert_eq!(
+        store.take_answer(&run, "gate-1-x").expect("takes"),
+        Some(filed.clone())
+    );
+    assert_eq!(store.take_answer(&run, "gate-1-x").expect("takes"), None);
+    assert!(!store.withdraw_answer(&run, "gate-1-x").expect("withdraws"));
+    store.set_pending_question(&run, None).expect("closes");
+    assert_eq!(store.pending_question(&run).expect("reads"), None);
+    drop(lease);
 }
