@@ -4,17 +4,16 @@
 //! A human gate builds a [`Question`] and asks the run's interviewer, which is a
 //! [`FirstApplicable`] list: `--answer` values ([`AnswerFlags`]), `--auto-approve`
 //! ([`AutoApprove`]), then whatever interactive source the embedder supplies: the
-//! console of `fabro-cli`, or a [`StoreInterviewer`] in a detached run or a server
-//! (answered through the run store, by `fabro answer` or the server's questions API,
-//! and through its [`AnswerHandle`] in the same process). An interviewer that does not apply [declines](Reply::Declined) and
+//! console of `fabro-cli`, or the store's
+//! [`StoreInterviewer`](crate::store::StoreInterviewer) in a detached run or a server
+//! (answered through the run store, by `fabro answer` or the server's questions API, and
+//! through its [`AnswerHandle`] in the same process). An interviewer that does not apply [declines](Reply::Declined) and
 //! the next one is asked; when every one declines the gate fails closed. The gate's
 //! `timeout`, its default choice and cancellation are applied around the whole list by
 //! the gate, so every waiting interviewer honours them alike.
 
 mod channel;
-pub(crate) mod file;
 mod question;
-mod stored;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -23,7 +22,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use channel::{AnswerError, AnswerHandle, ChannelInterviewer};
 pub use question::{Answer, GateOption, Matching, Question, QuestionType, Unanswered};
-pub use stored::{answer_pending, AnswerFileError, FiledAnswer, StoreInterviewer};
 
 /// A boxed future that can cross threads, the return type of [`Interviewer::ask`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -132,7 +132,11 @@ pub use run::{
     Overrides, PreparedRun, ResumeRequest, RunError, RunOptions, RunReport, Start, StartRequest,
 };
 pub use run_status::RunStatus;
-pub use store::{EventFollower, FsRunStore, MemoryRunStore, RunStore, Stores};
+pub use store::{
+    answer_pending, AnswerFileError, EventFollower, EventReader, FiledAnswer, FsRunStore,
+    MemoryRunStore, RunStore, StoreError, StoreInterviewer, StoredEvent, StoredStage, Stores,
+    STAGE_FILES,
+};
 pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};
 

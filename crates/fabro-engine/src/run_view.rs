@@ -4,16 +4,14 @@
 //! them back.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::id::RunId;
 use crate::record::{ForkedFrom, StageStatusFile};
 use crate::run_index::{read_manifest, RunIndexError, RunRecord, RunStatus};
-use crate::store::{RunStore, StoreError, StoredEvent};
+use crate::store::{read_record_parts, RecordParts, RunStore, StoreError, StoredStage};
 
 /// One element of `fabro runs --json` (SPEC 12.1), newest run first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,76 +196,34 @@ fn run_view_of(record: &RunRecord) -> RunView {
     }
 }
 
-/// The `fabro inspect --json` document of a run whose records a store other than files
-/// keeps (a database, memory): its manifest, newest checkpoint and stage rows, read
-/// through `store`, built as [`inspect`] builds it from a run directory. A store keeps
-/// no stages moved away by a rewind, so `rewound` is empty.
-pub fn inspect_stored(store: &dyn RunStore, record: &RunRecord) -> Result<InspectView, StoreError> {
-    let run_id = RunId::from(record.run_id.as_str());
-    let manifest = store.read_manifest(&run_id)?;
-    let checkpoint = store.load_checkpoint(&run_id)?;
-    let stored = store.stages(&run_id)?;
-    let started = if record.status == RunStatus::Running {
-        let events = store.event_reader(&run_id, 0).read_new()?;
-        stage_start_times(events)
-    } else {
-        HashMap::new()
-    };
-    let stages: Vec<StageView> = stored
-        .into_iter()
-        .map(|stage| {
-            stage_view(
-                stage.rank,
-                &stage.node_id,
-                stage.visit,
-                stage.status,
-                record.status,
-                &started,
-            )
-        })
-        .collect();
-    let (current_node, next_node_id) = checkpoint.map_or((None, None), |checkpoint| {
-        (checkpoint.current_node, checkpoint.next_node_id)
-    });
-    Ok(inspect_view(
-        record.clone(),
-        manifest,
-        (current_node, next_node_id),
-        stages,
-        Vec::new(),
-    ))
+/// The `fabro inspect --json` document of the run `record` lists, from the records
+/// `store` keeps ([`RunStore::record_parts`]).
+pub fn inspect_in(store: &dyn RunStore, record: &RunRecord) -> Result<InspectView, StoreError> {
+    let parts = store.record_parts(record)?;
+    Ok(inspect_view(record.clone(), parts))
 }
 
 /// The `fabro inspect --json` document of a run: its summary from the index, its
-/// manifest and checkpoint, one row per stage by rank, and totals.
+/// manifest and checkpoint, one row per stage by rank, and totals, from its run
+/// directory.
 pub fn inspect(record: RunRecord) -> Result<InspectView, RunIndexError> {
-    let manifest = read_manifest(&record.run_dir)?;
-    let checkpoint = read_checkpoint(&record.run_dir);
-    let checkpoint_field = |key: &str| {
-        checkpoint
-            .as_ref()
-            .and_then(|checkpoint| checkpoint.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let stages = read_stages(&record.run_dir.join("stages"), record.status);
-    let rewound = read_rewound(&record.run_dir);
-    let nodes = (
-        checkpoint_field("current_node"),
-        checkpoint_field("next_node_id"),
-    );
-    Ok(inspect_view(record, manifest, nodes, stages, rewound))
+    let parts = read_record_parts(&record)?;
+    Ok(inspect_view(record, parts))
 }
 
-/// The document of `record` from its manifest, the checkpoint's `(current_node,
-/// next_node_id)`, its stages and its rewound stages.
-fn inspect_view(
-    record: RunRecord,
-    manifest: crate::record::Manifest,
-    (current_node, next_node_id): (Option<String>, Option<String>),
-    stages: Vec<StageView>,
-    rewound: Vec<RewoundView>,
-) -> InspectView {
+/// The document of `record` from its parts.
+fn inspect_view(record: RunRecord, parts: RecordParts) -> InspectView {
+    let stages = stage_views(parts.stages, record.status, &parts.started);
+    // Stages moved away never run again: one without `status.json` is incomplete.
+    let rewound = parts
+        .rewound
+        .into_iter()
+        .map(|(k, stages)| RewoundView {
+            k,
+            stages: stage_views(stages, RunStatus::Canceled, &HashMap::new()),
+        })
+        .collect();
+    let manifest = parts.manifest;
     // SPEC 17.7: while a stage runs, its node is the current one.
     let running_node = stages
         .iter()
@@ -278,8 +234,8 @@ fn inspect_view(
         .duration(SystemTime::now())
         .map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
     InspectView {
-        current_node: running_node.or(current_node),
-        next_node_id,
+        current_node: running_node.or(parts.current_node),
+        next_node_id: parts.next_node_id,
         run_dir: record.run_dir.display().to_string(),
         status: record.status.as_str().to_owned(),
         run_id: record.run_id,
@@ -301,59 +257,25 @@ fn inspect_view(
     }
 }
 
-/// `checkpoint.json` as loose JSON: inspect reads two fields and must not fail on a
-/// checkpoint of another version.
-fn read_checkpoint(run_dir: &Path) -> Option<Value> {
-    let text = fs_err::read_to_string(run_dir.join(crate::run_dir::CHECKPOINT_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// The stages of every `rewound/{k}/stages/` of the run, by `k`.
-fn read_rewound(run_dir: &Path) -> Vec<RewoundView> {
-    let Ok(entries) = fs_err::read_dir(run_dir.join(crate::run_dir::REWOUND_DIR)) else {
-        return Vec::new();
-    };
-    let mut rewound: Vec<RewoundView> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let k = entry.file_name().to_str()?.parse().ok()?;
-            // Stages moved away never run again: one without `status.json` is incomplete.
-            let stages = read_stages(&entry.path().join("stages"), RunStatus::Canceled);
-            Some(RewoundView { k, stages })
-        })
-        .collect();
-    rewound.sort_by_key(|view| view.k);
-    rewound
-}
-
-/// One row per stage directory in `directory` (a run's `stages/`), sorted by rank (then
-/// node and visit). Directories whose name is not `{rank}-{node_id}@{visit}` are not
-/// stages and are skipped.
-fn read_stages(directory: &Path, run_status: RunStatus) -> Vec<StageView> {
-    let Ok(entries) = fs_err::read_dir(directory) else {
-        return Vec::new();
-    };
-    let started = match directory.parent() {
-        Some(run_dir) if run_status == RunStatus::Running => file_stage_start_times(run_dir),
-        _ => HashMap::new(),
-    };
-    let mut stages: Vec<StageView> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_str()?.to_owned();
-            let (rank, node_id, visit) = parse_stage_dir(&name)?;
-            let status = fs_err::read_to_string(entry.path().join("status.json"))
-                .ok()
-                .and_then(|text| serde_json::from_str::<StageStatusFile>(&text).ok());
-            Some(stage_view(
-                rank, node_id, visit, status, run_status, &started,
-            ))
-        })
-        .collect();
-    stages.sort_by(|left, right| {
-        (left.rank, &left.node_id, left.visit).cmp(&(right.rank, &right.node_id, right.visit))
-    });
+/// The rows of `stages` in a run of `run_status`.
+fn stage_views(
+    stages: Vec<StoredStage>,
+    run_status: RunStatus,
+    started: &HashMap<u32, SystemTime>,
+) -> Vec<StageView> {
     stages
+        .into_iter()
+        .map(|stage| {
+            stage_view(
+                stage.rank,
+                &stage.node_id,
+                stage.visit,
+                stage.status,
+                run_status,
+                started,
+            )
+        })
+        .collect()
 }
 
 /// The row of one stage: from its `status.json` once it ended, else `running` (with its
@@ -396,39 +318,6 @@ fn stage_view(
     }
 }
 
-/// How much of the end of `events.jsonl` is read for the start times of running stages.
-const EVENTS_TAIL_BYTES: u64 = 1 << 20;
-
-/// When the stages of the newest `StageStarted` events started, by rank, from the end
-/// of the run's `events.jsonl` (a running stage is among the newest events).
-fn file_stage_start_times(run_dir: &Path) -> HashMap<u32, SystemTime> {
-    let mut cursor = crate::store::EventCursor::last_bytes(run_dir, EVENTS_TAIL_BYTES);
-    let mut events = cursor.read_new();
-    events.extend(cursor.finish());
-    stage_start_times(events)
-}
-
-/// When the stages of the `StageStarted` events among `events` started, by rank.
-fn stage_start_times(events: Vec<StoredEvent>) -> HashMap<u32, SystemTime> {
-    let mut times = HashMap::new();
-    for event in events {
-        if event.name != "StageStarted" {
-            continue;
-        }
-        let Ok(event) = serde_json::from_str::<Value>(&event.line) else {
-            continue;
-        };
-        let rank = event["properties"]["rank"]
-            .as_u64()
-            .and_then(|rank| u32::try_from(rank).ok());
-        let time = event["ts"].as_str().and_then(crate::parse_rfc3339);
-        if let (Some(rank), Some(time)) = (rank, time) {
-            times.insert(rank, time);
-        }
-    }
-    times
-}
-
 fn finished_stage(status: StageStatusFile) -> StageView {
     let usage = status.usage;
     StageView {
@@ -446,16 +335,6 @@ fn finished_stage(status: StageStatusFile) -> StageView {
         cost_usd: usage.and_then(|usage| usage.cost_usd),
         files_touched: status.files_touched,
     }
-}
-
-/// `007-plan@2` → (7, "plan", 2).
-fn parse_stage_dir(name: &str) -> Option<(u32, &str, u32)> {
-    let (rank, rest) = name.split_once('-')?;
-    let (node_id, visit) = rest.rsplit_once('@')?;
-    if node_id.is_empty() {
-        return None;
-    }
-    Some((rank.parse().ok()?, node_id, visit.parse().ok()?))
 }
 
 fn totals(stages: &[StageView]) -> TotalsView {
@@ -480,23 +359,5 @@ fn totals(stages: &[StageView]) -> TotalsView {
         cache_read_tokens: sum(|stage| stage.cache_read_tokens),
         cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
         files_touched: files.into_iter().cloned().collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stage_directory_names_give_rank_node_and_visit() {
-        let check = |name: &str, expected: Option<(u32, &str, u32)>| {
-            assert_eq!(parse_stage_dir(name), expected, "{name}");
-        };
-        check("007-plan@2", Some((7, "plan", 2)));
-        check("1234-a-b@c@10", Some((1234, "a-b@c", 10)));
-        check("001-@1", None);
-        check("x-plan@1", None);
-        check("001-plan", None);
-        check("001-plan@", None);
     }
 }

@@ -18,8 +18,8 @@
 //! ([`RunStore::set_pending_rewind`]) so that an interrupted one can be finished.
 //!
 //! Readers (the server, SPEC 14.3) reach a run's records through the store alone:
-//! [`RunStore::listing`] and [`RunStore::resolve`] (the index), [`RunStore::inspect`]
-//! (the `fabro inspect --json` document), [`RunStore::stages`] and
+//! [`RunStore::listing`] and [`RunStore::resolve`] (the index), [`RunStore::record_parts`]
+//! (what the `fabro inspect --json` document is built from), [`RunStore::stages`] and
 //! [`RunStore::stage_file`] (a stage's rows and files, which the engine hands to the
 //! store with [`RunStore::save_stage`]), [`RunStore::event_reader`] and
 //! [`RunStore::event_tail`] (an [`EventReader`] from an id, following the log), and
@@ -37,16 +37,18 @@ use crate::checkpoint::{CheckpointError, CheckpointLog, LoadError};
 use crate::config::RunConfig;
 use crate::event::{EmitterError, EventEnvelope, EventLog};
 use crate::id::RunId;
-use crate::interviewer::{FiledAnswer, Question};
+use crate::interviewer::Question;
 use crate::record::{Checkpoint, Manifest, PendingRewind, StageStatusFile};
 use crate::run_index::{Listing, RunIndexError, RunRecord, RunStatus};
 use crate::run_stages::StageDir;
-use crate::run_view::InspectView;
 
+mod answer_files;
 mod event_cursor;
 mod fs;
 mod git_checkpoint;
+mod interviewer;
 mod memory;
+mod record_parts;
 mod stamp;
 
 pub use event_cursor::{last_event_id, EventCursor, StoredEvent};
@@ -54,7 +56,9 @@ pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
 pub(crate) use git_checkpoint::restore_records;
 pub use git_checkpoint::RestoreError;
+pub use interviewer::{answer_pending, AnswerFileError, FiledAnswer, StoreInterviewer};
 pub use memory::MemoryRunStore;
+pub use record_parts::{read_record_parts, stored_record_parts, RecordParts};
 pub use stamp::{FileStamp, RecordStamps};
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
@@ -386,9 +390,10 @@ pub trait RunStore: Send + Sync {
             .map(|listing| listing.find(run).map_err(StoreError::from))
     }
 
-    /// The `fabro inspect --json` document of the run `record` lists (SPEC 12.1): its
-    /// manifest, checkpoint, stages by rank and totals.
-    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError>;
+    /// What the `fabro inspect --json` document of the run `record` lists is built from
+    /// (SPEC 12.1): its manifest, checkpoint, stages and rewound stages
+    /// (`run_view::inspect_in` builds the document).
+    fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError>;
 
     /// The run's stages by rank (then node and visit); none for a run without any.
     fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError>;
@@ -436,7 +441,7 @@ pub trait RunStore: Send + Sync {
 
     /// Publishes `question` as the run's open human question (SPEC 5.5, 17.4), replacing
     /// any other, or (`None`) closes the open one. Written by the run's
-    /// [`StoreInterviewer`](crate::interviewer::StoreInterviewer).
+    /// [`StoreInterviewer`].
     fn set_pending_question(
         &self,
         run_id: &RunId,

@@ -112,7 +112,7 @@ impl DocCache {
                 return Ok(Arc::clone(entry));
             }
         }
-        let view = store.inspect(record).map_err(ApiError::internal)?;
+        let view = fabro_engine::run_view::inspect_in(store, record).map_err(ApiError::internal)?;
         let summary = records::summary_of(store, record, Some(&view));
         let document = RunDocument::Inspected(Box::new(InspectDocument {
             inspect: view,

@@ -26,13 +26,14 @@ pub use fabro_api::{
     AnswerLabels, ConfigFile, ForkRequest, ResumeRequest, RewindRequest, StartRequest,
 };
 pub use fabro_engine::event::{EventEnvelope, EventSink};
-pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, Question, StoreInterviewer};
+pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, Question};
 pub use fabro_engine::run::RunReport;
 pub use fabro_engine::run_index::RunStatus;
 pub use fabro_engine::steering::{
     running_agent_stages, steer_run_dir, SteerError, SteeringQueue, SteeringSource, WhenNoAgent,
 };
 pub use fabro_engine::traversal::RunEnd;
+pub use fabro_engine::StoreInterviewer;
 
 use crate::error::{without_paths, ApiError, ErrorKind};
 

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use fabro_engine::interviewer::{answer_pending, AnswerFileError};
-use fabro_engine::{FsRunStore, RunId};
+use fabro_engine::{answer_pending, AnswerFileError, FsRunStore, RunId};
 
 use crate::args::AnswerArgs;
 use crate::command::resolve_run;

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use fabro_engine::config::{self, ConfigSources, FsConfigReader};
 use fabro_engine::event::EventSink;
-use fabro_engine::interviewer::{Interviewer, StoreInterviewer};
+use fabro_engine::interviewer::Interviewer;
 use fabro_engine::record::RunOrigin;
 use fabro_engine::run::{start, ErrorKind, Overrides, PreparedRun, RunError, StartRequest};
 use fabro_engine::run_env::ConfigOverrides;
+use fabro_engine::StoreInterviewer;
 use fabro_engine::{RunEnd, StopCause, Stores};
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::test_support::Scripted;
 use super::*;
 use crate::handler::test_support::workflow;
+use crate::store::{answer_pending, AnswerFileError, FiledAnswer, StoreInterviewer};
 
 fn question(node: &str, edges: &str, attributes: &str) -> Question {
     let workflow = workflow(&format!(

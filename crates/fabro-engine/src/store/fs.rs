@@ -4,22 +4,22 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use super::answer_files;
 use super::event_cursor::EventsAfter;
+use super::FiledAnswer;
 use super::{
-    EventCursor, EventReader, FileStamp, OpenedEvents, Opening, RecordStamps, RunLease, RunRecords,
-    RunStore, StoreError, StoredStage, StoredWorkflow, STAGE_FILES,
+    EventCursor, EventReader, FileStamp, OpenedEvents, Opening, RecordParts, RecordStamps,
+    RunLease, RunRecords, RunStore, StoreError, StoredStage, StoredWorkflow, STAGE_FILES,
 };
 use crate::checkpoint::{CheckpointLog, FsCheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{EventEnvelope, FsEventLog};
 use crate::id::RunId;
-use crate::interviewer::file as answer_files;
-use crate::interviewer::{FiledAnswer, Question};
+use crate::interviewer::Question;
 use crate::record::{Checkpoint, Manifest, PendingRewind};
 use crate::run_dir::{write_atomic, write_json_atomic, RunPaths, REWIND_FILE};
 use crate::run_index::{Listing, RunCatalog, RunIndex, RunLock, RunRecord, RunStatus};
 use crate::run_stages::{list_stages, StageDir, StageLookupError};
-use crate::run_view::InspectView;
 
 /// The directory of stored child workflows inside a run directory.
 pub(crate) const CHILDREN_DIR: &str = "children";
@@ -330,8 +330,8 @@ impl RunStore for FsRunStore {
             .map(|found| found.map_err(StoreError::from))
     }
 
-    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
-        Ok(crate::run_view::inspect(record.clone())?)
+    fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError> {
+        Ok(super::read_record_parts(record)?)
     }
 
     /// The stage directories `stages/{rank:03}-{node_id}@{visit}/`.

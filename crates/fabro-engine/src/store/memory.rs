@@ -6,20 +6,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::FiledAnswer;
 use super::{
-    EventReader, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StageCopy, StoreError,
-    StoredEvent, StoredStage, StoredWorkflow,
+    EventReader, OpenedEvents, Opening, RecordParts, RunLease, RunRecords, RunStore, StageCopy,
+    StoreError, StoredEvent, StoredStage, StoredWorkflow,
 };
 use crate::checkpoint::{CheckpointError, CheckpointLog};
 use crate::config::RunConfig;
 use crate::event::{read_events, EventEnvelope, EventLog};
 use crate::id::RunId;
-use crate::interviewer::{FiledAnswer, Question};
+use crate::interviewer::Question;
 use crate::journal::ChangeHint;
 use crate::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use crate::run_index::{RunRecord, RunStatus};
 use crate::run_stages::StageDir;
-use crate::run_view::InspectView;
 
 /// Runs kept in memory. Clones share the runs.
 #[derive(Debug, Clone, Default)]
@@ -408,8 +408,8 @@ impl RunStore for MemoryRunStore {
         Ok(records)
     }
 
-    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
-        crate::run_view::inspect_stored(self, record)
+    fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError> {
+        super::stored_record_parts(self, record)
     }
 
     fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {

@@ -413,7 +413,7 @@ fn runs_resolve_by_prefix_and_inspect_through_the_store() {
             StoreError::Index(ref error)
                 if error.kind() == crate::run_index::RunIndexErrorKind::NoSuchRun
         ));
-        let view = store.inspect(&record).expect("inspects");
+        let view = crate::run_view::inspect_in(store.as_ref(), &record).expect("inspects");
         assert_eq!(view.run_id, "r2");
         assert_eq!(view.current_node.as_deref(), Some("a"));
         assert_eq!(view.next_node_id.as_deref(), Some("exit"));

@@ -11,8 +11,8 @@ use axum::extract::{Path, State};
 use axum::Json;
 use fabro_api::{AnswerRequest, Answered, HumanQuestion, QuestionList};
 
-use fabro_engine::interviewer::{answer_pending, AnswerFileError};
 use fabro_engine::RunId;
+use fabro_engine::{answer_pending, AnswerFileError};
 
 use crate::engine_bridge::{AnswerError, Question};
 use crate::error::{ApiError, ErrorBody, ErrorKind};

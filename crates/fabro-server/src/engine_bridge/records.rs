@@ -64,7 +64,11 @@ pub fn is_locked(store: &dyn RunStore, run_id: &str) -> bool {
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
 pub fn run_summary(store: &dyn RunStore, record: &RunRecord) -> RunSummary {
-    summary_of(store, record, store.inspect(record).ok().as_ref())
+    summary_of(
+        store,
+        record,
+        run_view::inspect_in(store, record).ok().as_ref(),
+    )
 }
 
 /// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
@@ -100,7 +104,7 @@ pub fn summary_of(
 /// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
 /// caller).
 pub fn inspect(store: &dyn RunStore, record: &RunRecord) -> Result<InspectDocument, ApiError> {
-    let view = store.inspect(record).map_err(storage)?;
+    let view = run_view::inspect_in(store, record).map_err(storage)?;
     Ok(InspectDocument {
         inspect: view,
         pending_question: None,

@@ -11,23 +11,23 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
+use fabro_engine::checkpoint::CheckpointLog;
 use fabro_engine::config::RunConfig;
-use fabro_engine::event::{EventEnvelope, EventLog};
-use fabro_engine::interviewer::{FiledAnswer, Question};
-use fabro_engine::journal::ChangeHint;
-use fabro_engine::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
+use fabro_engine::event::EventEnvelope;
+use fabro_engine::interviewer::Question;
+use fabro_engine::record::{Checkpoint, Manifest, PendingRewind};
 use fabro_engine::run_index::{RunRecord, RunStatus};
 use fabro_engine::run_stages::StageDir;
-use fabro_engine::run_view::InspectView;
 use fabro_engine::store::{
-    EventReader, OpenedEvents, Opening, RunLease, RunRecords, RunStore, StageCopy, StoreError,
-    StoredEvent, StoredStage, StoredWorkflow, STAGE_FILES,
+    EventReader, OpenedEvents, Opening, RecordParts, RunLease, RunRecords, RunStore, StageCopy,
+    StoreError, StoredStage, StoredWorkflow, STAGE_FILES,
 };
+use fabro_engine::FiledAnswer;
 use fabro_engine::RunId;
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Connection, Row};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::Row;
 
+use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
 use super::PgStore;
 use crate::bridge::Bridge;
 
@@ -81,183 +81,6 @@ impl PgRunStore {
         self.bridge
             .run(future)
             .unwrap_or_else(|| Err(backend(action)(sqlx::Error::PoolClosed)))
-    }
-}
-
-/// A run's lock: the connection that holds its advisory lock. Dropping it closes the
-/// connection, which releases the lock.
-struct PgLease {
-    connection: Option<PgConnection>,
-    bridge: Bridge,
-}
-
-impl std::fmt::Debug for PgLease {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("PgLease").finish_non_exhaustive()
-    }
-}
-
-impl RunLease for PgLease {}
-
-impl Drop for PgLease {
-    fn drop(&mut self) {
-        if let Some(connection) = self.connection.take() {
-            // Closing ends the session and with it the lock; a failure to close
-            // cleanly ends it as surely when the socket goes.
-            let _ = self.bridge.run(async move {
-                let _ = connection.close().await;
-            });
-        }
-    }
-}
-
-/// A run's checkpoints: each write appends to the journal and replaces the newest, in
-/// one transaction.
-#[derive(Debug)]
-struct PgCheckpointLog {
-    pool: PgPool,
-    bridge: Bridge,
-    run_id: RunId,
-    last: Option<Checkpoint>,
-    bytes: Vec<u8>,
-}
-
-impl CheckpointLog for PgCheckpointLog {
-    fn write(
-        &mut self,
-        checkpoint: &CheckpointView<'_>,
-        _hint: &ChangeHint<'_>,
-    ) -> Result<&[u8], CheckpointError> {
-        let run = self.run_id.clone();
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| {
-            CheckpointError::Backend(format!("run {run}: {source}").into())
-        };
-        let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
-        let owned: Checkpoint =
-            serde_json::from_str(&text).map_err(|error| failed(Box::new(error)))?;
-        let pool = self.pool.clone();
-        let run_id = self.run_id.as_str().to_owned();
-        let record = text.clone();
-        let stored = self.bridge.run(async move {
-            let mut transaction = pool.begin().await?;
-            sqlx::query(
-                "INSERT INTO run_journal (run_id, seq, record) \
-                 SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1",
-            )
-            .bind(&run_id)
-            .bind(&record)
-            .execute(&mut *transaction)
-            .await?;
-            sqlx::query(
-                "INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $2) \
-                 ON CONFLICT (run_id) DO UPDATE SET checkpoint = $2, updated_at = now()",
-            )
-            .bind(&run_id)
-            .bind(&record)
-            .execute(&mut *transaction)
-            .await?;
-            transaction.commit().await
-        });
-        match stored {
-            Some(Ok(())) => {}
-            Some(Err(error)) => return Err(failed(Box::new(error))),
-            None => return Err(failed("the store's thread stopped".into())),
-        }
-        self.bytes = text.into_bytes();
-        self.bytes.push(b'\n');
-        self.last = Some(owned);
-        Ok(&self.bytes)
-    }
-
-    fn last(&self) -> Option<&Checkpoint> {
-        self.last.as_ref()
-    }
-}
-
-/// A run's events: each append stores the envelope under its id and wakes the streams
-/// of every server with `NOTIFY`, in one transaction.
-struct PgEventLog {
-    pool: PgPool,
-    bridge: Bridge,
-    run_id: RunId,
-}
-
-/// The id of a serialised envelope.
-#[derive(serde::Deserialize)]
-struct EnvelopeId {
-    id: u64,
-}
-
-impl EventLog for PgEventLog {
-    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
-        let text = std::str::from_utf8(line)
-            .map_err(std::io::Error::other)?
-            .trim_end_matches('\n')
-            .to_owned();
-        let id: EnvelopeId = serde_json::from_str(&text).map_err(std::io::Error::other)?;
-        let id = i64::try_from(id.id).map_err(std::io::Error::other)?;
-        let pool = self.pool.clone();
-        let run_id = self.run_id.as_str().to_owned();
-        self.bridge
-            .run(async move {
-                let mut transaction = pool.begin().await?;
-                sqlx::query("INSERT INTO run_events (run_id, id, envelope) VALUES ($1, $2, $3)")
-                    .bind(&run_id)
-                    .bind(id)
-                    .bind(&text)
-                    .execute(&mut *transaction)
-                    .await?;
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(EVENTS_CHANNEL)
-                    .bind(&run_id)
-                    .execute(&mut *transaction)
-                    .await?;
-                transaction.commit().await
-            })
-            .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?
-            .map_err(std::io::Error::other)
-    }
-}
-
-/// Reads a run's events from `run_events`, by id.
-struct PgEventReader {
-    pool: PgPool,
-    bridge: Bridge,
-    run_id: RunId,
-    after: u64,
-}
-
-impl EventReader for PgEventReader {
-    fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
-        let pool = self.pool.clone();
-        let id = self.run_id.as_str().to_owned();
-        let after = i64::try_from(self.after).unwrap_or(i64::MAX);
-        let action = format!("cannot read the events of run {}", self.run_id);
-        let lines: Vec<String> = self
-            .bridge
-            .run({
-                let action = action.clone();
-                async move {
-                    sqlx::query_scalar(
-                        "SELECT envelope FROM run_events WHERE run_id = $1 AND id > $2 \
-                         ORDER BY id",
-                    )
-                    .bind(&id)
-                    .bind(after)
-                    .fetch_all(&pool)
-                    .await
-                    .map_err(backend(&action))
-                }
-            })
-            .unwrap_or_else(|| Err(backend(&action)(sqlx::Error::PoolClosed)))?;
-        let events: Vec<StoredEvent> = lines
-            .iter()
-            .filter_map(|line| StoredEvent::parse(line.as_bytes()))
-            .collect();
-        if let Some(last) = events.last() {
-            self.after = last.id;
-        }
-        Ok(events)
     }
 }
 
@@ -661,8 +484,8 @@ impl RunStore for PgRunStore {
         Ok(records)
     }
 
-    fn inspect(&self, record: &RunRecord) -> Result<InspectView, StoreError> {
-        fabro_engine::run_view::inspect_stored(self, record)
+    fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError> {
+        fabro_engine::store::stored_record_parts(self, record)
     }
 
     fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {
@@ -782,111 +605,20 @@ impl RunStore for PgRunStore {
         self.max_event_id(run_id).unwrap_or(0)
     }
 
-    /// Opens `question` in `questions` (closing any other open one), or closes the open
-    /// one.
     fn set_pending_question(
         &self,
         run_id: &RunId,
         question: Option<&Question>,
     ) -> Result<(), StoreError> {
-        let action = format!("cannot record the question of run {run_id}");
-        let opened = question
-            .map(|question| {
-                serde_json::to_string(question)
-                    .map(|text| (question.id().to_owned(), text))
-                    .map_err(|error| StoreError::backend(action.clone(), error))
-            })
-            .transpose()?;
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        self.run(&action.clone(), async move {
-            let mut transaction = pool.begin().await.map_err(backend(&action))?;
-            let open_id = opened.as_ref().map(|(question_id, _)| question_id.clone());
-            sqlx::query(
-                "UPDATE questions SET closed_at = now() WHERE run_id = $1 \
-                 AND closed_at IS NULL AND question_id IS DISTINCT FROM $2",
-            )
-            .bind(&id)
-            .bind(&open_id)
-            .execute(&mut *transaction)
-            .await
-            .map_err(backend(&action))?;
-            if let Some((question_id, text)) = &opened {
-                sqlx::query(
-                    "INSERT INTO questions (run_id, question_id, question) VALUES ($1, $2, $3) \
-                     ON CONFLICT (run_id, question_id) DO UPDATE SET question = $3, \
-                     closed_at = NULL",
-                )
-                .bind(&id)
-                .bind(question_id)
-                .bind(text)
-                .execute(&mut *transaction)
-                .await
-                .map_err(backend(&action))?;
-            }
-            transaction.commit().await.map_err(backend(&action))
-        })
+        self.record_question(run_id, question)
     }
 
-    /// The newest open question, while the run's lock is held.
     fn pending_question(&self, run_id: &RunId) -> Result<Option<Question>, StoreError> {
-        if !self.is_active(run_id) {
-            return Ok(None);
-        }
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        let action = format!("cannot read the question of run {run_id}");
-        let text: Option<String> = self.run(&action.clone(), async move {
-            sqlx::query_scalar(
-                "SELECT question FROM questions WHERE run_id = $1 AND closed_at IS NULL \
-                 ORDER BY asked_at DESC LIMIT 1",
-            )
-            .bind(&id)
-            .fetch_optional(&pool)
-            .await
-            .map_err(backend(&action))
-        })?;
-        text.map(|text| {
-            serde_json::from_str(&text).map_err(|error| {
-                StoreError::backend(
-                    format!("the pending question of run {run_id} is not valid"),
-                    error,
-                )
-            })
-        })
-        .transpose()
+        self.open_question(run_id)
     }
 
-    /// Sets the question's answer unless one waits to be taken.
     fn file_answer(&self, run_id: &RunId, answer: &FiledAnswer) -> Result<(), StoreError> {
-        let action = format!("cannot file an answer in run {run_id}");
-        let text = serde_json::to_string(answer)
-            .map_err(|error| StoreError::backend(action.clone(), error))?;
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        let question_id = answer.question_id.clone();
-        let filed = self.run(&action.clone(), async move {
-            sqlx::query(
-                "INSERT INTO questions (run_id, question_id, question, answer, answered_at) \
-                 VALUES ($1, $2, '', $3, now()) ON CONFLICT (run_id, question_id) DO UPDATE \
-                 SET answer = $3, answered_at = now(), taken_at = NULL \
-                 WHERE questions.answer IS NULL OR questions.taken_at IS NOT NULL",
-            )
-            .bind(&id)
-            .bind(&question_id)
-            .bind(&text)
-            .execute(&pool)
-            .await
-            .map(|done| done.rows_affected())
-            .map_err(backend(&action))
-        })?;
-        if filed == 0 {
-            return Err(StoreError::AnswerFiled {
-                run_id: run_id.clone(),
-                question_id: answer.question_id.clone(),
-            });
-        }
-        Ok(())
+        self.record_answer(run_id, answer)
     }
 
     fn take_answer(
@@ -894,70 +626,15 @@ impl RunStore for PgRunStore {
         run_id: &RunId,
         question_id: &str,
     ) -> Result<Option<FiledAnswer>, StoreError> {
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        let question = question_id.to_owned();
-        let action = format!("cannot take an answer in run {run_id}");
-        let text: Option<Option<String>> = self.run(&action.clone(), async move {
-            sqlx::query_scalar(
-                "UPDATE questions SET taken_at = now() WHERE run_id = $1 AND question_id = $2 \
-                 AND answer IS NOT NULL AND taken_at IS NULL RETURNING answer",
-            )
-            .bind(&id)
-            .bind(&question)
-            .fetch_optional(&pool)
-            .await
-            .map_err(backend(&action))
-        })?;
-        // Taken either way: one that is not valid is reported once, then gone.
-        text.flatten()
-            .map(|text| {
-                serde_json::from_str(&text).map_err(|error| {
-                    StoreError::backend(
-                        format!("an answer filed in run {run_id} is not valid"),
-                        error,
-                    )
-                })
-            })
-            .transpose()
+        self.taken_answer(run_id, question_id)
     }
 
     fn withdraw_answer(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        let question = question_id.to_owned();
-        let action = format!("cannot withdraw an answer in run {run_id}");
-        let withdrawn = self.run(&action.clone(), async move {
-            sqlx::query(
-                "UPDATE questions SET answer = NULL, answered_at = NULL WHERE run_id = $1 \
-                 AND question_id = $2 AND answer IS NOT NULL AND taken_at IS NULL",
-            )
-            .bind(&id)
-            .bind(&question)
-            .execute(&pool)
-            .await
-            .map(|done| done.rows_affected())
-            .map_err(backend(&action))
-        })?;
-        Ok(withdrawn > 0)
+        self.withdrawn_answer(run_id, question_id)
     }
 
     fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError> {
-        let pool = self.pool.clone();
-        let id = run_id.as_str().to_owned();
-        let question = question_id.to_owned();
-        let action = format!("cannot read the answers of run {run_id}");
-        self.run(&action.clone(), async move {
-            sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM questions WHERE run_id = $1 AND question_id = $2 \
-                 AND answer IS NOT NULL AND taken_at IS NULL)",
-            )
-            .bind(&id)
-            .bind(&question)
-            .fetch_one(&pool)
-            .await
-            .map_err(backend(&action))
-        })
+        self.waiting_answer(run_id, question_id)
     }
 }
 
@@ -1022,6 +699,9 @@ impl PgRunStore {
         })
     }
 }
+
+mod logs;
+mod questions;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,10 @@
 
 use fabro_engine::config::RunConfig;
 use fabro_engine::event::{Emitter, Event};
-use fabro_engine::interviewer::{FiledAnswer, Question};
+use fabro_engine::interviewer::Question;
+use fabro_engine::journal::ChangeHint;
+use fabro_engine::store::StoredEvent;
+use fabro_engine::FiledAnswer;
 use fabro_test_support::TestDatabase;
 
 use super::*;
@@ -404,7 +407,10 @@ fn saved_stages_and_their_files_read_back_by_rank() {
         store.stage_file(&run, 2, "response.md").expect("reads"),
         Some(b"Done".to_vec())
     );
-    assert_eq!(store.stage_file(&run, 2, "stdout.log").expect("reads"), None);
+    assert_eq!(
+        store.stage_file(&run, 2, "stdout.log").expect("reads"),
+        None
+    );
     assert_eq!(store.stage_file(&run, 3, "prompt.md").expect("reads"), None);
     assert_eq!(
         database.query("SELECT count(*) FROM stage_files WHERE path LIKE '2/%'"),
@@ -412,7 +418,7 @@ fn saved_stages_and_their_files_read_back_by_rank() {
     );
     // Inspected through the store: the stage rows and the checkpoint.
     let record = store.resolve("r1").expect("resolves");
-    let view = store.inspect(&record).expect("inspects");
+    let view = fabro_engine::run_view::inspect_in(&store, &record).expect("inspects");
     assert_eq!(view.stages.len(), 2);
     assert_eq!(view.stages[1].status, "success");
     assert_eq!(view.totals.duration_ms, 1000);

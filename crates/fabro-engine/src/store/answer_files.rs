@@ -1,7 +1,6 @@
-//! The answer files of a run directory (SPEC 17.4): how the file store keeps a run's open
-//! question and the answers filed for it ([`FsRunStore`](crate::FsRunStore)'s question
-//! methods), so that `fabro answer` and a server reach a detached run from another
-//! process.
+//! The answer files of a run directory (SPEC 17.4): how [`FsRunStore`](super::FsRunStore)
+//! keeps a run's open question and the answers filed for it, so that `fabro answer` and
+//! a server reach a detached run from another process.
 //!
 //! The protocol, all within `{run_dir}/answers/`:
 //! - `pending.json` (a [`Question`]) exists while a question is open; one question is
@@ -14,9 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{FiledAnswer, Question};
+use super::{FiledAnswer, StoreError};
+use crate::interviewer::Question;
 use crate::run_dir::write_json_atomic;
-use crate::store::StoreError;
 
 /// The directory of a run's answer files.
 const ANSWERS_DIR: &str = "answers";

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::channel::{AnswerHandle, ChannelInterviewer};
-use super::{Answer, BoxFuture, Interviewer, Matching, Question, Reply, Unanswered};
+use super::{RunStore, StoreError};
 use crate::id::RunId;
-use crate::store::{RunStore, StoreError};
+use crate::interviewer::{
+    Answer, AnswerHandle, BoxFuture, ChannelInterviewer, Interviewer, Matching, Question, Reply,
+    Unanswered,
+};
 
 /// How often a waiting run looks for a filed answer, and [`answer_pending`] for its
 /// taking.
