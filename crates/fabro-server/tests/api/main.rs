@@ -604,6 +604,7 @@ async fn server_toml_is_a_configuration_layer_between_project_and_settings() {
 mod cache;
 mod flags;
 mod hostile;
+mod stores;
 
 /// SPEC 10.7: the new-run page offers every provider a run may name: the built-in ones,
 /// the presets and those configured in the server's layers.

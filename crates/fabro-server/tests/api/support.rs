@@ -50,6 +50,15 @@ pub enum Auth<'a> {
 
 impl Fixture {
     pub fn new(max_concurrent_runs: usize) -> Fixture {
+        Fixture::with_stores(max_concurrent_runs, |_| None)
+    }
+
+    /// A server whose runs keep their records in the stores `stores` makes from the
+    /// storage root (`None`: the file stores of the root).
+    pub fn with_stores(
+        max_concurrent_runs: usize,
+        stores: impl FnOnce(&std::path::Path) -> Option<fabro_engine::Stores>,
+    ) -> Fixture {
         let dir = tempfile::tempdir().expect("test set-up");
         let root = dir.path().join("home");
         let work = dir.path().join("work");
@@ -60,7 +69,11 @@ impl Fixture {
             max_concurrent_runs: Some(max_concurrent_runs),
         };
         let settings = ServerSettings::load(&root, &flags, &work).expect("test set-up");
-        let bridge = EngineBridge::new(root, settings.roots.clone());
+        let chosen = stores(&root);
+        let mut bridge = EngineBridge::new(root, settings.roots.clone());
+        if let Some(stores) = chosen {
+            bridge = bridge.with_stores(stores);
+        }
         let state = AppState::new(bridge, Token::new(TOKEN.to_owned()), settings);
         let app = fabro_server::router(state.clone());
         Fixture { dir, state, app }
