@@ -186,7 +186,7 @@ async fn scenario(fixture: Fixture) -> Seen {
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
     let done = fixture.wait_status(&run_id, &["success"]).await;
     let listed = fixture.get("/api/v1/runs?status=success").await.json();
-    assert_eq!(ids_of(&listed["runs"]), [run_id.clone()]);
+    assert_eq!(ids_of(&listed["runs"]), std::slice::from_ref(&run_id));
     assert_eq!(listed["runs"][0]["goal"], "ship it");
     let stages = fixture
         .get(&format!("/api/v1/runs/{run_id}/stages"))

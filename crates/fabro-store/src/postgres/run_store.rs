@@ -31,6 +31,9 @@ use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
 use super::PgStore;
 use crate::bridge::Bridge;
 
+/// A row of `run_stages`: rank, node, visit, `status.json` text, files.
+type StageRow = (i64, String, i64, Option<String>, Vec<String>);
+
 /// The channel `NOTIFY` wakes event streams on, with the run id as payload (SPEC 18.1).
 pub const EVENTS_CHANNEL: &str = "fabro_events";
 
@@ -492,17 +495,16 @@ impl RunStore for PgRunStore {
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot read the stages of run {run_id}");
-        let rows: Vec<(i64, String, i64, Option<String>, Vec<String>)> =
-            self.run(&action.clone(), async move {
-                sqlx::query_as(
-                    "SELECT rank, node_id, visit, status, files FROM run_stages \
+        let rows: Vec<StageRow> = self.run(&action.clone(), async move {
+            sqlx::query_as(
+                "SELECT rank, node_id, visit, status, files FROM run_stages \
                      WHERE run_id = $1 ORDER BY rank, node_id, visit",
-                )
-                .bind(&id)
-                .fetch_all(&pool)
-                .await
-                .map_err(backend(&action))
-            })?;
+            )
+            .bind(&id)
+            .fetch_all(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
         Ok(rows
             .into_iter()
             .map(|(rank, node_id, visit, status, files)| StoredStage {

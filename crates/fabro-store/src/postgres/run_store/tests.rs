@@ -456,7 +456,7 @@ fn questions_and_filed_answers_round_trip() {
     let lease = store.lock(&run).expect("locks");
     assert_eq!(
         store.pending_question(&run).expect("reads"),
-        Some(question.clone())
+        Some(question)
     );
     let filed = FiledAnswer {
         question_id: "gate-1-x".to_owned(),
@@ -475,7 +475,7 @@ fn questions_and_filed_answers_round_trip() {
     store.file_answer(&run, &filed).expect("files again");
     assert_eq!(
         store.take_answer(&run, "gate-1-x").expect("takes"),
-        Some(filed.clone())
+        Some(filed)
     );
     assert_eq!(store.take_answer(&run, "gate-1-x").expect("takes"), None);
     assert!(!store.withdraw_answer(&run, "gate-1-x").expect("withdraws"));
