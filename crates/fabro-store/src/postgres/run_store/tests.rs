@@ -454,10 +454,7 @@ fn questions_and_filed_answers_round_trip() {
         "no execution holds the run"
     );
     let lease = store.lock(&run).expect("locks");
-    assert_eq!(
-        store.pending_question(&run).expect("reads"),
-        Some(question)
-    );
+    assert_eq!(store.pending_question(&run).expect("reads"), Some(question));
     let filed = FiledAnswer {
         question_id: "gate-1-x".to_owned(),
         label: "A".to_owned(),
