@@ -1,13 +1,14 @@
 //! The laid-out graphs of the runs whose pages were shown: laying out a workflow of
-//! 1,000 nodes is most of the cost of its run page, and a run's `graph.fabro` does not
-//! change while it runs (a resume may write it again). Each layout is kept with the
-//! length and modification time of that file and made again when either differs; only
-//! the node statuses are filled in per request.
+//! 1,000 nodes is most of the cost of its run page, and a run's stored workflow does not
+//! change while it runs (a resume may store it again). Each layout is kept with the
+//! graph's text, read through the run store on each request, and made again when the
+//! text differs; only the node statuses are filled in per request.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+
+use fabro_engine::run_index::RunRecord;
+use fabro_engine::{RunId, RunStore};
 
 use crate::engine_bridge::records::{self, GraphLayout};
 use crate::error::ApiError;
@@ -18,47 +19,50 @@ const MAX_ENTRIES: usize = 64;
 /// What a layout was made from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Source {
-    length: u64,
-    modified: Option<SystemTime>,
+    graph: String,
     workflow_name: String,
 }
 
 /// The cache, shared by the page handlers.
 #[derive(Debug, Default)]
 pub struct GraphCache {
-    map: Mutex<HashMap<PathBuf, (Source, Arc<GraphLayout>)>>,
+    map: Mutex<HashMap<String, (Source, Arc<GraphLayout>)>>,
 }
 
 impl GraphCache {
-    /// The layout of the run in `run_dir`, made now if the cache has none for its
-    /// current `graph.fabro`.
+    /// The layout of the run `record` lists, made now if the cache has none for the
+    /// graph `store` keeps of it; 404 when it keeps none.
     pub fn layout(
         &self,
-        run_dir: &Path,
-        workflow_name: &str,
+        store: &dyn RunStore,
+        record: &RunRecord,
     ) -> Result<Arc<GraphLayout>, ApiError> {
-        let metadata = fs_err::metadata(run_dir.join("graph.fabro"))
+        let workflow = store
+            .read_workflow(&RunId::from(record.run_id.as_str()))
             .map_err(|_| ApiError::not_found("the run has no stored graph"))?;
         let source = Source {
-            length: metadata.len(),
-            modified: metadata.modified().ok(),
-            workflow_name: workflow_name.to_owned(),
+            graph: workflow.graph,
+            workflow_name: record.workflow_name.clone(),
         };
-        if let Some((cached, layout)) = self.lock().get(run_dir) {
+        if let Some((cached, layout)) = self.lock().get(&record.run_id) {
             if *cached == source {
                 return Ok(Arc::clone(layout));
             }
         }
-        let layout = Arc::new(records::graph_layout(run_dir, workflow_name)?);
+        let layout = Arc::new(records::graph_layout(
+            &record.run_dir,
+            &source.graph,
+            &source.workflow_name,
+        )?);
         let mut map = self.lock();
         if map.len() >= MAX_ENTRIES {
             map.clear();
         }
-        map.insert(run_dir.to_path_buf(), (source, Arc::clone(&layout)));
+        map.insert(record.run_id.clone(), (source, Arc::clone(&layout)));
         Ok(layout)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (Source, Arc<GraphLayout>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Source, Arc<GraphLayout>)>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -91,14 +95,33 @@ mod tests {
         }
     }
 
+    /// A file store over `root` and the record of its run `r`, whose graph is `graph`.
+    fn run(root: &std::path::Path, graph: &str) -> (fabro_engine::FsRunStore, RunRecord) {
+        let paths = fabro_engine::run_dir::RunPaths::new(root, "r");
+        fs_err::create_dir_all(paths.run_dir()).expect("a run directory");
+        fs_err::write(paths.graph(), graph).expect("the graph is written");
+        let record = RunRecord {
+            run_id: "r".to_owned(),
+            workflow_name: "two".to_owned(),
+            workflow_path: "two.fabro".to_owned(),
+            goal: String::new(),
+            status: fabro_engine::RunStatus::Success,
+            started_at: String::new(),
+            finished_at: None,
+            run_dir: paths.run_dir().to_path_buf(),
+            parent_run_id: None,
+            reason: None,
+        };
+        (fabro_engine::FsRunStore::new(root), record)
+    }
+
     #[test]
     fn a_layout_is_made_once_per_version_of_the_graph() {
         let directory = tempfile::tempdir().expect("a temporary directory");
-        let run_dir = directory.path();
-        fs_err::write(run_dir.join("graph.fabro"), TWO).expect("graph.fabro is written");
+        let (store, record) = run(directory.path(), TWO);
         let cache = GraphCache::default();
-        let first = cache.layout(run_dir, "two").expect("a layout");
-        let again = cache.layout(run_dir, "two").expect("a layout");
+        let first = cache.layout(&store, &record).expect("a layout");
+        let again = cache.layout(&store, &record).expect("a layout");
         assert!(Arc::ptr_eq(&first, &again));
         let statuses = records::node_statuses(&[
             stage_row("start", "success"),
@@ -116,9 +139,9 @@ mod tests {
         );
         assert!(!svg.contains("node-middle"));
 
-        // A graph written again (a resume) is laid out again.
-        fs_err::write(run_dir.join("graph.fabro"), THREE).expect("graph.fabro is written");
-        let changed = cache.layout(run_dir, "two").expect("a layout");
+        // A graph stored again (a resume) is laid out again.
+        let (store, record) = run(directory.path(), THREE);
+        let changed = cache.layout(&store, &record).expect("a layout");
         assert!(!Arc::ptr_eq(&first, &changed));
         assert!(changed.annotate(&statuses).contains("node-middle"));
     }
@@ -126,8 +149,10 @@ mod tests {
     #[test]
     fn a_run_without_a_graph_is_not_found() {
         let directory = tempfile::tempdir().expect("a temporary directory");
+        let (store, record) = run(directory.path(), TWO);
+        fs_err::remove_file(record.run_dir.join("graph.fabro")).expect("removed");
         let error = GraphCache::default()
-            .layout(directory.path(), "none")
+            .layout(&store, &record)
             .expect_err("no graph");
         assert_eq!(error.status(), axum::http::StatusCode::NOT_FOUND);
     }

@@ -118,9 +118,7 @@ pub async fn graph_svg(
 ) -> Result<Response, ApiError> {
     let record = super::require_run(&state, &id).await?;
     let svg = blocking(move || {
-        let layout = state
-            .graphs()
-            .layout(&record.run_dir, &record.workflow_name)?;
+        let layout = state.graphs().layout(state.run_store(), &record)?;
         Ok(layout.annotate(&records::node_statuses(&records::stages(
             state.run_store(),
             &record,

@@ -295,17 +295,20 @@ pub struct GraphLayout {
 /// Marks the start of each node's group in [`GraphLayout::svg`].
 const NODE_MARKER: &str = "<g class=\"node\" id=";
 
-/// Lays out the run's stored `graph.fabro`.
-pub fn graph_layout(run_dir: &Path, workflow_name: &str) -> Result<GraphLayout, ApiError> {
+/// Lays out the stored workflow `text` of the run in `run_dir` (checked as its
+/// `graph.fabro`).
+pub fn graph_layout(
+    run_dir: &Path,
+    text: &str,
+    workflow_name: &str,
+) -> Result<GraphLayout, ApiError> {
     let path = run_dir.join("graph.fabro");
-    let text = fs_err::read_to_string(&path)
-        .map_err(|_| ApiError::not_found("the run has no stored graph"))?;
     let options = fabro_language::CheckOptions {
         loader: &fabro_engine::source::FsLoader,
         variables: &fabro_language::Variables::default(),
         models: &fabro_engine::source::CatalogModels,
     };
-    let checked = fabro_language::check(&path, &text, &options);
+    let checked = fabro_language::check(&path, text, &options);
     let workflow = checked
         .workflow
         .ok_or_else(|| ApiError::internal("the stored graph does not parse"))?;

@@ -90,12 +90,7 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
         };
         let stages = records::stages(store, &record);
         let graph = with_graph
-            .then(|| {
-                cache
-                    .graphs()
-                    .layout(&record.run_dir, &record.workflow_name)
-                    .ok()
-            })
+            .then(|| cache.graphs().layout(store, &record).ok())
             .flatten()
             .map(|layout| layout.annotate(&records::node_statuses(&stages)));
         let stages = stages.iter().map(super::json_value).collect();

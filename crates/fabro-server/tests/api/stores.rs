@@ -3,8 +3,8 @@
 //! (a database of the test's own on 127.0.0.1:5432; with `CI` set, an unreachable
 //! server fails the test). One scenario runs on each: a run that waits at a gate is
 //! listed, inspected, its stages and stage files read, its question answered; once it
-//! ends, its events are paged and streamed from a `Last-Event-ID`; and what the API
-//! shows is the same on all three.
+//! ends, its graph is drawn with the stages' statuses and its events are paged and
+//! streamed from a `Last-Event-ID`; and what the API shows is the same on all three.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +48,7 @@ struct Seen {
     stages: Vec<(String, String, Vec<String>)>,
     totals_stages: u64,
     ship_stdout: String,
+    graph_shows_ship_done: bool,
     event_names: Vec<String>,
     streamed_after: Vec<(u64, String)>,
     answer_again: StatusCode,
@@ -94,6 +95,7 @@ async fn the_api_reads_runs_alike_on_files_memory_and_postgresql() {
     );
     assert_eq!(files.totals_stages, 5);
     assert_eq!(files.ship_stdout, "shipped\n");
+    assert!(files.graph_shows_ship_done);
     assert_eq!(
         files.event_names.first().map(String::as_str),
         Some("WorkflowRunStarted")
@@ -226,6 +228,14 @@ async fn scenario(fixture: Fixture) -> Seen {
         StatusCode::NOT_FOUND
     );
 
+    let graph = fixture
+        .get(&format!("/api/v1/runs/{run_id}/graph.svg"))
+        .await;
+    let graph_shows_ship_done = graph.status == StatusCode::OK
+        && graph
+            .text()
+            .contains("class=\"node status-success\" data-visits=\"1\" id=\"node-ship\"");
+
     let page = fixture
         .get(&format!("/api/v1/runs/{run_id}/events"))
         .await
@@ -270,6 +280,7 @@ async fn scenario(fixture: Fixture) -> Seen {
         stages,
         totals_stages: done["totals"]["stages"].as_u64().unwrap_or_default(),
         ship_stdout,
+        graph_shows_ship_done,
         event_names,
         streamed_after,
         answer_again,
