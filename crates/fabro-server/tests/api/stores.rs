@@ -151,13 +151,25 @@ async fn scenario(fixture: Fixture) -> Seen {
         .await;
     let question = fixture.wait_question(&run_id).await;
     let question_id = question["question_id"].as_str().expect("an id").to_owned();
-    // The run's interviewer publishes its question in the store.
-    let published = fixture
-        .state
-        .run_store()
-        .pending_question(&RunId::from(run_id.as_str()))
-        .expect("the store answers")
-        .expect("the question is published");
+    // The run's interviewer publishes its question in the store (a moment after it
+    // opened it in the handle the API lists).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let published = loop {
+        let store = fixture.state.clone();
+        let id = RunId::from(run_id.as_str());
+        let found = tokio::task::spawn_blocking(move || store.run_store().pending_question(&id))
+            .await
+            .expect("joined")
+            .expect("the store answers");
+        if let Some(question) = found {
+            break question;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the question is never published"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(published.id(), question_id);
 
     let waiting = fixture.get("/api/v1/runs?status=waiting").await;
