@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use fabro_api::{InspectDocument, RunDocument, RunSummary};
-use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::run_view;
-use fabro_engine::store::RecordStamps;
+use fabro_engine::{local, RecordStamps, RunRecord, RunStatus};
 
 use crate::engine_bridge::records;
 use crate::error::ApiError;
@@ -105,7 +103,7 @@ impl DocCache {
                 return Ok(Arc::clone(entry));
             }
         }
-        let view = run_view::inspect(record.clone()).map_err(ApiError::internal)?;
+        let view = local::inspect(record.clone()).map_err(ApiError::internal)?;
         let summary = records::summary_of(record, Some(&view));
         let document = RunDocument::Inspected(Box::new(InspectDocument {
             inspect: view,

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::run::PreparedRun;
-use fabro_engine::run_dir::RunPaths;
-use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
+use fabro_engine::PreparedRun;
+use fabro_engine::local::{queued_runs, remove_queued, write_queued, QueuedRun, RunPaths};
 
 use crate::engine_bridge::{
     records, ChannelInterviewer, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest,
@@ -300,7 +299,7 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
             record.status.as_str()
         )));
     }
-    let pid = fabro_engine::run_index::lock_pid(&record.run_dir)
+    let pid = fabro_engine::local::lock_pid(&record.run_dir)
         .and_then(|pid| i32::try_from(pid).ok())
         .filter(|_| records::is_locked(&record.run_dir))
         .ok_or_else(|| ApiError::conflict(format!("run {} is not running", record.run_id)))?;

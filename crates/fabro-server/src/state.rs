@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fabro_api::{RunSummary, RunUsage};
-use fabro_engine::run_index::RunCatalog;
+use fabro_engine::local::RunCatalog;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

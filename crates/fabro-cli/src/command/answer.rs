@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fabro_engine::interviewer::{answer_pending, AnswerFileError};
+use fabro_engine::local::{answer_pending, AnswerFileError};
 
 use crate::args::AnswerArgs;
 use crate::command::resolve_run;

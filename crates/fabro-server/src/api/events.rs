@@ -26,7 +26,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use utoipa::IntoParams;
 
 use super::feed::{self, share, Handover, Live, Shared};
-use fabro_engine::event::EventKind;
+use fabro_engine::EventKind;
 
 use crate::engine_bridge::records::{self, EventCursor, StoredEvent};
 use crate::error::{ApiError, ErrorBody, ErrorKind};

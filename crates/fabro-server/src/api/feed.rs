@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::event::EventKind;
+use fabro_engine::EventKind;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::engine_bridge::records::{self, EventCursor};

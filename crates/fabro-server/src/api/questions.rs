@@ -25,8 +25,8 @@ pub fn pending(state: &AppState, run_id: &str) -> Vec<HumanQuestion> {
             .map(HumanQuestion::from)
             .collect();
     }
-    let run_dir = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
-    fabro_engine::interviewer::pending_question(run_dir.run_dir())
+    let run_dir = fabro_engine::local::RunPaths::new(state.bridge().root(), run_id);
+    fabro_engine::local::pending_question(run_dir.run_dir())
         .ok()
         .flatten()
         .iter()
@@ -98,7 +98,7 @@ pub async fn answer(
 /// 404 for a question never asked, 409 for one answered already (its id is in the
 /// run's events).
 fn not_pending(state: &AppState, run_id: &str, question_id: &str) -> ApiError {
-    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
+    let paths = fabro_engine::local::RunPaths::new(state.bridge().root(), run_id);
     let asked = fs_err::read_to_string(paths.events())
         .map(|text| {
             text.contains(&format!(
@@ -121,9 +121,9 @@ async fn answer_file(
     value: String,
     text: Option<String>,
 ) -> Result<Json<Answered>, ApiError> {
-    let paths = fabro_engine::run_dir::RunPaths::new(state.bridge().root(), run_id);
+    let paths = fabro_engine::local::RunPaths::new(state.bridge().root(), run_id);
     let run_dir = paths.run_dir().to_path_buf();
-    let pending = fabro_engine::interviewer::pending_question(&run_dir)
+    let pending = fabro_engine::local::pending_question(&run_dir)
         .ok()
         .flatten();
     if pending
@@ -133,22 +133,22 @@ async fn answer_file(
         return Err(not_pending(state, run_id, question_id));
     }
     let answered = tokio::task::spawn_blocking(move || {
-        fabro_engine::interviewer::answer_pending(&run_dir, &value, text.as_deref(), FILE_PATIENCE)
+        fabro_engine::local::answer_pending(&run_dir, &value, text.as_deref(), FILE_PATIENCE)
     })
     .await
     .map_err(ApiError::internal)?;
     match answered {
         Ok((question, answer)) => Ok(Json(describe(&question, &answer))),
-        Err(fabro_engine::interviewer::AnswerFileError::NoQuestion) => {
+        Err(fabro_engine::local::AnswerFileError::NoQuestion) => {
             Err(not_pending(state, run_id, question_id))
         }
         Err(error) => Err(ApiError::explained(ErrorKind::NoSuchOption, error)),
     }
 }
 
-fn describe(question: &Question, answer: &fabro_engine::interviewer::Answer) -> Answered {
+fn describe(question: &Question, answer: &fabro_engine::gate::Answer) -> Answered {
     match answer {
-        fabro_engine::interviewer::Answer::Option(index) => {
+        fabro_engine::gate::Answer::Option(index) => {
             let option = question.options().get(*index);
             Answered {
                 selected_key: option
@@ -159,7 +159,7 @@ fn describe(question: &Question, answer: &fabro_engine::interviewer::Answer) -> 
                     .unwrap_or_default(),
             }
         }
-        fabro_engine::interviewer::Answer::Freeform(_) => Answered {
+        fabro_engine::gate::Answer::Freeform(_) => Answered {
             selected_key: "freeform".to_owned(),
             label: String::new(),
         },

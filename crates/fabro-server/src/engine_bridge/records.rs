@@ -9,18 +9,13 @@ use fabro_api::{
     Artifact, Diagnostic, DiagnosticEdge, DiagnosticSpan, InspectDocument, RunSummary, RunUsage,
     StageRow, StageUsage, WorkflowEntry,
 };
-use fabro_engine::record::StageStatusFile;
-use fabro_engine::run_index::{
-    read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunRecord,
-    RunStatus,
-};
-use fabro_engine::run_stages::{list_stages, StageDir};
-use fabro_engine::run_view;
+use fabro_engine::local::{list_stages, read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, StageDir, StageStatusFile};
+use fabro_engine::{local, RunRecord, RunStatus};
 use fabro_language::LineIndex;
 
 use crate::error::{ApiError, ErrorKind};
 
-pub use fabro_engine::store::{last_event_id, EventCursor, StoredEvent};
+pub use fabro_engine::{last_event_id, EventCursor, StoredEvent};
 
 /// The stage files of SPEC 11.1 the API serves.
 pub const STAGE_FILES: [&str; 6] = [
@@ -65,19 +60,19 @@ pub fn resolve_error(error: RunIndexError) -> ApiError {
 
 /// Whether a process holds the run's lock.
 pub fn is_locked(run_dir: &Path) -> bool {
-    fabro_engine::run_index::RunLock::is_held(run_dir)
+    fabro_engine::local::RunLock::is_held(run_dir)
 }
 
 /// One element of `GET /api/v1/runs`: `fabro runs --json` plus `workflow_path` (which
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
 pub fn run_summary(record: &RunRecord) -> RunSummary {
-    summary_of(record, run_view::inspect(record.clone()).ok().as_ref())
+    summary_of(record, local::inspect(record.clone()).ok().as_ref())
 }
 
 /// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
-pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>) -> RunSummary {
-    let view = run_view::run_view(record);
+pub fn summary_of(record: &RunRecord, inspected: Option<&local::InspectView>) -> RunSummary {
+    let view = local::run_view(record);
     let totals = inspected.map(|view| &view.totals);
     RunSummary {
         run_id: view.run_id,
@@ -104,7 +99,7 @@ pub fn summary_of(record: &RunRecord, inspected: Option<&run_view::InspectView>)
 /// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
 /// caller).
 pub fn inspect(record: &RunRecord) -> Result<InspectDocument, ApiError> {
-    let view = run_view::inspect(record.clone()).map_err(storage)?;
+    let view = local::inspect(record.clone()).map_err(storage)?;
     Ok(InspectDocument {
         inspect: view,
         pending_question: None,
@@ -197,9 +192,9 @@ pub fn stage_file(run_dir: &Path, rank: u32, name: &str) -> Result<Vec<u8>, ApiE
 /// checkpoints.
 pub fn stage_diff(record: &RunRecord, rank: u32) -> Result<Vec<u8>, ApiError> {
     let stage = stage_by_rank(&record.run_dir, rank)?;
-    let lines = fabro_engine::run_diff::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
+    let lines = fabro_engine::local::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
         .map_err(|error| match error {
-            fabro_engine::run_diff::DiffError::Git { .. } => storage(error),
+            fabro_engine::local::DiffError::Git { .. } => storage(error),
             error => ApiError::explained(ErrorKind::NotFound, error),
         })?;
     Ok(lines.into_iter().flat_map(|line| line.text).collect())
@@ -291,9 +286,9 @@ pub fn graph_layout(run_dir: &Path, workflow_name: &str) -> Result<GraphLayout, 
     let text = fs_err::read_to_string(&path)
         .map_err(|_| ApiError::not_found("the run has no stored graph"))?;
     let options = fabro_language::CheckOptions {
-        loader: &fabro_engine::source::FsLoader,
+        loader: &fabro_engine::FsLoader,
         variables: &fabro_language::Variables::default(),
-        models: &fabro_engine::source::CatalogModels,
+        models: &fabro_engine::CatalogModels,
     };
     let checked = fabro_language::check(&path, &text, &options);
     let workflow = checked
@@ -424,14 +419,14 @@ pub fn workflows(roots: &[PathBuf]) -> Vec<WorkflowEntry> {
 
 fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
     let text =
-        fabro_engine::source::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
+        fabro_engine::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
             .ok()
             .and_then(|read| String::from_utf8(read.bytes).ok())
             .unwrap_or_default();
     let options = fabro_language::CheckOptions {
-        loader: &fabro_engine::source::FsLoader,
+        loader: &fabro_engine::FsLoader,
         variables: &fabro_language::Variables::default(),
-        models: &fabro_engine::source::CatalogModels,
+        models: &fabro_engine::CatalogModels,
     };
     let checked = fabro_language::check(path, &text, &options);
     let (goal, node_count) = checked.workflow.as_ref().map_or((None, 0), |workflow| {
@@ -449,7 +444,7 @@ fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
 /// Whether the run's manifest says a server started it (`"origin": "server"`).
 pub fn started_by_server(run_dir: &Path) -> bool {
     read_manifest(run_dir)
-        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::record::RunOrigin::Server))
+        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::RunOrigin::Server))
 }
 
 /// A run of the index, as the API's handlers pass it around.

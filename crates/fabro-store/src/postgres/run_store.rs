@@ -10,16 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
-use fabro_engine::config::RunConfig;
-use fabro_engine::event::{EventEnvelope, EventLog};
-use fabro_engine::journal::ChangeHint;
-use fabro_engine::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
-use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::store::{
-    OpenedEvents, Opening, RunLease, RunRecords, RunStore, StoreError, StoredWorkflow,
-};
-use fabro_engine::RunId;
+use fabro_engine::backend::{ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog, Manifest, OpenedEvents, Opening, PendingRewind, RunLease, RunRecords, StoredWorkflow};
+use fabro_engine::configuration::RunConfig;
+use fabro_engine::{EventEnvelope, RunId, RunRecord, RunStatus, RunStore, StoreError};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Row};
 
@@ -44,7 +37,7 @@ fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError 
 
 /// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
 fn lock_key(run_id: &RunId) -> i64 {
-    let digest = fabro_engine::blob::hex_digest(run_id.as_str().as_bytes());
+    let digest = fabro_engine::backend::hex_digest(run_id.as_str().as_bytes());
     let high = u64::from_str_radix(&digest[..16], 16).unwrap_or(0);
     i64::from_ne_bytes(high.to_ne_bytes())
 }
