@@ -25,8 +25,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use fabro_engine::configuration::{self, ConfigSources, FsConfigReader};
-use fabro_engine::{ConfiguredModels, RunRecord};
 use fabro_engine::local::{RunIndex, RunIndexError};
+use fabro_engine::{ConfiguredModels, RunRecord};
 use fabro_language::{
     check, decode_source, oversized_source, CheckOptions, Checked, Diagnostic, Variables,
 };

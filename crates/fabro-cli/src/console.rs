@@ -4,8 +4,10 @@
 
 use std::io::{BufRead, Write};
 
+use fabro_engine::gate::{
+    AnswerSource, BoxFuture, Matching, Question, QuestionType, Reply, Unanswered,
+};
 use fabro_engine::Interviewer;
-use fabro_engine::gate::{AnswerSource, BoxFuture, Matching, Question, QuestionType, Reply, Unanswered};
 use tokio::sync::mpsc;
 
 /// An input matching nothing is re-asked at most three times (SPEC 5.5).

@@ -139,27 +139,26 @@ pub use blob::{BlobStore, FsBlobStore, MemoryBlobStore};
 pub use context::Context;
 pub use event::{Event, EventEnvelope, EventKind, EventSink};
 pub use failure::FailureClass;
-pub use id::{BlobRef, NodeId, RunId};
+pub use id::{BlobRef, MalformedBlobRef, NodeId, RunId};
 pub use interviewer::Interviewer;
 pub use outcome::{Failure, Outcome, Signal};
 pub use record::RunOrigin;
 pub use run::{
-    fork, new_run_id, prepare, prepare_resume, prepare_resume_with, prepare_with, resume,
-    rewind, start, ErrorKind, ForkRequest, Overrides, PreparedRun, ResumeError,
-    ResumeRequest, RewindRequest, Rewound, RunError, RunOptions, RunReport, StagePoint,
-    Start, StartRequest,
+    fork, new_run_id, prepare, prepare_resume, prepare_resume_with, prepare_with, resume, rewind,
+    start, ErrorKind, ForkRequest, Overrides, PreparedRun, ResumeError, ResumeRequest,
+    RewindRequest, Rewound, RunError, RunOptions, RunReport, StagePoint, Start, StartRequest,
 };
 pub use run_index::RunRecord;
 pub use run_status::RunStatus;
 pub use sandbox::{is_secret_name, KernelSupport, Mechanism};
 pub use source::{read_regular_file, BoundedRead, CatalogModels, ConfiguredModels, FsLoader};
 pub use steering::{
-    running_agent_stages, steer_run_dir, SteerError, Steered, SteeringQueue, SteeringSource,
-    WhenNoAgent,
+    running_agent_stages, steer_run_dir, RunningAgentStage, SteerError, Steered, SteeringQueue,
+    SteeringSource, WhenNoAgent,
 };
 pub use store::{
-    last_event_id, EventCursor, EventFollower, FsRunStore, MemoryRunStore, RecordStamps,
-    RunStore, StoreError, StoredEvent, Stores,
+    last_event_id, EventCursor, EventFollower, FsRunStore, MemoryRunStore, RecordStamps, RunStore,
+    StoreError, StoredEvent, Stores,
 };
 pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};
@@ -192,16 +191,15 @@ pub mod event_kind {
 
     pub use crate::event::kind::{
         AgentAssistantMessage, AgentCompactionCompleted, AgentCompactionStarted,
-        AgentContextWindowWarning, AgentError, AgentFailover, AgentLlmRetry,
-        AgentLoopDetected, AgentSessionStarted, AgentSteeringDelivered,
-        AgentToolCallCompleted, AgentToolCallStarted, BudgetExhausted, CheckpointCompleted,
-        CircuitBreakerTripped, CommandCompleted, CommandStarted, EdgeSelected, EventUsage,
-        FanInSelected, GoalGateUnsatisfied, HookCompleted, HookStarted, HumanAnswer,
-        HumanOption, HumanQuestion, LoopRestart, ParallelBranchCompleted,
-        ParallelBranchStarted, ParallelCompleted, ParallelStarted, RawEvent, RunRewound,
-        StageCompleted, StageIsolation, StageOutputRepair, StageRetrying, StageStarted,
-        SteeringQueued, SubWorkflowCompleted, SubWorkflowStarted, Warning, WatchdogTimeout,
-        WorkflowRunCompleted, WorkflowRunFailed, WorkflowRunStarted,
+        AgentContextWindowWarning, AgentError, AgentFailover, AgentLlmRetry, AgentLoopDetected,
+        AgentSessionStarted, AgentSteeringDelivered, AgentToolCallCompleted, AgentToolCallStarted,
+        BudgetExhausted, CheckpointCompleted, CircuitBreakerTripped, CommandCompleted,
+        CommandStarted, EdgeSelected, EventUsage, FanInSelected, GoalGateUnsatisfied,
+        HookCompleted, HookStarted, HumanAnswer, HumanOption, HumanQuestion, LoopRestart,
+        ParallelBranchCompleted, ParallelBranchStarted, ParallelCompleted, ParallelStarted,
+        RawEvent, RunRewound, StageCompleted, StageIsolation, StageOutputRepair, StageRetrying,
+        StageStarted, SteeringQueued, SubWorkflowCompleted, SubWorkflowStarted, Warning,
+        WatchdogTimeout, WorkflowRunCompleted, WorkflowRunFailed, WorkflowRunStarted,
     };
 }
 
@@ -214,7 +212,7 @@ pub mod gate {
 
     pub use crate::interviewer::{
         Answer, AnswerError, AnswerHandle, AnswerSource, BoxFuture, ChannelInterviewer,
-        FileInterviewer, Matching, Question, QuestionType, Reply, Unanswered,
+        FileInterviewer, GateOption, Matching, Question, QuestionType, Reply, Unanswered,
     };
 }
 
@@ -229,8 +227,12 @@ pub mod backend {
     pub use crate::checkpoint::{CheckpointError, CheckpointLog};
     pub use crate::event::{read_events, Emitter, EventLog};
     pub use crate::journal::ChangeHint;
-    pub use crate::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
-    pub use crate::store::{OpenedEvents, Opening, RunLease, RunRecords, StoredWorkflow};
+    pub use crate::record::{
+        Checkpoint, CheckpointView, ForkedFrom, Manifest, PendingRewind, UsageRecord,
+    };
+    pub use crate::store::{
+        BackendFailure, OpenedEvents, Opening, RunLease, RunRecords, StoredRun, StoredWorkflow,
+    };
 }
 
 pub mod local {
@@ -241,19 +243,24 @@ pub mod local {
     //! runs, pending questions, dumps, garbage collection, and runs recorded in a git
     //! repository ([`RunHistory`]).
 
-    pub use crate::dump::{dump_run, DumpError};
-    pub use crate::gc::{collect_garbage, CollectedRun, GcOptions, GcReport};
-    pub use crate::git::RunHistory;
+    pub use crate::dump::{dump_run, DumpError, DumpSummary};
+    pub use crate::gc::{
+        collect_garbage, CollectedLeftover, CollectedRun, GcError, GcOptions, GcReport,
+    };
+    pub use crate::git::{MetadataEntry, RunHistory};
     pub use crate::interviewer::{answer_pending, pending_question, AnswerFileError};
+    pub use crate::record::StageStatusFile;
     pub use crate::run_diff::{run_diff, stage_diff, DiffError, DiffLine, DiffLineKind};
     pub use crate::run_dir::{RunPaths, MANIFEST_FILE};
     pub use crate::run_index::{
         lock_pid, queued_runs, read_manifest, remove_queued, write_queued, Listing, QueuedRun,
         RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunLock,
     };
-    pub use crate::run_stages::{latest_stage, list_stages, StageDir};
-    pub use crate::run_view::{inspect, run_view, InspectView, RunView, StageView};
-    pub use crate::stage_log::{follow_stage, read_output};
+    pub use crate::run_stages::{latest_stage, list_stages, StageDir, StageLookupError};
+    pub use crate::run_view::{
+        inspect, run_view, InspectView, RewoundView, RunView, StageView, TotalsView,
+    };
+    pub use crate::stage_log::{follow_stage, read_output, StageLogError};
 }
 
 /// `error` and its sources, joined with `: `, for one-line messages.

@@ -44,9 +44,9 @@ pub use event_cursor::{last_event_id, EventCursor, StoredEvent};
 pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
 pub(crate) use git_checkpoint::restore_records;
-pub use git_checkpoint::RestoreError;
-pub use memory::MemoryRunStore;
-pub use stamp::{FileStamp, RecordStamps};
+pub(crate) use git_checkpoint::RestoreError;
+pub use memory::{MemoryRunStore, StoredRun};
+pub use stamp::RecordStamps;
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

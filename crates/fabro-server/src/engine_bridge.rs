@@ -9,15 +9,25 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabro_engine::configuration::{self, ConfigOverrides, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
-use fabro_engine::{fork, resume, rewind, start, ForkRequest as EngineForkRequest, FsLoader, Interviewer, Overrides, PreparedRun, ResumeRequest as EngineResumeRequest, RewindRequest as EngineRewindRequest, Rewound, RunError, RunId, RunOrigin, StagePoint, StartRequest as EngineStartRequest, Stores};
+use fabro_engine::configuration::{
+    self, ConfigOverrides, ConfigReader, ConfigSources, FsConfigReader, RunConfig,
+};
+use fabro_engine::{
+    fork, resume, rewind, start, ForkRequest as EngineForkRequest, FsLoader, Interviewer,
+    Overrides, PreparedRun, ResumeRequest as EngineResumeRequest,
+    RewindRequest as EngineRewindRequest, Rewound, RunError, RunId, RunOrigin, StagePoint,
+    StartRequest as EngineStartRequest, Stores,
+};
 use fabro_language::SourceLoader;
 
 pub use fabro_api::{
     AnswerLabels, ConfigFile, ForkRequest, ResumeRequest, RewindRequest, StartRequest,
 };
-pub use fabro_engine::{running_agent_stages, steer_run_dir, EventEnvelope, EventSink, RunEnd, RunReport, RunStatus, SteerError, SteeringQueue, SteeringSource, WhenNoAgent};
 pub use fabro_engine::gate::{AnswerError, AnswerHandle, ChannelInterviewer, Question};
+pub use fabro_engine::{
+    running_agent_stages, steer_run_dir, EventEnvelope, EventSink, RunEnd, RunReport, RunStatus,
+    SteerError, SteeringQueue, SteeringSource, WhenNoAgent,
+};
 
 use crate::error::{without_paths, ApiError, ErrorKind};
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::PreparedRun;
 use fabro_engine::local::{queued_runs, remove_queued, write_queued, QueuedRun, RunPaths};
+use fabro_engine::PreparedRun;
 
 use crate::engine_bridge::{
     records, ChannelInterviewer, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest,

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabro_engine::configuration::RunConfig;
-use fabro_engine::{resume, start, FsLoader, Overrides, ResumeRequest, RunId, RunOrigin, RunReport, RunStatus, StartRequest, Stores};
+use fabro_engine::{
+    resume, start, FsLoader, Overrides, ResumeRequest, RunId, RunOrigin, RunReport, RunStatus,
+    StartRequest, Stores,
+};
 use fabro_store::{ObjectBlobStore, PgRunStore, PgStore};
 use fabro_test_support::{Gate, S3Server, TestDatabase};
 use tokio_util::sync::CancellationToken;

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use fabro_engine::RunStatus;
 use fabro_engine::local::{lock_pid, RunLock};
+use fabro_engine::RunStatus;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 

@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fabro_engine::{EventCursor, EventEnvelope, StoreError};
 use fabro_engine::local::RunLock;
+use fabro_engine::{EventCursor, EventEnvelope, StoreError};
 use serde_json::Value;
 
 use crate::args::EventsArgs;

@@ -15,8 +15,8 @@ use fabro_api::{
     AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, RunDocument, StartRequest,
 };
 use fabro_engine::configuration::CostLimit;
-use fabro_engine::{EventEnvelope, EventSink, StopCause};
 use fabro_engine::local::{InspectView, RunView};
+use fabro_engine::{EventEnvelope, EventSink, StopCause};
 use serde_json::Value;
 use stream::stream_lines;
 

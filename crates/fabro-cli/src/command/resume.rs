@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use fabro_engine::local::RunHistory;
 use fabro_engine::backend::Checkpoint;
+use fabro_engine::local::RunHistory;
 use fabro_engine::{resume, ResumeRequest, RunId, Stores};
 
 use crate::args::ResumeArgs;

@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabro_engine::configuration::{self, ConfigOverrides, ConfigSources, FsConfigReader};
-use fabro_engine::{start, ErrorKind, EventSink, Interviewer, Overrides, PreparedRun, RunEnd, RunError, RunOrigin, StartRequest, StopCause, Stores};
 use fabro_engine::gate::FileInterviewer;
+use fabro_engine::{
+    start, ErrorKind, EventSink, Interviewer, Overrides, PreparedRun, RunEnd, RunError, RunOrigin,
+    StartRequest, StopCause, Stores,
+};
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 

@@ -9,7 +9,10 @@ use fabro_api::{
     Artifact, Diagnostic, DiagnosticEdge, DiagnosticSpan, InspectDocument, RunSummary, RunUsage,
     StageRow, StageUsage, WorkflowEntry,
 };
-use fabro_engine::local::{list_stages, read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, StageDir, StageStatusFile};
+use fabro_engine::local::{
+    list_stages, read_manifest, Listing, RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind,
+    StageDir, StageStatusFile,
+};
 use fabro_engine::{local, RunRecord, RunStatus};
 use fabro_language::LineIndex;
 
@@ -418,11 +421,10 @@ pub fn workflows(roots: &[PathBuf]) -> Vec<WorkflowEntry> {
 }
 
 fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
-    let text =
-        fabro_engine::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
-            .ok()
-            .and_then(|read| String::from_utf8(read.bytes).ok())
-            .unwrap_or_default();
+    let text = fabro_engine::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
+        .ok()
+        .and_then(|read| String::from_utf8(read.bytes).ok())
+        .unwrap_or_default();
     let options = fabro_language::CheckOptions {
         loader: &fabro_engine::FsLoader,
         variables: &fabro_language::Variables::default(),

@@ -10,7 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::backend::{ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog, Manifest, OpenedEvents, Opening, PendingRewind, RunLease, RunRecords, StoredWorkflow};
+use fabro_engine::backend::{
+    ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog, Manifest,
+    OpenedEvents, Opening, PendingRewind, RunLease, RunRecords, StoredWorkflow,
+};
 use fabro_engine::configuration::RunConfig;
 use fabro_engine::{EventEnvelope, RunId, RunRecord, RunStatus, RunStore, StoreError};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};

@@ -2,9 +2,9 @@
 //! `store/tests.rs`), through the [`RunStore`] trait only, on a database of each
 //! test's own; a run's lock is a session of its own.
 
+use fabro_engine::backend::Emitter;
 use fabro_engine::configuration::RunConfig;
 use fabro_engine::Event;
-use fabro_engine::backend::Emitter;
 use fabro_test_support::TestDatabase;
 
 use super::*;
