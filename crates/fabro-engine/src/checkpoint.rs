@@ -46,7 +46,7 @@ pub enum CheckpointError {
 }
 
 /// Where a run's checkpoints are made durable and shown to readers: the checkpoint half
-/// of the [`RunStore`](crate::store::RunStore) seam. [`FsCheckpointLog`] is the journal
+/// of the [`RunStore`](crate::store::RunStore) seam. `FsCheckpointLog` is the journal
 /// and `checkpoint.json` of a run directory; a database-backed store keeps them in rows.
 pub trait CheckpointLog: Send + std::fmt::Debug {
     /// Makes `checkpoint` durable and the one readers see. `hint` names what changed

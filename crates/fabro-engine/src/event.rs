@@ -121,7 +121,7 @@ pub trait EventSink: Send + Sync {
 }
 
 /// Where a run's events are persisted, one JSON line each: the event half of the
-/// [`RunStore`](crate::store::RunStore) seam. [`FsEventLog`] appends to `events.jsonl`.
+/// [`RunStore`](crate::store::RunStore) seam. `FsEventLog` appends to `events.jsonl`.
 pub trait EventLog: Send {
     /// Appends one serialised event, `\n` included.
     fn append(&mut self, line: &[u8]) -> std::io::Result<()>;

@@ -76,10 +76,12 @@
 //! # The public surface
 //!
 //! Every module is private; what clients (the CLI, the server, `fabro-store`,
-//! `fabro-api`) use is re-exported here. The crate root holds the run lifecycle, the
-//! identifiers and statuses, the events and the store seams with their file-system and
-//! in-memory implementations. Five small modules group the rest by concern, each a
-//! curated list of re-exports:
+//! `fabro-api`) use is re-exported here, so a module can be split or renamed without
+//! touching them. The crate root holds the run lifecycle ([`start`], [`resume`],
+//! [`fork`], [`rewind`] and their requests and errors), the identifiers and statuses,
+//! the events, the store seams with their file-system and in-memory implementations,
+//! steering, and the workflow sources the language crate's seams read. Five small
+//! modules group the rest by concern, each a curated list of re-exports:
 //!
 //! - [`configuration`]: the layered run configuration (SPEC 12.3) and what flags
 //!   override in it.
@@ -91,6 +93,12 @@
 //! - [`local`]: run directories under a storage root on this machine, read and changed
 //!   in place: the run index and locks, stages and their logs, diffs, documents,
 //!   queued runs, pending questions, dumps and garbage collection.
+//!
+//! A type that appears in a signature or a document of the surface is re-exported with
+//! it, except the sections of [`RunConfig`](configuration::RunConfig), the LLM defaults
+//! of [`RunOptions`] and the errors under [`RunError`] and [`StoreError`]: clients reach
+//! those through fields and `source()`, and tell errors apart by [`RunError::kind`]
+//! (printed with [`error_chain`]).
 
 mod asset_capture;
 mod blob;
@@ -136,7 +144,6 @@ mod transition;
 mod traversal;
 
 pub use blob::{BlobStore, FsBlobStore, MemoryBlobStore};
-pub use context::Context;
 pub use event::{Event, EventEnvelope, EventKind, EventSink};
 pub use failure::FailureClass;
 pub use id::{BlobRef, MalformedBlobRef, NodeId, RunId};
@@ -205,9 +212,10 @@ pub mod event_kind {
 
 pub mod gate {
     //! Human gates (SPEC 5.5): a gate asks the run's [`Interviewer`](crate::Interviewer)s
-    //! a [`Question`] in order until one [replies](Reply) with an [`Answer`]. An embedder supplies the
-    //! interactive one: a console, a [`FileInterviewer`] for a detached run (answered
-    //! through [`answer_pending`](crate::local::answer_pending)) or a
+    //! a [`Question`] in order until one [replies](Reply) with an [`Answer`]. An embedder
+    //! supplies the interactive one: a console (implementing the trait with
+    //! [`AnswerSource`] and [`Matching`]), a [`FileInterviewer`] for a detached run
+    //! (answered through [`answer_pending`](crate::local::answer_pending)) or a
     //! [`ChannelInterviewer`] answered through its [`AnswerHandle`].
 
     pub use crate::interviewer::{
@@ -254,7 +262,8 @@ pub mod local {
     pub use crate::run_dir::{RunPaths, MANIFEST_FILE};
     pub use crate::run_index::{
         lock_pid, queued_runs, read_manifest, remove_queued, write_queued, Listing, QueuedRun,
-        RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunLock,
+        RunCatalog, RunIndex, RunIndexError, RunIndexErrorKind, RunLock, LOCK_PATIENCE,
+        MIN_PREFIX_LEN,
     };
     pub use crate::run_stages::{latest_stage, list_stages, StageDir, StageLookupError};
     pub use crate::run_view::{

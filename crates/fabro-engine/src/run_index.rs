@@ -30,12 +30,12 @@ mod queued;
 pub use catalog::{Listing, RunCatalog};
 
 use database::{connect, is_corruption, remove_database, ConnectError};
-pub use lock::{lock_pid, RunLock};
+pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
 pub(crate) use queued::read_queued;
 pub use queued::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
-pub(crate) const MIN_PREFIX_LEN: usize = 4;
+pub const MIN_PREFIX_LEN: usize = 4;
 
 /// The run index of one storage root.
 pub struct RunIndex {

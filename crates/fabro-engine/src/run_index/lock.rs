@@ -115,7 +115,7 @@ pub(crate) fn released_soon(run_dir: &Path) -> bool {
 }
 
 /// How long [`RunLock::acquire`] waits out readers and the children of dead holders.
-pub(crate) const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
 /// The pid written in `{run_dir}/run.lock` by the last process that executed the run.
 pub fn lock_pid(run_dir: &Path) -> Option<u32> {
