@@ -6,7 +6,7 @@
 //!
 //! The JSON field names and values are those of the CLI's `--json` output: a run's
 //! document ([`RunDocument`]) is `fabro inspect --json` (the engine's
-//! [`fabro_engine::run_view::InspectView`], which derives its schema with the engine's
+//! [`fabro_engine::local::InspectView`], which derives its schema with the engine's
 //! `schema` feature) plus `pending_question`; a run summary ([`RunSummary`]) is
 //! `fabro runs --json` plus the live columns of the board.
 //!

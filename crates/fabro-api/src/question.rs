@@ -1,7 +1,7 @@
 //! Human questions (SPEC 5.5, 11.3) as `GET /api/v1/runs/{id}/questions` lists them, and
 //! the answer to answering one.
 
-use fabro_engine::interviewer::Question;
+use fabro_engine::gate::Question;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

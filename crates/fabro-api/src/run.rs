@@ -1,7 +1,7 @@
 //! The run documents of SPEC 14.3: the run list and its summaries, one run's document,
 //! and the answers to starting, resuming and cancelling a run.
 
-use fabro_engine::run_view::InspectView;
+use fabro_engine::local::InspectView;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

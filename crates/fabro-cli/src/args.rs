@@ -410,17 +410,17 @@ pub(crate) struct StageArgs {
     pub(crate) max_tokens: Option<u64>,
     /// Stop the run once its LLM calls cost USD dollars (`[run] max_cost_usd`).
     #[arg(long, value_name = "USD", value_parser = parse_cost)]
-    pub(crate) max_cost: Option<fabro_engine::config::CostLimit>,
+    pub(crate) max_cost: Option<fabro_engine::configuration::CostLimit>,
     /// Stop the run after this much wall time since it (or its resume) started:
     /// `90s`, `30m`, `2h` (`[run] max_duration`).
     #[arg(long, value_name = "D", value_parser = parse_limit_duration)]
     pub(crate) max_duration: Option<String>,
 }
 
-fn parse_cost(text: &str) -> Result<fabro_engine::config::CostLimit, String> {
+fn parse_cost(text: &str) -> Result<fabro_engine::configuration::CostLimit, String> {
     text.parse::<f64>()
         .ok()
-        .and_then(fabro_engine::config::CostLimit::new)
+        .and_then(fabro_engine::configuration::CostLimit::new)
         .ok_or_else(|| format!("'{text}' is not an amount in USD (examples: 5, 0.50)"))
 }
 

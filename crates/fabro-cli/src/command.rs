@@ -24,9 +24,9 @@ mod validate;
 use std::path::Path;
 use std::time::Duration;
 
-use fabro_engine::config::{self, ConfigSources, FsConfigReader};
-use fabro_engine::run_index::{RunIndex, RunIndexError, RunRecord};
-use fabro_engine::source::ConfiguredModels;
+use fabro_engine::configuration::{self, ConfigSources, FsConfigReader};
+use fabro_engine::local::{RunIndex, RunIndexError};
+use fabro_engine::{ConfiguredModels, RunRecord};
 use fabro_language::{
     check, decode_source, oversized_source, CheckOptions, Checked, Diagnostic, Variables,
 };
@@ -121,7 +121,7 @@ pub(crate) fn load_workflow(argument: &Path) -> Result<LoadedWorkflow, CliError>
         workflow: path.clone(),
         run_configs: run_config.into_iter().collect(),
     };
-    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    let config = configuration::load(&sources, &FsConfigReader).map_err(config_error)?;
     let workflow_dir = path.parent().unwrap_or(Path::new("."));
     let models =
         ConfiguredModels::of(&config.llm).with_extensions(&config, &fabro_home(), workflow_dir);

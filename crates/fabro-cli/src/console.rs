@@ -4,9 +4,10 @@
 
 use std::io::{BufRead, Write};
 
-use fabro_engine::interviewer::{
-    AnswerSource, BoxFuture, Interviewer, Matching, Question, QuestionType, Reply, Unanswered,
+use fabro_engine::gate::{
+    AnswerSource, BoxFuture, Matching, Question, QuestionType, Reply, Unanswered,
 };
+use fabro_engine::Interviewer;
 use tokio::sync::mpsc;
 
 /// An input matching nothing is re-asked at most three times (SPEC 5.5).
@@ -89,7 +90,7 @@ impl Terminal {
     async fn interview(
         &mut self,
         question: &Question,
-    ) -> Result<fabro_engine::interviewer::Answer, Unanswered> {
+    ) -> Result<fabro_engine::gate::Answer, Unanswered> {
         if self.abandoned_read {
             // Lines typed for a question that timed out or was cancelled answer nothing.
             while self.lines.try_recv().is_ok() {}

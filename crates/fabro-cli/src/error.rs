@@ -3,10 +3,9 @@
 use std::error::Error;
 use std::path::PathBuf;
 
-use fabro_engine::config::ConfigError;
-use fabro_engine::dump::DumpError;
-use fabro_engine::run::RunError;
-use fabro_engine::run_index::RunIndexError;
+use fabro_engine::configuration::ConfigError;
+use fabro_engine::local::{DumpError, RunIndexError};
+use fabro_engine::RunError;
 
 /// How a command that ran to completion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

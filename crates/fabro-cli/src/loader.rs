@@ -2,12 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::config::{workflow_graph, ConfigError, FsConfigReader};
+use fabro_engine::configuration::{workflow_graph, ConfigError, FsConfigReader};
+use fabro_engine::{read_regular_file, BoundedRead};
 
 use crate::error::CliError;
 
-pub(crate) use fabro_engine::source::FsLoader;
-use fabro_engine::source::{read_regular_file, BoundedRead};
+pub(crate) use fabro_engine::FsLoader;
 use fabro_language::syntax::MAX_SOURCE_BYTES;
 
 /// Resolves a WORKFLOW argument: an existing path, or a bare name resolved to

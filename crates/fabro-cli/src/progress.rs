@@ -13,8 +13,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fabro_engine::event::kind::HumanAnswer;
-use fabro_engine::event::{EventEnvelope, EventKind, EventSink};
+use fabro_engine::event_kind::HumanAnswer;
+use fabro_engine::{EventEnvelope, EventKind, EventSink};
 
 mod line;
 mod live;
@@ -320,7 +320,7 @@ mod tests {
     use super::*;
 
     fn envelopes(lines: &[&str]) -> Vec<EventEnvelope> {
-        fabro_engine::event::read_events(&lines.join("\n"))
+        fabro_engine::backend::read_events(&lines.join("\n"))
     }
 
     const STARTED: &str = r#"{"id":1,"ts":"2026-11-26T07:00:00.000Z","run_id":"r","event":"StageStarted","node_id":"gate","properties":{"attempt":1,"handler":"human","rank":2,"visit":1}}"#;

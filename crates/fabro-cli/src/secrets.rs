@@ -20,7 +20,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 
-use fabro_engine::sandbox::is_secret_name;
+use fabro_engine::is_secret_name;
 use fabro_llm::redact::{self, SecretStore};
 
 /// Moves the credential variables into the process's secret store, scrubs them from the

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::sandbox::{KernelSupport, Mechanism};
+use fabro_engine::{KernelSupport, Mechanism};
 use fabro_test_support::{skip, TestEnv};
 use fabro_twin::{Reply, Turn, Twin};
 

@@ -38,7 +38,7 @@ const MTIME_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// The limits of SPEC 7.8, per attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CaptureLimits {
+pub(crate) struct CaptureLimits {
     /// Files larger than this are skipped (10 MB).
     pub max_file_bytes: u64,
     /// At most this many files are captured (100).
@@ -62,7 +62,7 @@ impl Default for CaptureLimits {
 
 /// Finds and copies assets; built once per run from `[artifacts] include`.
 #[derive(Debug, Clone)]
-pub struct AssetScanner {
+pub(crate) struct AssetScanner {
     include: Gitignore,
     limits: CaptureLimits,
     /// Directories never entered (canonical paths): fabro's own storage when it lies
@@ -85,7 +85,7 @@ struct Followed {
 
 /// The candidate files before an attempt, and when the attempt started.
 #[derive(Debug, Clone)]
-pub struct Baseline {
+pub(crate) struct Baseline {
     work_dir: PathBuf,
     started: SystemTime,
     files: HashMap<String, Fingerprint>,
@@ -94,7 +94,7 @@ pub struct Baseline {
 /// The candidate files as a complete scan found them: the baseline of a later attempt in
 /// the same working directory when nothing else wrote to it in between.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     work_dir: PathBuf,
     files: HashMap<String, Fingerprint>,
     /// The scan stopped at its time limit, so files may be missing.
@@ -103,13 +103,13 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The working directory that was scanned.
-    pub fn work_dir(&self) -> &Path {
+    pub(crate) fn work_dir(&self) -> &Path {
         &self.work_dir
     }
 
     /// The baseline of an attempt starting now, or `None` when the scan was cut short
     /// (a file missing from a baseline would count as new).
-    pub fn into_baseline(self) -> Option<Baseline> {
+    pub(crate) fn into_baseline(self) -> Option<Baseline> {
         (!self.timed_out).then(|| Baseline {
             work_dir: self.work_dir,
             started: SystemTime::now(),
@@ -120,7 +120,7 @@ impl Snapshot {
 
 /// What [`AssetScanner::capture`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CaptureReport {
+pub(crate) struct CaptureReport {
     /// The files copied, in path order.
     pub captured: Vec<CapturedAsset>,
     /// The files (or the scan) left out because of a limit or an error.
@@ -129,7 +129,7 @@ pub struct CaptureReport {
 
 /// One copied file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CapturedAsset {
+pub(crate) struct CapturedAsset {
     /// Path relative to the working directory, `/`-separated.
     pub path: String,
     /// Size in bytes.
@@ -141,7 +141,7 @@ pub struct CapturedAsset {
 /// A file, or the rest of a scan, that was not captured (a `Warning` with code
 /// `asset_skipped`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AssetSkip {
+pub(crate) enum AssetSkip {
     /// The file is larger than [`CaptureLimits::max_file_bytes`].
     FileTooLarge {
         /// Path relative to the working directory.
@@ -234,7 +234,7 @@ struct Candidate {
 impl AssetScanner {
     /// A scanner for the built-in candidates plus `include` globs (gitignore syntax, relative
     /// to the working directory).
-    pub fn new(
+    pub(crate) fn new(
         include: &[String],
         limits: CaptureLimits,
     ) -> Result<AssetScanner, IncludeGlobError> {
@@ -261,7 +261,7 @@ impl AssetScanner {
 
     /// Never enters `directory` (e.g. `$FABRO_HOME` inside a project): its run
     /// directories grow with every stage and hold no assets of the workflow's own.
-    pub fn skipping(mut self, directory: &Path) -> AssetScanner {
+    pub(crate) fn skipping(mut self, directory: &Path) -> AssetScanner {
         if let Ok(canonical) = directory.canonicalize() {
             self.skipped.push(canonical);
         }
@@ -270,7 +270,7 @@ impl AssetScanner {
 
     /// Records the attempt's start and the fingerprints of the candidates under `work_dir`.
     /// Call it right before the attempt runs. Unreadable directories are passed over.
-    pub fn baseline(&self, work_dir: &Path) -> Baseline {
+    pub(crate) fn baseline(&self, work_dir: &Path) -> Baseline {
         let started = SystemTime::now();
         let mut followed = self.follow_for(work_dir);
         if let Some(followed) = followed.as_mut().and_then(|guard| guard.as_mut()) {
@@ -379,15 +379,16 @@ impl AssetScanner {
         found
     }
 
-    /// Rescans the baseline's working directory and copies the new or changed candidates
-    /// whose mtime is not earlier than the attempt's start into `asset_dir` (see
-    /// [`asset_dir`]), within the limits.
-    pub fn capture(&self, baseline: &Baseline, asset_dir: &Path) -> CaptureReport {
+    /// [`AssetScanner::capture_with_snapshot`] without the snapshot.
+    #[cfg(test)]
+    pub(crate) fn capture(&self, baseline: &Baseline, asset_dir: &Path) -> CaptureReport {
         self.capture_with_snapshot(baseline, asset_dir).0
     }
 
-    /// [`AssetScanner::capture`], also returning the rescan as a [`Snapshot`].
-    pub fn capture_with_snapshot(
+    /// Rescans the baseline's working directory and copies the new or changed candidates
+    /// whose mtime is not earlier than the attempt's start into `asset_dir` (see
+    /// [`asset_dir`]), within the limits; also returns the rescan as a [`Snapshot`].
+    pub(crate) fn capture_with_snapshot(
         &self,
         baseline: &Baseline,
         asset_dir: &Path,
@@ -515,7 +516,7 @@ impl AssetScanner {
 
 /// Where the assets of one attempt go: `{run_dir}/artifacts/files/{node_slug}/retry_{attempt}`
 /// (SPEC 7.8).
-pub fn asset_dir(run_dir: &Path, node_id: &str, attempt: u32) -> PathBuf {
+pub(crate) fn asset_dir(run_dir: &Path, node_id: &str, attempt: u32) -> PathBuf {
     run_dir
         .join("artifacts")
         .join("files")
@@ -524,7 +525,7 @@ pub fn asset_dir(run_dir: &Path, node_id: &str, attempt: u32) -> PathBuf {
 }
 
 /// The node id lowercased, with every character outside `[a-z0-9_-]` replaced by `-`.
-pub fn node_slug(node_id: &str) -> String {
+pub(crate) fn node_slug(node_id: &str) -> String {
     node_id
         .chars()
         .flat_map(char::to_lowercase)

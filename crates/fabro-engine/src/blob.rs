@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::id::BlobRef;
 
-pub use crate::id::BLOB_PREFIX;
+pub(crate) use crate::id::BLOB_PREFIX;
 
 /// Errors of the blob store.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +164,7 @@ impl<B: BlobStore + ?Sized> BlobStore for std::sync::Arc<B> {
 }
 
 /// Whether `text` looks like a blob ref.
-pub fn is_ref(text: &str) -> bool {
+pub(crate) fn is_ref(text: &str) -> bool {
     text.strip_prefix(BLOB_PREFIX)
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
@@ -466,14 +466,14 @@ impl<W: Write> Write for HashingWriter<W> {
 /// `String::from_utf8_lossy` (a sequence split between chunks is decoded whole) and
 /// escaped like `serde_json`'s compact serialiser.
 #[derive(Debug, Default)]
-pub struct JsonStringEncoder {
+pub(crate) struct JsonStringEncoder {
     /// Bytes of a sequence cut at the end of the previous chunk (at most 3).
     pending: Vec<u8>,
 }
 
 impl JsonStringEncoder {
     /// Encodes `chunk` into `out`.
-    pub fn push(&mut self, chunk: &[u8], out: &mut impl Write) -> std::io::Result<()> {
+    pub(crate) fn push(&mut self, chunk: &[u8], out: &mut impl Write) -> std::io::Result<()> {
         if self.pending.is_empty() {
             return self.encode(chunk, out);
         }
@@ -506,7 +506,7 @@ impl JsonStringEncoder {
     }
 
     /// Ends the stream: a sequence cut by the end becomes one replacement character.
-    pub fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+    pub(crate) fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }

@@ -46,7 +46,7 @@ pub enum CheckpointError {
 }
 
 /// Where a run's checkpoints are made durable and shown to readers: the checkpoint half
-/// of the [`RunStore`](crate::store::RunStore) seam. [`FsCheckpointLog`] is the journal
+/// of the [`RunStore`](crate::store::RunStore) seam. `FsCheckpointLog` is the journal
 /// and `checkpoint.json` of a run directory; a database-backed store keeps them in rows.
 pub trait CheckpointLog: Send + std::fmt::Debug {
     /// Makes `checkpoint` durable and the one readers see. `hint` names what changed
@@ -65,7 +65,7 @@ pub trait CheckpointLog: Send + std::fmt::Debug {
 /// The checkpoints of a run directory (SPEC 8.6): `journal.jsonl`, synced at every
 /// append, and `checkpoint.json`, replaced for readers.
 #[derive(Debug)]
-pub struct FsCheckpointLog {
+pub(crate) struct FsCheckpointLog {
     journal_path: PathBuf,
     checkpoint_path: PathBuf,
     spare_path: PathBuf,
@@ -78,7 +78,7 @@ pub struct FsCheckpointLog {
 impl FsCheckpointLog {
     /// The log of the run directory `run_dir`; the journal is created by the first
     /// write.
-    pub fn new(run_dir: &Path) -> FsCheckpointLog {
+    pub(crate) fn new(run_dir: &Path) -> FsCheckpointLog {
         FsCheckpointLog {
             journal_path: journal_path(run_dir),
             checkpoint_path: run_dir.join(crate::run_dir::CHECKPOINT_FILE),
@@ -90,7 +90,7 @@ impl FsCheckpointLog {
     }
 
     /// Continues the journal of a resumed run, cutting off a partial last record.
-    pub fn resume(run_dir: &Path) -> Result<FsCheckpointLog, CheckpointError> {
+    pub(crate) fn resume(run_dir: &Path) -> Result<FsCheckpointLog, CheckpointError> {
         let mut log = FsCheckpointLog::new(run_dir);
         log.journal = Journal::reopen(&log.journal_path)?;
         Ok(log)
@@ -447,13 +447,13 @@ fn stored_children(run_dir: &Path, relative: &str, files: &mut Vec<(String, Vec<
 }
 
 /// `{run_dir}/journal.jsonl`.
-pub fn journal_path(run_dir: &Path) -> PathBuf {
+pub(crate) fn journal_path(run_dir: &Path) -> PathBuf {
     run_dir.join(crate::run_dir::JOURNAL_FILE)
 }
 
 /// The newest complete checkpoint of a run without git checkpointing: the journal's
 /// state, or `checkpoint.json` when there is no journal (or it is behind the file).
-pub fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
+pub(crate) fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
     let journaled = crate::journal::replay(&journal_path(run_dir))?;
     let file_path = run_dir.join(crate::run_dir::CHECKPOINT_FILE);
     let from_file = match fs_err::read(&file_path) {
@@ -492,7 +492,7 @@ pub fn load_newest(run_dir: &Path) -> Result<Option<Checkpoint>, LoadError> {
 /// First the refs are brought forward to the newest run-branch commit the journal in
 /// `run_dir` records ([`RunHistory::recover_refs`](crate::git::RunHistory::recover_refs)),
 /// since after an operating-system crash the synced journal can be ahead of the refs.
-pub fn load_newest_from_git(
+pub(crate) fn load_newest_from_git(
     repo: &Path,
     run_dir: &Path,
     run_id: &str,
@@ -535,7 +535,7 @@ pub fn load_newest_from_git(
 }
 
 /// Whether `a` describes a later point of the run than `b`.
-pub fn newer(a: &Checkpoint, b: &Checkpoint) -> bool {
+pub(crate) fn newer(a: &Checkpoint, b: &Checkpoint) -> bool {
     (
         a.completed_nodes.len(),
         a.stage_rank,

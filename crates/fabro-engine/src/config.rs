@@ -7,33 +7,34 @@
 
 mod keys;
 
+pub use keys::CostLimit;
 use keys::{dirty_worktree, isolation_mode, sandbox_provider, RUN_KEYS};
-pub use keys::{CostLimit, DirtyWorktree, DEFAULT_MAX_STAGES};
+pub(crate) use keys::{DirtyWorktree, DEFAULT_MAX_STAGES};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use fabro_agent::isolation::IsolationMode;
+pub(crate) use fabro_agent::isolation::IsolationMode;
 use serde::{Deserialize, Serialize};
 use toml::de::{DeTable, DeValue};
 
 mod extensions;
 mod hooks;
 mod providers;
-pub mod reference;
+pub(crate) mod reference;
 mod section;
 
-pub use extensions::{
+pub(crate) use extensions::{
     expand_secret_variables, variable_value, McpServerKind, McpServerSettings, WebSearchConfig,
 };
-pub use hooks::{HookConfig, HookEvent, HookKind, DEFAULT_HOOK_TIMEOUT_SECS};
+pub(crate) use hooks::{HookConfig, HookEvent, HookKind};
 
-pub use providers::{preset_named, ModelConfig, Preset, ProviderConfig, PRESETS, WIRES};
+pub(crate) use providers::{preset_named, ModelConfig, ProviderConfig, PRESETS, WIRES};
 
 use section::{Context, Section};
 
 /// The only schema version this build reads.
-pub const CONFIG_VERSION: i64 = 1;
+pub(crate) const CONFIG_VERSION: i64 = 1;
 
 /// One configuration layer, or several merged. Every key is optional so that a higher
 /// layer overrides only what it sets; defaults are applied by the accessors of the

@@ -24,7 +24,7 @@ pub(crate) fn is_reserved_key(key: &str) -> bool {
 
 /// The run context.
 #[derive(Debug, Clone, Default)]
-pub struct Context {
+pub(crate) struct Context {
     values: BTreeMap<String, Value>,
     /// Keys set or removed since [`Context::take_changed`], for cheap checkpoints.
     changed: BTreeSet<String>,
@@ -38,22 +38,22 @@ impl PartialEq for Context {
 
 impl Context {
     /// An empty context.
-    pub fn new() -> Context {
+    pub(crate) fn new() -> Context {
         Context::default()
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.values.get(key)
     }
 
     /// The value of `key` as a string, if it is one.
-    pub fn get_str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get_str(&self, key: &str) -> Option<&str> {
         self.values.get(key).and_then(Value::as_str)
     }
 
     /// Sets `key`.
-    pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+    pub(crate) fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) {
         let key = key.into();
         if !self.changed.contains(&key) {
             self.changed.insert(key.clone());
@@ -62,34 +62,34 @@ impl Context {
     }
 
     /// Removes `key`.
-    pub fn remove(&mut self, key: &str) {
+    pub(crate) fn remove(&mut self, key: &str) {
         if self.values.remove(key).is_some() && !self.changed.contains(key) {
             self.changed.insert(key.to_owned());
         }
     }
 
     /// Keys set or removed since the last call.
-    pub fn take_changed(&mut self) -> BTreeSet<String> {
+    pub(crate) fn take_changed(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.changed)
     }
 
     /// Keys set or removed since [`Context::take_changed`] was last called.
-    pub fn changed(&self) -> &BTreeSet<String> {
+    pub(crate) fn changed(&self) -> &BTreeSet<String> {
         &self.changed
     }
 
     /// All entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
         self.values.iter()
     }
 
     /// The entries as a map (for checkpoints).
-    pub fn values(&self) -> &BTreeMap<String, Value> {
+    pub(crate) fn values(&self) -> &BTreeMap<String, Value> {
         &self.values
     }
 
     /// Builds a context from saved entries.
-    pub fn from_values(values: BTreeMap<String, Value>) -> Context {
+    pub(crate) fn from_values(values: BTreeMap<String, Value>) -> Context {
         Context {
             values,
             changed: BTreeSet::new(),

@@ -6,7 +6,7 @@
 //! CLI's progress view, as [`EventEnvelope`]s: the persisted form,
 //! `{"id","ts","run_id","event","node_id","properties"}`.
 
-pub mod kind;
+pub(crate) mod kind;
 
 use std::io::Write;
 use std::path::Path;
@@ -121,7 +121,7 @@ pub trait EventSink: Send + Sync {
 }
 
 /// Where a run's events are persisted, one JSON line each: the event half of the
-/// [`RunStore`](crate::store::RunStore) seam. [`FsEventLog`] appends to `events.jsonl`.
+/// [`RunStore`](crate::store::RunStore) seam. `FsEventLog` appends to `events.jsonl`.
 pub trait EventLog: Send {
     /// Appends one serialised event, `\n` included.
     fn append(&mut self, line: &[u8]) -> std::io::Result<()>;
@@ -129,13 +129,13 @@ pub trait EventLog: Send {
 
 /// `events.jsonl` of a run directory, opened for appending.
 #[derive(Debug)]
-pub struct FsEventLog {
+pub(crate) struct FsEventLog {
     file: std::fs::File,
 }
 
 impl FsEventLog {
     /// Opens `path` for appending (created if missing).
-    pub fn open(path: &Path) -> Result<FsEventLog, EmitterError> {
+    pub(crate) fn open(path: &Path) -> Result<FsEventLog, EmitterError> {
         let file = fs_err::OpenOptions::new()
             .create(true)
             .append(true)
@@ -152,7 +152,7 @@ impl FsEventLog {
     /// Continues `path` after a crash or a cancellation (SPEC 8.7 step 5): a truncated
     /// last line is removed. Returns the log and the id of the last event in it (0 when
     /// there is none).
-    pub fn reopen(path: &Path) -> Result<(FsEventLog, u64), EmitterError> {
+    pub(crate) fn reopen(path: &Path) -> Result<(FsEventLog, u64), EmitterError> {
         let error = |source| EmitterError {
             path: path.display().to_string(),
             source,

@@ -1,17 +1,17 @@
 //! Failure signatures (SPEC 9.8); the failure class and the message rules of SPEC 9.1
 //! live in `fabro_llm` ([`FailureClass`], [`classify_message`]), re-exported here.
 
-pub use fabro_llm::{classify_message, FailureClass};
+pub use fabro_llm::FailureClass;
 
 /// The failure signature `{node_id}|{class}|{normalised reason}` (SPEC 9.8).
-pub fn failure_signature(node_id: &str, class: FailureClass, reason: &str) -> String {
+pub(crate) fn failure_signature(node_id: &str, class: FailureClass, reason: &str) -> String {
     format!("{node_id}|{class}|{}", normalize_reason(reason))
 }
 
 /// Normalises a failure reason: trim and lowercase; runs of 7+ hex digits bounded by
 /// non-word characters become `<hex>`; remaining digit runs become `<n>`; whitespace
 /// runs collapse; cut to 240 characters.
-pub fn normalize_reason(reason: &str) -> String {
+pub(crate) fn normalize_reason(reason: &str) -> String {
     let lower = reason.trim().to_lowercase();
     let chars: Vec<char> = lower.chars().collect();
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
@@ -53,6 +53,8 @@ pub fn normalize_reason(reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use fabro_llm::classify_message;
+
     use super::*;
 
     #[test]

@@ -29,9 +29,6 @@ use crate::blob::BLOB_PREFIX;
 use crate::run_index::{read_manifest, RunIndex, RunIndexError, RunLock, RunRecord, RunStatus};
 use crate::timestamp::parse_rfc3339;
 
-/// The default age of `fabro gc`: 30 days.
-pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(30 * 86_400);
-
 /// What to collect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcOptions {

@@ -7,15 +7,15 @@
 //! - [`RunGit::create`] makes `fabro/run/{run_id}` at the base SHA and a linked worktree on it
 //!   (SPEC 8.4); [`RunGit::reattach`] does the same for a resumed run (SPEC 8.7 step 4).
 //! - [`RunGit::write_metadata`] writes one commit of `refs/fabro/{run_id}` straight into the
-//!   object database (SPEC 8.3); [`RunGit::commit_stage`] commits the stage's changes on the run
-//!   branch with the trailers that name that metadata commit.
+//!   object database (SPEC 8.3); [`RunGit::checkpoint_stage`] writes it together with the
+//!   run-branch commit of the stage's changes, whose trailers name that metadata commit.
 //! - [`CheckedOutBranch::create_branch`] gives each parallel branch its own branch and worktree
 //!   ([`BranchWorktree`], SPEC 5.7); [`CheckedOutBranch::advance`] moves the run branch to the
 //!   chosen branch head (SPEC 5.8).
 //! - [`RewindGit`] moves a run back to an earlier stage's commit (SPEC 20.3), keeping the
 //!   previous head as `refs/fabro-rewound/{run_id}/{k}`.
 //! - [`RunHistory`] reads the metadata history, finds run-branch commits by trailer and reads
-//!   stored files; [`parse_run_ref`] turns a ref argument of `fabro resume` into a run id.
+//!   stored files.
 //!
 //! Nothing here touches the user's `HEAD`, index, working tree or current branch (SPEC 13.6):
 //! the only refs written are `refs/heads/fabro/run/{run_id}`, `refs/fabro/{run_id}`,
@@ -34,7 +34,6 @@ mod metadata;
 mod object;
 mod pack;
 mod parallel_branch;
-mod refname;
 mod rewind;
 mod run_git;
 mod stage;
@@ -46,43 +45,30 @@ mod worktree;
 
 use std::path::PathBuf;
 
-pub use before::{before_ref_name, save_before};
+pub(crate) use before::{before_ref_name, save_before};
 pub use history::{MetadataEntry, RunHistory};
-pub use inspect::{inspect, RepoState};
-pub use message::{run_commit_message, MetadataMessage};
-pub use metadata::{MetadataFile, MetadataWrite, METADATA_FILE_LIMIT};
-pub use parallel_branch::{
-    branch_commit_message, BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite,
-};
-pub use refname::{parse_run_ref, RunRef, RunRefKind};
-pub use rewind::{rewound_ref_name, RewindGit};
-pub use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
+pub(crate) use inspect::{inspect, RepoState};
+pub(crate) use message::MetadataMessage;
+pub(crate) use metadata::{MetadataFile, METADATA_FILE_LIMIT};
+pub(crate) use parallel_branch::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
+pub(crate) use rewind::RewindGit;
+pub(crate) use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
 pub(crate) use watch::ChangeFeed;
 
 /// Name and email used as author and committer of fabro's commits (SPEC 8.3, `[git]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Author {
+pub(crate) struct Author {
     name: String,
     email: String,
 }
 
 impl Author {
     /// An author with the given name and email.
-    pub fn new(name: impl Into<String>, email: impl Into<String>) -> Author {
+    pub(crate) fn new(name: impl Into<String>, email: impl Into<String>) -> Author {
         Author {
             name: name.into(),
             email: email.into(),
         }
-    }
-
-    /// The author's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The author's email.
-    pub fn email(&self) -> &str {
-        &self.email
     }
 
     fn signature(&self) -> Result<git2::Signature<'static>, GitError> {
@@ -102,18 +88,13 @@ impl Default for Author {
 }
 
 /// The run branch of a run: `fabro/run/{run_id}` (SPEC 8.2).
-pub fn run_branch_name(run_id: &str) -> String {
+pub(crate) fn run_branch_name(run_id: &str) -> String {
     format!("fabro/run/{run_id}")
 }
 
 /// The local metadata ref of a run: `refs/fabro/{run_id}` (SPEC 8.2).
-pub fn metadata_ref_name(run_id: &str) -> String {
+pub(crate) fn metadata_ref_name(run_id: &str) -> String {
     format!("refs/fabro/{run_id}")
-}
-
-/// The branch name of the metadata ref on remotes: `fabro/meta/{run_id}` (decision 12).
-pub fn remote_metadata_branch_name(run_id: &str) -> String {
-    format!("fabro/meta/{run_id}")
 }
 
 /// Failures of fabro's git operations.

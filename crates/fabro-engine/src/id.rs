@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 use std::fmt;
 
 /// The prefix of every blob ref (SPEC 11.2): `blob://sha256/{hex}`.
-pub const BLOB_PREFIX: &str = "blob://sha256/";
+pub(crate) const BLOB_PREFIX: &str = "blob://sha256/";
 
 use serde::{Deserialize, Serialize};
 

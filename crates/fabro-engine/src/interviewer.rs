@@ -74,13 +74,13 @@ impl AnswerSource {
 }
 
 /// Interviewers asked in order; the first that does not decline answers (SPEC 5.5).
-pub struct FirstApplicable {
+pub(crate) struct FirstApplicable {
     sources: Vec<Arc<dyn Interviewer>>,
 }
 
 impl FirstApplicable {
     /// The sources, in the order they are asked.
-    pub fn new(sources: Vec<Arc<dyn Interviewer>>) -> FirstApplicable {
+    pub(crate) fn new(sources: Vec<Arc<dyn Interviewer>>) -> FirstApplicable {
         FirstApplicable { sources }
     }
 }
@@ -102,13 +102,13 @@ impl Interviewer for FirstApplicable {
 /// `--answer NODE=LABEL` values: one per visit of the node, in command-line order; a
 /// node with none left declines.
 #[derive(Debug, Default)]
-pub struct AnswerFlags {
+pub(crate) struct AnswerFlags {
     by_node: Mutex<BTreeMap<String, VecDeque<String>>>,
 }
 
 impl AnswerFlags {
     /// The values of `--answer`, as `(node, label)` in command-line order.
-    pub fn new(answers: &[(String, String)]) -> AnswerFlags {
+    pub(crate) fn new(answers: &[(String, String)]) -> AnswerFlags {
         let mut by_node: BTreeMap<String, VecDeque<String>> = BTreeMap::new();
         for (node, answer) in answers {
             by_node
@@ -146,7 +146,7 @@ impl Interviewer for AnswerFlags {
 
 /// `--auto-approve`: the default choice, else the first option, else `auto-approved`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct AutoApprove;
+pub(crate) struct AutoApprove;
 
 impl Interviewer for AutoApprove {
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Reply> {

@@ -61,7 +61,7 @@ enum Record {
 /// Changes to a map field: keys set (added or changed) and keys removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(bound(deserialize = "V: DeserializeOwned"))]
-pub struct MapChange<V> {
+pub(crate) struct MapChange<V> {
     /// Added or changed entries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub set: BTreeMap<String, V>,
@@ -81,7 +81,7 @@ impl<V> Default for MapChange<V> {
 
 impl<V: Clone + PartialEq> MapChange<V> {
     /// The changes that turn `old` into `new`, in one merge walk over both.
-    pub fn between(old: &BTreeMap<String, V>, new: &BTreeMap<String, V>) -> MapChange<V> {
+    pub(crate) fn between(old: &BTreeMap<String, V>, new: &BTreeMap<String, V>) -> MapChange<V> {
         let mut change = MapChange::default();
         let mut old_entries = old.iter().peekable();
         for (key, value) in new {
@@ -124,7 +124,7 @@ impl<V: Clone + PartialEq> MapChange<V> {
     }
 
     /// The changes of the entries `keys` only (the caller knows no other entry changed).
-    pub fn of_keys<'k>(
+    pub(crate) fn of_keys<'k>(
         old: &BTreeMap<String, V>,
         new: &BTreeMap<String, V>,
         keys: impl IntoIterator<Item = &'k String>,
@@ -153,7 +153,7 @@ impl<V: Clone + PartialEq> MapChange<V> {
 /// list does not extend the old one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ListChange {
+pub(crate) enum ListChange {
     /// Entries appended at the end.
     Append(Vec<String>),
     /// The new list.
@@ -201,7 +201,7 @@ impl Default for ListChange {
 /// The difference between two checkpoints of one run. Scalars are always carried; maps
 /// and lists only as changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointDelta {
+pub(crate) struct CheckpointDelta {
     pub(crate) timestamp: String,
     pub(crate) current_node: Option<String>,
     pub(crate) next_node_id: Option<String>,
@@ -282,7 +282,7 @@ impl ChangeHint<'static> {
 impl CheckpointDelta {
     /// The changes that turn `old` into `new`, comparing only what `hint` names. Debug
     /// builds check the result against [`CheckpointDelta::between`].
-    pub fn between_hinted(
+    pub(crate) fn between_hinted(
         old: &Checkpoint,
         new: &CheckpointView<'_>,
         hint: &ChangeHint<'_>,
@@ -338,7 +338,7 @@ impl CheckpointDelta {
     }
 
     /// The changes that turn `old` into `new`.
-    pub fn between(old: &Checkpoint, new: &CheckpointView<'_>) -> CheckpointDelta {
+    pub(crate) fn between(old: &Checkpoint, new: &CheckpointView<'_>) -> CheckpointDelta {
         CheckpointDelta {
             timestamp: new.timestamp.to_owned(),
             current_node: new.current_node.map(str::to_owned),
@@ -369,7 +369,7 @@ impl CheckpointDelta {
     }
 
     /// Applies the changes to `checkpoint`.
-    pub fn apply(self, checkpoint: &mut Checkpoint) {
+    pub(crate) fn apply(self, checkpoint: &mut Checkpoint) {
         checkpoint.timestamp = self.timestamp;
         checkpoint.current_node = self.current_node;
         checkpoint.next_node_id = self.next_node_id;
@@ -398,7 +398,7 @@ impl CheckpointDelta {
 
 /// An open journal, positioned for appending, with the state its lines describe.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     file: fs_err::File,
     last: Checkpoint,
@@ -409,7 +409,7 @@ pub struct Journal {
 impl Journal {
     /// Creates `path` with `first` as its first record, synced (the file's directory
     /// entry included).
-    pub fn create(path: &Path, first: &CheckpointView<'_>) -> Result<Journal, JournalError> {
+    pub(crate) fn create(path: &Path, first: &CheckpointView<'_>) -> Result<Journal, JournalError> {
         let io = |source| JournalError::Io {
             path: path.to_path_buf(),
             source,
@@ -435,7 +435,7 @@ impl Journal {
 
     /// Opens an existing journal for appending after a crash or a cancellation: cuts off
     /// a partial last line and returns the journal with the state it holds.
-    pub fn reopen(path: &Path) -> Result<Option<Journal>, JournalError> {
+    pub(crate) fn reopen(path: &Path) -> Result<Option<Journal>, JournalError> {
         let io = |source| JournalError::Io {
             path: path.to_path_buf(),
             source,
@@ -462,14 +462,15 @@ impl Journal {
     /// Appends `checkpoint` as a delta against the previous record and syncs it. Returns
     /// once the record is on disk. Costs a comparison with the previous state and copies
     /// of what changed, never a copy of the whole state.
-    pub fn append(&mut self, checkpoint: &CheckpointView<'_>) -> Result<(), JournalError> {
+    #[cfg(test)]
+    pub(crate) fn append(&mut self, checkpoint: &CheckpointView<'_>) -> Result<(), JournalError> {
         let delta = CheckpointDelta::between(&self.last, checkpoint);
         self.append_delta(delta)
     }
 
     /// Appends `delta` (against [`Journal::last`]) and syncs it, then applies it to the
     /// journal's state.
-    pub fn append_delta(&mut self, delta: CheckpointDelta) -> Result<(), JournalError> {
+    pub(crate) fn append_delta(&mut self, delta: CheckpointDelta) -> Result<(), JournalError> {
         let record = Record::Delta(Box::new(delta));
         self.write_record(&record)?;
         if let Record::Delta(delta) = record {
@@ -479,7 +480,7 @@ impl Journal {
     }
 
     /// The state described by the journal's records.
-    pub fn last(&self) -> &Checkpoint {
+    pub(crate) fn last(&self) -> &Checkpoint {
         &self.last
     }
 
@@ -500,14 +501,17 @@ impl Journal {
 
 /// The state a journal describes, or `None` when the file does not exist or holds no
 /// complete first record. A partial last line is ignored.
-pub fn replay(path: &Path) -> Result<Option<Checkpoint>, JournalError> {
+pub(crate) fn replay(path: &Path) -> Result<Option<Checkpoint>, JournalError> {
     Ok(replay_with_length(path)?.map(|replayed| replayed.checkpoint))
 }
 
 /// Replays the journal at `path` like [`replay`], giving `visit` the state after every
 /// record, oldest first: every checkpoint the run wrote (SPEC 20.2, 20.3 pick one of
 /// them). Nothing when the file does not exist.
-pub fn replay_each(path: &Path, visit: &mut dyn FnMut(&Checkpoint)) -> Result<(), JournalError> {
+pub(crate) fn replay_each(
+    path: &Path,
+    visit: &mut dyn FnMut(&Checkpoint),
+) -> Result<(), JournalError> {
     replay_visiting(path, visit).map(|_| ())
 }
 
@@ -585,7 +589,7 @@ fn replay_visiting(
 }
 
 /// Syncs a directory so that a new entry in it survives a crash.
-pub fn sync_directory(directory: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_directory(directory: &Path) -> std::io::Result<()> {
     fs_err::File::open(directory)?.sync_all()
 }
 

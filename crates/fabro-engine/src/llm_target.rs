@@ -4,7 +4,7 @@
 //! `[llm.fallbacks]` chains from the environment and configuration (SPEC 12.3, 12.4).
 //! [`LlmSetup::resolve`] builds one HTTP client per provider in use and, per node, an
 //! [`LlmTarget`] with its failover routes (closest catalog model per fallback provider,
-//! SPEC 9.4). Handlers call through [`LlmTarget::stage_client`], which applies the
+//! SPEC 9.4). Handlers call through [`LlmTarget::budgeted_client`], which applies the
 //! retries and failover of `fabro_llm::Resilient` and reports them as `Agent.LlmRetry`
 //! and `Agent.Failover` events.
 
@@ -20,7 +20,7 @@ use fabro_llm::{
 };
 
 use crate::config::LlmConfig;
-pub use named::{base_url_variable as named_base_url_variable, ModelLimits, NamedProvider};
+pub(crate) use named::{ModelLimits, NamedProvider};
 
 mod named;
 use crate::event::kind::{AgentFailover, AgentLlmRetry};
@@ -162,7 +162,7 @@ impl ProviderSettings {
 }
 
 /// The environment variable overriding a provider's base URL.
-pub fn base_url_variable(provider: Provider) -> &'static str {
+pub(crate) fn base_url_variable(provider: Provider) -> &'static str {
     match provider {
         Provider::Anthropic => "ANTHROPIC_BASE_URL",
         Provider::OpenAi => "OPENAI_BASE_URL",
@@ -195,7 +195,7 @@ pub struct LlmDefaults {
 
 /// A resolved provider, model and client for one node.
 #[derive(Clone)]
-pub struct LlmTarget {
+pub(crate) struct LlmTarget {
     /// The wire of the provider: its client and tool profile.
     pub provider: Provider,
     /// The provider's name, recorded as the stage's provider: a built-in name, a preset
@@ -233,15 +233,16 @@ impl Default for Timing {
 }
 
 impl LlmTarget {
-    /// The client one stage uses: retries (SPEC 9.2) and failover (SPEC 9.4) around the
-    /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
-    /// A fresh one per stage, so a failover lasts for the rest of the stage only.
-    pub fn stage_client(&self, emitter: Arc<Emitter>, node_id: &str) -> Resilient {
+    /// [`LlmTarget::budgeted_client`] without a budget.
+    #[cfg(test)]
+    pub(crate) fn stage_client(&self, emitter: Arc<Emitter>, node_id: &str) -> Resilient {
         self.client_with_budget(emitter, None, node_id)
     }
 
-    /// [`LlmTarget::stage_client`] whose completed calls count against the run's budget
-    /// (SPEC 17.1).
+    /// The client one stage uses: retries (SPEC 9.2) and failover (SPEC 9.4) around the
+    /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
+    /// A fresh one per stage, so a failover lasts for the rest of the stage only. Its
+    /// completed calls count against the run's budget (SPEC 17.1).
     pub(crate) fn budgeted_client(
         &self,
         emitter: Arc<Emitter>,
@@ -354,7 +355,7 @@ pub enum LlmSetupError {
 }
 
 /// The environment variable holding a provider's key.
-pub fn credential_variable(provider: Provider) -> &'static str {
+pub(crate) fn credential_variable(provider: Provider) -> &'static str {
     match provider {
         Provider::Anthropic => "ANTHROPIC_API_KEY",
         Provider::OpenAi => "OPENAI_API_KEY",
@@ -365,7 +366,7 @@ pub fn credential_variable(provider: Provider) -> &'static str {
 }
 
 /// Per-node targets for a whole workflow.
-pub struct LlmSetup {
+pub(crate) struct LlmSetup {
     targets: BTreeMap<String, LlmTarget>,
     fallback: LlmTarget,
     simulated: Arc<SimulatedClient>,
@@ -375,7 +376,7 @@ pub struct LlmSetup {
 impl LlmSetup {
     /// Resolves every LLM node of `workflow`. With `dry_run`, credentials are not
     /// required and every node uses the simulated client.
-    pub fn resolve(
+    pub(crate) fn resolve(
         workflow: &Workflow,
         defaults: &LlmDefaults,
         simulated: Arc<SimulatedClient>,
@@ -432,7 +433,7 @@ impl LlmSetup {
     }
 
     /// The target of `node` (the simulated fallback for nodes that were not resolved).
-    pub fn target_for(&self, node: &fabro_language::Node) -> LlmTarget {
+    pub(crate) fn target_for(&self, node: &fabro_language::Node) -> LlmTarget {
         self.targets
             .get(&node.id)
             .cloned()
@@ -440,12 +441,13 @@ impl LlmSetup {
     }
 
     /// Whether the last fallback of SPEC 10.2 chose the simulated provider for some node.
-    pub fn simulated_by_default(&self) -> bool {
+    pub(crate) fn simulated_by_default(&self) -> bool {
         self.simulated_by_default
     }
 
     /// Replaces how retries wait, for every target (tests pass a recording sleeper).
-    pub fn set_timing(&mut self, sleeper: Arc<dyn Sleeper>, jitter: Arc<dyn Jitter>) {
+    #[cfg(test)]
+    pub(crate) fn set_timing(&mut self, sleeper: Arc<dyn Sleeper>, jitter: Arc<dyn Jitter>) {
         let timing = Timing { sleeper, jitter };
         for target in self.targets.values_mut() {
             target.timing = timing.clone();
@@ -454,7 +456,7 @@ impl LlmSetup {
     }
 
     /// The simulated client, for saving and restoring its cursors.
-    pub fn simulated(&self) -> &SimulatedClient {
+    pub(crate) fn simulated(&self) -> &SimulatedClient {
         &self.simulated
     }
 }
@@ -780,7 +782,7 @@ impl LlmClient for NoApiClient {
 }
 
 /// The provider of a model: the catalog entry, else the id's prefix (SPEC 10.2).
-pub fn infer_provider(model: &str) -> Option<Provider> {
+pub(crate) fn infer_provider(model: &str) -> Option<Provider> {
     if let Some(info) = catalog::find(model) {
         return Some(info.provider);
     }

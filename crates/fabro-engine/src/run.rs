@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabro_language::{StageStatus, Variables};
+use fabro_language::Variables;
 
 use crate::config::RunConfig;
 use crate::id::RunId;
@@ -52,7 +52,7 @@ use children::StoredGraphs;
 pub use error::{ErrorKind, ResumeError, RunError};
 pub use fork::{fork, ForkRequest};
 use git_plan::GitPlan;
-pub use lifecycle::{resume, run_options, start, Overrides, ResumeRequest, StartRequest};
+pub use lifecycle::{resume, start, Overrides, ResumeRequest, StartRequest};
 pub use point::StagePoint;
 pub use prepare::{new_run_id, prepare, prepare_resume, prepare_resume_with, prepare_with};
 pub use rewind::{rewind, RewindRequest, Rewound};
@@ -241,11 +241,6 @@ impl PreparedRun {
             source,
         }
     }
-}
-
-/// Whether the final status of a run counts as success for exit codes.
-pub fn exit_status(report: &RunReport) -> StageStatus {
-    StageStatus::parse(report.status.as_str()).unwrap_or(StageStatus::Fail)
 }
 
 impl RunOptions {

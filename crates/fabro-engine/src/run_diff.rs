@@ -281,7 +281,7 @@ fn with_git_similarity(repo: &Repository, delta: &git2::DiffDelta<'_>, header: &
 /// bytes, spans are hashed, and the bytes of spans the new content shares with the old
 /// are set against the larger size. Carriage returns before a newline do not count in
 /// text (no NUL byte among the first 8000).
-pub fn git_similarity(old: &[u8], new: &[u8]) -> u64 {
+pub(crate) fn git_similarity(old: &[u8], new: &[u8]) -> u64 {
     const MAX_SCORE: u64 = 60_000;
     if old == new {
         return 100;

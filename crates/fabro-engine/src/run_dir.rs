@@ -9,23 +9,23 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The directory of run directories under the storage root.
-pub const SCRATCH_DIR: &str = "scratch";
+pub(crate) const SCRATCH_DIR: &str = "scratch";
 /// A run's manifest: a run directory with one is a complete run.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// A run's newest checkpoint, as readers see it.
-pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+pub(crate) const CHECKPOINT_FILE: &str = "checkpoint.json";
 /// A run's checkpoint journal, ahead of [`CHECKPOINT_FILE`] between copies.
-pub const JOURNAL_FILE: &str = "journal.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 /// A run's events, one envelope a line (SPEC 11.3).
-pub const EVENTS_FILE: &str = "events.jsonl";
+pub(crate) const EVENTS_FILE: &str = "events.jsonl";
 /// A rewind of the run that has begun and not finished (SPEC 20.3).
-pub const REWIND_FILE: &str = "rewind.json";
+pub(crate) const REWIND_FILE: &str = "rewind.json";
 /// Where a rewind moves the stage directories after the stage it goes back to:
 /// `rewound/{k}/stages/` (SPEC 20.3).
-pub const REWOUND_DIR: &str = "rewound";
+pub(crate) const REWOUND_DIR: &str = "rewound";
 
 /// `{root}/scratch`: where the run directories of storage root `root` live.
-pub fn scratch_dir(root: &Path) -> PathBuf {
+pub(crate) fn scratch_dir(root: &Path) -> PathBuf {
     root.join(SCRATCH_DIR)
 }
 
@@ -106,7 +106,7 @@ impl RunPaths {
 ///
 /// Secret values are redacted on the way (SPEC 13.1): every record written through here
 /// (`manifest.json`, `config.json`, `status.json`, …) is stored without them.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
     let directory = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -133,7 +133,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// may see it rewritten; readers here read whole files at once.
 ///
 /// Secret values are redacted on the way, as in [`write_atomic`].
-pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let bytes = &*fabro_llm::redact::redactor().redact_bytes(bytes);
     // Overwrite, then cut to length: truncating to zero first would make ext4 flush the
     // file's blocks on close (its `auto_da_alloc` heuristic for replace-by-truncate).
@@ -162,7 +162,7 @@ pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Re
 }
 
 /// Writes `value` as pretty JSON atomically.
-pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+pub(crate) fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     write_atomic(path, &bytes)

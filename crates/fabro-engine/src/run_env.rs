@@ -74,7 +74,7 @@ pub(crate) fn check_provider(
 
 /// A variable as runs see it: from the secret store (credentials moved out of the
 /// environment at start-up), else the environment; empty counts as unset.
-pub fn env_var(name: &str) -> Option<String> {
+pub(crate) fn env_var(name: &str) -> Option<String> {
     fabro_llm::redact::secrets()
         .get_str(name)
         .map(str::to_owned)
@@ -121,7 +121,10 @@ impl ConfigOverrides {
 /// # Errors
 /// An unknown name in `FABRO_TEST_KERNEL_LACKS`; `require_isolation` on a kernel
 /// lacking a needed mechanism.
-pub fn sandbox_env(config: &RunConfig, fabro_home: &Path) -> Result<SandboxEnv, RunEnvError> {
+pub(crate) fn sandbox_env(
+    config: &RunConfig,
+    fabro_home: &Path,
+) -> Result<SandboxEnv, RunEnvError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut isolation = sandbox::isolation_settings(
         &config.sandbox,

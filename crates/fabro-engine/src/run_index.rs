@@ -31,7 +31,8 @@ pub use catalog::{Listing, RunCatalog};
 
 use database::{connect, is_corruption, remove_database, ConnectError};
 pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
-pub use queued::{queued_runs, read_queued, remove_queued, write_queued, QueuedRun, QUEUED_FILE};
+pub(crate) use queued::read_queued;
+pub use queued::{queued_runs, remove_queued, write_queued, QueuedRun};
 
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
 pub const MIN_PREFIX_LEN: usize = 4;
@@ -43,7 +44,7 @@ pub struct RunIndex {
     connection: Connection,
 }
 
-pub use crate::run_status::RunStatus;
+pub(crate) use crate::run_status::RunStatus;
 
 /// One run as listed by the index.
 #[derive(Debug, Clone, PartialEq)]

@@ -100,7 +100,7 @@ pub fn list_stages(run_dir: &Path) -> Result<Vec<StageDir>, StageLookupError> {
 }
 
 /// `007-plan@2` → (7, "plan", 2).
-pub fn parse_stage_dir_name(name: &str) -> Option<(u32, &str, u32)> {
+pub(crate) fn parse_stage_dir_name(name: &str) -> Option<(u32, &str, u32)> {
     let (rank, rest) = name.split_once('-')?;
     let (node_id, visit) = rest.rsplit_once('@')?;
     if node_id.is_empty() || rank.is_empty() || !rank.bytes().all(|b| b.is_ascii_digit()) {
@@ -111,7 +111,7 @@ pub fn parse_stage_dir_name(name: &str) -> Option<(u32, &str, u32)> {
 
 /// The node ids of the run's stored workflow (`graph.fabro`), or `None` when it is
 /// missing or does not parse (then only stage directories can name nodes).
-pub fn workflow_node_ids(run_dir: &Path) -> Option<Vec<String>> {
+pub(crate) fn workflow_node_ids(run_dir: &Path) -> Option<Vec<String>> {
     let text = fs_err::read_to_string(run_dir.join("graph.fabro")).ok()?;
     let graph = fabro_language::syntax::parse(&text).ok()?;
     Some(graph.nodes.into_iter().map(|node| node.id).collect())
@@ -119,7 +119,7 @@ pub fn workflow_node_ids(run_dir: &Path) -> Option<Vec<String>> {
 
 /// Checks that `node_id` names a node of the run: one of its stored workflow, or, when
 /// that cannot be read, one that has a stage.
-pub fn check_node(
+pub(crate) fn check_node(
     run_id: &str,
     run_dir: &Path,
     node_id: &str,

@@ -23,7 +23,7 @@ pub enum RunStatus {
     Canceled,
     /// Recorded as running, but no process holds its lock: it died mid-run.
     Interrupted,
-    /// Its `manifest.json` cannot be read or parsed ([`RunRecord::reason`] says why).
+    /// Its `manifest.json` cannot be read or parsed ([`RunRecord::reason`](crate::RunRecord::reason) says why).
     Unreadable,
 }
 

@@ -13,11 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
-pub use fabro_agent::isolation::{
-    IsolationError, IsolationMode, IsolationSettings, KernelSupport, Mechanism, PrivateTmpDir,
-    ProcessKind,
+pub use fabro_agent::is_secret_name;
+pub(crate) use fabro_agent::isolation::{
+    IsolationError, IsolationMode, IsolationSettings, PrivateTmpDir, ProcessKind,
 };
-pub use fabro_agent::{is_secret_name, ProcessEnv as SandboxEnv};
+pub use fabro_agent::isolation::{KernelSupport, Mechanism};
+pub(crate) use fabro_agent::ProcessEnv as SandboxEnv;
 use fabro_language::HandlerKind;
 
 use crate::config::SandboxConfig;
@@ -26,7 +27,7 @@ use crate::event::{kind, Emitter, Event};
 /// Writable for isolated processes besides their working directory and `TMPDIR`:
 /// the package caches, so builds work, and the agent programs' own state (SPEC 16,
 /// decision 68).
-pub const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
+pub(crate) const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
     "~/.cache",
     "~/.cargo/registry",
     "~/.cargo/git",
@@ -39,14 +40,14 @@ pub const DEFAULT_WRITABLE_PATHS: [&str; 8] = [
 
 /// The agent programs' state directories among the writable paths, created when
 /// missing before a confined agent starts (decision 68).
-pub const AGENT_STATE_DIRS: [&str; 3] = ["~/.claude", "~/.codex", "~/.gemini"];
+pub(crate) const AGENT_STATE_DIRS: [&str; 3] = ["~/.claude", "~/.codex", "~/.gemini"];
 
 /// The agent programs' JSON state files among the writable paths, created as `{}` when
 /// missing before a confined agent starts (claude cannot start without its own).
-pub const AGENT_STATE_FILES: [&str; 1] = ["~/.claude.json"];
+pub(crate) const AGENT_STATE_FILES: [&str; 1] = ["~/.claude.json"];
 
 /// Hidden from isolated processes (SPEC 16); `{root}` is `$FABRO_HOME`.
-pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
+pub(crate) const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
     "~/.ssh",
     "~/.aws",
     "~/.gnupg",
@@ -62,7 +63,7 @@ pub const DEFAULT_HIDDEN_PATHS: [&str; 9] = [
 /// workspace`, `command_isolation = none`, network on, the default writable and hidden
 /// paths plus the configured ones), `~` expanded against `home` and `{root}` against
 /// `fabro_home`.
-pub fn isolation_settings(
+pub(crate) fn isolation_settings(
     config: &SandboxConfig,
     home: Option<&Path>,
     fabro_home: &Path,
@@ -112,7 +113,7 @@ pub struct IsolationUnavailable {
 }
 
 /// `Err` when `require` is set and the kernel lacks a mechanism `settings` need.
-pub fn check_required(
+pub(crate) fn check_required(
     settings: &IsolationSettings,
     require: bool,
 ) -> Result<(), IsolationUnavailable> {

@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use fabro_agent::SteeringInbox;
-pub use fabro_agent::{SteeringMessage, SteeringSource};
+pub(crate) use fabro_agent::SteeringMessage;
+pub use fabro_agent::SteeringSource;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::kind::SteeringQueued;

@@ -55,11 +55,12 @@ pub use event_cursor::{last_event_id, EventCursor, StoredEvent};
 pub use fs::FsRunStore;
 pub(crate) use fs::CHILDREN_DIR;
 pub(crate) use git_checkpoint::restore_records;
-pub use git_checkpoint::RestoreError;
+pub(crate) use git_checkpoint::RestoreError;
 pub use interviewer::{answer_pending, AnswerFileError, FiledAnswer, StoreInterviewer};
-pub use memory::MemoryRunStore;
+pub use memory::{MemoryRunStore, StoredRun};
 pub use record_parts::{read_record_parts, stored_record_parts, RecordParts};
-pub use stamp::{FileStamp, RecordStamps};
+pub(crate) use stamp::FileStamp;
+pub use stamp::RecordStamps;
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

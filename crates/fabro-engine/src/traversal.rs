@@ -37,7 +37,7 @@ mod state;
 mod tests;
 
 use routing::Next;
-pub use state::RunState;
+pub(crate) use state::RunState;
 
 /// How a traversal ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,13 +101,13 @@ impl StopCause {
 
 /// Why the watchdog or the user cancelled, set before the token fires.
 #[derive(Debug, Default)]
-pub struct CancelCause {
+pub(crate) struct CancelCause {
     stall_message: std::sync::Mutex<Option<String>>,
 }
 
 impl CancelCause {
     /// Records that the stall watchdog fired with `message`.
-    pub fn set_stall(&self, message: String) {
+    pub(crate) fn set_stall(&self, message: String) {
         *self
             .stall_message
             .lock()

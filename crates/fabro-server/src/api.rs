@@ -27,7 +27,7 @@ use crate::engine_bridge::{records, ResumeRequest, RunStatus, StartRequest};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
 use crate::runs;
 use crate::state::AppState;
-use fabro_engine::run_index::RunRecord;
+use fabro_engine::RunRecord;
 
 /// Liveness.
 #[utoipa::path(get, path = "/api/v1/health", security(()), responses((status = 200, body = Health)))]

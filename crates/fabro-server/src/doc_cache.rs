@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use fabro_api::{InspectDocument, RunDocument, RunSummary};
-use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::store::RecordStamps;
-use fabro_engine::{RunId, RunStore};
+use fabro_engine::{RecordStamps, RunId, RunRecord, RunStatus, RunStore};
 
 use crate::engine_bridge::records;
 use crate::error::ApiError;
@@ -112,7 +110,7 @@ impl DocCache {
                 return Ok(Arc::clone(entry));
             }
         }
-        let view = fabro_engine::run_view::inspect_in(store, record).map_err(ApiError::internal)?;
+        let view = fabro_engine::inspect_in(store, record).map_err(ApiError::internal)?;
         let summary = records::summary_of(store, record, Some(&view));
         let document = RunDocument::Inspected(Box::new(InspectDocument {
             inspect: view,

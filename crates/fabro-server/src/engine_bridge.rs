@@ -9,31 +9,25 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabro_engine::config::{self, ConfigReader, ConfigSources, FsConfigReader, RunConfig};
-use fabro_engine::interviewer::Interviewer;
-use fabro_engine::record::RunOrigin;
-use fabro_engine::run::{
-    fork, resume, rewind, start, ForkRequest as EngineForkRequest, Overrides, PreparedRun,
-    ResumeRequest as EngineResumeRequest, RewindRequest as EngineRewindRequest, Rewound, RunError,
-    StagePoint, StartRequest as EngineStartRequest,
+use fabro_engine::configuration::{
+    self, ConfigOverrides, ConfigReader, ConfigSources, FsConfigReader, RunConfig,
 };
-use fabro_engine::run_env::ConfigOverrides;
-use fabro_engine::source::FsLoader;
-use fabro_engine::{RunId, Stores};
+use fabro_engine::{
+    fork, resume, rewind, start, ForkRequest as EngineForkRequest, FsLoader, Interviewer,
+    Overrides, PreparedRun, ResumeRequest as EngineResumeRequest,
+    RewindRequest as EngineRewindRequest, Rewound, RunError, RunId, RunOrigin, StagePoint,
+    StartRequest as EngineStartRequest, Stores,
+};
 use fabro_language::SourceLoader;
 
 pub use fabro_api::{
     AnswerLabels, ConfigFile, ForkRequest, ResumeRequest, RewindRequest, StartRequest,
 };
-pub use fabro_engine::event::{EventEnvelope, EventSink};
-pub use fabro_engine::interviewer::{AnswerError, AnswerHandle, Question};
-pub use fabro_engine::run::RunReport;
-pub use fabro_engine::run_index::RunStatus;
-pub use fabro_engine::steering::{
-    running_agent_stages, steer_run_dir, SteerError, SteeringQueue, SteeringSource, WhenNoAgent,
+pub use fabro_engine::gate::{AnswerError, AnswerHandle, Question};
+pub use fabro_engine::{
+    running_agent_stages, steer_run_dir, EventEnvelope, EventSink, RunEnd, RunReport, RunStatus,
+    SteerError, SteeringQueue, SteeringSource, StoreInterviewer, WhenNoAgent,
 };
-pub use fabro_engine::traversal::RunEnd;
-pub use fabro_engine::StoreInterviewer;
 
 use crate::error::{without_paths, ApiError, ErrorKind};
 
@@ -49,7 +43,7 @@ fn overrides(
     no_in_place: bool,
 ) -> Result<ConfigOverrides, ApiError> {
     let max_cost = match max_cost_usd {
-        Some(usd) => Some(config::CostLimit::new(usd).ok_or_else(|| {
+        Some(usd) => Some(configuration::CostLimit::new(usd).ok_or_else(|| {
             ApiError::bad_request(format!("max_cost_usd: {usd} is not an amount in USD"))
         })?),
         None => None,
@@ -177,7 +171,7 @@ impl EngineBridge {
                         .extension()
                         .is_some_and(|extension| extension == "toml")
                     {
-                        let graph = config::workflow_graph(&located, &FsConfigReader)
+                        let graph = configuration::workflow_graph(&located, &FsConfigReader)
                             .map_err(config_error)?;
                         (
                             self.inside_roots(
@@ -253,7 +247,7 @@ impl EngineBridge {
         }
         let directory = self.root.join("server").join("sources");
         fs_err::create_dir_all(&directory).map_err(ApiError::internal)?;
-        let path = directory.join(format!("{}.fabro", fabro_engine::run::new_run_id()));
+        let path = directory.join(format!("{}.fabro", fabro_engine::new_run_id()));
         fs_err::write(&path, source).map_err(ApiError::internal)?;
         Ok(path)
     }
@@ -366,7 +360,7 @@ impl EngineBridge {
             run_configs,
         };
         let reader = ClientConfigReader { client };
-        let upper = config::load(&sources, &reader).map_err(config_error)?;
+        let upper = configuration::load(&sources, &reader).map_err(config_error)?;
         let settings = read_layer(&self.root.join("settings.toml"), None)?;
         let server = read_layer(&crate::settings::server_toml(&self.root), Some("server"))?;
         Ok(upper.over(server.over(settings)))
@@ -438,7 +432,7 @@ pub fn offered_providers(root: &Path) -> Vec<String> {
     let settings = read_layer(&root.join("settings.toml"), None).unwrap_or_default();
     let server =
         read_layer(&crate::settings::server_toml(root), Some("server")).unwrap_or_default();
-    fabro_engine::run_env::known_provider_names(&server.over(settings).llm)
+    fabro_engine::configuration::known_provider_names(&server.over(settings).llm)
 }
 
 /// One configuration file as a layer; `without` names a table that is not part of the
@@ -467,11 +461,11 @@ fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError>
         }
         None => text,
     };
-    config::parse(&text, path).map_err(config_error)
+    configuration::parse(&text, path).map_err(config_error)
 }
 
 /// Configuration errors are the request's fault.
-fn config_error(error: config::ConfigError) -> ApiError {
+fn config_error(error: configuration::ConfigError) -> ApiError {
     ApiError::explained(ErrorKind::BadRequest, error)
 }
 

@@ -118,7 +118,7 @@ impl From<fabro_engine::ErrorKind> for ErrorKind {
 /// OS error texts. An invalid workflow's diagnostics are the caller's to add.
 impl From<fabro_engine::RunError> for ApiError {
     fn from(error: fabro_engine::RunError) -> ApiError {
-        use fabro_engine::run::ResumeError;
+        use fabro_engine::ResumeError;
         match (ErrorKind::from(error.kind()), &error) {
             (ErrorKind::Internal, _) => ApiError::internal(error),
             // Which record of the run is unreadable, not why: that names its files.

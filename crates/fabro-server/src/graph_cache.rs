@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use fabro_engine::run_index::RunRecord;
+use fabro_engine::RunRecord;
 use fabro_engine::{RunId, RunStore};
 
 use crate::engine_bridge::records::{self, GraphLayout};
@@ -97,7 +97,7 @@ mod tests {
 
     /// A file store over `root` and the record of its run `r`, whose graph is `graph`.
     fn run(root: &std::path::Path, graph: &str) -> (fabro_engine::FsRunStore, RunRecord) {
-        let paths = fabro_engine::run_dir::RunPaths::new(root, "r");
+        let paths = fabro_engine::local::RunPaths::new(root, "r");
         fs_err::create_dir_all(paths.run_dir()).expect("a run directory");
         fs_err::write(paths.graph(), graph).expect("the graph is written");
         let record = RunRecord {

@@ -4,10 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::interviewer::Interviewer;
-use fabro_engine::run::PreparedRun;
-use fabro_engine::run_dir::RunPaths;
-use fabro_engine::run_index::{queued_runs, remove_queued, write_queued, QueuedRun};
+use fabro_engine::local::{queued_runs, remove_queued, write_queued, QueuedRun, RunPaths};
+use fabro_engine::{Interviewer, PreparedRun};
 
 use crate::engine_bridge::{
     records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
@@ -308,7 +306,7 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
             record.status.as_str()
         )));
     }
-    let pid = fabro_engine::run_index::lock_pid(&record.run_dir)
+    let pid = fabro_engine::local::lock_pid(&record.run_dir)
         .and_then(|pid| i32::try_from(pid).ok())
         .filter(|_| records::is_locked(state.run_store(), &record.run_id))
         .ok_or_else(|| ApiError::conflict(format!("run {} is not running", record.run_id)))?;

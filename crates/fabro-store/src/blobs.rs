@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use fabro_engine::blob::{hex_digest, BlobError};
+use fabro_engine::backend::{hex_digest, BlobError};
 use fabro_engine::{BlobRef, BlobStore};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};

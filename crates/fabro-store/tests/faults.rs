@@ -11,13 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_engine::config::RunConfig;
-use fabro_engine::record::RunOrigin;
-use fabro_engine::run::{resume, start, Overrides, ResumeRequest, RunReport, StartRequest};
-use fabro_engine::run_index::RunStatus;
-use fabro_engine::source::FsLoader;
-use fabro_engine::store::Stores;
-use fabro_engine::RunId;
+use fabro_engine::configuration::RunConfig;
+use fabro_engine::{
+    resume, start, FsLoader, Overrides, ResumeRequest, RunId, RunOrigin, RunReport, RunStatus,
+    StartRequest, Stores,
+};
 use fabro_store::{ObjectBlobStore, PgRunStore, PgStore};
 use fabro_test_support::{Gate, S3Server, TestDatabase};
 use tokio_util::sync::CancellationToken;

@@ -361,7 +361,7 @@ fn only_the_store_names_the_run_records() {
     assert!(checked > 100, "checked only {checked} sources");
     assert!(
         offenders.is_empty(),
-        "run record names outside the store module (use fabro_engine::run_dir's constants \
+        "run record names outside the store module (use the engine's record name constants \
          or the store):\n{}",
         offenders.join("\n")
     );

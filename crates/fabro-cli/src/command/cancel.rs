@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use fabro_engine::run_index::{lock_pid, RunLock, RunStatus};
+use fabro_engine::local::{lock_pid, RunLock};
+use fabro_engine::RunStatus;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 

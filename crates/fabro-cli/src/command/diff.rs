@@ -1,7 +1,7 @@
-//! `fabro diff RUN [NODE]` (SPEC 17.4): the patch `fabro_engine::run_diff` computes,
+//! `fabro diff RUN [NODE]` (SPEC 17.4): the patch `fabro_engine::local::run_diff` computes,
 //! coloured like `git diff` when stdout is a terminal and `NO_COLOR` is unset.
 
-use fabro_engine::run_diff::{run_diff, stage_diff, DiffLine, DiffLineKind};
+use fabro_engine::local::{run_diff, stage_diff, DiffLine, DiffLineKind};
 
 use crate::args::DiffArgs;
 use crate::command::resolve_run;

@@ -1,8 +1,8 @@
 //! `fabro dump RUN -o DIR` (SPEC 12.1): export a run's records and the blobs they
 //! refer to. A non-empty DIR exits 2; a blob missing from the store exits 1.
 
-use fabro_engine::blob::FsBlobStore;
-use fabro_engine::dump::{dump_run, DumpError};
+use fabro_engine::local::{dump_run, DumpError};
+use fabro_engine::FsBlobStore;
 
 use crate::args::DumpArgs;
 use crate::command::resolve_run;

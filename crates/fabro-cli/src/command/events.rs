@@ -9,9 +9,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fabro_engine::event::EventEnvelope;
-use fabro_engine::run_index::RunLock;
-use fabro_engine::store::{EventCursor, StoreError};
+use fabro_engine::local::RunLock;
+use fabro_engine::{EventCursor, EventEnvelope, StoreError};
 use serde_json::Value;
 
 use crate::args::EventsArgs;
@@ -109,7 +108,7 @@ impl EventReader {
     fn ended_with_terminal_event(&self) -> bool {
         self.last_event
             .as_deref()
-            .is_some_and(fabro_engine::event::EventKind::is_terminal_name)
+            .is_some_and(fabro_engine::EventKind::is_terminal_name)
     }
 
     /// Appends `line` in `format` to `text`; lines that are not event envelopes (blank,

@@ -2,9 +2,7 @@
 //! (SPEC 20.2): a new run from a checkpoint of an existing one, executed and reported
 //! like `fabro run`, with the options of `fabro resume`.
 
-use fabro_engine::record::RunOrigin;
-use fabro_engine::run::{fork, new_run_id, ForkRequest, StagePoint};
-use fabro_engine::{RunId, Stores};
+use fabro_engine::{fork, new_run_id, ForkRequest, RunId, RunOrigin, StagePoint, Stores};
 
 use crate::args::ForkArgs;
 use crate::command::resolve_run;

@@ -1,10 +1,10 @@
 //! `fabro gc [--older-than D] [--dry-run]` (SPEC 17.4): prints one line per run (and
-//! set-up leftover) that `fabro_engine::gc` removed, or would remove, and the space
+//! set-up leftover) that `fabro_engine::local::collect_garbage` removed, or would remove, and the space
 //! freed.
 
 use std::time::SystemTime;
 
-use fabro_engine::gc::{collect_garbage, GcOptions, GcReport};
+use fabro_engine::local::{collect_garbage, GcOptions, GcReport};
 
 use crate::args::GcArgs;
 use crate::error::{CliError, Status};
@@ -105,8 +105,8 @@ fn format_size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use fabro_engine::gc::CollectedRun;
-    use fabro_engine::run_index::RunStatus;
+    use fabro_engine::local::CollectedRun;
+    use fabro_engine::RunStatus;
 
     use super::*;
 

@@ -2,7 +2,7 @@
 //! manifest and checkpoint, then one row per stage from `stages/*/status.json`, sorted
 //! by rank, with totals.
 
-use fabro_engine::run_view::{inspect, InspectView, StageView};
+use fabro_engine::local::{inspect, InspectView, StageView};
 
 use crate::args::InspectArgs;
 use crate::command::{format_elapsed, index_error, json_document, render_table, resolve_run};

@@ -1,10 +1,9 @@
 //! `fabro logs RUN [NODE] [--follow]` (SPEC 17.4): the output of a stage, found and read
-//! by `fabro_engine::stage_log`; with `--follow`, printed as the stage writes it.
+//! by `fabro_engine::local::read_output`; with `--follow`, printed as the stage writes it.
 
 use std::time::Duration;
 
-use fabro_engine::run_stages::latest_stage;
-use fabro_engine::stage_log::{follow_stage, read_output};
+use fabro_engine::local::{follow_stage, latest_stage, read_output};
 
 use crate::args::LogsArgs;
 use crate::command::resolve_run;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use fabro_engine::config::{self, ConfigSources, CostLimit, FsConfigReader, LlmConfig};
+use fabro_engine::configuration::{self, ConfigSources, CostLimit, FsConfigReader, LlmConfig};
 use fabro_llm::{ModelInfo, CATALOG};
 
 use crate::args::{ModelArgs, ModelCommand};
@@ -86,7 +86,7 @@ pub(crate) fn run(args: &ModelArgs, output: &mut Output) -> Result<Status, CliEr
         workflow: current.join("workflow.fabro"),
         run_configs: Vec::new(),
     };
-    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    let config = configuration::load(&sources, &FsConfigReader).map_err(config_error)?;
     let views = models(&config.llm);
     if *json {
         let text = serde_json::to_string_pretty(&views).map_err(CliError::EncodeJson)?;

@@ -14,10 +14,9 @@ use fabro_api::client::{Client, ClientError, RunQuery};
 use fabro_api::{
     AnswerLabels, AnswerRequest, ConfigFile, ResumeRequest, RunDocument, StartRequest,
 };
-use fabro_engine::config::CostLimit;
-use fabro_engine::event::{EventEnvelope, EventSink};
-use fabro_engine::run_view::{InspectView, RunView};
-use fabro_engine::StopCause;
+use fabro_engine::configuration::CostLimit;
+use fabro_engine::local::{InspectView, RunView};
+use fabro_engine::{EventEnvelope, EventSink, StopCause};
 use serde_json::Value;
 use stream::stream_lines;
 
@@ -170,7 +169,7 @@ pub(crate) fn steer(
             next: args.next,
         };
         let accepted = remote.steer(&args.run, &request).await.map_err(refused)?;
-        let steered = fabro_engine::steering::Steered {
+        let steered = fabro_engine::Steered {
             node_id: accepted.node_id,
         };
         output.out(&crate::command::steer::accepted(&accepted.run_id, &steered));
@@ -245,11 +244,11 @@ fn not_remote(flag: &str) -> CliError {
 /// The `--config` file for the server: read and checked here as `fabro run` checks it
 /// (the same messages, exit 2), sent with its absolute path.
 fn client_config(path: &std::path::Path) -> Result<ConfigFile, CliError> {
-    use fabro_engine::config::ConfigReader;
-    let text = fabro_engine::config::FsConfigReader
+    use fabro_engine::configuration::ConfigReader;
+    let text = fabro_engine::configuration::FsConfigReader
         .read(path)
         .map_err(|source| CliError::io("cannot read configuration", path, source))?;
-    fabro_engine::config::parse(&text, path).map_err(CliError::Config)?;
+    fabro_engine::configuration::parse(&text, path).map_err(CliError::Config)?;
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(ConfigFile {
         path: absolute.display().to_string(),
@@ -569,7 +568,7 @@ pub(crate) fn events(
         let ended = stream_lines(&remote, &run_id, None, |line| {
             format_event(line, args.json).is_some_and(|(text, name)| {
                 output.out(&text);
-                fabro_engine::event::EventKind::is_terminal_name(&name)
+                fabro_engine::EventKind::is_terminal_name(&name)
             })
         })
         .await?;

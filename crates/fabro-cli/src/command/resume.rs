@@ -4,10 +4,9 @@
 
 use std::path::Path;
 
-use fabro_engine::git::RunHistory;
-use fabro_engine::record::Checkpoint;
-use fabro_engine::run::{resume, ResumeRequest};
-use fabro_engine::{RunId, Stores};
+use fabro_engine::backend::Checkpoint;
+use fabro_engine::local::RunHistory;
+use fabro_engine::{resume, ResumeRequest, RunId, Stores};
 
 use crate::args::ResumeArgs;
 use crate::command::resolve_run;

@@ -3,8 +3,7 @@
 //! continues from there.
 
 use fabro_api::Rewound;
-use fabro_engine::run::{rewind, RewindRequest, StagePoint};
-use fabro_engine::{RunId, Stores};
+use fabro_engine::{rewind, RewindRequest, RunId, StagePoint, Stores};
 
 use crate::args::RewindArgs;
 use crate::command::fork::stage_point;

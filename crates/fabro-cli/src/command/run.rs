@@ -6,14 +6,11 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabro_engine::config::{self, ConfigSources, FsConfigReader};
-use fabro_engine::event::EventSink;
-use fabro_engine::interviewer::Interviewer;
-use fabro_engine::record::RunOrigin;
-use fabro_engine::run::{start, ErrorKind, Overrides, PreparedRun, RunError, StartRequest};
-use fabro_engine::run_env::ConfigOverrides;
-use fabro_engine::StoreInterviewer;
-use fabro_engine::{RunEnd, StopCause, Stores};
+use fabro_engine::configuration::{self, ConfigOverrides, ConfigSources, FsConfigReader};
+use fabro_engine::{
+    start, ErrorKind, EventSink, Interviewer, Overrides, PreparedRun, RunEnd, RunError, RunOrigin,
+    StartRequest, StopCause, StoreInterviewer, Stores,
+};
 use fabro_llm::Provider;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +27,7 @@ pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliErro
     // With `--detach`, the id is allocated here, so that it can be printed at once.
     let mut run_id = args.run_id.clone();
     if args.detach {
-        run_id.get_or_insert_with(fabro_engine::run::new_run_id);
+        run_id.get_or_insert_with(fabro_engine::new_run_id);
     }
     let interviewer = if args.detached_worker {
         // SPEC 17.4: `--detach` always passes the worker its run id.
@@ -212,7 +209,7 @@ fn wait_until_registered(
     run_dir: &std::path::Path,
     log_path: &std::path::Path,
 ) -> Result<(), CliError> {
-    let manifest = run_dir.join(fabro_engine::run_dir::MANIFEST_FILE);
+    let manifest = run_dir.join(fabro_engine::local::MANIFEST_FILE);
     let deadline = std::time::Instant::now() + REGISTER_TIMEOUT;
     while !manifest.exists() && std::time::Instant::now() < deadline {
         if let Ok(Some(status)) = worker.try_wait() {
@@ -389,7 +386,7 @@ fn start_request(
         workflow: std::path::absolute(&workflow_path).unwrap_or_else(|_| workflow_path.clone()),
         run_configs: args.config.iter().cloned().chain(workflow_config).collect(),
     };
-    let config = config::load(&sources, &FsConfigReader).map_err(config_error)?;
+    let config = configuration::load(&sources, &FsConfigReader).map_err(config_error)?;
     let answers = parse_answers(&args.stages.answers)?;
     let mut vars = BTreeMap::new();
     for var in &args.vars {

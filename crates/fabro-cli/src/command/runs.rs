@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use fabro_engine::run_view::{run_view, RunView};
+use fabro_engine::local::{run_view, RunView};
 
 use crate::args::RunsArgs;
 use crate::command::{

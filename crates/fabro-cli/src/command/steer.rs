@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fabro_engine::steering::{steer_run_dir, Steered, SteeringSource, WhenNoAgent};
+use fabro_engine::{steer_run_dir, Steered, SteeringSource, WhenNoAgent};
 
 use crate::args::SteerArgs;
 use crate::command::resolve_run;

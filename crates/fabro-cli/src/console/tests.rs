@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fabro_engine::interviewer::Answer;
+use fabro_engine::gate::Answer;
 use serde_json::json;
 
 use super::*;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use fabro_engine::event::{EventEnvelope, EventKind};
+use fabro_engine::{EventEnvelope, EventKind};
 
 use crate::output::paint;
 

@@ -135,7 +135,7 @@ fn every_workflow_and_configuration_block_is_accepted_or_fails_as_shown() {
                 "toml" => {
                     checked += 1;
                     if let Err(error) =
-                        fabro_engine::config::parse(&block.text, Path::new("guide.toml"))
+                        fabro_engine::configuration::parse(&block.text, Path::new("guide.toml"))
                     {
                         panic!("{place}: the configuration parser rejects the block: {error}");
                     }

@@ -23,7 +23,7 @@ fn compare_or_update(relative: &str, generated: &str) {
 /// key, and the page is what the descriptions generate.
 #[test]
 fn the_configuration_reference_is_complete_and_current() {
-    use fabro_engine::config::reference;
+    use fabro_engine::configuration::reference;
     assert_eq!(
         reference::undocumented_keys(),
         Vec::<String>::new(),

@@ -170,7 +170,7 @@ pub(super) fn literal_values_redacted<S: serde::Serializer>(
 /// The value of the variable `name` for `${VAR}` expansion: from the process's secrets
 /// (taken out of the environment at start-up), else the environment; empty counts as
 /// unset.
-pub fn variable_value(name: &str) -> Option<String> {
+pub(crate) fn variable_value(name: &str) -> Option<String> {
     fabro_llm::redact::secrets()
         .get_str(name)
         .map(str::to_owned)
@@ -181,7 +181,7 @@ pub fn variable_value(name: &str) -> Option<String> {
 /// `${VAR}` in `text` replaced by the variables' values, each value adopted into the
 /// process's secrets (redacted everywhere, kept out of child environments, SPEC 19.1);
 /// the names of unset variables come back as the error.
-pub fn expand_secret_variables(
+pub(crate) fn expand_secret_variables(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, Vec<String>> {

@@ -14,7 +14,7 @@ use toml::de::DeValue;
 use super::{ConfigError, Section};
 
 /// The timeout of a hook without `timeout_secs`.
-pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 30;
+pub(crate) const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 30;
 
 /// One `[[hooks]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use toml::de::DeValue;
 use super::{ConfigError, IsolationMode, SandboxProvider, Section};
 
 /// The default of `[run] max_stages` (SPEC 17.1).
-pub const DEFAULT_MAX_STAGES: u64 = 1000;
+pub(crate) const DEFAULT_MAX_STAGES: u64 = 1000;
 
 /// A cost limit in USD: finite and not negative, which makes it totally ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

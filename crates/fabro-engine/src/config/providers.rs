@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, CostLimit, Section};
 
 /// The wires a configured provider may use (`wire`), as `(value, provider)`.
-pub const WIRES: [(&str, &str); 4] = [
+pub(crate) const WIRES: [(&str, &str); 4] = [
     ("chat", "openai_compatible"),
     ("responses", "openai"),
     ("anthropic", "anthropic"),
@@ -19,7 +19,7 @@ pub const WIRES: [(&str, &str); 4] = [
 
 /// One preset of SPEC 10.7: an OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Preset {
+pub(crate) struct Preset {
     /// Its name.
     pub name: &'static str,
     /// The default base URL (with `/v1` or the vendor's equivalent).
@@ -31,7 +31,7 @@ pub struct Preset {
 }
 
 /// The presets of SPEC 10.7.
-pub const PRESETS: [Preset; 8] = [
+pub(crate) const PRESETS: [Preset; 8] = [
     preset(
         "kimi",
         "https://api.moonshot.ai/v1",
@@ -92,7 +92,7 @@ const fn preset(
 }
 
 /// The preset named `name`.
-pub fn preset_named(name: &str) -> Option<&'static Preset> {
+pub(crate) fn preset_named(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|preset| preset.name == name)
 }
 

@@ -16,7 +16,7 @@ use super::{
 
 /// One documented key: its dotted name, the value it takes, its default and its meaning.
 #[derive(Debug, Clone, Copy)]
-pub struct KeyDoc {
+pub(crate) struct KeyDoc {
     /// The dotted key, with `NAME` and `ID` for names the user chooses.
     pub key: &'static str,
     /// The kind of value.
@@ -42,7 +42,7 @@ const fn doc(
 }
 
 /// The description of every key, in the order of the reference page.
-pub const DESCRIPTIONS: &[KeyDoc] = &[
+pub(crate) const DESCRIPTIONS: &[KeyDoc] = &[
     doc("_version", "integer", "1", "Schema version; only 1 is accepted."),
     doc("version", "integer", "1", "Another name for `_version`."),
     doc("graph", "path", "`workflow.fabro` next to the file", "Another name for `workflow.graph`."),
@@ -127,7 +127,7 @@ pub const DESCRIPTIONS: &[KeyDoc] = &[
 ];
 
 /// Every dotted key the parser accepts, in parser order.
-pub fn known_keys() -> Vec<String> {
+pub(crate) fn known_keys() -> Vec<String> {
     let mut keys = Vec::new();
     let nested: &[(&str, &[&str])] = &[
         ("workflow", WORKFLOW_KEYS),

@@ -12,14 +12,18 @@ use git2::{FileMode, Repository, StatusOptions};
 use super::{check_run_id, Author, GitError};
 
 /// `refs/fabro-before/{run_id}`.
-pub fn before_ref_name(run_id: &str) -> String {
+pub(crate) fn before_ref_name(run_id: &str) -> String {
     format!("refs/fabro-before/{run_id}")
 }
 
 /// Saves the working tree of the repository at `repo_root` under
 /// [`before_ref_name`]`(run_id)` and returns the commit's SHA. A ref left by an earlier
 /// attempt with the same id is replaced.
-pub fn save_before(repo_root: &Path, run_id: &str, author: &Author) -> Result<String, GitError> {
+pub(crate) fn save_before(
+    repo_root: &Path,
+    run_id: &str,
+    author: &Author,
+) -> Result<String, GitError> {
     check_run_id(run_id)?;
     let repo = Repository::open(repo_root).map_err(GitError::git(format!(
         "open the repository at {}",

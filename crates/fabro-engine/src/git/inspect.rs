@@ -10,7 +10,7 @@ use super::GitError;
 
 /// What [`inspect`] found about the workflow's working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RepoState {
+pub(crate) enum RepoState {
     /// The directory is not inside a (non-bare) git repository: nothing git-related happens.
     NoRepository,
     /// The repository has no commit yet, so there is no base SHA; treat as no repository.
@@ -44,7 +44,7 @@ pub enum RepoState {
 ///
 /// Untracked files never make the repository dirty; changes inside submodules are ignored.
 /// Errors come only from a repository that exists but cannot be read.
-pub fn inspect(work_dir: &Path) -> Result<RepoState, GitError> {
+pub(crate) fn inspect(work_dir: &Path) -> Result<RepoState, GitError> {
     let repo = match Repository::discover(work_dir) {
         Ok(repo) => repo,
         Err(error) if error.code() == git2::ErrorCode::NotFound => {

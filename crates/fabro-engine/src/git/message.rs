@@ -6,7 +6,7 @@ use std::fmt;
 /// The message of a run-branch commit (SPEC 8.3, seed 002):
 /// `fabro({run_id}): {node_id} ({status})`, a blank line, then the `Fabro-Run`,
 /// `Fabro-Completed` and `Fabro-Checkpoint` trailers.
-pub fn run_commit_message(
+pub(crate) fn run_commit_message(
     run_id: &str,
     node_id: &str,
     status: &str,
@@ -23,7 +23,7 @@ pub fn run_commit_message(
 
 /// Which metadata commit is being written; decides its message (SPEC 8.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetadataMessage<'a> {
+pub(crate) enum MetadataMessage<'a> {
     /// The first commit, written at initialisation: `fabro({run_id}): initialize`.
     Initialize,
     /// After a stage: `fabro({run_id}): checkpoint {node_id}`.
@@ -40,7 +40,7 @@ pub enum MetadataMessage<'a> {
 
 impl MetadataMessage<'_> {
     /// The full commit message for run `run_id`.
-    pub fn render(&self, run_id: &str) -> String {
+    pub(crate) fn render(&self, run_id: &str) -> String {
         format!("fabro({run_id}): {}", MessageTail(self))
     }
 }

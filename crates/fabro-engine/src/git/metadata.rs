@@ -11,11 +11,11 @@ use super::object::{tree_data, ObjectKind, RawObject, TreeEntry};
 use super::GitError;
 
 /// Files of 512 KB (524,288 bytes) or more never enter a metadata commit (SPEC 8.3).
-pub const METADATA_FILE_LIMIT: usize = 512 * 1024;
+pub(crate) const METADATA_FILE_LIMIT: usize = 512 * 1024;
 
 /// One file to upsert into the metadata tree.
 #[derive(Debug, Clone, Copy)]
-pub struct MetadataFile<'a> {
+pub(crate) struct MetadataFile<'a> {
     /// Path inside the tree, `/`-separated: `checkpoint.json`, `nodes/{id}/status.json`,
     /// `stages/003-build@1/prompt.md`, `artifacts/x.json`, `children/…`.
     pub path: &'a str,
@@ -25,7 +25,7 @@ pub struct MetadataFile<'a> {
 
 /// The result of [`RunGit::write_metadata`](super::RunGit::write_metadata).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataWrite {
+pub(crate) struct MetadataWrite {
     /// SHA of the new metadata commit, for the `Fabro-Checkpoint` trailer.
     pub sha: String,
     /// Paths left out because they reached [`METADATA_FILE_LIMIT`].

@@ -26,7 +26,7 @@ use super::{Author, GitError};
 
 /// A branch and the worktree it is checked out in, borrowed from its owner: the run branch of a
 /// [`RunGit`](super::RunGit) or the branch of a [`BranchWorktree`].
-pub struct CheckedOutBranch<'a> {
+pub(crate) struct CheckedOutBranch<'a> {
     pub(super) repo: &'a Repository,
     /// Full ref name, `refs/heads/…`.
     pub(super) reference: String,
@@ -47,7 +47,7 @@ pub struct CheckedOutBranch<'a> {
 
 /// Where a parallel stage puts its branches.
 #[derive(Debug, Clone)]
-pub struct ParallelSite<'a> {
+pub(crate) struct ParallelSite<'a> {
     /// The run directory; worktrees go under `{run_dir}/branches/`.
     pub run_dir: &'a Path,
     /// The parallel node.
@@ -58,7 +58,7 @@ pub struct ParallelSite<'a> {
 
 impl ParallelSite<'_> {
     /// `fabro/parallel/{run_id}/{node_id}/{visit}/{target}` (SPEC 5.7).
-    pub fn branch_name(&self, run_id: &str, target: &str) -> String {
+    pub(crate) fn branch_name(&self, run_id: &str, target: &str) -> String {
         format!(
             "fabro/parallel/{run_id}/{}/{}/{target}",
             self.node_id, self.visit
@@ -66,7 +66,7 @@ impl ParallelSite<'_> {
     }
 
     /// `{run_dir}/branches/{node_id}@{visit}` (SPEC 5.7).
-    pub fn branches_dir(&self) -> PathBuf {
+    pub(crate) fn branches_dir(&self) -> PathBuf {
         self.run_dir
             .join("branches")
             .join(format!("{}@{}", self.node_id, self.visit))
@@ -75,18 +75,18 @@ impl ParallelSite<'_> {
 
 impl CheckedOutBranch<'_> {
     /// SHA of the branch tip.
-    pub fn head_sha(&self) -> String {
+    pub(crate) fn head_sha(&self) -> String {
         self.head.to_string()
     }
 
     /// Whether `sha` names a commit of the repository.
-    pub fn has_commit(&self, sha: &str) -> bool {
+    pub(crate) fn has_commit(&self, sha: &str) -> bool {
         Oid::from_str(sha).is_ok_and(|oid| self.repo.find_commit(oid).is_ok())
     }
 
     /// What removing the worktree that branch `target` of `site` had (or would have) takes:
     /// for the leftovers of an interrupted attempt whose branch is not created again.
-    pub fn branch_cleanup(&self, site: &ParallelSite<'_>, target: &str) -> BranchCleanup {
+    pub(crate) fn branch_cleanup(&self, site: &ParallelSite<'_>, target: &str) -> BranchCleanup {
         BranchCleanup {
             path: site.branches_dir().join(target),
             admin_dir: self
@@ -100,7 +100,7 @@ impl CheckedOutBranch<'_> {
     /// Commits the worktree's changes as the parallel base of `node_id` and returns the base
     /// SHA: the tip itself when nothing changed (the usual case, since the previous stage was
     /// committed), else a new commit `fabro({run_id}): {node_id} (parallel base)`.
-    pub fn commit_base(&mut self, node_id: &str) -> Result<String, GitError> {
+    pub(crate) fn commit_base(&mut self, node_id: &str) -> Result<String, GitError> {
         let parent_tree = self
             .repo
             .find_commit(*self.head)
@@ -135,7 +135,7 @@ impl CheckedOutBranch<'_> {
 
     /// Creates the worktree of branch `target` of a parallel stage at `base_sha`. A branch or
     /// worktree left by an interrupted earlier attempt of the same stage is replaced.
-    pub fn create_branch(
+    pub(crate) fn create_branch(
         &self,
         site: &ParallelSite<'_>,
         target: &str,
@@ -207,7 +207,7 @@ impl CheckedOutBranch<'_> {
     /// merge base of the tip and the target) are replayed on top of the target, oldest first,
     /// with their messages, authors and changes; without them this is a fast-forward.
     /// Returns the new tip.
-    pub fn advance(&mut self, target_sha: &str) -> Result<String, GitError> {
+    pub(crate) fn advance(&mut self, target_sha: &str) -> Result<String, GitError> {
         let target = Oid::from_str(target_sha)
             .ok()
             .filter(|oid| self.repo.find_commit(*oid).is_ok())
@@ -247,7 +247,7 @@ impl CheckedOutBranch<'_> {
 }
 
 /// One parallel branch's own branch and worktree, owned by the branch's traversal.
-pub struct BranchWorktree {
+pub(crate) struct BranchWorktree {
     /// The worktree's index.
     index: WorktreeIndex,
     /// The worktree's change feed (see [`RunGit`](super::RunGit)), or why there is none.
@@ -281,17 +281,17 @@ impl std::fmt::Debug for BranchWorktree {
 impl BranchWorktree {
     /// The branch's working directory: the worktree joined with the run's working directory
     /// relative to the repository root.
-    pub fn work_dir(&self) -> PathBuf {
+    pub(crate) fn work_dir(&self) -> PathBuf {
         self.path.join(&self.work_dir_relative)
     }
 
     /// SHA of the branch head.
-    pub fn head_sha(&self) -> String {
+    pub(crate) fn head_sha(&self) -> String {
         self.head.to_string()
     }
 
     /// What removing the worktree takes, for [`BranchCleanup::remove`].
-    pub fn cleanup(&self) -> BranchCleanup {
+    pub(crate) fn cleanup(&self) -> BranchCleanup {
         BranchCleanup {
             path: self.path.clone(),
             admin_dir: self.admin_dir.clone(),
@@ -312,7 +312,7 @@ impl BranchWorktree {
     }
 
     /// The branch as a line that a nested parallel stage or a fan-in can build on.
-    pub fn checked_out(&mut self) -> CheckedOutBranch<'_> {
+    pub(crate) fn checked_out(&mut self) -> CheckedOutBranch<'_> {
         CheckedOutBranch {
             repo: &self.repo,
             reference: self.reference.clone(),
@@ -331,7 +331,7 @@ impl BranchWorktree {
     /// Commits the worktree's changes after a branch stage (even when nothing changed), with
     /// the run branch's subject and the `Fabro-Run` and `Fabro-Parallel` trailers; returns
     /// the new head.
-    pub fn commit_stage(&mut self, node_id: &str, status: &str) -> Result<String, GitError> {
+    pub(crate) fn commit_stage(&mut self, node_id: &str, status: &str) -> Result<String, GitError> {
         let parent_tree = self
             .repo
             .find_commit(self.head)
@@ -368,7 +368,7 @@ impl BranchWorktree {
 
 /// The files of a branch worktree and its registration; removing them keeps the branch.
 #[derive(Debug, Clone)]
-pub struct BranchCleanup {
+pub(crate) struct BranchCleanup {
     path: PathBuf,
     admin_dir: PathBuf,
 }
@@ -376,7 +376,7 @@ pub struct BranchCleanup {
 impl BranchCleanup {
     /// Deletes the worktree directory, its registration in `.git/worktrees`, and the
     /// `{node_id}@{visit}` directory above it once empty. The branch and its commits stay.
-    pub fn remove(&self) -> Result<(), GitError> {
+    pub(crate) fn remove(&self) -> Result<(), GitError> {
         // `{common_dir}/worktrees/{registration}`.
         let _lock = match self.admin_dir.parent().and_then(Path::parent) {
             Some(common_dir) => Some(super::worktree::RepoLock::acquire(common_dir)?),
@@ -395,7 +395,12 @@ impl BranchCleanup {
 /// The message of a branch-stage commit: the run-branch subject of SPEC 8.3, then the
 /// `Fabro-Run` trailer and `Fabro-Parallel: {node_id}@{visit}/{target}`. No `Fabro-Checkpoint`:
 /// branch stages are checkpointed with their parallel stage.
-pub fn branch_commit_message(run_id: &str, node_id: &str, status: &str, parallel: &str) -> String {
+pub(crate) fn branch_commit_message(
+    run_id: &str,
+    node_id: &str,
+    status: &str,
+    parallel: &str,
+) -> String {
     format!(
         "fabro({run_id}): {node_id} ({status})\n\n\
          Fabro-Run: {run_id}\n\

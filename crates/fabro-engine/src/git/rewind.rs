@@ -18,7 +18,7 @@ use super::worktree::{find_commit, open};
 use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
 
 /// `refs/fabro-rewound/{run_id}/{k}`: the run branch's head before rewind `k`.
-pub fn rewound_ref_name(run_id: &str, k: u32) -> String {
+pub(crate) fn rewound_ref_name(run_id: &str, k: u32) -> String {
     format!("refs/fabro-rewound/{run_id}/{k}")
 }
 
@@ -28,7 +28,7 @@ fn rewind_subject(run_id: &str, k: u32) -> String {
 }
 
 /// One run's refs, opened to rewind it.
-pub struct RewindGit {
+pub(crate) struct RewindGit {
     repo: Repository,
     run_id: String,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for RewindGit {
 
 impl RewindGit {
     /// The refs of run `run_id` in the repository at `repo_root`.
-    pub fn open(repo_root: &Path, run_id: &str) -> Result<RewindGit, GitError> {
+    pub(crate) fn open(repo_root: &Path, run_id: &str) -> Result<RewindGit, GitError> {
         check_run_id(run_id)?;
         Ok(RewindGit {
             repo: open(repo_root)?,
@@ -53,7 +53,7 @@ impl RewindGit {
     }
 
     /// The run branch's head, if the branch exists.
-    pub fn run_branch_head(&self) -> Option<String> {
+    pub(crate) fn run_branch_head(&self) -> Option<String> {
         self.repo
             .refname_to_id(&format!("refs/heads/{}", run_branch_name(&self.run_id)))
             .ok()
@@ -61,7 +61,7 @@ impl RewindGit {
     }
 
     /// The numbers of the run's rewound refs.
-    pub fn rewound_numbers(&self) -> Result<Vec<u32>, GitError> {
+    pub(crate) fn rewound_numbers(&self) -> Result<Vec<u32>, GitError> {
         let prefix = format!("refs/fabro-rewound/{}/", self.run_id);
         let references = self
             .repo
@@ -74,7 +74,7 @@ impl RewindGit {
     }
 
     /// Keeps `sha` as `refs/fabro-rewound/{run_id}/{k}`, unless that ref exists.
-    pub fn keep_rewound(&self, k: u32, sha: &str) -> Result<(), GitError> {
+    pub(crate) fn keep_rewound(&self, k: u32, sha: &str) -> Result<(), GitError> {
         let name = rewound_ref_name(&self.run_id, k);
         if self.repo.refname_to_id(&name).is_ok() {
             return Ok(());
@@ -94,7 +94,7 @@ impl RewindGit {
     /// Writes rewind `k`'s metadata commit on top of the metadata tip, unless the tip is
     /// that commit already: the tree of the metadata commit that `commit_sha`'s
     /// `Fabro-Checkpoint` trailer names, with `checkpoint` as its `checkpoint.json`.
-    pub fn record_rewind(
+    pub(crate) fn record_rewind(
         &self,
         k: u32,
         commit_sha: &str,
@@ -158,7 +158,7 @@ impl RewindGit {
     }
 
     /// Points the run branch at `commit_sha`.
-    pub fn move_branch(&self, commit_sha: &str) -> Result<(), GitError> {
+    pub(crate) fn move_branch(&self, commit_sha: &str) -> Result<(), GitError> {
         let commit = find_commit(&self.repo, commit_sha)?;
         let name = format!("refs/heads/{}", run_branch_name(&self.run_id));
         self.repo

@@ -29,7 +29,7 @@ use super::{check_run_id, metadata_ref_name, run_branch_name, Author, GitError};
 
 /// Per-run settings of [`RunGit`].
 #[derive(Debug, Clone, Default)]
-pub struct RunGitSettings {
+pub(crate) struct RunGitSettings {
     /// Author and committer of run-branch and metadata commits (`[git]`, SPEC 8.3).
     pub author: Author,
     /// `[checkpoint] exclude_globs`, gitignore syntax relative to the working directory.
@@ -44,14 +44,14 @@ pub struct RunGitSettings {
 /// Returned by [`RunGit::stage`]; pass it to [`RunGit::diff_patch`] for the stage's
 /// `diff.patch` and to [`RunGit::commit`] after the metadata commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StagedChanges {
+pub(crate) struct StagedChanges {
     tree: Oid,
     parent_tree: Oid,
 }
 
 impl StagedChanges {
     /// Whether the stage changed anything relative to the previous run-branch commit.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tree == self.parent_tree
     }
 }
@@ -61,7 +61,7 @@ const REOPEN_AFTER_REMOVED_PACKS: usize = 64;
 
 /// What a run-branch commit says about its stage (SPEC 8.3 subject and trailers).
 #[derive(Debug, Clone, Copy)]
-pub struct StageCommit<'a> {
+pub(crate) struct StageCommit<'a> {
     /// The stage's node.
     pub node_id: &'a str,
     /// The stage's status.
@@ -72,7 +72,7 @@ pub struct StageCommit<'a> {
 
 /// One run's git state: the run branch `fabro/run/{run_id}`, its worktree, and the metadata
 /// ref `refs/fabro/{run_id}`.
-pub struct RunGit {
+pub(crate) struct RunGit {
     repo: Repository,
     common_dir: PathBuf,
     run_id: String,
@@ -116,7 +116,7 @@ impl RunGit {
     /// The user's `HEAD`, index, working tree and current branch are not touched; the parent of
     /// `worktree_path` is created when missing, `worktree_path` itself must not exist.
     /// Errors: [`GitError::BranchExists`], [`GitError::UnknownCommit`], libgit2 failures.
-    pub fn create(
+    pub(crate) fn create(
         repo_root: &Path,
         run_id: &str,
         base_sha: &str,
@@ -160,7 +160,7 @@ impl RunGit {
     /// files, a half-deleted directory, a stale entry in `.git/worktrees`) is discarded.
     /// A directory at `worktree_path` that is not this run's worktree is refused with
     /// [`GitError::WorktreePathOccupied`] rather than deleted.
-    pub fn reattach(
+    pub(crate) fn reattach(
         repo_root: &Path,
         run_id: &str,
         worktree_path: &Path,
@@ -180,7 +180,7 @@ impl RunGit {
     /// [`reattach`](RunGit::reattach) for a run resumed from its initial checkpoint: when
     /// the run branch does not exist at all (the run was killed before its set-up made
     /// it), it is created at `commit_sha`, the base commit.
-    pub fn restart(
+    pub(crate) fn restart(
         repo_root: &Path,
         run_id: &str,
         worktree_path: &Path,
@@ -288,29 +288,25 @@ impl RunGit {
         })
     }
 
-    /// The run id.
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
     /// The worktree's root directory.
-    pub fn worktree_path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn worktree_path(&self) -> &Path {
         &self.worktree_path
     }
 
     /// The run's working directory: the worktree joined with the working directory's path
     /// relative to the repository root.
-    pub fn work_dir(&self) -> PathBuf {
+    pub(crate) fn work_dir(&self) -> PathBuf {
         self.worktree_path.join(&self.work_dir_relative)
     }
 
     /// SHA of the run branch's tip (the base SHA before the first stage commit).
-    pub fn head_sha(&self) -> String {
+    pub(crate) fn head_sha(&self) -> String {
         self.head.to_string()
     }
 
     /// The run branch and its worktree, for parallel branches and the fan-in (SPEC 5.7, 5.8).
-    pub fn checked_out(&mut self) -> super::CheckedOutBranch<'_> {
+    pub(crate) fn checked_out(&mut self) -> super::CheckedOutBranch<'_> {
         super::CheckedOutBranch {
             repo: &self.repo,
             reference: format!("refs/heads/{}", run_branch_name(&self.run_id)),
@@ -327,7 +323,7 @@ impl RunGit {
     }
 
     /// SHA of the newest metadata commit, if any has been written.
-    pub fn metadata_sha(&self) -> Option<String> {
+    pub(crate) fn metadata_sha(&self) -> Option<String> {
         self.metadata_tip.map(|oid| oid.to_string())
     }
 
@@ -336,7 +332,7 @@ impl RunGit {
     /// [`METADATA_FILE_LIMIT`](super::METADATA_FILE_LIMIT) bytes or more are skipped and
     /// listed), its parent the previous metadata commit (none for the first, which creates
     /// the ref). No index or worktree is involved.
-    pub fn write_metadata(
+    pub(crate) fn write_metadata(
         &mut self,
         message: MetadataMessage<'_>,
         files: &[MetadataFile<'_>],
@@ -352,9 +348,9 @@ impl RunGit {
 
     /// Steps 2 and 3 of the checkpoint cycle (SPEC 8.6) in one pack: the metadata commit
     /// of `files` (as [`write_metadata`](RunGit::write_metadata)) and the run-branch commit
-    /// of `staged` naming it (as [`commit`](RunGit::commit)). Both refs move only once every
+    /// of `staged` naming it (as `commit` does). Both refs move only once every
     /// object is on disk, the metadata ref first.
-    pub fn checkpoint_stage(
+    pub(crate) fn checkpoint_stage(
         &mut self,
         staged: StagedChanges,
         files: &[MetadataFile<'_>],
@@ -518,7 +514,7 @@ impl RunGit {
     /// are examined; the whole worktree when the watch cannot tell (then
     /// [`take_full_scan_warning`](RunGit::take_full_scan_warning) has the reason) and in the
     /// first stage after a resume.
-    pub fn stage(&mut self) -> Result<StagedChanges, GitError> {
+    pub(crate) fn stage(&mut self) -> Result<StagedChanges, GitError> {
         let parent_tree = self
             .repo
             .find_commit(self.head)
@@ -594,13 +590,13 @@ impl RunGit {
     /// Why a stage scanned the whole worktree instead of the watched paths, once per run
     /// (the `Warning` with code `full_scan`); `None` otherwise and after the first call
     /// that returned it.
-    pub fn take_full_scan_warning(&mut self) -> Option<String> {
+    pub(crate) fn take_full_scan_warning(&mut self) -> Option<String> {
         self.full_scans.take()
     }
 
     /// The patch of `staged` against the previous run-branch commit (the stage's
     /// `diff.patch`, SPEC 7.5); `None` when it would reach `limit` bytes.
-    pub fn diff_patch(
+    pub(crate) fn diff_patch(
         &self,
         staged: &StagedChanges,
         limit: usize,
@@ -628,7 +624,7 @@ impl RunGit {
 
     /// The paths `staged` changes against the previous run-branch commit, sorted (a
     /// command stage's `files_touched`, SPEC 17.7).
-    pub fn changed_paths(&self, staged: &StagedChanges) -> Result<Vec<String>, GitError> {
+    pub(crate) fn changed_paths(&self, staged: &StagedChanges) -> Result<Vec<String>, GitError> {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
@@ -661,7 +657,8 @@ impl RunGit {
 
     /// Commits `staged` on the run branch with the subject and trailers of SPEC 8.3 (even when
     /// nothing changed) and returns the commit's SHA.
-    pub fn commit(
+    #[cfg(test)]
+    pub(crate) fn commit(
         &mut self,
         staged: StagedChanges,
         node_id: &str,
@@ -682,7 +679,8 @@ impl RunGit {
 
     /// [`stage`](RunGit::stage) then [`commit`](RunGit::commit): the run-branch commit of one
     /// stage (step 3 of SPEC 8.6) for callers that do not need the stage's `diff.patch`.
-    pub fn commit_stage(
+    #[cfg(test)]
+    pub(crate) fn commit_stage(
         &mut self,
         node_id: &str,
         status: &str,
@@ -699,7 +697,8 @@ impl RunGit {
     /// libgit2 does not fsync what it writes; one `syncfs` per checkpoint cycle covers the
     /// loose objects, refs and index of both commits (and anything else dirty on that file
     /// system, such as the run directory when it lives there too).
-    pub fn sync_to_disk(&self) -> Result<(), GitError> {
+    #[cfg(test)]
+    pub(crate) fn sync_to_disk(&self) -> Result<(), GitError> {
         let directory = fs_err::File::open(&self.common_dir)
             .map_err(GitError::io("open", self.common_dir.clone()))?;
         nix::unistd::syncfs(directory.file())
@@ -709,7 +708,7 @@ impl RunGit {
 
     /// Removes the worktree and its registration, keeping the run branch and the metadata ref
     /// (SPEC 8.4: a run that finished is not kept checked out).
-    pub fn remove_worktree(self) -> Result<(), GitError> {
+    pub(crate) fn remove_worktree(self) -> Result<(), GitError> {
         let RunGit {
             repo,
             run_id,

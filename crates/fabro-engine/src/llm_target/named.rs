@@ -115,7 +115,7 @@ impl ModelLimits {
 }
 
 /// The variable overriding a preset's or configured provider's base URL.
-pub fn base_url_variable(name: &str) -> String {
+pub(crate) fn base_url_variable(name: &str) -> String {
     format!("{}_BASE_URL", name.to_ascii_uppercase().replace('-', "_"))
 }
 

@@ -86,7 +86,7 @@ pub struct ResumeRequest<'a> {
 /// limits over `config`, the environment and the model flags
 /// ([`environment_options`]), the answers and the interviewer. [`start`] and
 /// [`resume`] fill in the rest.
-pub fn run_options(
+pub(crate) fn run_options(
     workflow_path: PathBuf,
     mut config: RunConfig,
     fabro_home: PathBuf,

@@ -213,7 +213,7 @@ impl RunCatalog {
     }
 
     /// The same catalog with manifests compared with their files every `every` instead
-    /// of every [`MANIFEST_RECHECK`].
+    /// of once a second.
     pub fn with_manifest_recheck(mut self, every: Duration) -> RunCatalog {
         self.manifest_recheck = every;
         self

@@ -12,7 +12,7 @@ use super::{RunRecord, RunStatus};
 use crate::run_dir::write_json_atomic;
 
 /// The file that marks a queued run.
-pub const QUEUED_FILE: &str = "queued.json";
+pub(crate) const QUEUED_FILE: &str = "queued.json";
 
 /// What `queued.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub fn write_queued(run_dir: &Path, queued: &QueuedRun) -> std::io::Result<()> {
 }
 
 /// The queued run in `run_dir`: `queued.json` there and no manifest yet.
-pub fn read_queued(run_dir: &Path) -> Option<QueuedRun> {
+pub(crate) fn read_queued(run_dir: &Path) -> Option<QueuedRun> {
     if run_dir.join(crate::run_dir::MANIFEST_FILE).exists() {
         return None;
     }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use crate::run_dir::{CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE};
 
 /// The length and modification time of one record, `None` when it is missing.
-pub type FileStamp = Option<(u64, SystemTime)>;
+pub(crate) type FileStamp = Option<(u64, SystemTime)>;
 
 /// The stamps of the records a run document is built from: one `stat` each, no read.
 #[derive(Debug, Clone, PartialEq, Eq)]

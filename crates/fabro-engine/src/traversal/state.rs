@@ -11,7 +11,7 @@ use crate::record::Checkpoint;
 
 /// Everything the loop tracks; mirrored by `checkpoint.json`.
 #[derive(Debug, Clone, Default)]
-pub struct RunState {
+pub(crate) struct RunState {
     /// The run context.
     pub context: Context,
     /// Completed stages' node ids, one per visit.
@@ -44,7 +44,7 @@ pub struct RunState {
 
 impl RunState {
     /// Notes that the per-node entries of `node_id` may change.
-    pub fn touch(&mut self, node_id: &str) {
+    pub(crate) fn touch(&mut self, node_id: &str) {
         if !self.touched_nodes.contains(node_id) {
             self.touched_nodes.insert(node_id.to_owned());
         }
@@ -53,7 +53,7 @@ impl RunState {
 
 impl RunState {
     /// The state a checkpoint describes (SPEC 8.7 step 5).
-    pub fn restore(checkpoint: &Checkpoint, workflow: &Workflow) -> RunState {
+    pub(crate) fn restore(checkpoint: &Checkpoint, workflow: &Workflow) -> RunState {
         // The current epoch's stages are the newest completed stages, as many as the
         // epoch's visits.
         let epoch_length: usize = checkpoint

@@ -26,8 +26,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use utoipa::IntoParams;
 
 use super::feed::{self, read_events, share, Handover, Live, Shared};
-use fabro_engine::event::EventKind;
-use fabro_engine::{RunId, RunStore};
+use fabro_engine::{EventKind, RunId, RunStore};
 
 use crate::engine_bridge::records::{EventReader, StoredEvent};
 use crate::error::{ApiError, ErrorBody, ErrorKind};
@@ -156,7 +155,7 @@ enum Source {
 struct NoEvents;
 
 impl EventReader for NoEvents {
-    fn read_new(&mut self) -> Result<Vec<StoredEvent>, fabro_engine::store::StoreError> {
+    fn read_new(&mut self) -> Result<Vec<StoredEvent>, fabro_engine::StoreError> {
         Ok(Vec::new())
     }
 }

@@ -16,8 +16,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::event::EventKind;
-use fabro_engine::{RunId, RunStore};
+use fabro_engine::{EventKind, RunId, RunStore};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::engine_bridge::records::{EventReader, StoredEvent};
@@ -322,7 +321,7 @@ impl Handover {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabro_engine::run_dir::RunPaths;
+    use fabro_engine::local::RunPaths;
     use fabro_engine::FsRunStore;
     use std::io::Write;
     use std::path::Path;

@@ -175,9 +175,9 @@ async fn answer_stored(
     }
 }
 
-fn describe(question: &Question, answer: &fabro_engine::interviewer::Answer) -> Answered {
+fn describe(question: &Question, answer: &fabro_engine::gate::Answer) -> Answered {
     match answer {
-        fabro_engine::interviewer::Answer::Option(index) => {
+        fabro_engine::gate::Answer::Option(index) => {
             let option = question.options().get(*index);
             Answered {
                 selected_key: option
@@ -188,7 +188,7 @@ fn describe(question: &Question, answer: &fabro_engine::interviewer::Answer) -> 
                     .unwrap_or_default(),
             }
         }
-        fabro_engine::interviewer::Answer::Freeform(_) => Answered {
+        fabro_engine::gate::Answer::Freeform(_) => Answered {
             selected_key: "freeform".to_owned(),
             label: String::new(),
         },

@@ -12,15 +12,14 @@ use fabro_api::{
     Artifact, Diagnostic, DiagnosticEdge, DiagnosticSpan, InspectDocument, RunSummary, RunUsage,
     StageRow, StageUsage, WorkflowEntry,
 };
-use fabro_engine::run_index::{Listing, RunIndexErrorKind, RunRecord, RunStatus};
-use fabro_engine::run_view;
-use fabro_engine::store::{StoreError, StoredStage};
-use fabro_engine::{RunId, RunStore};
+use fabro_engine::local::{InspectView, Listing, RunIndexErrorKind};
+use fabro_engine::{inspect_in, run_view_in, RunId, RunRecord, RunStatus, RunStore};
+use fabro_engine::{StoreError, StoredStage};
 use fabro_language::LineIndex;
 
 use crate::error::{ApiError, ErrorKind};
 
-pub use fabro_engine::store::{EventReader, StoredEvent, STAGE_FILES};
+pub use fabro_engine::{EventReader, StoredEvent, STAGE_FILES};
 
 fn storage(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
     ApiError::internal(error)
@@ -64,20 +63,16 @@ pub fn is_locked(store: &dyn RunStore, run_id: &str) -> bool {
 /// the CLI's table shows for runs of workflows that share a name), `current_node`,
 /// `usage`, `cost_usd` and `pending_question` (filled by the caller).
 pub fn run_summary(store: &dyn RunStore, record: &RunRecord) -> RunSummary {
-    summary_of(
-        store,
-        record,
-        run_view::inspect_in(store, record).ok().as_ref(),
-    )
+    summary_of(store, record, inspect_in(store, record).ok().as_ref())
 }
 
 /// [`run_summary`] from the run's inspected view (`None` when it cannot be read).
 pub fn summary_of(
     store: &dyn RunStore,
     record: &RunRecord,
-    inspected: Option<&run_view::InspectView>,
+    inspected: Option<&InspectView>,
 ) -> RunSummary {
-    let view = run_view::run_view_in(store, record);
+    let view = run_view_in(store, record);
     let totals = inspected.map(|view| &view.totals);
     RunSummary {
         run_id: view.run_id,
@@ -104,7 +99,7 @@ pub fn summary_of(
 /// The `fabro inspect --json` document of a run, plus `pending_question` (filled by the
 /// caller).
 pub fn inspect(store: &dyn RunStore, record: &RunRecord) -> Result<InspectDocument, ApiError> {
-    let view = run_view::inspect_in(store, record).map_err(storage)?;
+    let view = inspect_in(store, record).map_err(storage)?;
     Ok(InspectDocument {
         inspect: view,
         pending_question: None,
@@ -207,9 +202,9 @@ pub fn stage_diff(
     rank: u32,
 ) -> Result<Vec<u8>, ApiError> {
     let stage = stage_by_rank(store, &record.run_id, rank)?;
-    let lines = fabro_engine::run_diff::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
+    let lines = fabro_engine::local::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
         .map_err(|error| match error {
-            fabro_engine::run_diff::DiffError::Git { .. } => storage(error),
+            fabro_engine::local::DiffError::Git { .. } => storage(error),
             error => ApiError::explained(ErrorKind::NotFound, error),
         })?;
     Ok(lines.into_iter().flat_map(|line| line.text).collect())
@@ -304,9 +299,9 @@ pub fn graph_layout(
 ) -> Result<GraphLayout, ApiError> {
     let path = run_dir.join("graph.fabro");
     let options = fabro_language::CheckOptions {
-        loader: &fabro_engine::source::FsLoader,
+        loader: &fabro_engine::FsLoader,
         variables: &fabro_language::Variables::default(),
-        models: &fabro_engine::source::CatalogModels,
+        models: &fabro_engine::CatalogModels,
     };
     let checked = fabro_language::check(&path, text, &options);
     let workflow = checked
@@ -436,15 +431,14 @@ pub fn workflows(roots: &[PathBuf]) -> Vec<WorkflowEntry> {
 }
 
 fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
-    let text =
-        fabro_engine::source::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
-            .ok()
-            .and_then(|read| String::from_utf8(read.bytes).ok())
-            .unwrap_or_default();
+    let text = fabro_engine::read_regular_file(path, fabro_language::syntax::MAX_SOURCE_BYTES)
+        .ok()
+        .and_then(|read| String::from_utf8(read.bytes).ok())
+        .unwrap_or_default();
     let options = fabro_language::CheckOptions {
-        loader: &fabro_engine::source::FsLoader,
+        loader: &fabro_engine::FsLoader,
         variables: &fabro_language::Variables::default(),
-        models: &fabro_engine::source::CatalogModels,
+        models: &fabro_engine::CatalogModels,
     };
     let checked = fabro_language::check(path, &text, &options);
     let (goal, node_count) = checked.workflow.as_ref().map_or((None, 0), |workflow| {
@@ -463,7 +457,7 @@ fn workflow_entry(name: &str, path: &Path) -> WorkflowEntry {
 pub fn started_by_server(store: &dyn RunStore, run_id: &str) -> bool {
     store
         .read_manifest(&RunId::from(run_id))
-        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::record::RunOrigin::Server))
+        .is_ok_and(|manifest| manifest.origin == Some(fabro_engine::RunOrigin::Server))
 }
 
 /// A run of the index, as the API's handlers pass it around.

@@ -3,7 +3,7 @@
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use fabro_engine::event::EventKind;
+use fabro_engine::EventKind;
 
 /// The stylesheet.
 pub const CSS: &str = include_str!("app.css");
@@ -72,7 +72,7 @@ pub async fn icon() -> impl IntoResponse {
 
 #[cfg(test)]
 mod tests {
-    use fabro_engine::event::EventKind;
+    use fabro_engine::EventKind;
 
     /// The served script listens to every event the engine writes, from the engine's
     /// own list, and knows its terminal events.

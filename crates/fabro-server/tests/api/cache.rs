@@ -108,11 +108,11 @@ async fn a_listed_summary_follows_its_checkpoint_and_its_index_row() {
         .parent()
         .and_then(|scratch| scratch.parent())
         .unwrap();
-    let index = fabro_engine::run_index::RunIndex::open(root).unwrap();
+    let index = fabro_engine::local::RunIndex::open(root).unwrap();
     index
         .record_status(
             &run_id,
-            fabro_engine::run_index::RunStatus::Fail,
+            fabro_engine::RunStatus::Fail,
             Some("2030-01-01T00:00:00.000Z"),
         )
         .unwrap();

@@ -120,7 +120,7 @@ async fn a_cli_run_under_the_same_root_is_followed_through_events_jsonl() {
     let lines: Vec<&str> = events.lines().collect();
     // Pretend the run is still being written: keep half, hold the run lock from here.
     fs_err::write(run_dir.join("events.jsonl"), lines[..4].join("\n") + "\n").unwrap();
-    let lock = fabro_engine::run_index::RunLock::acquire(&run_dir).unwrap();
+    let lock = fabro_engine::local::RunLock::acquire(&run_dir).unwrap();
     let follower = {
         let app = fixture.app.clone();
         let run_id = run_id.clone();

@@ -11,19 +11,17 @@
 
 use std::path::{Path, PathBuf};
 
-use fabro_engine::checkpoint::CheckpointLog;
-use fabro_engine::config::RunConfig;
-use fabro_engine::event::EventEnvelope;
-use fabro_engine::interviewer::Question;
-use fabro_engine::record::{Checkpoint, Manifest, PendingRewind};
-use fabro_engine::run_index::{RunRecord, RunStatus};
-use fabro_engine::run_stages::StageDir;
-use fabro_engine::store::{
-    EventReader, OpenedEvents, Opening, RecordParts, RunLease, RunRecords, RunStore, StageCopy,
-    StoreError, StoredStage, StoredWorkflow, STAGE_FILES,
+use fabro_engine::backend::{
+    Checkpoint, CheckpointLog, Manifest, OpenedEvents, Opening, PendingRewind, RecordParts,
+    RunLease, RunRecords, StageCopy, StoredWorkflow,
 };
-use fabro_engine::FiledAnswer;
-use fabro_engine::RunId;
+use fabro_engine::configuration::RunConfig;
+use fabro_engine::gate::Question;
+use fabro_engine::local::StageDir;
+use fabro_engine::{
+    EventEnvelope, EventReader, FiledAnswer, RunId, RunRecord, RunStatus, RunStore, StoreError,
+    StoredStage, STAGE_FILES,
+};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Row;
 
@@ -52,7 +50,7 @@ fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError 
 
 /// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
 fn lock_key(run_id: &RunId) -> i64 {
-    let digest = fabro_engine::blob::hex_digest(run_id.as_str().as_bytes());
+    let digest = fabro_engine::backend::hex_digest(run_id.as_str().as_bytes());
     let high = u64::from_str_radix(&digest[..16], 16).unwrap_or(0);
     i64::from_ne_bytes(high.to_ne_bytes())
 }
@@ -488,7 +486,7 @@ impl RunStore for PgRunStore {
     }
 
     fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError> {
-        fabro_engine::store::stored_record_parts(self, record)
+        fabro_engine::backend::stored_record_parts(self, record)
     }
 
     fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {

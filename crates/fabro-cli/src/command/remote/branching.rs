@@ -3,7 +3,7 @@
 //! follows a run.
 
 use fabro_api::{ForkRequest, RewindRequest};
-use fabro_engine::config::CostLimit;
+use fabro_engine::configuration::CostLimit;
 
 use super::{answer_labels, follow, not_remote, print_detached, refused, remote, Signals};
 use crate::args::{ForkArgs, RewindArgs};

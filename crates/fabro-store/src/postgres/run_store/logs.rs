@@ -2,12 +2,10 @@
 //! (a connection holding an advisory lock), its checkpoint log, its event log and its
 //! event readers.
 
-use fabro_engine::checkpoint::{CheckpointError, CheckpointLog};
-use fabro_engine::event::EventLog;
-use fabro_engine::journal::ChangeHint;
-use fabro_engine::record::{Checkpoint, CheckpointView};
-use fabro_engine::store::{EventReader, RunLease, StoreError, StoredEvent};
-use fabro_engine::RunId;
+use fabro_engine::backend::{
+    ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog, RunLease,
+};
+use fabro_engine::{EventReader, RunId, StoreError, StoredEvent};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::Connection;
 

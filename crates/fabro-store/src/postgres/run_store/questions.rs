@@ -2,9 +2,8 @@
 //! 17.4): one open question at a time, an answer waiting until the run takes it
 //! (`taken_at`) or its author withdraws it (the answer cleared).
 
-use fabro_engine::interviewer::Question;
-use fabro_engine::store::{RunStore, StoreError};
-use fabro_engine::{FiledAnswer, RunId};
+use fabro_engine::gate::Question;
+use fabro_engine::{FiledAnswer, RunId, RunStore, StoreError};
 
 use super::{backend, PgRunStore};
 

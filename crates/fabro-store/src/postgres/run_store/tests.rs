@@ -2,12 +2,10 @@
 //! `store/tests.rs`), through the [`RunStore`] trait only, on a database of each
 //! test's own; a run's lock is a session of its own.
 
-use fabro_engine::config::RunConfig;
-use fabro_engine::event::{Emitter, Event};
-use fabro_engine::interviewer::Question;
-use fabro_engine::journal::ChangeHint;
-use fabro_engine::store::StoredEvent;
-use fabro_engine::FiledAnswer;
+use fabro_engine::backend::{ChangeHint, Emitter};
+use fabro_engine::configuration::RunConfig;
+use fabro_engine::gate::Question;
+use fabro_engine::{Event, FiledAnswer, StoredEvent};
 use fabro_test_support::TestDatabase;
 
 use super::*;
@@ -418,14 +416,14 @@ fn saved_stages_and_their_files_read_back_by_rank() {
     );
     // Inspected through the store: the stage rows and the checkpoint.
     let record = store.resolve("r1").expect("resolves");
-    let view = fabro_engine::run_view::inspect_in(&store, &record).expect("inspects");
+    let view = fabro_engine::inspect_in(&store, &record).expect("inspects");
     assert_eq!(view.stages.len(), 2);
     assert_eq!(view.stages[1].status, "success");
     assert_eq!(view.totals.duration_ms, 1000);
     assert!(matches!(
         store.resolve("nope"),
         Err(StoreError::Index(ref error))
-            if error.kind() == fabro_engine::run_index::RunIndexErrorKind::NoSuchRun
+            if error.kind() == fabro_engine::local::RunIndexErrorKind::NoSuchRun
     ));
 }
 
