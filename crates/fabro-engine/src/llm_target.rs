@@ -21,7 +21,6 @@ use fabro_llm::{
 
 use crate::config::LlmConfig;
 pub(crate) use named::{ModelLimits, NamedProvider};
-
 mod named;
 use crate::event::kind::{AgentFailover, AgentLlmRetry};
 use crate::event::{Emitter, Event};
@@ -239,10 +238,9 @@ impl LlmTarget {
         self.client_with_budget(emitter, None, node_id)
     }
 
-    /// The client one stage uses: retries (SPEC 9.2) and failover (SPEC 9.4) around the
-    /// provider, reported as `Agent.LlmRetry` and `Agent.Failover` events of `node_id`.
-    /// A fresh one per stage, so a failover lasts for the rest of the stage only. Its
-    /// completed calls count against the run's budget (SPEC 17.1).
+    /// A stage's client: retries (9.2) and failover (9.4) reported as `Agent.LlmRetry` and
+    /// `Agent.Failover` events of `node_id`, completed calls counted against the budget
+    /// (17.1); a fresh one per stage, so a failover lasts for the rest of the stage only.
     pub(crate) fn budgeted_client(
         &self,
         emitter: Arc<Emitter>,
