@@ -53,6 +53,7 @@ normalise() {
         s{\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)}{<TS>}g;
         s{"(duration_ms|elapsed_ms|delay_ms)":(\s*)\d+}{"$1":${2}0}g;
         s{\(\d+(?:\.\d+)?m?s\)}{(<DURATION>)}g;
+        s{ stages in \d+(?:\.\d+)?m?s;}{ stages in <DURATION>;}g;
         s{\b[0-9a-f]{64}\b}{<HEX64>}g;
         s{\b[0-9a-f]{40}\b}{<SHA>}g;
         s{\b[0-9A-HJKMNP-TV-Z]{26}\b}{<ULID>}g;
