@@ -47,6 +47,7 @@ mod server_flags;
 mod server_stream;
 mod special_files;
 mod stages;
+mod steer;
 mod storage;
 mod store;
 mod terminal;
