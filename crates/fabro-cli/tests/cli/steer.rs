@@ -7,7 +7,6 @@
 //! The same through `POST /api/v1/runs/{id}/steer` and `fabro steer --server` against a
 //! `fabro server`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -136,7 +135,12 @@ impl Steering {
             .envs(extra_env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(File::create(&log).expect("the log file is created"));
+            .stderr(
+                fs_err::File::create(&log)
+                    .expect("the log file is created")
+                    .into_parts()
+                    .0,
+            );
         Running {
             child: command.spawn().expect("fabro run starts"),
             log,
