@@ -95,6 +95,15 @@ pub(crate) struct ServerArgs {
     /// Runs executing at once; later ones wait queued (default 4).
     #[arg(long, value_name = "N")]
     pub(crate) max_concurrent_runs: Option<usize>,
+    /// Shared PostgreSQL run store (default: $FABRO_STORE; else the local files).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Blob store beside --store: s3://bucket/prefix or file:///path (default: $FABRO_BLOBS).
+    #[arg(long, value_name = "URL")]
+    pub(crate) blobs: Option<String>,
+    /// Do not upgrade the store's schema; refuse one newer than this binary.
+    #[arg(long)]
+    pub(crate) no_migrate: bool,
 }
 
 #[derive(Debug, clap::Args)]
