@@ -87,7 +87,8 @@ Exit codes:
 
 Exit codes:
   0    stopped by SIGINT or SIGTERM after cancelling its running runs
-  2    usage or configuration error (server.toml), or the address cannot be bound")]
+  2    usage or configuration error (server.toml), the address cannot be bound, or the
+       --store cannot be reached or has a schema newer than this fabro")]
 pub(crate) struct ServerArgs {
     /// Listen address (default from server.toml, else 127.0.0.1:3210).
     #[arg(long, value_name = "ADDR")]
