@@ -87,7 +87,8 @@ Exit codes:
 
 Exit codes:
   0    stopped by SIGINT or SIGTERM after cancelling its running runs
-  2    usage or configuration error (server.toml), or the address cannot be bound")]
+  2    usage or configuration error (server.toml), the address cannot be bound, or the
+       --store cannot be reached or has a schema newer than this fabro")]
 pub(crate) struct ServerArgs {
     /// Listen address (default from server.toml, else 127.0.0.1:3210).
     #[arg(long, value_name = "ADDR")]
@@ -95,6 +96,15 @@ pub(crate) struct ServerArgs {
     /// Runs executing at once; later ones wait queued (default 4).
     #[arg(long, value_name = "N")]
     pub(crate) max_concurrent_runs: Option<usize>,
+    /// Shared PostgreSQL run store (default: $FABRO_STORE; else the local files).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Blob store beside --store: s3://bucket/prefix or file:///path (default: $FABRO_BLOBS).
+    #[arg(long, value_name = "URL")]
+    pub(crate) blobs: Option<String>,
+    /// Do not upgrade the store's schema; refuse one newer than this binary.
+    #[arg(long)]
+    pub(crate) no_migrate: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -45,6 +45,7 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
+        let stores = shared_stores(args).await?;
         let listener = tokio::net::TcpListener::bind(settings.bind)
             .await
             .map_err(|source| {
@@ -64,7 +65,10 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
             token.expose()
         ));
         let resume_interrupted = settings.resume_interrupted;
-        let bridge = EngineBridge::new(root.clone(), settings.roots.clone());
+        let mut bridge = EngineBridge::new(root.clone(), settings.roots.clone());
+        if let Some(stores) = stores {
+            bridge = bridge.with_stores(stores);
+        }
         let state = AppState::new(bridge, token, settings);
         for run_id in fabro_server::runs::start_queued(&state).await {
             output.err(&format!("started queued run {run_id}\n"));
@@ -79,6 +83,38 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
             .map_err(|source| CliError::io("cannot serve on", address.to_string(), source))
     })?;
     Ok(Status::Success)
+}
+
+/// `--store`/`--blobs` (or `FABRO_STORE`/`FABRO_BLOBS`): the PostgreSQL run store,
+/// migrated unless `--no-migrate`, and the object-store blob store (SPEC 18.1).
+async fn shared_stores(args: &ServerArgs) -> Result<Option<fabro_engine::Stores>, CliError> {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|url| !url.is_empty());
+    let Some(store) = args.store.clone().or_else(|| from_env("FABRO_STORE")) else {
+        return Ok(None);
+    };
+    let blobs = args
+        .blobs
+        .clone()
+        .or_else(|| from_env("FABRO_BLOBS"))
+        .ok_or_else(|| {
+            CliError::Usage("fabro server --store needs --blobs URL (or FABRO_BLOBS)".to_owned())
+        })?;
+    let connected = fabro_store::PgStore::connect(&store)
+        .await
+        .map_err(CliError::Store)?;
+    if args.no_migrate {
+        connected.check_schema().await.map_err(CliError::Store)?;
+    } else {
+        connected.migrate().await.map_err(CliError::Store)?;
+    }
+    let runs = fabro_store::PgRunStore::new(&connected)
+        .map_err(|source| CliError::io("cannot start", fabro_store::redact_url(&store), source))?;
+    let blobs = fabro_store::ObjectBlobStore::from_url(&blobs)
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    Ok(Some(fabro_engine::Stores {
+        runs: std::sync::Arc::new(runs),
+        blobs: std::sync::Arc::new(blobs),
+    }))
 }
 
 /// The first SIGINT or SIGTERM.

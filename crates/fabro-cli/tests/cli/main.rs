@@ -44,6 +44,7 @@ mod server;
 mod server_catalog;
 mod server_errors;
 mod server_flags;
+mod server_store;
 mod server_stream;
 mod special_files;
 mod stages;
