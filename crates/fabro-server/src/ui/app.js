@@ -366,6 +366,9 @@
         case 'HumanQuestion':
         case 'HumanAnswer':
         case 'Agent.SessionStarted':
+        // The stage takes steering a moment after its session starts: its first tool
+        // call refreshes the steering box again (SPEC 20.1).
+        case 'Agent.ToolCallStarted':
         case 'SteeringQueued':
         case 'WorkflowRunStarted':
           scheduleRefresh();
