@@ -48,6 +48,12 @@ fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError 
     move |source| StoreError::backend(action, source)
 }
 
+/// A JSON column read back: `what` names it in the error when it is not valid.
+fn stored<T: serde::de::DeserializeOwned>(text: &str, what: String) -> Result<T, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::backend(format!("{what} is not valid"), error))
+}
+
 /// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
 fn lock_key(run_id: &RunId) -> i64 {
     let digest = fabro_engine::backend::hex_digest(run_id.as_str().as_bytes());
@@ -248,15 +254,8 @@ impl RunStore for PgRunStore {
                 .await
                 .map_err(backend(&action))
         })?;
-        text.map(|text| {
-            serde_json::from_str(&text).map_err(|error| {
-                StoreError::backend(
-                    format!("the stored checkpoint of run {run_id} is not valid"),
-                    error,
-                )
-            })
-        })
-        .transpose()
+        text.map(|text| stored(&text, format!("the stored checkpoint of run {run_id}")))
+            .transpose()
     }
 
     /// Nothing to do: a checkpoint is the one readers see as soon as it is written.
@@ -285,12 +284,8 @@ impl RunStore for PgRunStore {
                 .map_err(backend(&action))
         })?;
         for record in records {
-            let checkpoint: Checkpoint = serde_json::from_str(&record).map_err(|error| {
-                StoreError::backend(
-                    format!("a stored checkpoint of run {run_id} is not valid"),
-                    error,
-                )
-            })?;
+            let checkpoint: Checkpoint =
+                stored(&record, format!("a stored checkpoint of run {run_id}"))?;
             visit(&checkpoint);
         }
         Ok(())
@@ -308,14 +303,7 @@ impl RunStore for PgRunStore {
                 .map_err(backend(&action))
         })?;
         text.flatten()
-            .map(|text| {
-                serde_json::from_str(&text).map_err(|error| {
-                    StoreError::backend(
-                        format!("the pending rewind of run {run_id} is not valid"),
-                        error,
-                    )
-                })
-            })
+            .map(|text| stored(&text, format!("the pending rewind of run {run_id}")))
             .transpose()
     }
 
@@ -691,12 +679,7 @@ impl PgRunStore {
                 run_id: run_id.clone(),
                 record,
             })?;
-        serde_json::from_str(&text).map_err(|error| {
-            StoreError::backend(
-                format!("the stored {record} of run {run_id} is not valid"),
-                error,
-            )
-        })
+        stored(&text, format!("the stored {record} of run {run_id}"))
     }
 }
 

@@ -5,7 +5,7 @@
 use fabro_engine::gate::Question;
 use fabro_engine::{FiledAnswer, RunId, RunStore, StoreError};
 
-use super::{backend, PgRunStore};
+use super::{backend, stored, PgRunStore};
 
 impl PgRunStore {
     /// Opens `question` in `questions` (closing any other open one), or closes the open
@@ -72,15 +72,8 @@ impl PgRunStore {
             .await
             .map_err(backend(&action))
         })?;
-        text.map(|text| {
-            serde_json::from_str(&text).map_err(|error| {
-                StoreError::backend(
-                    format!("the pending question of run {run_id} is not valid"),
-                    error,
-                )
-            })
-        })
-        .transpose()
+        text.map(|text| stored(&text, format!("the pending question of run {run_id}")))
+            .transpose()
     }
 
     /// Sets the question's answer unless one waits to be taken.
@@ -141,14 +134,7 @@ impl PgRunStore {
         })?;
         // Taken either way: one that is not valid is reported once, then gone.
         text.flatten()
-            .map(|text| {
-                serde_json::from_str(&text).map_err(|error| {
-                    StoreError::backend(
-                        format!("an answer filed in run {run_id} is not valid"),
-                        error,
-                    )
-                })
-            })
+            .map(|text| stored(&text, format!("an answer filed in run {run_id}")))
             .transpose()
     }
 
