@@ -166,8 +166,8 @@ pub use steering::{
 };
 pub use store::{
     answer_pending, last_event_id, AnswerFileError, EventCursor, EventFollower, EventReader,
-    FiledAnswer, FsRunStore, MemoryRunStore, RecordStamps, RunStore, StoreError, StoreInterviewer,
-    StoredEvent, StoredStage, Stores, STAGE_FILES,
+    FiledAnswer, FsRunStore, MemoryRunStore, Notice, RecordStamps, RunStore, StoreError,
+    StoreInterviewer, StoredEvent, StoredStage, Stores, STAGE_FILES,
 };
 pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};

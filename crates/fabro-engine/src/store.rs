@@ -469,6 +469,41 @@ pub trait RunStore: Send + Sync {
 
     /// Whether an answer filed for `question_id` waits to be taken.
     fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError>;
+
+    /// What other processes on the store did, as it happens: a receiver of
+    /// [`Notice`]s, or `None` when the store has none to give (the local store, whose
+    /// readers poll). A notice only wakes a reader, which then asks the store itself:
+    /// notices can be missed (a receiver that lags, a connection lost a moment).
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        None
+    }
+
+    /// Asks the process that executes `run_id` to cancel it (SPEC 18.2: "cancel is
+    /// written to the store"): `false` when the store keeps no such requests (a run of
+    /// the local store is signalled instead). The request lasts until the run next
+    /// [starts](RunStore::register_start).
+    fn request_cancel(&self, _run_id: &RunId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// Whether a cancel of `run_id` was [requested](RunStore::request_cancel) since it
+    /// last started.
+    fn cancel_requested(&self, _run_id: &RunId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}
+
+/// What a process did on a shared store, as another process learns it (see
+/// [`RunStore::notices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The run appended events.
+    Appended(RunId),
+    /// A cancel of the run was requested.
+    CancelRequested(RunId),
+    /// Notices may have been missed (the store's connection was lost and is back): a
+    /// reader asks the store about whatever it waits for.
+    Missed,
 }
 
 /// The two stores a run uses.

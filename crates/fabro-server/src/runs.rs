@@ -285,8 +285,8 @@ fn launch(
 }
 
 /// Cancels a run (SPEC 14.2): a run of this server through its token; a run another
-/// process executes through SIGINT to the holder of its lock. 409 when it is neither
-/// running nor queued.
+/// process executes through a request written to a shared store (SPEC 18.2), else
+/// through SIGINT to the holder of its lock. 409 when it is neither running nor queued.
 pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
     if let Some(active) = state.active_by_prefix(run) {
         if active.cancel.is_cancelled() {
@@ -305,6 +305,14 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
             record.run_id,
             record.status.as_str()
         )));
+    }
+    let run_id = fabro_engine::RunId::from(record.run_id.as_str());
+    if state
+        .run_store()
+        .request_cancel(&run_id)
+        .map_err(ApiError::internal)?
+    {
+        return Ok(record.run_id);
     }
     let pid = fabro_engine::local::lock_pid(&record.run_dir)
         .and_then(|pid| i32::try_from(pid).ok())

@@ -52,6 +52,7 @@ mod steer;
 mod storage;
 mod store;
 mod terminal;
+mod two_servers;
 mod validate;
 
 use std::process::Output;

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::server::Server;
 
 /// One received event: id, event name, data.
-type SseEvent = (u64, String, String);
+pub(crate) type SseEvent = (u64, String, String);
 
 /// `n` command stages in a chain.
 fn chain(n: usize) -> String {
@@ -36,7 +36,12 @@ fn chain(n: usize) -> String {
 /// (whatever part of the next one was already read is thrown away, as a client that
 /// loses its connection would). HTTP/1.0, so the body is the bare SSE text. Returns the
 /// events and whether the server ended the stream.
-fn connect(server: &Server, run_id: &str, last: Option<u64>, keep: usize) -> (Vec<SseEvent>, bool) {
+pub(crate) fn connect(
+    server: &Server,
+    run_id: &str,
+    last: Option<u64>,
+    keep: usize,
+) -> (Vec<SseEvent>, bool) {
     let mut stream = TcpStream::connect(&server.address).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::git_plan::{dirty_warning, git_settings, GitPlan};
 use super::records::seed_context;
-use super::watchdog::{pause_for_tests, spawn_watchdog};
+use super::watchdog::{pause_for_tests, spawn_cancel_watch, spawn_watchdog};
 use super::{PreparedRun, ResumeError, RunError, RunReport, Start};
 use crate::budget::Budget;
 use crate::checkpoint::Checkpointer;
@@ -92,9 +92,19 @@ impl PreparedRun {
         self.steering.attach(&launch.emitter);
         let stop_steering = CancellationToken::new();
         let steering = tokio::spawn(self.steering.clone().watch(stop_steering.clone()));
+        // SPEC 18.2: a cancel written to a shared store by another process.
+        let cancel_watch = spawn_cancel_watch(
+            Arc::clone(&self.stores.runs),
+            self.id(),
+            cancel.clone(),
+            stop_steering.clone(),
+        );
         let end = self.traverse(&mut launch, &entry, &cancel).await;
         stop_steering.cancel();
         let _ = steering.await;
+        if let Some(cancel_watch) = cancel_watch {
+            let _ = cancel_watch.await;
+        }
         // SPEC 19.1: the run's MCP servers are closed when it ends.
         launch.services.extensions.close().await;
         Ok(self.finish(launch, end, started, lease).await)

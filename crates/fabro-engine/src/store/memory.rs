@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::FiledAnswer;
 use super::{
-    EventReader, OpenedEvents, Opening, RecordParts, RunLease, RunRecords, RunStore, StageCopy,
-    StoreError, StoredEvent, StoredStage, StoredWorkflow,
+    EventReader, Notice, OpenedEvents, Opening, RecordParts, RunLease, RunRecords, RunStore,
+    StageCopy, StoreError, StoredEvent, StoredStage, StoredWorkflow,
 };
 use crate::checkpoint::{CheckpointError, CheckpointLog};
 use crate::config::RunConfig;
@@ -21,10 +21,22 @@ use crate::record::{Checkpoint, CheckpointView, Manifest, PendingRewind};
 use crate::run_index::{RunRecord, RunStatus};
 use crate::run_stages::StageDir;
 
-/// Runs kept in memory. Clones share the runs.
+/// Runs kept in memory. Clones share the runs, and each tells the others' readers what
+/// it did through [`RunStore::notices`], as processes on a shared store do.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryRunStore {
     runs: Arc<Mutex<BTreeMap<RunId, StoredRun>>>,
+    notices: NoticeBoard,
+}
+
+/// The sender of a [`MemoryRunStore`]'s notices.
+#[derive(Debug, Clone)]
+struct NoticeBoard(tokio::sync::broadcast::Sender<Notice>);
+
+impl Default for NoticeBoard {
+    fn default() -> NoticeBoard {
+        NoticeBoard(tokio::sync::broadcast::channel(1024).0)
+    }
 }
 
 /// One run's records.
@@ -59,6 +71,8 @@ pub struct StoredRun {
     pub pending_question: Option<Question>,
     /// The answers filed and not yet taken, by question id.
     pub filed_answers: BTreeMap<String, FiledAnswer>,
+    /// Whether a cancel was requested since the run last started.
+    pub cancel_requested: bool,
 }
 
 impl MemoryRunStore {
@@ -152,7 +166,14 @@ impl EventLog for MemoryEventLog {
             }
             run.events.extend_from_slice(line);
             Ok(())
-        })
+        })?;
+        // No receiver is no error: nobody follows the run.
+        let _ = self
+            .store
+            .notices
+            .0
+            .send(Notice::Appended(self.run_id.clone()));
+        Ok(())
     }
 }
 
@@ -366,6 +387,7 @@ impl RunStore for MemoryRunStore {
         self.with_run(&run_id, |run| {
             run.run_dir = run_dir.to_path_buf();
             run.status = Some((RunStatus::Running, None));
+            run.cancel_requested = false;
         });
         Ok(())
     }
@@ -524,6 +546,27 @@ impl RunStore for MemoryRunStore {
             .runs()
             .get(run_id)
             .is_some_and(|run| run.filed_answers.contains_key(question_id)))
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        Some(self.notices.0.subscribe())
+    }
+
+    fn request_cancel(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        let known = self.runs().get_mut(run_id).map(|run| {
+            run.cancel_requested = true;
+        });
+        if known.is_some() {
+            let _ = self.notices.0.send(Notice::CancelRequested(run_id.clone()));
+        }
+        Ok(known.is_some())
+    }
+
+    fn cancel_requested(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .is_some_and(|run| run.cancel_requested))
     }
 
     fn last_event_id(&self, run_id: &RunId) -> u64 {

@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabro_engine::{EventKind, RunId, RunStore};
+use fabro_engine::{EventKind, Notice, RunId, RunStore};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
 use crate::engine_bridge::records::{EventReader, StoredEvent};
@@ -25,6 +25,9 @@ use crate::state::AppState;
 
 /// How often a reader looks for new events when nothing woke it.
 pub const POLL: Duration = Duration::from_millis(50);
+/// How often it looks on a store whose notices wake it (a shared store, SPEC 18.1): only
+/// to learn that the run's process is gone, or what a lost connection hid.
+pub const NOTICED_POLL: Duration = Duration::from_secs(1);
 /// After a wake-up, the reader lets the run append for this long before it reads, so
 /// the events of one stage (about four, appended within a fraction of a millisecond) are
 /// read, published and written to each stream together. Woken per event, the reader
@@ -93,15 +96,23 @@ pub async fn subscribe(state: &AppState, run_id: &str) -> broadcast::Receiver<Sh
 }
 
 /// Runs `step` whenever the run `run_id` may have appended events: at once, then after
-/// each append notification of the run this server executes, or every [`POLL`] for a run
-/// a CLI process executes. `step` is told whether this server executes the run; the
-/// wake-up is armed before it runs, so an append during `step` is not missed. `None` when
-/// the server shuts down first.
+/// each append notification of the run this server executes, after each notice of the
+/// store that another process appended (a shared store), or every [`POLL`] for a run a
+/// CLI process executes. `step` is told whether this server executes the run; the
+/// wake-ups are armed before it runs, so an append during `step` is not missed. `None`
+/// when the server shuts down first.
 pub(super) async fn on_appends<T>(
     state: &AppState,
     run_id: &str,
     mut step: impl FnMut(bool) -> ControlFlow<T>,
 ) -> Option<T> {
+    let mut notices = state.run_store().notices();
+    let poll = if notices.is_some() {
+        NOTICED_POLL
+    } else {
+        POLL
+    };
+    let id = RunId::from(run_id);
     loop {
         let notify = state
             .active(run_id)
@@ -121,8 +132,28 @@ pub(super) async fn on_appends<T>(
         };
         tokio::select! {
             () = wake => {}
-            () = tokio::time::sleep(POLL) => {}
+            () = noticed(&mut notices, &id) => {}
+            () = tokio::time::sleep(poll) => {}
             () = state.shutdown_token().cancelled() => return None,
+        }
+    }
+}
+
+/// Until the store's notices say that run `run_id` appended events, or that notices were
+/// missed; forever without notices.
+async fn noticed(notices: &mut Option<broadcast::Receiver<Notice>>, run_id: &RunId) {
+    let Some(receiver) = notices.as_mut() else {
+        return std::future::pending().await;
+    };
+    loop {
+        match receiver.recv().await {
+            Ok(Notice::Appended(id)) if id == *run_id => return,
+            Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => return,
+            Ok(_) => {}
+            Err(RecvError::Closed) => {
+                *notices = None;
+                return std::future::pending().await;
+            }
         }
     }
 }
@@ -141,8 +172,11 @@ impl Reader {
     async fn run(mut self) {
         let (state, run_id) = (self.state.clone(), self.run_id.clone());
         let mut first = true;
+        // On a shared store every append of another process is noticed: those wake-ups
+        // are let to gather too.
+        let noticed = state.run_store().notices().is_some();
         let _ = on_appends(&state, &run_id, |executed_here| {
-            if executed_here && !std::mem::take(&mut first) {
+            if (executed_here || noticed) && !std::mem::take(&mut first) {
                 std::thread::sleep(coalesce_for(self.sender.receiver_count()));
             }
             let mut finished = self.publish();

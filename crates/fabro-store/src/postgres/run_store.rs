@@ -19,8 +19,8 @@ use fabro_engine::configuration::RunConfig;
 use fabro_engine::gate::Question;
 use fabro_engine::local::StageDir;
 use fabro_engine::{
-    EventEnvelope, EventReader, FiledAnswer, RunId, RunRecord, RunStatus, RunStore, StoreError,
-    StoredStage, STAGE_FILES,
+    EventEnvelope, EventReader, FiledAnswer, Notice, RunId, RunRecord, RunStatus, RunStore,
+    StoreError, StoredStage, STAGE_FILES,
 };
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::Row;
@@ -40,6 +40,8 @@ pub const EVENTS_CHANNEL: &str = "fabro_events";
 pub struct PgRunStore {
     pool: PgPool,
     bridge: Bridge,
+    /// The sender of the database's notices, once something subscribed.
+    notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<Notice>>>,
 }
 
 /// A failed query as the engine's store error.
@@ -76,7 +78,11 @@ impl PgRunStore {
                     .connect_lazy_with(options)
             })
             .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?;
-        Ok(PgRunStore { pool, bridge })
+        Ok(PgRunStore {
+            pool,
+            bridge,
+            notices: std::sync::Arc::default(),
+        })
     }
 
     /// Runs `future` on the bridge; a dead bridge is a store error naming `action`.
@@ -398,8 +404,8 @@ impl RunStore for PgRunStore {
         let action = format!("cannot register the start of run {id}");
         self.run(&action.clone(), async move {
             sqlx::query(
-                "UPDATE runs SET status = 'running', run_dir = $2, finished_at = NULL \
-                 WHERE run_id = $1",
+                "UPDATE runs SET status = 'running', run_dir = $2, finished_at = NULL, \
+                 cancel_requested = false WHERE run_id = $1",
             )
             .bind(&id)
             .bind(&run_dir)
@@ -593,6 +599,18 @@ impl RunStore for PgRunStore {
         self.max_event_id(run_id).unwrap_or(0)
     }
 
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        self.subscribe()
+    }
+
+    fn request_cancel(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        self.record_cancel_request(run_id)
+    }
+
+    fn cancel_requested(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        self.read_cancel_request(run_id)
+    }
+
     fn set_pending_question(
         &self,
         run_id: &RunId,
@@ -684,6 +702,7 @@ impl PgRunStore {
 }
 
 mod logs;
+mod notices;
 mod questions;
 
 #[cfg(test)]

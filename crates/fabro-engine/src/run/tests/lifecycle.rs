@@ -248,3 +248,49 @@ async fn resume_restores_a_lost_run_from_the_repositorys_metadata() {
     let manifest = stores.runs.read_manifest(&run_id).expect("manifest");
     assert_eq!(manifest.goal, "Ship it");
 }
+
+/// Asks the store to cancel the run when asked, as a server other than the one executing
+/// the run does (SPEC 18.2), and then waits forever.
+struct CancelThroughStore(MemoryRunStore);
+
+impl Interviewer for CancelThroughStore {
+    fn ask<'a>(&'a self, _question: &'a Question) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let requested = self.0.request_cancel(&RunId::from("run-1"));
+            assert!(matches!(requested, Ok(true)), "{requested:?}");
+            std::future::pending().await
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_requested_through_the_store_cancels_the_run_and_ends_with_its_resume() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let runs = MemoryRunStore::new();
+    let stores = Stores {
+        runs: Arc::new(runs.clone()),
+        blobs: Arc::new(crate::blob::MemoryBlobStore::new()),
+    };
+    let run_id = RunId::from("run-1");
+    assert!(
+        !stores.runs.cancel_requested(&run_id).expect("answers"),
+        "no request before the run"
+    );
+    let interviewer: Arc<dyn Interviewer> = Arc::new(CancelThroughStore(runs.clone()));
+    let prepared = start(
+        stores.clone(),
+        request(&home, dir.path(), GATED, Some(interviewer)),
+    )
+    .expect("starts");
+    // Nothing cancels the run but the request in the store.
+    let report = execute(prepared, CancellationToken::new()).await;
+    assert_eq!(report.status, RunStatus::Canceled);
+    assert!(stores.runs.cancel_requested(&run_id).expect("answers"));
+
+    // The request was for that execution: the resume starts afresh and finishes.
+    let prepared = resume(stores.clone(), &run_id, approving(&home, None)).expect("resumes");
+    let report = execute(prepared, CancellationToken::new()).await;
+    assert_eq!(report.status, RunStatus::Success);
+    assert!(!stores.runs.cancel_requested(&run_id).expect("answers"));
+}

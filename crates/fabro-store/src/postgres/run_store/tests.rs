@@ -478,3 +478,73 @@ fn questions_and_filed_answers_round_trip() {
     assert_eq!(store.pending_question(&run).expect("reads"), None);
     drop(lease);
 }
+
+/// The next notice `receiver` gets that `wanted` accepts, waiting at most 10 s.
+fn next_notice(
+    runtime: &tokio::runtime::Runtime,
+    receiver: &mut tokio::sync::broadcast::Receiver<Notice>,
+    wanted: impl Fn(&Notice) -> bool,
+) -> Notice {
+    runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let notice = receiver.recv().await.expect("the store's notices go on");
+                if wanted(&notice) {
+                    return notice;
+                }
+            }
+        })
+        .await
+        .expect("the notice arrives")
+    })
+}
+
+/// SPEC 18.2: a cancel written to the store by one process reaches another process's
+/// store as a notice at once, and lasts until the run next starts; every event append
+/// is noticed as well.
+#[test]
+fn cancel_requests_and_appends_reach_the_other_processes_as_notices() {
+    let Some((database, writer)) = store("pg_cancel_requests_and_appends_are_noticed") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let reader = runtime.block_on(async {
+        let store = PgStore::connect(&database.url()).await.expect("connects");
+        PgRunStore::new(&store).expect("a run store")
+    });
+    let mut notices = reader.notices().expect("the database has notices");
+    // The first notice says that the listening connection is up.
+    next_notice(&runtime, &mut notices, |notice| *notice == Notice::Missed);
+
+    let run = with_records(&writer, "r1", "2026-01-01T00:00:00Z");
+    assert!(!reader.cancel_requested(&run).expect("answers"));
+    assert!(writer.request_cancel(&run).expect("requests"));
+    assert_eq!(
+        next_notice(&runtime, &mut notices, |notice| *notice != Notice::Missed),
+        Notice::CancelRequested(run.clone())
+    );
+    assert!(reader.cancel_requested(&run).expect("answers"));
+    assert!(
+        !writer
+            .request_cancel(&RunId::from("nope"))
+            .expect("answers"),
+        "no such run"
+    );
+
+    let opened = writer.open_events(&run, Opening::New).expect("opens");
+    let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+    emitter.emit(Event::warning(None, "one", "m"));
+    assert_eq!(
+        next_notice(&runtime, &mut notices, |notice| *notice != Notice::Missed),
+        Notice::Appended(run.clone())
+    );
+
+    // A resume starts the run again, without the request of the execution before.
+    writer
+        .register_start(
+            &manifest("r1", "2026-01-01T00:00:00Z"),
+            Path::new("/scratch/r1"),
+        )
+        .expect("registers");
+    assert!(!reader.cancel_requested(&run).expect("answers"));
+}
