@@ -127,13 +127,10 @@ pub async fn import_home(
     if let Some(blobs) = blobs {
         copy_blobs(home, local.blobs.as_ref(), blobs, note, &mut summary).await?;
     }
-    let records = local
-        .runs
-        .list_runs()
-        .map_err(|source| ImportError::List {
-            home: home.to_path_buf(),
-            source,
-        })?;
+    let records = local.runs.list_runs().map_err(|source| ImportError::List {
+        home: home.to_path_buf(),
+        source,
+    })?;
     // Oldest first, so that a store's listing of the imported runs grows in their order.
     for record in records.iter().rev() {
         let outcome = import_run(local.runs.as_ref(), store, record).await?;
@@ -162,9 +159,7 @@ async fn import_run(
         source,
     };
     match record.status {
-        RunStatus::Running | RunStatus::Queued => {
-            return Ok(RunOutcome::Unfinished(record.status))
-        }
+        RunStatus::Running | RunStatus::Queued => return Ok(RunOutcome::Unfinished(record.status)),
         RunStatus::Unreadable => {
             let reason = record.reason.clone().unwrap_or_default();
             return Ok(RunOutcome::Unreadable(reason));
@@ -179,9 +174,10 @@ async fn import_run(
     }
     let run_id = RunId::from(record.run_id.as_str());
     // Held while the run is read, so that no resume changes it meanwhile; a run whose
-    // lock is taken started again since it was listed.
+    // lock is taken started again since it was listed. A lock that cannot be taken for
+    // another reason (a root on a read-only disk, where nothing resumes) is done without.
     let _lease = match local.lock(&run_id) {
-        Ok(lease) => lease,
+        Ok(lease) => Some(lease),
         Err(fabro_engine::StoreError::Locked { .. }) => {
             return Ok(RunOutcome::Unfinished(RunStatus::Running))
         }
@@ -190,7 +186,7 @@ async fn import_run(
         {
             return Ok(RunOutcome::Unfinished(RunStatus::Running))
         }
-        Err(error) => return Ok(RunOutcome::Unreadable(fabro_engine::error_chain(&error))),
+        Err(_) => None,
     };
     let run = match LocalRun::read(local, record) {
         Ok(run) => run,
@@ -238,22 +234,29 @@ struct LocalStage {
 
 impl LocalRun {
     /// Reads the run `record` lists through `local`.
-    fn read(local: &dyn RunStore, record: &RunRecord) -> Result<LocalRun, fabro_engine::StoreError> {
+    fn read(
+        local: &dyn RunStore,
+        record: &RunRecord,
+    ) -> Result<LocalRun, fabro_engine::StoreError> {
         let run_id = RunId::from(record.run_id.as_str());
         let encode = |error: serde_json::Error| {
-            fabro_engine::StoreError::backend(format!("cannot encode the records of run {run_id}"), error)
+            fabro_engine::StoreError::backend(
+                format!("cannot encode the records of run {run_id}"),
+                error,
+            )
         };
         let manifest = local.read_manifest(&run_id)?;
         let config = local.read_config(&run_id)?;
         let workflow = local.read_workflow(&run_id)?;
         let mut journal = Vec::new();
         let mut encoding = Ok(());
-        local.replay_checkpoints(&run_id, &mut |checkpoint| {
-            match serde_json::to_string(checkpoint) {
+        local.replay_checkpoints(
+            &run_id,
+            &mut |checkpoint| match serde_json::to_string(checkpoint) {
                 Ok(text) => journal.push(text),
                 Err(error) => encoding = Err(error),
-            }
-        })?;
+            },
+        )?;
         encoding.map_err(encode)?;
         let checkpoint = local
             .load_checkpoint(&run_id)?
@@ -293,7 +296,10 @@ fn read_events(
     let next = events.last().map_or(1, |(id, _)| id + 1);
     for envelope in local.read_events(run_id, next)? {
         let line = serde_json::to_string(&envelope).map_err(|error| {
-            fabro_engine::StoreError::backend(format!("cannot encode an event of run {run_id}"), error)
+            fabro_engine::StoreError::backend(
+                format!("cannot encode an event of run {run_id}"),
+                error,
+            )
         })?;
         events.push((envelope.id, line));
     }
@@ -395,7 +401,10 @@ fn local_blobs(home: &Path) -> Result<Vec<(PathBuf, BlobRef)>, ImportError> {
             continue;
         }
         for path in list(&directory)? {
-            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("");
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
             let reference = BlobRef::parse(&format!("blob://sha256/{name}"))
                 .filter(|_| name.bytes().all(|byte| !byte.is_ascii_uppercase()));
             if let Some(reference) = reference.filter(|_| path.is_file()) {

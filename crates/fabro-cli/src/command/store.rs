@@ -144,10 +144,7 @@ fn summary_line(summary: &ImportSummary, store: &str, blobs: Option<&str>, home:
                 line.push_str(&format!(", {} unusable", summary.blobs_unusable));
             }
         }
-        None => line.push_str(&format!(
-            "; blobs stay in {}",
-            home.join("blobs").display()
-        )),
+        None => line.push_str(&format!("; blobs stay in {}", home.join("blobs").display())),
     }
     line.push('\n');
     line

@@ -157,7 +157,10 @@ fn all_events(server: &ServerProcess, run_id: &str) -> Vec<Value> {
     let mut events = Vec::new();
     let mut after = 0;
     loop {
-        let page = get_json(server, &format!("/api/v1/runs/{run_id}/events?after={after}"));
+        let page = get_json(
+            server,
+            &format!("/api/v1/runs/{run_id}/events?after={after}"),
+        );
         let batch = page["events"].as_array().cloned().unwrap_or_default();
         if batch.is_empty() {
             return events;
@@ -174,7 +177,9 @@ fn answers(server: &ServerProcess, run_id: &str) -> Vec<(String, Value)> {
     let run = format!("/api/v1/runs/{run_id}");
     answers.push((run.clone(), get_json(server, &run)));
     let stages = get_json(server, &format!("{run}/stages"));
-    for stage in stages.as_array().cloned().unwrap_or_default() {
+    let rows = stages["stages"].as_array().cloned().unwrap_or_default();
+    assert!(!rows.is_empty(), "{run_id} has stages");
+    for stage in rows {
         let rank = &stage["rank"];
         for file in stage["files"].as_array().cloned().unwrap_or_default() {
             let file = file.as_str().expect("a file name");
@@ -197,7 +202,11 @@ fn blob_files(root: &Path) -> Vec<(String, Vec<u8>)> {
     for directory in fs_err::read_dir(root.join("sha256")).expect("blobs") {
         for file in fs_err::read_dir(directory.expect("entry").path()).expect("a directory") {
             let path = file.expect("entry").path();
-            let key = path.strip_prefix(root).expect("inside").display().to_string();
+            let key = path
+                .strip_prefix(root)
+                .expect("inside")
+                .display()
+                .to_string();
             files.push((key, fs_err::read(&path).expect("a blob")));
         }
     }
@@ -311,7 +320,13 @@ fn imported_runs_answer_on_a_shared_store_as_on_the_local_root() {
     let shared = ServerProcess::spawn({
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
-            .args(["server", "--bind", "127.0.0.1:0", "--store", &database.url()])
+            .args([
+                "server",
+                "--bind",
+                "127.0.0.1:0",
+                "--store",
+                &database.url(),
+            ])
             .args(["--blobs", &blobs_url])
             .env("FABRO_HOME", &empty_home);
         command
@@ -326,7 +341,36 @@ fn imported_runs_answer_on_a_shared_store_as_on_the_local_root() {
             compared += 1;
         }
     }
-    assert!(compared > 50 * 3, "{compared}");
+    assert!(compared > 50 * 6, "{compared}");
     let (status, _) = get(&shared, "/api/v1/runs/still-running");
     assert_eq!(status, 404, "the running run was not imported");
+}
+
+#[test]
+fn an_import_into_an_unusable_store_exits_2_without_its_password() {
+    let env = TestEnv::new("store_import_unreachable");
+    let output = import(
+        &env,
+        "postgres://fabro:pw-FAKE-hidden@127.0.0.1:9/fabro",
+        "file:///nonexistent-never-written",
+    );
+    assert_eq!(code(&output), 2);
+    let text = stderr(&output);
+    assert!(
+        text.starts_with("error: cannot reach the store postgres://fabro:***@127.0.0.1:9/fabro: "),
+        "{text}"
+    );
+    assert!(!text.contains("pw-FAKE-hidden"), "{text}");
+    assert_eq!(stdout(&output), "");
+
+    let output = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["store", "import"])
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&output), 2);
+    assert_eq!(
+        stderr(&output),
+        "error: fabro store import needs --store URL (or FABRO_STORE)\n"
+    );
 }
