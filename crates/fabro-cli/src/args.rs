@@ -76,6 +76,29 @@ Exit codes:
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },
+    /// Copy the runs of $FABRO_HOME that are not running or queued, and its blobs, into a
+    /// shared store (ids kept; a run already there is skipped).
+    #[command(after_help = "Examples:
+  fabro store import --store postgres://fabro@db.internal/fabro --blobs s3://fabro-blobs/team
+  fabro store import                    the stores named by FABRO_STORE and FABRO_BLOBS
+
+Exit codes:
+  0    every run that is not running or queued is in the store
+  1    a run or a blob could not be read (each is named on stderr); the others are imported
+  2    no store named, the store cannot be reached or used, or its schema is newer than this fabro")]
+    Import {
+        /// The store: `postgres://…` (the password from the URL, PGPASSWORD or
+        /// .pgpass); default: $FABRO_STORE.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        /// The store's blobs: s3://bucket/prefix or file:///path (default: $FABRO_BLOBS;
+        /// without either the blobs stay in $FABRO_HOME/blobs).
+        #[arg(long, value_name = "URL")]
+        blobs: Option<String>,
+        /// Do not upgrade the store's schema; refuse one newer than this binary.
+        #[arg(long)]
+        no_migrate: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -49,6 +49,9 @@ pub(crate) enum CliError {
     /// The shared store cannot be reached or used (SPEC 18.1).
     #[error(transparent)]
     Store(fabro_store::StoreError),
+    /// `fabro store import` stopped: the local runs cannot be listed, or a store failed.
+    #[error(transparent)]
+    Import(fabro_store::ImportError),
     /// The async runtime a run executes on could not be started.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -108,6 +111,7 @@ impl CliError {
             | CliError::Dump(_)
             | CliError::Config(_)
             | CliError::Store(_)
+            | CliError::Import(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)
             | CliError::EncodeJson(_)

@@ -63,6 +63,7 @@ fn exit_code(result: &Result<Status, CliError>) -> ExitCode {
             | CliError::Dump(_)
             | CliError::Config(_)
             | CliError::Store(_)
+            | CliError::Import(_)
             | CliError::Runtime(_)
             | CliError::Aborted(_)
             | CliError::EncodeJson(_)

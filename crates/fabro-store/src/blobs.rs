@@ -144,6 +144,25 @@ impl ObjectBlobStore {
         key
     }
 
+    /// Stores `bytes`, the content of a blob another store keeps under the SHA-256
+    /// `hex` (64 lowercase hex digits, checked by the caller), verbatim under the same
+    /// key unless this store has it; `true` when it was written. Unlike
+    /// [`BlobStore::put`] nothing is redacted: the bytes were redacted when first stored,
+    /// and the key must stay the digest of exactly them.
+    pub(crate) async fn copy_in(&self, hex: &str, bytes: Vec<u8>) -> Result<bool, BlobError> {
+        let key = self.key(hex);
+        match self.store.head(&key).await {
+            Ok(_) => return Ok(false),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(self.failure(&key, error)),
+        }
+        self.store
+            .put(&key, PutPayload::from(bytes))
+            .await
+            .map_err(|error| self.failure(&key, error))?;
+        Ok(true)
+    }
+
     fn failure(&self, key: &ObjectPath, source: object_store::Error) -> BlobError {
         BlobError::Remote {
             location: format!("{}/{key}", self.url).into(),

@@ -90,6 +90,11 @@ impl PgStore {
         Ok(PgStore { pool })
     }
 
+    /// The connection pool, for the store's own writers (the import of local runs).
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// The newest migration this binary knows.
     pub fn known_version() -> i64 {
         MIGRATOR

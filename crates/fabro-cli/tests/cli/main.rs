@@ -51,6 +51,7 @@ mod stages;
 mod steer;
 mod storage;
 mod store;
+mod store_import;
 mod terminal;
 mod two_servers;
 mod validate;
