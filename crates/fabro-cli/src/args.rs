@@ -119,10 +119,12 @@ pub(crate) struct ServerArgs {
     /// Runs executing at once; later ones wait queued (default 4).
     #[arg(long, value_name = "N")]
     pub(crate) max_concurrent_runs: Option<usize>,
-    /// Shared PostgreSQL run store (default: $FABRO_STORE; else the local files).
+    /// Shared PostgreSQL run store (default: $FABRO_STORE, else `[store] url` of
+    /// server.toml; else the local files).
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// Blob store beside --store: s3://bucket/prefix or file:///path (default: $FABRO_BLOBS).
+    /// Blob store beside --store: s3://bucket/prefix or file:///path (default:
+    /// $FABRO_BLOBS, else `[store] blobs` of server.toml).
     #[arg(long, value_name = "URL")]
     pub(crate) blobs: Option<String>,
     /// Do not upgrade the store's schema; refuse one newer than this binary.

@@ -361,8 +361,11 @@ impl EngineBridge {
         };
         let reader = ClientConfigReader { client };
         let upper = configuration::load(&sources, &reader).map_err(config_error)?;
-        let settings = read_layer(&self.root.join("settings.toml"), None)?;
-        let server = read_layer(&crate::settings::server_toml(&self.root), Some("server"))?;
+        let settings = read_layer(&self.root.join("settings.toml"), &[])?;
+        let server = read_layer(
+            &crate::settings::server_toml(&self.root),
+            crate::settings::SERVER_TABLES,
+        )?;
         Ok(upper.over(server.over(settings)))
     }
 }
@@ -429,15 +432,18 @@ fn stage_point(
 /// the built-in ones, the presets and those configured in the server's own layers
 /// (`server.toml`, `settings.toml`); an unreadable layer offers the rest.
 pub fn offered_providers(root: &Path) -> Vec<String> {
-    let settings = read_layer(&root.join("settings.toml"), None).unwrap_or_default();
-    let server =
-        read_layer(&crate::settings::server_toml(root), Some("server")).unwrap_or_default();
+    let settings = read_layer(&root.join("settings.toml"), &[]).unwrap_or_default();
+    let server = read_layer(
+        &crate::settings::server_toml(root),
+        crate::settings::SERVER_TABLES,
+    )
+    .unwrap_or_default();
     fabro_engine::configuration::known_provider_names(&server.over(settings).llm)
 }
 
-/// One configuration file as a layer; `without` names a table that is not part of the
-/// run configuration schema (`[server]`). Absent files are empty layers.
-fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError> {
+/// One configuration file as a layer; `without` names the tables that are not part of the
+/// run configuration schema (`[server]`, `[store]`). Absent files are empty layers.
+fn read_layer(path: &Path, without: &[&str]) -> Result<RunConfig, ApiError> {
     let text = match FsConfigReader.read(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -450,16 +456,17 @@ fn read_layer(path: &Path, without: Option<&str>) -> Result<RunConfig, ApiError>
             )))
         }
     };
-    let text = match without {
-        Some(table) => {
-            let mut document = text.parse::<toml::Table>().map_err(|error| {
-                let file = without_paths(&path.display().to_string());
-                ApiError::bad_request(format!("{file}: {}", error.message()))
-            })?;
-            document.remove(table);
-            toml::to_string(&document).map_err(ApiError::internal)?
+    let text = if without.is_empty() {
+        text
+    } else {
+        let mut document = text.parse::<toml::Table>().map_err(|error| {
+            let file = without_paths(&path.display().to_string());
+            ApiError::bad_request(format!("{file}: {}", error.message()))
+        })?;
+        for table in without {
+            document.remove(*table);
         }
-        None => text,
+        toml::to_string(&document).map_err(ApiError::internal)?
     };
     configuration::parse(&text, path).map_err(config_error)
 }

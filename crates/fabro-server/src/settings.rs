@@ -1,5 +1,6 @@
 //! `fabro server` settings (SPEC 14.1): the `[server]` table of `{root}/server.toml`,
-//! under the command-line flags. The rest of `server.toml` is a configuration layer of
+//! under the command-line flags, and its `[store]` table (SPEC 18.1), under `--store`,
+//! `--blobs` and their variables. The rest of `server.toml` is a configuration layer of
 //! the runs the server starts (SPEC 12.3), read by [`crate::engine_bridge`].
 
 use std::net::SocketAddr;
@@ -21,7 +22,14 @@ pub struct ServerSettings {
     pub roots: Vec<PathBuf>,
     /// Resume the server's own interrupted runs at start.
     pub resume_interrupted: bool,
+    /// `[store] url`: the shared store's database (SPEC 18.1); absent: the local store.
+    pub store: Option<String>,
+    /// `[store] blobs`: the shared store's blobs.
+    pub blobs: Option<String>,
 }
+
+/// The tables of `server.toml` that are the server's own, not a configuration layer.
+pub const SERVER_TABLES: &[&str] = &["server", "store"];
 
 /// Why the settings could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -85,20 +93,24 @@ impl ServerSettings {
         current_dir: &Path,
     ) -> Result<ServerSettings, SettingsError> {
         let path = server_toml(root);
-        let table = match fs_err::read_to_string(&path) {
+        let document = match fs_err::read_to_string(&path) {
             Ok(text) => text
                 .parse::<toml::Table>()
                 .map_err(|error| SettingsError::Syntax {
                     path: path.clone(),
                     message: error.message().to_owned(),
-                })?
-                .get("server")
-                .and_then(toml::Value::as_table)
-                .cloned()
-                .unwrap_or_default(),
+                })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
             Err(source) => return Err(SettingsError::Read { path, source }),
         };
+        let section = |name: &str| {
+            document
+                .get(name)
+                .and_then(toml::Value::as_table)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let table = section("server");
         let invalid = |message: String| SettingsError::Invalid {
             path: path.clone(),
             message,
@@ -110,7 +122,20 @@ impl ServerSettings {
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
             roots: vec![current_dir.to_path_buf()],
             resume_interrupted: false,
+            store: None,
+            blobs: None,
         };
+        for (key, value) in &section("store") {
+            match (key.as_str(), value) {
+                ("url", toml::Value::String(url)) => settings.store = Some(url.clone()),
+                ("blobs", toml::Value::String(url)) => settings.blobs = Some(url.clone()),
+                (key, _) => {
+                    return Err(invalid(format!(
+                        "unknown key or bad value for 'store.{key}'"
+                    )))
+                }
+            }
+        }
         for (key, value) in &table {
             match (key.as_str(), value) {
                 ("bind", toml::Value::String(text)) => {
@@ -196,5 +221,44 @@ mod tests {
         fs_err::write(dir.path().join("server.toml"), "[server]\nbogus = 1\n").unwrap();
         let error = ServerSettings::load(dir.path(), &SettingsFlags::default(), dir.path());
         assert!(error.unwrap_err().to_string().contains("server.bogus"));
+    }
+
+    #[test]
+    fn the_store_table_names_the_shared_store_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str| {
+            fs_err::write(dir.path().join("server.toml"), text).unwrap();
+            ServerSettings::load(dir.path(), &SettingsFlags::default(), dir.path())
+        };
+        let settings = load(
+            "[store]
+url = \"postgres://db/fabro\"
+blobs = \"s3://b/p\"
+",
+        )
+        .unwrap();
+        assert_eq!(settings.store.as_deref(), Some("postgres://db/fabro"));
+        assert_eq!(settings.blobs.as_deref(), Some("s3://b/p"));
+        let local = load(
+            "[server]
+max_concurrent_runs = 2
+",
+        )
+        .unwrap();
+        assert_eq!((local.store, local.blobs), (None, None));
+        let error = load(
+            "[store]
+urll = \"postgres://db/fabro\"
+",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("store.urll"), "{error}");
+        let error = load(
+            "[store]
+url = 5
+",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("store.url"), "{error}");
     }
 }

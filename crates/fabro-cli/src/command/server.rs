@@ -45,7 +45,7 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
-        let stores = shared_stores(args).await?;
+        let stores = shared_stores(args, &settings).await?;
         let listener = tokio::net::TcpListener::bind(settings.bind)
             .await
             .map_err(|source| {
@@ -85,19 +85,32 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
     Ok(Status::Success)
 }
 
-/// `--store`/`--blobs` (or `FABRO_STORE`/`FABRO_BLOBS`): the PostgreSQL run store,
-/// migrated unless `--no-migrate`, and the object-store blob store (SPEC 18.1).
-async fn shared_stores(args: &ServerArgs) -> Result<Option<fabro_engine::Stores>, CliError> {
+/// `--store`/`--blobs` (else `FABRO_STORE`/`FABRO_BLOBS`, else `[store]` of
+/// `server.toml`): the PostgreSQL run store, migrated unless `--no-migrate`, and the
+/// object-store blob store (SPEC 18.1).
+async fn shared_stores(
+    args: &ServerArgs,
+    settings: &ServerSettings,
+) -> Result<Option<fabro_engine::Stores>, CliError> {
     let from_env = |name: &str| std::env::var(name).ok().filter(|url| !url.is_empty());
-    let Some(store) = args.store.clone().or_else(|| from_env("FABRO_STORE")) else {
+    let Some(store) = args
+        .store
+        .clone()
+        .or_else(|| from_env("FABRO_STORE"))
+        .or_else(|| settings.store.clone())
+    else {
         return Ok(None);
     };
     let blobs = args
         .blobs
         .clone()
         .or_else(|| from_env("FABRO_BLOBS"))
+        .or_else(|| settings.blobs.clone())
         .ok_or_else(|| {
-            CliError::Usage("fabro server --store needs --blobs URL (or FABRO_BLOBS)".to_owned())
+            CliError::Usage(
+                "fabro server --store needs --blobs URL (or FABRO_BLOBS, or [store] blobs)"
+                    .to_owned(),
+            )
         })?;
     let connected = fabro_store::PgStore::connect(&store)
         .await

@@ -1,6 +1,7 @@
 //! Two `fabro server` processes on one shared store (SPEC 18.1, issue 31 acceptance 1):
 //! each with a storage root of its own, as on two machines, on one PostgreSQL database
-//! of the test's own and one blob directory. A run started through the first is listed,
+//! of the test's own and one blob directory; the first names them in the `[store]`
+//! table of its `server.toml`, the second in `FABRO_STORE` and `FABRO_BLOBS`. A run started through the first is listed,
 //! inspected, answered at its gate and cancelled through the second; its event stream,
 //! begun on the first and resumed on the second with `Last-Event-ID` in the middle of
 //! the run, receives every stored event exactly once.
@@ -34,9 +35,21 @@ fn workflow(ready: &Path) -> String {
     )
 }
 
-/// A server on the shared store, with a storage root of its own.
-fn shared_server(env: &TestEnv, database: &TestDatabase, blobs: &Path) -> Server {
+/// A server on the shared store, with a storage root of its own: the store named in
+/// its `server.toml` (beside a run configuration layer) or in its environment.
+fn shared_server(env: &TestEnv, database: &TestDatabase, blobs: &Path, in_toml: bool) -> Server {
     let blobs = format!("file://{}", blobs.display());
+    if in_toml {
+        fs_err::write(
+            env.fabro_home().join("server.toml"),
+            format!(
+                "[server]\nmax_concurrent_runs = 2\n\n[store]\nurl = \"{}\"\nblobs = \"{blobs}\"\n\n[run]\nmax_stages = 50\n",
+                database.url()
+            ),
+        )
+        .expect("server.toml is written");
+        return Server::start(env, &[]);
+    }
     Server::start(
         env,
         &[("FABRO_STORE", &database.url()), ("FABRO_BLOBS", &blobs)],
@@ -75,8 +88,8 @@ fn a_run_of_one_server_is_followed_answered_and_cancelled_through_another() {
     let blobs = first_env.work_dir().join("shared-blobs");
     let ready = first_env.work_dir().join("shipping");
     first_env.write("shared.fabro", &workflow(&ready));
-    let first = shared_server(&first_env, &database, &blobs);
-    let second = shared_server(&second_env, &database, &blobs);
+    let first = shared_server(&first_env, &database, &blobs, true);
+    let second = shared_server(&second_env, &database, &blobs, false);
 
     let (status, body) = first.request(
         "POST",

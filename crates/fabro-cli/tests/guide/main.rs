@@ -132,6 +132,19 @@ fn every_workflow_and_configuration_block_is_accepted_or_fails_as_shown() {
                 }
                 // A file of another program (codex's config.toml), said so in its info string.
                 "toml" if block.info.contains("not-fabro-config") => {}
+                // `$FABRO_HOME/server.toml`: the server's own tables and a layer.
+                "toml" if block.info.contains("server.toml") => {
+                    checked += 1;
+                    let home = tempfile::tempdir().expect("a temporary directory");
+                    fs_err::write(home.path().join("server.toml"), &block.text)
+                        .expect("server.toml is written");
+                    let flags = fabro_server::SettingsFlags::default();
+                    if let Err(error) =
+                        fabro_server::ServerSettings::load(home.path(), &flags, home.path())
+                    {
+                        panic!("{place}: the server rejects the block: {error}");
+                    }
+                }
                 "toml" => {
                     checked += 1;
                     if let Err(error) =
