@@ -470,6 +470,20 @@ pub trait RunStore: Send + Sync {
     /// Whether an answer filed for `question_id` waits to be taken.
     fn answer_waiting(&self, run_id: &RunId, question_id: &str) -> Result<bool, StoreError>;
 
+    /// Moves the run's stages ranked after `after` to rewind `k`'s (SPEC 20.3: kept,
+    /// no longer the run's), after the rewind moved their directories; done again, it
+    /// changes nothing. The local store has nothing more to do: its stages are those
+    /// directories.
+    fn rewind_stages(&self, _run_id: &RunId, _k: u32, _after: u32) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The stages each rewind of the run moved away, `(k, stages)` by `k`, for a store
+    /// whose [`RunStore::record_parts`] are [`stored_record_parts`].
+    fn rewound_stages(&self, _run_id: &RunId) -> Result<Vec<(u32, Vec<StoredStage>)>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// What other processes on the store did, as it happens: a receiver of
     /// [`Notice`]s, or `None` when the store has none to give (the local store, whose
     /// readers poll). A notice only wakes a reader, which then asks the store itself:

@@ -214,8 +214,9 @@ impl Steps<'_> {
         }
         pause_for_tests("rewind_git", home);
         self.move_stages(pending)?;
-        pause_for_tests("rewind_stages", home);
         let runs = &self.stores.runs;
+        runs.rewind_stages(self.run_id, pending.k, pending.checkpoint.stage_rank)?;
+        pause_for_tests("rewind_stages", home);
         let mut log = runs.open_checkpoints(self.run_id, Opening::Resume)?;
         if log.last() != Some(&pending.checkpoint) {
             log.write(&pending.checkpoint.view(), &ChangeHint::everything())

@@ -73,6 +73,8 @@ pub struct StoredRun {
     pub filed_answers: BTreeMap<String, FiledAnswer>,
     /// Whether a cancel was requested since the run last started.
     pub cancel_requested: bool,
+    /// The stages each rewind moved away, `(k, stages)` by `k`.
+    pub rewound: Vec<(u32, Vec<StageCopy>)>,
 }
 
 impl MemoryRunStore {
@@ -546,6 +548,34 @@ impl RunStore for MemoryRunStore {
             .runs()
             .get(run_id)
             .is_some_and(|run| run.filed_answers.contains_key(question_id)))
+    }
+
+    fn rewind_stages(&self, run_id: &RunId, k: u32, after: u32) -> Result<(), StoreError> {
+        self.with_run(run_id, |run| {
+            let split = run.stages.partition_point(|copy| copy.stage.rank <= after);
+            let moved = run.stages.split_off(split);
+            if moved.is_empty() {
+                return;
+            }
+            match run.rewound.binary_search_by_key(&k, |(number, _)| *number) {
+                Ok(position) => run.rewound[position].1.extend(moved),
+                Err(position) => run.rewound.insert(position, (k, moved)),
+            }
+        });
+        Ok(())
+    }
+
+    fn rewound_stages(&self, run_id: &RunId) -> Result<Vec<(u32, Vec<StoredStage>)>, StoreError> {
+        Ok(self
+            .runs()
+            .get(run_id)
+            .map(|run| {
+                run.rewound
+                    .iter()
+                    .map(|(k, copies)| (*k, copies.iter().map(|copy| copy.stage.clone()).collect()))
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {

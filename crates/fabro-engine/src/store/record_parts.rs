@@ -63,8 +63,7 @@ pub fn read_record_parts(record: &RunRecord) -> Result<RecordParts, RunIndexErro
 }
 
 /// The parts of the run `record` lists, read through `store`: its manifest, newest
-/// checkpoint and saved stages, and (running) its events. A store other than files
-/// keeps no stages moved away by a rewind.
+/// checkpoint, saved and rewound stages, and (running) its events.
 pub fn stored_record_parts(
     store: &dyn RunStore,
     record: &RunRecord,
@@ -86,7 +85,7 @@ pub fn stored_record_parts(
         next_node_id,
         stages: store.stages(&run_id)?,
         started,
-        rewound: Vec::new(),
+        rewound: store.rewound_stages(&run_id)?,
     })
 }
 

@@ -1,5 +1,7 @@
 //! The documents of finished runs are kept between requests, and built again when the
-//! run's files change: a change is never served stale.
+//! run's files change: a change is never served stale. Only the local store tells its
+//! changes cheaply (`RunStore::record_stamps`), so only its documents are kept: these
+//! tests change run directories by hand, on the local store whatever the tests' store.
 
 use serde_json::{json, Value};
 
@@ -7,7 +9,7 @@ use crate::support::{chain, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_that_changes_is_not_served_stale() {
-    let fixture = Fixture::new(1);
+    let fixture = Fixture::local(1);
     fixture.write("w.fabro", &chain(2));
     let run_id = fixture.start(json!({"workflow": "w.fabro"})).await;
     let document = fixture.wait_status(&run_id, &["success"]).await;
@@ -75,7 +77,7 @@ async fn a_finished_run_that_changes_is_not_served_stale() {
 /// recheck), and a status change in the index at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listed_summary_follows_its_checkpoint_and_its_index_row() {
-    let fixture = Fixture::new(1);
+    let fixture = Fixture::local(1);
     fixture.write("w.fabro", &chain(2));
     let run_id = fixture.start(json!({"workflow": "w.fabro"})).await;
     let document = fixture.wait_status(&run_id, &["success"]).await;

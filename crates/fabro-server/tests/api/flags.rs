@@ -4,15 +4,9 @@
 //! none, a broken `config` and unknown fields are 400.
 
 use axum::http::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::{chain, Fixture, GATE};
-
-fn run_config(document: &Value) -> Value {
-    let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
-    serde_json::from_str(&fs_err::read_to_string(run_dir.join("config.json")).expect("config"))
-        .expect("JSON")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_fields_and_config_text_reach_the_runs_configuration() {
@@ -28,7 +22,7 @@ async fn budget_fields_and_config_text_reach_the_runs_configuration() {
         .await;
     let document = fixture.wait_status("budget-run", &["canceled"]).await;
     assert_eq!(document["totals"]["stages"], 3, "{document}");
-    let config = run_config(&document);
+    let config = fixture.stored_config("budget-run").await;
     assert_eq!(config["run"]["max_stages"], 3, "{config}");
     assert_eq!(config["run"]["max_tokens"], 99, "{config}");
     assert_eq!(config["run"]["max_cost_usd"], 2.5, "{config}");

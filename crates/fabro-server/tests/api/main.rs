@@ -243,10 +243,7 @@ async fn a_run_over_http_finishes_with_its_records() {
     let document = fixture.wait_status(&run_id, &["success"]).await;
     assert_eq!(document["totals"]["stages"], 5, "start, s0, s1, s2, exit");
     // SPEC 14.2: the manifest says who started the run.
-    let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().unwrap());
-    let manifest: Value =
-        serde_json::from_str(&fs_err::read_to_string(run_dir.join("manifest.json")).unwrap())
-            .unwrap();
+    let manifest = fixture.stored_manifest(&run_id).await;
     assert_eq!(manifest["origin"], "server");
     assert_eq!(document["pending_question"], Value::Null);
     assert_eq!(document["goal"], "count");

@@ -93,10 +93,8 @@ async fn reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing() {
     assert_eq!(ids, expected, "a gap or a duplicate");
     assert_eq!(seen.last().unwrap().1, "WorkflowRunCompleted");
     // Each data line is the stored envelope, byte for byte.
-    let document = fixture.wait_status(&run_id, &["success"]).await;
-    let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().unwrap());
-    let stored = fs_err::read_to_string(run_dir.join("events.jsonl")).unwrap();
-    let lines: Vec<&str> = stored.lines().collect();
+    fixture.wait_status(&run_id, &["success"]).await;
+    let lines = fixture.stored_events(&run_id).await;
     assert_eq!(lines.len(), seen.len());
     for (line, event) in lines.iter().zip(&seen) {
         assert_eq!(*line, event.2);
@@ -111,7 +109,7 @@ async fn reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cli_run_under_the_same_root_is_followed_through_events_jsonl() {
-    let fixture = Fixture::new(1);
+    let fixture = Fixture::local(1);
     // A run that another process executes: its events appear in the file only.
     let run_id = fixture.start(json!({"source": chain(2)})).await;
     let document = fixture.wait_status(&run_id, &["success"]).await;

@@ -21,6 +21,39 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
     pub state: AppState,
     pub app: Router,
+    /// The database of the shared store, when the tests run on it (dropped with it).
+    pub database: Option<fabro_test_support::TestDatabase>,
+}
+
+/// With `FABRO_TEST_STORE=postgres`, every fixture of the default stores keeps its runs in
+/// a PostgreSQL database of its own instead (issue 31: the API behaves alike on both).
+fn on_postgres() -> bool {
+    std::env::var("FABRO_TEST_STORE").is_ok_and(|store| store == "postgres")
+}
+
+/// The shared store's stores on a fresh database, blobs under `root`. Connected on a
+/// thread of its own: the fixture is made inside the test's runtime.
+fn postgres_stores(
+    root: &std::path::Path,
+) -> (fabro_test_support::TestDatabase, fabro_engine::Stores) {
+    let database = fabro_test_support::TestDatabase::create("api_fixture")
+        .expect("FABRO_TEST_STORE=postgres needs PostgreSQL on 127.0.0.1:5432");
+    let url = database.url();
+    let runs = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        runtime.block_on(async {
+            let store = fabro_store::PgStore::connect(&url).await.expect("connects");
+            store.migrate().await.expect("migrates");
+            fabro_store::PgRunStore::new(&store).expect("a run store")
+        })
+    })
+    .join()
+    .expect("connected");
+    let stores = fabro_engine::Stores {
+        runs: std::sync::Arc::new(runs),
+        blobs: std::sync::Arc::new(fabro_engine::FsBlobStore::new(root)),
+    };
+    (database, stores)
 }
 
 /// A response.
@@ -69,14 +102,67 @@ impl Fixture {
             max_concurrent_runs: Some(max_concurrent_runs),
         };
         let settings = ServerSettings::load(&root, &flags, &work).expect("test set-up");
-        let chosen = stores(&root);
+        let mut database = None;
+        let chosen = stores(&root).or_else(|| {
+            on_postgres().then(|| {
+                let (created, stores) = postgres_stores(&root);
+                database = Some(created);
+                stores
+            })
+        });
         let mut bridge = EngineBridge::new(root, settings.roots.clone());
         if let Some(stores) = chosen {
             bridge = bridge.with_stores(stores);
         }
         let state = AppState::new(bridge, Token::new(TOKEN.to_owned()), settings);
         let app = fabro_server::router(state.clone());
-        Fixture { dir, state, app }
+        Fixture {
+            dir,
+            state,
+            app,
+            database,
+        }
+    }
+
+    /// A server on the files of its storage root whatever `FABRO_TEST_STORE` says, for
+    /// the tests of what only the local store has (run directories changed by hand, a
+    /// run another process executes under the same root).
+    pub fn local(max_concurrent_runs: usize) -> Fixture {
+        Fixture::with_stores(max_concurrent_runs, |root| {
+            Some(fabro_engine::Stores::local(root))
+        })
+    }
+
+    /// The run's manifest as JSON, read through the server's run store.
+    pub async fn stored_manifest(&self, run_id: &str) -> Value {
+        let (state, id) = (self.state.clone(), fabro_engine::RunId::from(run_id));
+        let manifest = tokio::task::spawn_blocking(move || state.run_store().read_manifest(&id))
+            .await
+            .expect("joined")
+            .expect("the manifest");
+        serde_json::to_value(manifest).expect("JSON")
+    }
+
+    /// The run's configuration (`config.json`) as JSON, read through the run store.
+    pub async fn stored_config(&self, run_id: &str) -> Value {
+        let (state, id) = (self.state.clone(), fabro_engine::RunId::from(run_id));
+        let config = tokio::task::spawn_blocking(move || state.run_store().read_config(&id))
+            .await
+            .expect("joined")
+            .expect("the configuration");
+        serde_json::to_value(config).expect("JSON")
+    }
+
+    /// The run's stored event envelopes, each as its stored line.
+    pub async fn stored_events(&self, run_id: &str) -> Vec<String> {
+        let (state, id) = (self.state.clone(), fabro_engine::RunId::from(run_id));
+        tokio::task::spawn_blocking(move || state.run_store().event_reader(&id, 0).read_new())
+            .await
+            .expect("joined")
+            .expect("the events")
+            .into_iter()
+            .map(|event| event.line)
+            .collect()
     }
 
     pub fn root(&self) -> PathBuf {

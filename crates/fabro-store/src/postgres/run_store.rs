@@ -44,6 +44,17 @@ pub struct PgRunStore {
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<Notice>>>,
 }
 
+/// A row of `run_stages` (or `rewound_stages`) as the engine's stage.
+fn stored_stage((rank, node_id, visit, status, files): StageRow) -> StoredStage {
+    StoredStage {
+        rank: u32::try_from(rank).unwrap_or(u32::MAX),
+        node_id,
+        visit: u32::try_from(visit).unwrap_or(u32::MAX),
+        status: status.and_then(|text| serde_json::from_str(&text).ok()),
+        files,
+    }
+}
+
 /// A failed query as the engine's store error.
 fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError {
     let action = action.into();
@@ -497,16 +508,7 @@ impl RunStore for PgRunStore {
             .await
             .map_err(backend(&action))
         })?;
-        Ok(rows
-            .into_iter()
-            .map(|(rank, node_id, visit, status, files)| StoredStage {
-                rank: u32::try_from(rank).unwrap_or(u32::MAX),
-                node_id,
-                visit: u32::try_from(visit).unwrap_or(u32::MAX),
-                status: status.and_then(|text| serde_json::from_str(&text).ok()),
-                files,
-            })
-            .collect())
+        Ok(rows.into_iter().map(stored_stage).collect())
     }
 
     fn stage_file(
@@ -597,6 +599,14 @@ impl RunStore for PgRunStore {
 
     fn last_event_id(&self, run_id: &RunId) -> u64 {
         self.max_event_id(run_id).unwrap_or(0)
+    }
+
+    fn rewind_stages(&self, run_id: &RunId, k: u32, after: u32) -> Result<(), StoreError> {
+        self.move_to_rewound(run_id, k, after)
+    }
+
+    fn rewound_stages(&self, run_id: &RunId) -> Result<Vec<(u32, Vec<StoredStage>)>, StoreError> {
+        self.read_rewound(run_id)
     }
 
     fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
@@ -704,6 +714,7 @@ impl PgRunStore {
 mod logs;
 mod notices;
 mod questions;
+mod rewound;
 
 #[cfg(test)]
 mod tests;

@@ -425,6 +425,37 @@ fn saved_stages_and_their_files_read_back_by_rank() {
         Err(StoreError::Index(ref error))
             if error.kind() == fabro_engine::local::RunIndexErrorKind::NoSuchRun
     ));
+
+    // SPEC 20.3: a rewind to rank 1 keeps the later stage, with its files, under its
+    // number; done again, it changes nothing; the rank is free for the new line.
+    store.rewind_stages(&run, 1, 1).expect("rewinds");
+    store.rewind_stages(&run, 1, 1).expect("rewinds again");
+    let kept = store.stages(&run).expect("reads");
+    assert_eq!(kept.len(), 1);
+    let rewound = store.rewound_stages(&run).expect("reads");
+    assert_eq!(rewound.len(), 1);
+    assert_eq!(rewound[0].0, 1);
+    assert_eq!(
+        rewound[0]
+            .1
+            .iter()
+            .map(|stage| (stage.rank, stage.node_id.as_str()))
+            .collect::<Vec<_>>(),
+        [(2, "plan")]
+    );
+    assert_eq!(
+        store.stage_file(&run, 2, "response.md").expect("reads"),
+        None
+    );
+    assert_eq!(
+        database.query("SELECT count(*) FROM stage_files WHERE path LIKE 'rewound/1/2/%'"),
+        "3"
+    );
+    store.save_stage(&run, &stage(2, "build")).expect("saves");
+    let record = store.resolve("r1").expect("resolves");
+    let parts = store.record_parts(&record).expect("parts");
+    assert_eq!(parts.stages.len(), 2);
+    assert_eq!(parts.rewound.len(), 1);
 }
 
 /// Issue 30: a run's open question and the answers filed for it, as the file protocol
