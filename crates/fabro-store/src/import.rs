@@ -218,6 +218,8 @@ struct LocalRun {
     /// `(id, envelope line)`, by id.
     events: Vec<(u64, String)>,
     stages: Vec<LocalStage>,
+    /// The stages each rewind moved away (rows only: the store serves no file of them).
+    rewound: Vec<(u32, Vec<fabro_engine::StoredStage>)>,
 }
 
 /// A stage and the bytes of its files.
@@ -277,6 +279,7 @@ impl LocalRun {
             pending_rewind: local.pending_rewind(&run_id)?,
             events: read_events(local, &run_id)?,
             stages: read_stages(local, &run_id)?,
+            rewound: local.record_parts(record)?.rewound,
         })
     }
 }

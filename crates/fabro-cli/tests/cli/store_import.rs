@@ -3,8 +3,8 @@
 //! command output, one with git checkpoints) are copied into a PostgreSQL store and a
 //! `file://` blob store; a server on the shared store then answers for every imported
 //! run exactly as a server on the local root does (the run document, its stages, each
-//! stage file, its events). A running run is left out, and a second import skips every
-//! run the first one copied.
+//! stage file, its events; a rewound run's rewound stages). A running run is left out,
+//! and a second import skips every run the first one copied.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -252,6 +252,13 @@ fn imported_runs_answer_on_a_shared_store_as_on_the_local_root() {
     )
     .expect("JSON");
     assert!(manifest["run_branch"].is_string(), "{manifest}");
+    // One run rewound to its plan stage: the later stages are kept under `rewound`.
+    let rewound = env
+        .command(env!("CARGO_BIN_EXE_fabro"))
+        .args(["rewind", "shipped-00", "--to", "plan"])
+        .output()
+        .expect("fabro runs");
+    assert_eq!(code(&rewound), 0, "{}", stderr(&rewound));
     let mut running = start_running(&env);
 
     let shared_blobs = env.work_dir().join("shared-blobs");
@@ -260,7 +267,9 @@ fn imported_runs_answer_on_a_shared_store_as_on_the_local_root() {
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let text = stdout(&output);
     for run_id in &imported {
-        let status = if run_id.starts_with("broken") {
+        let status = if run_id == "shipped-00" {
+            "interrupted"
+        } else if run_id.starts_with("broken") {
             "fail"
         } else if run_id.starts_with("loop") {
             "canceled"
@@ -342,6 +351,8 @@ fn imported_runs_answer_on_a_shared_store_as_on_the_local_root() {
         }
     }
     assert!(compared > 50 * 6, "{compared}");
+    let rewound = get_json(&shared, "/api/v1/runs/shipped-00");
+    assert_eq!(rewound["rewound"][0]["k"], 1, "{rewound}");
     let (status, _) = get(&shared, "/api/v1/runs/still-running");
     assert_eq!(status, 404, "the running run was not imported");
 }

@@ -45,6 +45,11 @@ pub async fn rewind_run(
     body: Result<Json<RewindRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<Rewound>, ApiError> {
     let Json(request) = body?;
-    let record = require_run(&state, &id).await?;
-    Ok(Json(runs::rewind(&state, &record.run_id, request).await?))
+    // A run this server has just started may not be in the store yet: it is refused
+    // as running, not unknown.
+    let run_id = match state.active_by_prefix(&id) {
+        Some(active) => active.run_id.clone(),
+        None => require_run(&state, &id).await?.run_id,
+    };
+    Ok(Json(runs::rewind(&state, &run_id, request).await?))
 }

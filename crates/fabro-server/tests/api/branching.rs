@@ -166,13 +166,7 @@ async fn a_stopped_run_is_rewound_over_http_and_a_running_one_is_refused() {
 
     fixture.write("sleepy.fabro", &sleepy(30, "napped"));
     let sleeping = fixture.start(json!({"workflow": "sleepy.fabro"})).await;
-    // Its command runs: the run's records and lock are taken, on every store.
-    let napped = fixture.work().join("napped");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !napped.exists() {
-        assert!(std::time::Instant::now() < deadline, "the nap never began");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    fixture.wait_status(&sleeping, &["running"]).await;
     let refused = fixture
         .post(
             &format!("/api/v1/runs/{sleeping}/rewind"),

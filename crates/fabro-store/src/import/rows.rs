@@ -4,7 +4,7 @@
 //! it (the times and the run directory being the run's own), `run_children` as
 //! `write_records`, `run_events` as the event log (the envelopes' lines under their
 //! ids), `run_journal` and `run_checkpoints` as the checkpoint log, `run_stages` and
-//! `stage_files` as `save_stage`.
+//! `stage_files` as `save_stage`, `rewound_stages` as `rewind_stages`.
 
 use std::time::UNIX_EPOCH;
 
@@ -125,6 +125,29 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
                 .bind(bytes)
                 .execute(&mut *transaction)
                 .await?;
+        }
+    }
+    for (k, stages) in &run.rewound {
+        for stage in stages {
+            let status = stage
+                .status
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|error| sqlx::Error::Encode(Box::new(error)))?;
+            sqlx::query(
+                "INSERT INTO rewound_stages (run_id, k, rank, node_id, visit, status, files) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            )
+            .bind(run_id)
+            .bind(i64::from(*k))
+            .bind(i64::from(stage.rank))
+            .bind(&stage.node_id)
+            .bind(i64::from(stage.visit))
+            .bind(&status)
+            .bind(&stage.files)
+            .execute(&mut *transaction)
+            .await?;
         }
     }
     transaction.commit().await?;

@@ -402,10 +402,12 @@ impl RunStore for PgRunStore {
             .await
             .map_err(backend(&action))
         })?;
-        Ok(lines
+        // Rows are stored whole, in their transaction: one that does not parse is damage
+        // to report, not a torn last line to pass over.
+        lines
             .iter()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect())
+            .map(|line| stored(line, format!("an event of run {run_id}")))
+            .collect()
     }
 
     fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {

@@ -298,6 +298,13 @@ fn events_keep_their_ids_and_read_from_an_id() {
         database.query("SELECT string_agg(id::text, ',' ORDER BY id) FROM run_events"),
         "1,2,3,4"
     );
+    // A damaged row is an error that names the run, never an event passed over.
+    database.query("UPDATE run_events SET envelope = '{not json' WHERE id = 4");
+    let damaged = store.read_events(&run, 1);
+    assert!(
+        matches!(&damaged, Err(error) if error.to_string().contains("an event of run r2")),
+        "{damaged:?}"
+    );
 }
 
 /// Writes the records of run `run_id`, so that rows referring to it can be stored.
