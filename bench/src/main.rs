@@ -13,6 +13,8 @@
 //! over HTTP against `fabro run`, event delivery latency to 100 streams, `GET` latency
 //! under 50 clients and the server's peak memory. It times the `fabro` binary beside its own
 //! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
+//! `shared [ROUNDS]` measures `fabro server` on the shared store (PostgreSQL on
+//! 127.0.0.1:5432) beside the local store (issue 31).
 
 mod caching;
 mod engine;
@@ -21,6 +23,7 @@ mod isolation;
 mod llm;
 mod measure;
 mod server;
+mod shared;
 mod sse;
 mod twin_client;
 mod w6;
@@ -79,6 +82,13 @@ fn main() -> ExitCode {
             let parts = args.get(2).map_or("abcd", String::as_str);
             finish(server::server_benchmark(&fabro_binary(), rounds, parts))
         }
+        Some("shared") => {
+            let rounds = args
+                .get(1)
+                .and_then(|rounds| rounds.parse().ok())
+                .unwrap_or(3);
+            finish(shared::shared_benchmark(&fabro_binary(), rounds))
+        }
         Some("llm") => finish(llm::llm_benchmark()),
         Some("caching") => finish(caching::caching_benchmark()),
         Some("generate") => {
@@ -90,7 +100,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

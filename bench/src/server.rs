@@ -28,9 +28,9 @@ use crate::engine::workload;
 use crate::sse::{unix_seconds, EventScanner, Received};
 
 /// Concurrent event streams of (b).
-const STREAMS: usize = 100;
+pub(crate) const STREAMS: usize = 100;
 /// Concurrent clients of (c).
-const CLIENTS: usize = 50;
+pub(crate) const CLIENTS: usize = 50;
 /// How long each load of (c) lasts.
 const LOAD_DURATION: Duration = Duration::from_secs(5);
 /// Runs in the store for `GET /api/v1/runs`.
@@ -131,7 +131,7 @@ fn get_latency(
         ));
         crate::report(&out);
     }
-    let stored = fill_store(fabro, home, work, runtime, client, endpoint)?;
+    let stored = fill_store(fabro, home, work, runtime, client, endpoint, STORED_RUNS)?;
     for clients in [1, CLIENTS] {
         let measured = runtime.block_on(load(endpoint, "/api/v1/runs", clients))?;
         out.push_str(&measured.row(
@@ -146,7 +146,7 @@ fn get_latency(
 
 /// `{home}/settings.toml` lifts the stage budget (W1 has 1,002 stages, SPEC 17.1) for the
 /// CLI and the server alike; `{work}` holds the workflows.
-fn prepare(home: &Path, work: &Path) -> Result<()> {
+pub(crate) fn prepare(home: &Path, work: &Path) -> Result<()> {
     fs_err::create_dir_all(home).map_err(|error| error.to_string())?;
     fs_err::create_dir_all(work).map_err(|error| error.to_string())?;
     fs_err::write(home.join("settings.toml"), "[run]\nmax_stages = 0\n")
@@ -169,14 +169,14 @@ fn gated(ready: &str) -> String {
 }
 
 /// A `fabro server` process on a loopback port of its own.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    endpoint: Endpoint,
+    pub(crate) endpoint: Endpoint,
 }
 
 /// Where a server listens and its token.
 #[derive(Clone)]
-struct Endpoint {
+pub(crate) struct Endpoint {
     base: String,
     token: String,
 }
@@ -189,10 +189,22 @@ impl Endpoint {
 
 impl Server {
     fn start(fabro: &Path, home: &Path, work: &Path, max_concurrent: usize) -> Result<Server> {
+        Server::start_with(fabro, home, work, max_concurrent, &[])
+    }
+
+    /// [`Server::start`] with `envs` added (e.g. `FABRO_STORE`, `FABRO_BLOBS`).
+    pub(crate) fn start_with(
+        fabro: &Path,
+        home: &Path,
+        work: &Path,
+        max_concurrent: usize,
+        envs: &[(&str, String)],
+    ) -> Result<Server> {
         let mut child = Command::new(fabro)
             .args(["server", "--bind", "127.0.0.1:0", "--max-concurrent-runs"])
             .arg(max_concurrent.to_string())
             .env("FABRO_HOME", home)
+            .envs(envs.iter().map(|(name, value)| (*name, value.as_str())))
             .current_dir(work)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -242,14 +254,18 @@ impl Drop for Server {
     }
 }
 
-fn client() -> Result<reqwest::Client> {
+pub(crate) fn client() -> Result<reqwest::Client> {
     reqwest::Client::builder()
         .build()
         .map_err(|error| format!("cannot build an HTTP client: {error}"))
 }
 
 /// `POST /api/v1/runs`; returns the run id.
-async fn start_run(client: &reqwest::Client, server: &Endpoint, body: Value) -> Result<String> {
+pub(crate) async fn start_run(
+    client: &reqwest::Client,
+    server: &Endpoint,
+    body: Value,
+) -> Result<String> {
     let response = client
         .post(server.url("/api/v1/runs"))
         .bearer_auth(&server.token)
@@ -271,7 +287,11 @@ async fn start_run(client: &reqwest::Client, server: &Endpoint, body: Value) -> 
 }
 
 /// `GET` of a JSON document.
-async fn get_json(client: &reqwest::Client, server: &Endpoint, path: &str) -> Result<Value> {
+pub(crate) async fn get_json(
+    client: &reqwest::Client,
+    server: &Endpoint,
+    path: &str,
+) -> Result<Value> {
     let response = client
         .get(server.url(path))
         .bearer_auth(&server.token)
@@ -287,7 +307,7 @@ async fn get_json(client: &reqwest::Client, server: &Endpoint, path: &str) -> Re
 }
 
 /// Follows a run's event stream to its end, calling `on_event` per event.
-async fn follow(
+pub(crate) async fn follow(
     client: &reqwest::Client,
     server: &Endpoint,
     run_id: &str,
@@ -317,7 +337,7 @@ async fn follow(
 
 /// Starts `workflow` over HTTP and follows it to its end; returns the seconds and the
 /// last event's name.
-async fn run_over_http(
+pub(crate) async fn run_over_http(
     client: &reqwest::Client,
     server: &Endpoint,
     workflow: &str,
@@ -401,17 +421,17 @@ fn http_against_cli(
 }
 
 /// What (b) measured.
-struct Latency {
-    run_id: String,
-    stages: usize,
-    events: usize,
-    run_seconds: f64,
+pub(crate) struct Latency {
+    pub(crate) run_id: String,
+    pub(crate) stages: usize,
+    pub(crate) events: usize,
+    pub(crate) run_seconds: f64,
     /// Milliseconds, sorted.
-    samples: Vec<f64>,
+    pub(crate) samples: Vec<f64>,
 }
 
 /// Waits (at most 60 s) for `path` to exist.
-fn wait_for(path: &Path) -> Result<()> {
+pub(crate) fn wait_for(path: &Path) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
         if Instant::now() > deadline {
@@ -423,7 +443,7 @@ fn wait_for(path: &Path) -> Result<()> {
 }
 
 /// (b).
-fn event_latency(runtime: &Runtime, server: &Endpoint, work: &Path) -> Result<Latency> {
+pub(crate) fn event_latency(runtime: &Runtime, server: &Endpoint, work: &Path) -> Result<Latency> {
     let client = client()?;
     for marker in ["ready", "go"] {
         let _ = fs_err::remove_file(work.join(marker));
@@ -444,6 +464,19 @@ fn event_latency(runtime: &Runtime, server: &Endpoint, work: &Path) -> Result<La
         .map_err(|error| error.to_string())?
         .lines()
         .count() as u64;
+    follow_gated(runtime, server, &run_id, before, work)
+}
+
+/// The streams of (b) on `server`, following run `run_id`, which waits at its gate
+/// after event `before`: once all have caught up, the gate opens.
+pub(crate) fn follow_gated(
+    runtime: &Runtime,
+    server: &Endpoint,
+    run_id: &str,
+    before: u64,
+    work: &Path,
+) -> Result<Latency> {
+    let run_id = run_id.to_owned();
     let caught_up = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..STREAMS)
         .map(|_| {
@@ -486,7 +519,7 @@ fn event_latency(runtime: &Runtime, server: &Endpoint, work: &Path) -> Result<La
 }
 
 /// One stream of (b): latencies in milliseconds of the events after `before`.
-async fn stream_client(
+pub(crate) async fn stream_client(
     server: Endpoint,
     run_id: String,
     before: u64,
@@ -518,14 +551,14 @@ async fn stream_client(
 }
 
 /// What one load of (c) measured.
-struct Load {
+pub(crate) struct Load {
     /// Milliseconds, sorted.
     samples: Vec<f64>,
     seconds: f64,
 }
 
 impl Load {
-    fn row(&self, request: &str, store: &str, clients: usize) -> String {
+    pub(crate) fn row(&self, request: &str, store: &str, clients: usize) -> String {
         format!(
             "| {request} | {store} | {clients} | {} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |\n",
             self.samples.len(),
@@ -539,7 +572,7 @@ impl Load {
 
 /// (c): `clients` tasks, each with a keep-alive client of its own, send `GET path`
 /// one after another for [`LOAD_DURATION`] (after two untimed requests each).
-async fn load(server: &Endpoint, path: &str, clients: usize) -> Result<Load> {
+pub(crate) async fn load(server: &Endpoint, path: &str, clients: usize) -> Result<Load> {
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
@@ -605,14 +638,15 @@ async fn load_client(server: Endpoint, path: String) -> Result<Vec<f64>> {
 }
 
 /// Runs W0 with the CLI (four at a time, same `FABRO_HOME`) until the store holds
-/// [`STORED_RUNS`] runs; returns how many it holds.
-fn fill_store(
+/// `target` runs; returns how many it holds.
+pub(crate) fn fill_store(
     fabro: &Path,
     home: &Path,
     work: &Path,
     runtime: &Runtime,
     client: &reqwest::Client,
     server: &Endpoint,
+    target: usize,
 ) -> Result<usize> {
     let count = |runtime: &Runtime| -> Result<usize> {
         let list = runtime.block_on(get_json(client, server, "/api/v1/runs?limit=200"))?;
@@ -629,7 +663,7 @@ fn fill_store(
         }
         Ok(count)
     };
-    let mut missing = STORED_RUNS.saturating_sub(count(runtime)?);
+    let mut missing = target.saturating_sub(count(runtime)?);
     while missing > 0 {
         let batch = missing.min(4);
         let children: Vec<Child> = (0..batch)
@@ -729,7 +763,7 @@ fn memory(fabro: &Path, directory: &Path) -> Result<String> {
 }
 
 /// The `quantile` of sorted `samples` (nearest rank); NaN when empty.
-fn percentile(samples: &[f64], quantile: f64) -> f64 {
+pub(crate) fn percentile(samples: &[f64], quantile: f64) -> f64 {
     if samples.is_empty() {
         return f64::NAN;
     }
@@ -737,7 +771,7 @@ fn percentile(samples: &[f64], quantile: f64) -> f64 {
     samples[rank.clamp(1, samples.len()) - 1]
 }
 
-fn median(samples: &mut [f64]) -> f64 {
+pub(crate) fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
 }
