@@ -19,6 +19,26 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// How long connecting to the store may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The options of the store's pools: 16 connections, each with `TCP_NODELAY` set
+/// ([`nodelay`]); with `asynchronous`, their commits return before their WAL is flushed
+/// (`synchronous_commit = off`; see `PgRunStore`'s event pool).
+fn pool_options(options: &sqlx::postgres::PgConnectOptions, asynchronous: bool) -> PgPoolOptions {
+    let port = options.get_port();
+    PgPoolOptions::new()
+        .max_connections(16)
+        .after_connect(move |connection, _meta| {
+            Box::pin(async move {
+                nodelay::set_on_connections_to(port);
+                if asynchronous {
+                    sqlx::query("SET synchronous_commit = off")
+                        .execute(&mut *connection)
+                        .await?;
+                }
+                Ok(())
+            })
+        })
+}
+
 /// Why the shared store failed. Messages show URLs with their passwords redacted.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -83,8 +103,7 @@ impl PgStore {
             .map_err(|error| unreachable(&error))?;
         // Closing the probe is best effort: the pool opens its own connections.
         let _ = probe.close().await;
-        let pool = PgPoolOptions::new()
-            .max_connections(16)
+        let pool = pool_options(&options, false)
             .acquire_timeout(timeout)
             .connect_lazy_with(options);
         Ok(PgStore { pool })
@@ -142,6 +161,7 @@ impl PgStore {
     }
 }
 
+mod nodelay;
 mod run_store;
 
 pub use run_store::{PgRunStore, EVENTS_CHANNEL};

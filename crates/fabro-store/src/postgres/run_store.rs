@@ -22,7 +22,7 @@ use fabro_engine::{
     EventEnvelope, EventReader, FiledAnswer, Notice, RunId, RunRecord, RunStatus, RunStore,
     StoreError, StoredStage, STAGE_FILES,
 };
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 use sqlx::Row;
 
 use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
@@ -39,6 +39,12 @@ pub const EVENTS_CHANNEL: &str = "fabro_events";
 #[derive(Debug, Clone)]
 pub struct PgRunStore {
     pool: PgPool,
+    /// The pool of the writes that a later synchronous commit makes durable: event
+    /// appends and stage saves, whose commits do not wait for their WAL to be flushed.
+    /// The run's next checkpoint (a synchronous commit) flushes them with it, so after
+    /// each checkpoint they are as durable as the local store's `events.jsonl` and stage
+    /// directories (written, not synced, between its synced journal records).
+    fast: PgPool,
     bridge: Bridge,
     /// The sender of the database's notices, once something subscribed.
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<Notice>>>,
@@ -81,16 +87,20 @@ impl PgRunStore {
     pub fn new(store: &PgStore) -> std::io::Result<PgRunStore> {
         let options = (*store.pool.connect_options()).clone();
         let bridge = Bridge::start("fabro-pg-store")?;
-        let pool = bridge
+        let (pool, fast) = bridge
             .run(async move {
-                PgPoolOptions::new()
-                    .max_connections(16)
+                let fast = super::pool_options(&options, true)
                     .acquire_timeout(super::CONNECT_TIMEOUT)
-                    .connect_lazy_with(options)
+                    .connect_lazy_with(options.clone());
+                let pool = super::pool_options(&options, false)
+                    .acquire_timeout(super::CONNECT_TIMEOUT)
+                    .connect_lazy_with(options);
+                (pool, fast)
             })
             .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?;
         Ok(PgRunStore {
             pool,
+            fast,
             bridge,
             notices: std::sync::Arc::default(),
         })
@@ -379,7 +389,7 @@ impl RunStore for PgRunStore {
         })?;
         Ok(OpenedEvents {
             log: Box::new(PgEventLog {
-                pool: self.pool.clone(),
+                pool: self.fast.clone(),
                 bridge: self.bridge.clone(),
                 run_id: run_id.clone(),
             }),
@@ -540,7 +550,7 @@ impl RunStore for PgRunStore {
     /// Replaces the row of the stage's rank and its files, in one transaction.
     fn save_stage(&self, run_id: &RunId, stage: &StageDir) -> Result<(), StoreError> {
         let copy = StageCopy::read(stage)?;
-        let pool = self.pool.clone();
+        let pool = self.fast.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot save stage {} of run {run_id}", stage.rank);
         let rank = i64::from(copy.stage.rank);

@@ -103,7 +103,8 @@ impl CheckpointLog for PgCheckpointLog {
 }
 
 /// A run's events: each append stores the envelope under its id and wakes the streams
-/// of every server with `NOTIFY`, in one transaction.
+/// of every server with `NOTIFY`, in one statement (on the store's pool of
+/// asynchronous commits).
 pub(super) struct PgEventLog {
     pub(super) pool: PgPool,
     pub(super) bridge: Bridge,
@@ -128,19 +129,20 @@ impl EventLog for PgEventLog {
         let run_id = self.run_id.as_str().to_owned();
         self.bridge
             .run(async move {
-                let mut transaction = pool.begin().await?;
-                sqlx::query("INSERT INTO run_events (run_id, id, envelope) VALUES ($1, $2, $3)")
-                    .bind(&run_id)
-                    .bind(id)
-                    .bind(&text)
-                    .execute(&mut *transaction)
-                    .await?;
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(EVENTS_CHANNEL)
-                    .bind(&run_id)
-                    .execute(&mut *transaction)
-                    .await?;
-                transaction.commit().await
+                // One statement, so one round trip; the notification goes out when it
+                // commits.
+                sqlx::query(
+                    "WITH stored AS (INSERT INTO run_events (run_id, id, envelope) \
+                     VALUES ($1, $2, $3) RETURNING run_id) \
+                     SELECT pg_notify($4, run_id) FROM stored",
+                )
+                .bind(&run_id)
+                .bind(id)
+                .bind(&text)
+                .bind(EVENTS_CHANNEL)
+                .execute(&pool)
+                .await
+                .map(|_| ())
             })
             .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?
             .map_err(std::io::Error::other)
