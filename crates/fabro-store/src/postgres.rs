@@ -19,13 +19,19 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// How long connecting to the store may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The options of the store's pools: 16 connections, each with `TCP_NODELAY` set
-/// ([`nodelay`]); with `asynchronous`, their commits return before their WAL is flushed
-/// (`synchronous_commit = off`; see `PgRunStore`'s event pool).
-fn pool_options(options: &sqlx::postgres::PgConnectOptions, asynchronous: bool) -> PgPoolOptions {
+/// The options of the store's pools: at most `connections` connections, each with
+/// `TCP_NODELAY` set ([`nodelay`]); with `asynchronous`, their commits return before
+/// their WAL is flushed (`synchronous_commit = off`; see `PgRunStore`'s event pool).
+/// A process keeps at most 20 connections to the store (4 of the `PgStore`, 12 + 4 of
+/// its run store), so that several servers fit in PostgreSQL's default 100.
+fn pool_options(
+    options: &sqlx::postgres::PgConnectOptions,
+    connections: u32,
+    asynchronous: bool,
+) -> PgPoolOptions {
     let port = options.get_port();
     PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(connections)
         .after_connect(move |connection, _meta| {
             Box::pin(async move {
                 nodelay::set_on_connections_to(port);
@@ -103,7 +109,7 @@ impl PgStore {
             .map_err(|error| unreachable(&error))?;
         // Closing the probe is best effort: the pool opens its own connections.
         let _ = probe.close().await;
-        let pool = pool_options(&options, false)
+        let pool = pool_options(&options, 4, false)
             .acquire_timeout(timeout)
             .connect_lazy_with(options);
         Ok(PgStore { pool })

@@ -89,10 +89,10 @@ impl PgRunStore {
         let bridge = Bridge::start("fabro-pg-store")?;
         let (pool, fast) = bridge
             .run(async move {
-                let fast = super::pool_options(&options, true)
+                let fast = super::pool_options(&options, 4, true)
                     .acquire_timeout(super::CONNECT_TIMEOUT)
                     .connect_lazy_with(options.clone());
-                let pool = super::pool_options(&options, false)
+                let pool = super::pool_options(&options, 12, false)
                     .acquire_timeout(super::CONNECT_TIMEOUT)
                     .connect_lazy_with(options);
                 (pool, fast)
