@@ -104,6 +104,18 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
         .execute(&mut *transaction)
         .await?;
     }
+    write_stages(&mut transaction, run).await?;
+    transaction.commit().await?;
+    Ok(true)
+}
+
+/// The run's stages and their files, and the stages its rewinds moved away (rows only:
+/// the store serves no file of them), as `save_stage` and `rewind_stages` write them.
+async fn write_stages(
+    transaction: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    run: &LocalRun,
+) -> Result<(), sqlx::Error> {
+    let run_id = run.record.run_id.as_str();
     for stage in &run.stages {
         let rank = i64::from(stage.rank);
         sqlx::query(
@@ -116,14 +128,14 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
         .bind(i64::from(stage.visit))
         .bind(&stage.status)
         .bind(&stage.files)
-        .execute(&mut *transaction)
+        .execute(&mut **transaction)
         .await?;
         for (name, bytes) in &stage.contents {
             sqlx::query("INSERT INTO stage_files (run_id, path, content) VALUES ($1, $2, $3)")
                 .bind(run_id)
                 .bind(format!("{rank}/{name}"))
                 .bind(bytes)
-                .execute(&mut *transaction)
+                .execute(&mut **transaction)
                 .await?;
         }
     }
@@ -146,12 +158,11 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
             .bind(i64::from(stage.visit))
             .bind(&status)
             .bind(&stage.files)
-            .execute(&mut *transaction)
+            .execute(&mut **transaction)
             .await?;
         }
     }
-    transaction.commit().await?;
-    Ok(true)
+    Ok(())
 }
 
 /// An RFC 3339 time as seconds since the epoch, for `to_timestamp`; `None` when it does

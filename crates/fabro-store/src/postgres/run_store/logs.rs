@@ -68,6 +68,16 @@ impl CheckpointLog for PgCheckpointLog {
         let record = text.clone();
         let stored = self.bridge.run(async move {
             let mut transaction = pool.begin().await?;
+            // A new run's first checkpoint comes before its records (a run killed between
+            // the two has its checkpoint, as with the local store): its row is made here,
+            // without a manifest, so that no listing shows it until the records arrive.
+            sqlx::query(
+                "INSERT INTO runs (run_id, workflow_name, status) VALUES ($1, '', 'running') \
+                 ON CONFLICT (run_id) DO NOTHING",
+            )
+            .bind(&run_id)
+            .execute(&mut *transaction)
+            .await?;
             sqlx::query(
                 "INSERT INTO run_journal (run_id, seq, record) \
                  SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1",

@@ -307,6 +307,24 @@ fn events_keep_their_ids_and_read_from_an_id() {
     );
 }
 
+/// A new run's first checkpoint is written before its records (SPEC 8.6's initial
+/// checkpoint): it is stored, and the run is listed only once its records are.
+#[test]
+fn a_checkpoint_before_the_records_is_kept_and_the_run_unlisted_until_they_come() {
+    let Some((_database, store)) = store("pg_checkpoint_before_the_records") else {
+        return;
+    };
+    let run = RunId::from("early");
+    let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");
+    let first = checkpoint("early", &[], Some("start"));
+    log.write(&first.view(), &ChangeHint::everything())
+        .expect("the first checkpoint is stored");
+    assert_eq!(store.load_checkpoint(&run).expect("loads"), Some(first));
+    assert!(store.list_runs().expect("lists").is_empty());
+    with_records(&store, "early", "2026-01-01T00:00:00Z");
+    assert_eq!(store.list_runs().expect("lists").len(), 1);
+}
+
 /// Writes the records of run `run_id`, so that rows referring to it can be stored.
 fn with_records(store: &PgRunStore, run_id: &str, started_at: &str) -> RunId {
     let run = RunId::from(run_id);
