@@ -130,9 +130,12 @@ pub(super) async fn on_appends<T>(
                 None => std::future::pending().await,
             }
         };
+        // The store's notices matter only for a run another process executes: this
+        // server's own appends wake it through `notify` already.
+        let elsewhere = notify.is_none();
         tokio::select! {
             () = wake => {}
-            () = noticed(&mut notices, &id) => {}
+            () = noticed(&mut notices, &id), if elsewhere => {}
             () = tokio::time::sleep(poll) => {}
             () = state.shutdown_token().cancelled() => return None,
         }
