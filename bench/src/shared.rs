@@ -338,9 +338,10 @@ fn copy_run(database: &Database, template: &str, copies: usize) -> Result<()> {
         format!("FROM {table}, generate_series(1, {copies}) AS n WHERE run_id = '{template}'")
     };
     let sql = format!(
-        "INSERT INTO runs (run_id, workflow_name, workflow_path, status, created_at, \
-         started_at, finished_at, run_dir, manifest, config, graph) \
-         SELECT {id}, workflow_name, workflow_path, status, created_at - n * interval '1 second', \
+        "INSERT INTO runs (run_id, workflow_name, workflow_path, goal, parent_run_id, status, \
+         created_at, started_at, finished_at, run_dir, manifest, config, graph) \
+         SELECT {id}, workflow_name, workflow_path, goal, parent_run_id, status, \
+         created_at - n * interval '1 second', \
          to_char((started_at::timestamptz - n * interval '1 second') AT TIME ZONE 'UTC', \
          'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), finished_at, run_dir || '-' || n, \
          replace(manifest, '{template}', {id}), config, graph {runs}; \

@@ -17,5 +17,5 @@ mod url;
 
 pub use blobs::{BlobsUrlError, ObjectBlobStore};
 pub use import::{import_home, ImportError, ImportNote, ImportSummary, RunOutcome};
-pub use postgres::{PgRunStore, PgStore, StoreError, EVENTS_CHANNEL};
+pub use postgres::{PgRunStore, PgStore, StoreError, EVENTS_CHANNEL, RUNS_CHANNEL};
 pub use url::redact_url;

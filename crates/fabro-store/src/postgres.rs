@@ -170,7 +170,7 @@ impl PgStore {
 mod nodelay;
 mod run_store;
 
-pub use run_store::{PgRunStore, EVENTS_CHANNEL};
+pub use run_store::{PgRunStore, EVENTS_CHANNEL, RUNS_CHANNEL};
 
 #[cfg(test)]
 mod tests;

@@ -55,7 +55,8 @@ pub struct RunCatalog {
 
 /// The runs of the catalog at one moment, newest first. The status of each unfinished
 /// run (its checkpoint and lock) is read as [`Listing::iter`] reaches it, so a caller
-/// that takes a page pays for that page only.
+/// that takes a page pays for that page only. A clone shares the snapshot.
+#[derive(Clone)]
 pub struct Listing {
     snapshot: Arc<Snapshot>,
 }

@@ -40,9 +40,10 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
         .map_err(|error| sqlx::Error::Encode(Box::new(error)))?;
     let inserted = sqlx::query(
         "INSERT INTO runs (run_id, workflow_name, workflow_path, status, created_at, \
-         started_at, finished_at, run_dir, manifest, config, graph, pending_rewind) \
+         started_at, finished_at, run_dir, manifest, config, graph, pending_rewind, goal, \
+         parent_run_id) \
          VALUES ($1, $2, $3, $4, coalesce(to_timestamp($5), now()), $6, $7, $8, $9, $10, \
-         $11, $12) ON CONFLICT (run_id) DO NOTHING",
+         $11, $12, $13, $14) ON CONFLICT (run_id) DO NOTHING",
     )
     .bind(run_id)
     .bind(&run.manifest.workflow_name)
@@ -56,6 +57,8 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
     .bind(&run.config_text)
     .bind(&run.graph)
     .bind(&pending_rewind)
+    .bind(&run.manifest.goal)
+    .bind(&run.manifest.parent_run_id)
     .execute(&mut *transaction)
     .await?
     .rows_affected();
@@ -105,6 +108,12 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
         .await?;
     }
     write_stages(&mut transaction, run).await?;
+    // The servers on the store list the run as soon as it is committed.
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(crate::postgres::RUNS_CHANNEL)
+        .bind(run_id)
+        .execute(&mut *transaction)
+        .await?;
     transaction.commit().await?;
     Ok(true)
 }

@@ -9,7 +9,7 @@
 //! connection, and [`RunStore::is_active`] asks `pg_locks`. The engine's traits are
 //! synchronous: every call runs on the store's [`Bridge`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fabro_engine::backend::{
     Checkpoint, CheckpointLog, Manifest, OpenedEvents, Opening, PendingRewind, RecordParts,
@@ -23,8 +23,9 @@ use fabro_engine::{
     StoreError, StoredStage, STAGE_FILES,
 };
 use sqlx::postgres::PgPool;
-use sqlx::Row;
 
+use self::listing::Listings;
+pub use self::listing::RUNS_CHANNEL;
 use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
 use super::PgStore;
 use crate::bridge::Bridge;
@@ -48,6 +49,8 @@ pub struct PgRunStore {
     bridge: Bridge,
     /// The sender of the database's notices, once something subscribed.
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<Notice>>>,
+    /// The kept run list.
+    listings: std::sync::Arc<Listings>,
 }
 
 /// A row of `run_stages` (or `rewound_stages`) as the engine's stage.
@@ -71,6 +74,25 @@ fn backend(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StoreError 
 fn stored<T: serde::de::DeserializeOwned>(text: &str, what: String) -> Result<T, StoreError> {
     serde_json::from_str(text)
         .map_err(|error| StoreError::backend(format!("{what} is not valid"), error))
+}
+
+/// Counts a write to run `run_id`'s row or records in its `revision` and tells every
+/// process on the store, in `transaction`.
+async fn notify_changed(
+    transaction: &mut sqlx::PgConnection,
+    run_id: &str,
+    action: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "WITH changed AS (UPDATE runs SET revision = revision + 1 WHERE run_id = $1 \
+         RETURNING run_id) SELECT pg_notify($2, run_id) FROM changed",
+    )
+    .bind(run_id)
+    .bind(RUNS_CHANNEL)
+    .execute(transaction)
+    .await
+    .map(|_| ())
+    .map_err(backend(action))
 }
 
 /// The advisory lock key of a run: the first eight bytes of the SHA-256 of its id.
@@ -103,6 +125,7 @@ impl PgRunStore {
             fast,
             bridge,
             notices: std::sync::Arc::default(),
+            listings: std::sync::Arc::default(),
         })
     }
 
@@ -179,15 +202,21 @@ impl RunStore for PgRunStore {
             records.manifest.workflow_path.clone(),
             records.manifest.started_at.clone(),
         );
+        let (goal, parent) = (
+            records.manifest.goal.clone(),
+            records.manifest.parent_run_id.clone(),
+        );
         let pool = self.pool.clone();
         let run_id = run_id.as_str().to_owned();
         self.run(&action.clone(), async move {
             let mut transaction = pool.begin().await.map_err(backend(&action))?;
             sqlx::query(
                 "INSERT INTO runs (run_id, workflow_name, workflow_path, status, started_at, \
-                 manifest, config, graph) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) \
+                 manifest, config, graph, goal, parent_run_id) \
+                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9) \
                  ON CONFLICT (run_id) DO UPDATE SET workflow_name = $2, workflow_path = $3, \
-                 started_at = $4, manifest = $5, config = $6, graph = $7",
+                 started_at = $4, manifest = $5, config = $6, graph = $7, goal = $8, \
+                 parent_run_id = $9",
             )
             .bind(&run_id)
             .bind(&name)
@@ -196,6 +225,8 @@ impl RunStore for PgRunStore {
             .bind(&manifest)
             .bind(&config)
             .bind(&graph)
+            .bind(&goal)
+            .bind(&parent)
             .execute(&mut *transaction)
             .await
             .map_err(backend(&action))?;
@@ -211,8 +242,11 @@ impl RunStore for PgRunStore {
                 .await
                 .map_err(backend(&action))?;
             }
+            notify_changed(&mut transaction, &run_id, &action).await?;
             transaction.commit().await.map_err(backend(&action))
-        })
+        })?;
+        self.listings.changed();
+        Ok(())
     }
 
     fn read_manifest(&self, run_id: &RunId) -> Result<Manifest, StoreError> {
@@ -347,14 +381,19 @@ impl RunStore for PgRunStore {
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let updated = self.run(&action.clone(), async move {
-            sqlx::query("UPDATE runs SET pending_rewind = $2 WHERE run_id = $1")
-                .bind(&id)
-                .bind(&text)
-                .execute(&pool)
-                .await
-                .map(|done| done.rows_affected())
-                .map_err(backend(&action))
+            sqlx::query(
+                "WITH changed AS (UPDATE runs SET pending_rewind = $2, revision = revision + 1 \
+                 WHERE run_id = $1 RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
+            )
+            .bind(&id)
+            .bind(&text)
+            .bind(RUNS_CHANNEL)
+            .execute(&pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(backend(&action))
         })?;
+        self.listings.changed();
         if updated == 0 {
             return Err(StoreError::Missing {
                 run_id: run_id.clone(),
@@ -427,16 +466,20 @@ impl RunStore for PgRunStore {
         let action = format!("cannot register the start of run {id}");
         self.run(&action.clone(), async move {
             sqlx::query(
-                "UPDATE runs SET status = 'running', run_dir = $2, finished_at = NULL, \
-                 cancel_requested = false WHERE run_id = $1",
+                "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
+                 finished_at = NULL, cancel_requested = false, revision = revision + 1 \
+                 WHERE run_id = $1 RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
             )
             .bind(&id)
             .bind(&run_dir)
+            .bind(RUNS_CHANNEL)
             .execute(&pool)
             .await
             .map(|_| ())
             .map_err(backend(&action))
-        })
+        })?;
+        self.listings.changed();
+        Ok(())
     }
 
     fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
@@ -445,61 +488,61 @@ impl RunStore for PgRunStore {
         let action = format!("cannot register the end of run {run_id}");
         self.run(&action.clone(), async move {
             sqlx::query(
-                "UPDATE runs SET status = $2, finished_at = \
-                 to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
-                 WHERE run_id = $1",
+                "WITH changed AS (UPDATE runs SET status = $2, finished_at = \
+                 to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
+                 revision = revision + 1 WHERE run_id = $1 RETURNING run_id) \
+                 SELECT pg_notify($3, run_id) FROM changed",
             )
             .bind(&id)
             .bind(status.as_str())
+            .bind(RUNS_CHANNEL)
             .execute(&pool)
             .await
             .map(|_| ())
             .map_err(backend(&action))
-        })
+        })?;
+        self.listings.changed();
+        Ok(())
     }
 
     /// Runs with a manifest, newest first; a `running` run nobody holds is
     /// [`RunStatus::Interrupted`].
     fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let pool = self.pool.clone();
-        let action = "cannot list the runs".to_owned();
-        let rows = self.run(&action.clone(), async move {
-            sqlx::query(
-                "SELECT run_id, manifest, status, finished_at, run_dir FROM runs \
-                 WHERE manifest IS NOT NULL ORDER BY started_at DESC, run_id DESC",
-            )
-            .fetch_all(&pool)
-            .await
-            .map_err(backend(&action))
-        })?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in rows {
-            let run_id: String = row.get("run_id");
-            let manifest: String = row.get("manifest");
-            let Ok(manifest) = serde_json::from_str::<Manifest>(&manifest) else {
-                continue;
-            };
-            let status: String = row.get("status");
-            let status = match RunStatus::parse(&status).unwrap_or(RunStatus::Running) {
-                RunStatus::Running if !self.is_active(&RunId::from(run_id.as_str())) => {
-                    RunStatus::Interrupted
-                }
-                status => status,
-            };
-            records.push(RunRecord {
-                run_id,
-                workflow_name: manifest.workflow_name,
-                workflow_path: manifest.workflow_path,
-                goal: manifest.goal,
-                status,
-                started_at: manifest.started_at,
-                finished_at: row.get("finished_at"),
-                run_dir: PathBuf::from(row.get::<String, _>("run_dir")),
-                parent_run_id: manifest.parent_run_id,
-                reason: None,
-            });
+        self.read_listed().map(|(records, _)| records)
+    }
+
+    /// Kept while nothing changes it (see [`listing`](self::listing)).
+    fn listing(&self) -> Result<fabro_engine::local::Listing, StoreError> {
+        self.kept_listing()
+    }
+
+    fn cached_listing(&self) -> Option<fabro_engine::local::Listing> {
+        self.current_listing()
+    }
+
+    /// From the kept listing, else from the rows the argument matches, read now (a run
+    /// another process made a moment ago may not be listed yet).
+    fn resolve(&self, run: &str) -> Result<std::sync::Arc<RunRecord>, StoreError> {
+        if let Some(found) = self
+            .current_listing()
+            .and_then(|listing| listing.find(run).ok())
+        {
+            return Ok(found);
         }
-        Ok(records)
+        Ok(fabro_engine::local::Listing::of(self.read_matching(run)?).find(run)?)
+    }
+
+    /// Only what the kept listing finds; a miss is asked of the store by `resolve`.
+    fn resolve_cached(&self, run: &str) -> Option<Result<std::sync::Arc<RunRecord>, StoreError>> {
+        self.current_listing()?.find(run).ok().map(Ok)
+    }
+
+    fn record_stamps(&self, run_id: &RunId) -> Option<fabro_engine::RecordStamps> {
+        self.stamps_of(run_id)
+    }
+
+    fn checkpoint_stamp(&self, run_id: &RunId) -> Option<Option<(u64, std::time::SystemTime)>> {
+        self.stamps_of(run_id).map(|stamps| stamps.checkpoint)
     }
 
     fn record_parts(&self, record: &RunRecord) -> Result<RecordParts, StoreError> {
@@ -559,12 +602,24 @@ impl RunStore for PgRunStore {
             .iter()
             .find(|(name, _)| name == "status.json")
             .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned());
+        let (paths, contents): (Vec<String>, Vec<Vec<u8>>) = copy
+            .contents
+            .into_iter()
+            .map(|(name, bytes)| (format!("{rank}/{name}"), bytes))
+            .unzip();
         self.run(&action.clone(), async move {
-            let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            // One statement, so one round trip and one transaction: the row, the files
+            // it no longer has removed, and the ones it has written (no row is touched
+            // twice, as one statement requires).
             sqlx::query(
-                "INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, rank) DO UPDATE SET \
-                 node_id = $3, visit = $4, status = $5, files = $6",
+                "WITH staged AS (INSERT INTO run_stages (run_id, rank, node_id, visit, status, \
+                 files) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, rank) DO UPDATE \
+                 SET node_id = $3, visit = $4, status = $5, files = $6), \
+                 dropped AS (DELETE FROM stage_files WHERE run_id = $1 AND path LIKE $7 \
+                 AND NOT (path = ANY($8))) \
+                 INSERT INTO stage_files (run_id, path, content) \
+                 SELECT $1, path, content FROM unnest($8::text[], $9::bytea[]) AS f(path, content) \
+                 ON CONFLICT (run_id, path) DO UPDATE SET content = excluded.content, blob = NULL",
             )
             .bind(&id)
             .bind(rank)
@@ -572,25 +627,13 @@ impl RunStore for PgRunStore {
             .bind(i64::from(copy.stage.visit))
             .bind(&status)
             .bind(&copy.stage.files)
-            .execute(&mut *transaction)
+            .bind(format!("{rank}/%"))
+            .bind(&paths)
+            .bind(&contents)
+            .execute(&pool)
             .await
-            .map_err(backend(&action))?;
-            sqlx::query("DELETE FROM stage_files WHERE run_id = $1 AND path LIKE $2")
-                .bind(&id)
-                .bind(format!("{rank}/%"))
-                .execute(&mut *transaction)
-                .await
-                .map_err(backend(&action))?;
-            for (name, bytes) in &copy.contents {
-                sqlx::query("INSERT INTO stage_files (run_id, path, content) VALUES ($1, $2, $3)")
-                    .bind(&id)
-                    .bind(format!("{rank}/{name}"))
-                    .bind(bytes)
-                    .execute(&mut *transaction)
-                    .await
-                    .map_err(backend(&action))?;
-            }
-            transaction.commit().await.map_err(backend(&action))
+            .map(|_| ())
+            .map_err(backend(&action))
         })
     }
 
@@ -723,6 +766,7 @@ impl PgRunStore {
     }
 }
 
+mod listing;
 mod logs;
 mod notices;
 mod questions;

@@ -67,34 +67,24 @@ impl CheckpointLog for PgCheckpointLog {
         let run_id = self.run_id.as_str().to_owned();
         let record = text.clone();
         let stored = self.bridge.run(async move {
-            let mut transaction = pool.begin().await?;
-            // A new run's first checkpoint comes before its records (a run killed between
-            // the two has its checkpoint, as with the local store): its row is made here,
-            // without a manifest, so that no listing shows it until the records arrive.
+            // One statement, so one round trip and one transaction. A new run's first
+            // checkpoint comes before its records (a run killed between the two has its
+            // checkpoint, as with the local store): its row is made here, without a
+            // manifest, so that no listing shows it until the records arrive. The
+            // foreign keys are checked at the end of the statement, when the row exists.
             sqlx::query(
-                "INSERT INTO runs (run_id, workflow_name, status) VALUES ($1, '', 'running') \
-                 ON CONFLICT (run_id) DO NOTHING",
-            )
-            .bind(&run_id)
-            .execute(&mut *transaction)
-            .await?;
-            sqlx::query(
-                "INSERT INTO run_journal (run_id, seq, record) \
-                 SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1",
-            )
-            .bind(&run_id)
-            .bind(&record)
-            .execute(&mut *transaction)
-            .await?;
-            sqlx::query(
-                "INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $2) \
+                "WITH made AS (INSERT INTO runs (run_id, workflow_name, status) \
+                 VALUES ($1, '', 'running') ON CONFLICT (run_id) DO NOTHING), \
+                 journaled AS (INSERT INTO run_journal (run_id, seq, record) \
+                 SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1) \
+                 INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $2) \
                  ON CONFLICT (run_id) DO UPDATE SET checkpoint = $2, updated_at = now()",
             )
             .bind(&run_id)
             .bind(&record)
-            .execute(&mut *transaction)
-            .await?;
-            transaction.commit().await
+            .execute(&pool)
+            .await
+            .map(|_| ())
         });
         match stored {
             Some(Ok(())) => {}

@@ -4,12 +4,14 @@
 //! The tables stay the source of truth: a notice only wakes a reader, and a connection
 //! lost and found again is told as [`Notice::Missed`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fabro_engine::{Notice, RunId, StoreError};
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::broadcast;
 
+use super::listing::{Listings, RUNS_CHANNEL};
 use super::{backend, PgRunStore, EVENTS_CHANNEL};
 
 /// The channel of cancel requests, with the run id as payload.
@@ -28,9 +30,10 @@ impl PgRunStore {
         let sender = self.notices.get_or_init(|| {
             let (sender, _) = broadcast::channel(CAPACITY);
             let (pool, listening) = (self.pool.clone(), sender.clone());
+            let listings = std::sync::Arc::clone(&self.listings);
             // The task lives on the bridge's runtime, and ends with it.
             let _ = self.bridge.run(async move {
-                tokio::spawn(listen(pool, listening));
+                tokio::spawn(listen(pool, listening, listings));
             });
             sender
         });
@@ -83,10 +86,12 @@ impl PgRunStore {
 
 /// Listens on the store's channels and sends what it hears, until the pool is closed;
 /// a lost connection is listened on again with a growing pause.
-async fn listen(pool: PgPool, sender: broadcast::Sender<Notice>) {
+async fn listen(pool: PgPool, sender: broadcast::Sender<Notice>, listings: Arc<Listings>) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&pool, &sender).await {
+        let listened = listen_once(&pool, &sender, &listings).await;
+        listings.set_listening(false);
+        match listened {
             Err(sqlx::Error::PoolClosed) => return,
             Err(error) => {
                 tracing::warn!(%error, "cannot listen to the store's notices; trying again");
@@ -101,23 +106,32 @@ async fn listen(pool: PgPool, sender: broadcast::Sender<Notice>) {
 }
 
 /// One listening connection, until it fails.
-async fn listen_once(pool: &PgPool, sender: &broadcast::Sender<Notice>) -> Result<(), sqlx::Error> {
+async fn listen_once(
+    pool: &PgPool,
+    sender: &broadcast::Sender<Notice>,
+    listings: &Listings,
+) -> Result<(), sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener
-        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL])
+        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL, RUNS_CHANNEL])
         .await?;
     // Listening from now on; anything before was not heard.
+    listings.set_listening(true);
     let _ = sender.send(Notice::Missed);
     loop {
         let Some(notification) = listener.try_recv().await? else {
-            // The connection was lost (and is being made again): notices were missed.
-            let _ = sender.send(Notice::Missed);
-            continue;
+            // The connection was lost: notices were missed (said by the caller), and a
+            // new one listens.
+            return Ok(());
         };
         let run_id = RunId::from(notification.payload());
         let notice = match notification.channel() {
             EVENTS_CHANNEL => Notice::Appended(run_id),
             CANCEL_CHANNEL => Notice::CancelRequested(run_id),
+            RUNS_CHANNEL => {
+                listings.changed();
+                continue;
+            }
             _ => continue,
         };
         // No receiver is no error: nobody waits now.

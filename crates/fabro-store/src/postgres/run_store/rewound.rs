@@ -4,7 +4,7 @@
 
 use fabro_engine::{RunId, StoreError, StoredStage};
 
-use super::{backend, PgRunStore};
+use super::{backend, notify_changed, PgRunStore};
 
 /// A row of `rewound_stages`: k, then a stage row.
 type RewoundRow = (i64, i64, String, i64, Option<String>, Vec<String>);
@@ -52,8 +52,11 @@ impl PgRunStore {
                 .execute(&mut *transaction)
                 .await
                 .map_err(backend(&action))?;
+            notify_changed(&mut transaction, &id, &action).await?;
             transaction.commit().await.map_err(backend(&action))
-        })
+        })?;
+        self.listings.changed();
+        Ok(())
     }
 
     /// The rewound stages, `(k, stages)` by `k`.

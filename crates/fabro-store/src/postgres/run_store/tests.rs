@@ -604,3 +604,95 @@ fn cancel_requests_and_appends_reach_the_other_processes_as_notices() {
         .expect("registers");
     assert!(!reader.cancel_requested(&run).expect("answers"));
 }
+
+/// Polls `done` every 20 ms for at most 10 s.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// SPEC 18.1 (issue 31): a store keeps its run list between calls while nothing changes
+/// it; a change made by another process reaches it as a notice, a run made a moment ago
+/// elsewhere is found before the notice, and a run whose holder died shows interrupted
+/// within a second, without any notice.
+#[test]
+fn a_listing_is_kept_until_a_process_changes_a_run() {
+    let Some((database, writer)) = store("pg_a_listing_is_kept") else {
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let reader = runtime.block_on(async {
+        let store = PgStore::connect(&database.url()).await.expect("connects");
+        PgRunStore::new(&store).expect("a run store")
+    });
+    with_records(&writer, "r1", "2026-01-01T00:00:00Z");
+    assert_eq!(reader.listing().expect("lists").len(), 1);
+    // Kept once the reader listens.
+    eventually("the listing is kept", || {
+        reader.listing().expect("lists");
+        reader.cached_listing().is_some()
+    });
+    let stamps = reader.record_stamps(&RunId::from("r1")).expect("stamps");
+
+    // A row written without a notice is not seen: the listing is what was kept...
+    database.query(
+        "INSERT INTO runs (run_id, workflow_name, status, started_at, manifest) \
+         SELECT 'quiet', workflow_name, 'success', '2026-01-03T00:00:00Z', manifest \
+         FROM runs WHERE run_id = 'r1'",
+    );
+    assert_eq!(reader.listing().expect("lists").len(), 1);
+    // ...but resolving it reads the store.
+    assert_eq!(reader.resolve("quie").expect("resolves").run_id, "quiet");
+    // A notice makes the next listing read again.
+    database.query("SELECT pg_notify('fabro_runs', 'quiet')");
+    eventually("the notice is heard", || {
+        reader.listing().expect("lists").len() == 2
+    });
+
+    // Another process's write is noticed: a new run, the end of one (its stamps change).
+    with_records(&writer, "r2", "2026-01-02T00:00:00Z");
+    eventually("the new run is listed", || {
+        reader.listing().expect("lists").len() == 3
+    });
+    writer
+        .register_end(&RunId::from("r1"), RunStatus::Success)
+        .expect("ends");
+    eventually("the end is listed", || {
+        let listing = reader.listing().expect("lists");
+        listing.find("r1").expect("listed").status == RunStatus::Success
+    });
+    assert_ne!(reader.record_stamps(&RunId::from("r1")), Some(stamps));
+
+    // A running run whose holder goes away without an end.
+    let run = RunId::from("r2");
+    {
+        let _lease = writer.lock(&run).expect("locks");
+        writer
+            .register_start(
+                &manifest("r2", "2026-01-02T00:00:00Z"),
+                Path::new("/scratch/r2"),
+            )
+            .expect("registers");
+        eventually("the start is listed", || {
+            reader
+                .listing()
+                .expect("lists")
+                .find("r2")
+                .expect("listed")
+                .status
+                == RunStatus::Running
+        });
+    }
+    eventually("the run shows interrupted", || {
+        reader
+            .listing()
+            .expect("lists")
+            .find("r2")
+            .expect("listed")
+            .status
+            == RunStatus::Interrupted
+    });
+}
