@@ -41,8 +41,9 @@ macro_rules! listed {
             "SELECT r.run_id, r.workflow_name, coalesce(r.workflow_path, '') AS workflow_path, \
              r.goal, r.status, coalesce(r.started_at, '') AS started_at, r.finished_at, \
              r.run_dir, r.parent_run_id, r.revision, \
-             (extract(epoch FROM c.updated_at) * 1000000)::bigint AS checkpoint_at \
-             FROM runs r LEFT JOIN run_checkpoints c ON c.run_id = r.run_id ",
+             (extract(epoch FROM c.updated_at) * 1000000)::bigint AS checkpoint_at, \
+             CASE WHEN r.status = 'running' THEN c.checkpoint::jsonb ->> 'run_status' END \
+             AS ended FROM runs r LEFT JOIN run_checkpoints c ON c.run_id = r.run_id ",
             $rest
         )
     };
@@ -121,14 +122,23 @@ fn stamps(revision: i64, checkpoint_at: Option<i64>) -> RecordStamps {
     }
 }
 
-/// A listed row as the engine's record, its status as stored.
+/// A listed row as the engine's record, its status as stored; a final checkpoint wins
+/// over a `running` row whose end is not registered yet, as on the local store.
 fn listed(row: &PgRow) -> RunRecord {
+    let ended = row
+        .get::<Option<&str>, _>("ended")
+        .and_then(RunStatus::parse)
+        .filter(|ended| ended.is_finished() && *ended != RunStatus::Interrupted);
+    let status = RunStatus::parse(row.get("status")).unwrap_or(RunStatus::Running);
     RunRecord {
         run_id: row.get("run_id"),
         workflow_name: row.get("workflow_name"),
         workflow_path: row.get("workflow_path"),
         goal: row.get("goal"),
-        status: RunStatus::parse(row.get("status")).unwrap_or(RunStatus::Running),
+        status: match (status, ended) {
+            (RunStatus::Running, Some(ended)) => ended,
+            (status, _) => status,
+        },
         started_at: row.get("started_at"),
         finished_at: row.get("finished_at"),
         run_dir: PathBuf::from(row.get::<String, _>("run_dir")),
