@@ -24,6 +24,9 @@ use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_index::RunStatus;
 
+mod records;
+pub use records::{replay_records, JournalRecords};
+
 /// Errors of the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -597,7 +600,7 @@ pub(crate) fn sync_directory(directory: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn checkpoint(completed: &[&str]) -> Checkpoint {
+    pub(super) fn checkpoint(completed: &[&str]) -> Checkpoint {
         Checkpoint {
             version: 1,
             run_id: crate::id::RunId::from("R"),

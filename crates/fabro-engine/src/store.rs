@@ -82,6 +82,9 @@ pub struct RunRecords<'a> {
     pub config: &'a RunConfig,
     /// `manifest.json`, written last: a run with a manifest is a complete one.
     pub manifest: &'a Manifest,
+    /// The run's scratch directory, when known (a store that lists runs from rows
+    /// shows it from the first listing; `register_start` records it in any case).
+    pub run_dir: Option<&'a Path>,
 }
 
 /// The workflow a run executes, as stored at its start (SPEC 4.1).

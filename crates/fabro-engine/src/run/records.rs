@@ -104,6 +104,7 @@ impl PreparedRun {
                 .map_or(&[], |stored| stored.children.as_slice()),
             config: &config,
             manifest,
+            run_dir: Some(self.paths.run_dir()),
         };
         self.stores
             .runs

@@ -141,6 +141,7 @@ pub(crate) fn restore_records(
             children: &children,
             config: &config,
             manifest: &manifest,
+            run_dir: None,
         },
     )?;
     Ok(true)

@@ -82,6 +82,7 @@ fn records_checkpoints_and_the_index_round_trip() {
                     children: &[("child.fabro".to_owned(), "digraph c {}".to_owned())],
                     config: &config,
                     manifest: &manifest,
+                    run_dir: None,
                 },
             )
             .expect("records");
@@ -369,6 +370,7 @@ fn runs_resolve_by_prefix_and_inspect_through_the_store() {
                         children: &[],
                         config: &config,
                         manifest: &manifest(run_id, started),
+                        run_dir: None,
                     },
                 )
                 .expect("records");

@@ -62,6 +62,7 @@ fn local_run(
                 children: &[("sub/child.fabro".to_owned(), "digraph c {}".to_owned())],
                 config: &RunConfig::default(),
                 manifest: &manifest,
+                run_dir: None,
             },
         )
         .expect("records");

@@ -206,17 +206,18 @@ impl RunStore for PgRunStore {
             records.manifest.goal.clone(),
             records.manifest.parent_run_id.clone(),
         );
+        let run_dir = records.run_dir.map(|dir| dir.display().to_string());
         let pool = self.pool.clone();
         let run_id = run_id.as_str().to_owned();
         self.run(&action.clone(), async move {
             let mut transaction = pool.begin().await.map_err(backend(&action))?;
             sqlx::query(
                 "INSERT INTO runs (run_id, workflow_name, workflow_path, status, started_at, \
-                 manifest, config, graph, goal, parent_run_id) \
-                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9) \
+                 manifest, config, graph, goal, parent_run_id, run_dir) \
+                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9, coalesce($10, '')) \
                  ON CONFLICT (run_id) DO UPDATE SET workflow_name = $2, workflow_path = $3, \
                  started_at = $4, manifest = $5, config = $6, graph = $7, goal = $8, \
-                 parent_run_id = $9",
+                 parent_run_id = $9, run_dir = coalesce($10, runs.run_dir)",
             )
             .bind(&run_id)
             .bind(&name)
@@ -227,6 +228,7 @@ impl RunStore for PgRunStore {
             .bind(&graph)
             .bind(&goal)
             .bind(&parent)
+            .bind(&run_dir)
             .execute(&mut *transaction)
             .await
             .map_err(backend(&action))?;
@@ -299,7 +301,7 @@ impl RunStore for PgRunStore {
             pool: self.pool.clone(),
             bridge: self.bridge.clone(),
             run_id: run_id.clone(),
-            last,
+            records: fabro_engine::backend::JournalRecords::after(last),
             bytes: Vec::new(),
         }))
     }
@@ -328,7 +330,7 @@ impl RunStore for PgRunStore {
         Ok(())
     }
 
-    /// The records of `run_journal`, by sequence.
+    /// The records of `run_journal`, by sequence: the first whole, then deltas.
     fn replay_checkpoints(
         &self,
         run_id: &RunId,
@@ -344,12 +346,14 @@ impl RunStore for PgRunStore {
                 .await
                 .map_err(backend(&action))
         })?;
-        for record in records {
-            let checkpoint: Checkpoint =
-                stored(&record, format!("a stored checkpoint of run {run_id}"))?;
-            visit(&checkpoint);
-        }
-        Ok(())
+        fabro_engine::backend::replay_records(records.iter().map(String::as_str), visit)
+            .map(|_| ())
+            .map_err(|(position, message)| {
+                StoreError::backend(
+                    format!("journal record {position} of run {run_id} is not valid"),
+                    std::io::Error::other(message),
+                )
+            })
     }
 
     fn pending_rewind(&self, run_id: &RunId) -> Result<Option<PendingRewind>, StoreError> {

@@ -3,7 +3,8 @@
 //! event readers.
 
 use fabro_engine::backend::{
-    ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog, RunLease,
+    ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog,
+    JournalRecords, RunLease,
 };
 use fabro_engine::{EventReader, RunId, StoreError, StoredEvent};
 use sqlx::postgres::{PgConnection, PgPool};
@@ -39,14 +40,15 @@ impl Drop for PgLease {
     }
 }
 
-/// A run's checkpoints: each write appends to the journal and replaces the newest, in
-/// one transaction.
+/// A run's checkpoints: each write appends its journal record (the first checkpoint
+/// whole, then what changed, as the local journal) and replaces the newest, in one
+/// statement.
 #[derive(Debug)]
 pub(super) struct PgCheckpointLog {
     pub(super) pool: PgPool,
     pub(super) bridge: Bridge,
     pub(super) run_id: RunId,
-    pub(super) last: Option<Checkpoint>,
+    pub(super) records: JournalRecords,
     pub(super) bytes: Vec<u8>,
 }
 
@@ -54,18 +56,23 @@ impl CheckpointLog for PgCheckpointLog {
     fn write(
         &mut self,
         checkpoint: &CheckpointView<'_>,
-        _hint: &ChangeHint<'_>,
+        hint: &ChangeHint<'_>,
     ) -> Result<&[u8], CheckpointError> {
         let run = self.run_id.clone();
         let failed = |source: Box<dyn std::error::Error + Send + Sync>| {
             CheckpointError::Backend(format!("run {run}: {source}").into())
         };
         let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
-        let owned: Checkpoint =
-            serde_json::from_str(&text).map_err(|error| failed(Box::new(error)))?;
+        // A write that fails stops the run (an engine error): the log is not written again,
+        // and a resume opens another from what is stored.
+        let record = self
+            .records
+            .record(checkpoint, hint)
+            .map_err(|error| failed(Box::new(error)))?;
+        let record = String::from_utf8_lossy(record).into_owned();
         let pool = self.pool.clone();
         let run_id = self.run_id.as_str().to_owned();
-        let record = text.clone();
+        let full = text.clone();
         let stored = self.bridge.run(async move {
             // One statement, so one round trip and one transaction. A new run's first
             // checkpoint comes before its records (a run killed between the two has its
@@ -77,11 +84,12 @@ impl CheckpointLog for PgCheckpointLog {
                  VALUES ($1, '', 'running') ON CONFLICT (run_id) DO NOTHING), \
                  journaled AS (INSERT INTO run_journal (run_id, seq, record) \
                  SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1) \
-                 INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $2) \
-                 ON CONFLICT (run_id) DO UPDATE SET checkpoint = $2, updated_at = now()",
+                 INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $3) \
+                 ON CONFLICT (run_id) DO UPDATE SET checkpoint = $3, updated_at = now()",
             )
             .bind(&run_id)
             .bind(&record)
+            .bind(&full)
             .execute(&pool)
             .await
             .map(|_| ())
@@ -93,12 +101,11 @@ impl CheckpointLog for PgCheckpointLog {
         }
         self.bytes = text.into_bytes();
         self.bytes.push(b'\n');
-        self.last = Some(owned);
         Ok(&self.bytes)
     }
 
     fn last(&self) -> Option<&Checkpoint> {
-        self.last.as_ref()
+        self.records.last()
     }
 }
 

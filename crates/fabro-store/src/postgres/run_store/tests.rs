@@ -85,6 +85,7 @@ fn records_checkpoints_and_the_index_round_trip() {
                 children: &[("child.fabro".to_owned(), "digraph c {}".to_owned())],
                 config: &config,
                 manifest: &manifest,
+                run_dir: None,
             },
         )
         .expect("records");
@@ -184,6 +185,7 @@ fn checkpoints_replay_in_order_and_a_pending_rewind_is_kept_until_cleared() {
                 children: &[],
                 config: &config,
                 manifest: &manifest,
+                run_dir: None,
             },
         )
         .expect("records");
@@ -228,6 +230,7 @@ fn a_running_run_without_a_lock_holder_is_interrupted() {
                 children: &[],
                 config: &RunConfig::default(),
                 manifest: &manifest,
+                run_dir: None,
             },
         )
         .expect("records");
@@ -265,6 +268,7 @@ fn events_keep_their_ids_and_read_from_an_id() {
                 children: &[],
                 config: &RunConfig::default(),
                 manifest: &manifest,
+                run_dir: None,
             },
         )
         .expect("records");
@@ -336,6 +340,7 @@ fn with_records(store: &PgRunStore, run_id: &str, started_at: &str) -> RunId {
                 children: &[],
                 config: &RunConfig::default(),
                 manifest: &manifest(run_id, started_at),
+                run_dir: None,
             },
         )
         .expect("records");
