@@ -25,9 +25,9 @@ struct SharedStore {
 /// A record of a run that the API does not serve.
 #[derive(Clone, Copy, Debug)]
 pub enum Record {
-    /// `manifest.json`.
+    /// The run's manifest.
     Manifest,
-    /// `checkpoint.json`.
+    /// The run's checkpoint.
     Checkpoint,
 }
 
@@ -75,19 +75,13 @@ impl ServerStore {
         self.shared.as_ref().map(|shared| shared.blobs.as_path())
     }
 
-    /// The text of `record` of the run `run_id` whose run directory is `run_dir`: its
-    /// file in the home, or its row in the database (empty when there is none).
+    /// The text of `record` of the run `run_id` in the database (empty when there is
+    /// none); `None` on the home, whose records are the files of the run directory.
     ///
     /// # Panics
-    /// When the home has no such file.
-    pub fn record(&self, run_dir: &Path, run_id: &str, record: Record) -> String {
-        let Some(shared) = &self.shared else {
-            let file = match record {
-                Record::Manifest => "manifest.json",
-                Record::Checkpoint => "checkpoint.json",
-            };
-            return fs_err::read_to_string(run_dir.join(file)).expect("the run's record");
-        };
+    /// When `run_id` is not a plain id (it is put in the query as it is).
+    pub fn stored_record(&self, run_id: &str, record: Record) -> Option<String> {
+        let shared = self.shared.as_ref()?;
         let query = match record {
             Record::Manifest => "SELECT manifest FROM runs",
             Record::Checkpoint => "SELECT checkpoint FROM run_checkpoints",
@@ -98,9 +92,11 @@ impl ServerStore {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-'),
             "a plain run id: {run_id}"
         );
-        shared
-            .database
-            .query(&format!("{query} WHERE run_id = '{run_id}'"))
+        Some(
+            shared
+                .database
+                .query(&format!("{query} WHERE run_id = '{run_id}'")),
+        )
     }
 
     /// Every row of the shared store as text (stage files as escaped text); `None` on

@@ -43,13 +43,20 @@ pub(crate) fn fabro_reading(env: &TestEnv, args: &[&str], server: Option<&Server
     command.output().expect("the fabro binary runs")
 }
 
-/// `record` of a run of `store` as JSON.
+/// `record` of the run `run_id` of `store` (its file in `run_dir` on the home, its row
+/// in the database) as JSON.
 pub(crate) fn record_json(
     store: &ServerStore,
     run_dir: &std::path::Path,
     run_id: &str,
     record: Record,
 ) -> Value {
-    let text = store.record(run_dir, run_id, record);
+    let text = store.stored_record(run_id, record).unwrap_or_else(|| {
+        let file = match record {
+            Record::Manifest => "manifest.json",
+            Record::Checkpoint => "checkpoint.json",
+        };
+        fs_err::read_to_string(run_dir.join(file)).expect("the run's record")
+    });
     serde_json::from_str(&text).unwrap_or_else(|_| panic!("{record:?} of {run_id}: {text}"))
 }
