@@ -103,13 +103,40 @@ fn mark_queued(
     })
 }
 
+/// Whether the run `run_id`, whose `queued.json` is still under `root`, started before:
+/// its records are in the store (a server that died while it ran left the file; the
+/// local store's manifest beside it hides it from `queued_runs`, a shared store's
+/// does not). Its stale `queued.json` is removed: the run is interrupted, not queued.
+fn started_before(
+    store: &dyn fabro_engine::RunStore,
+    root: &std::path::Path,
+    run_id: &str,
+) -> bool {
+    if store
+        .read_manifest(&fabro_engine::RunId::from(run_id))
+        .is_err()
+    {
+        return false;
+    }
+    if let Err(error) = remove_queued(RunPaths::new(root, run_id).run_dir()) {
+        tracing::warn!(%run_id, %error, "cannot remove a started run's queued.json");
+    }
+    true
+}
+
 /// Starts the runs a previous server left `queued` under this root (SPEC 14.1), oldest
 /// first. Returns the ids started.
 pub async fn start_queued(state: &AppState) -> Vec<String> {
     let root = state.bridge().root().to_path_buf();
-    let queued = tokio::task::spawn_blocking(move || queued_runs(&root))
-        .await
-        .unwrap_or_default();
+    let reader = state.clone();
+    let queued = tokio::task::spawn_blocking(move || {
+        queued_runs(&root)
+            .into_iter()
+            .filter(|waiting| !started_before(reader.run_store(), &root, &waiting.run_id))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
     let mut started = Vec::new();
     for waiting in queued {
         let run_dir = RunPaths::new(state.bridge().root(), &waiting.run_id)

@@ -6,17 +6,20 @@
 //! next to the checkout, so tests read it in place instead of copying it.
 //! [`ServerProcess`] is a `fabro server` started by a test; [`TestDatabase`] a
 //! PostgreSQL database of a test's own; [`S3Server`] an S3-compatible server; [`Gate`] a
-//! proxy in front of one that a test closes to lose the service.
+//! proxy in front of one that a test closes to lose the service; [`ServerStore`] the
+//! store a test's servers keep their runs in (`FABRO_TEST_STORE`).
 
 mod gate;
 mod postgres;
 mod s3;
 mod server_process;
+mod server_store;
 
 pub use gate::Gate;
 pub use postgres::TestDatabase;
 pub use s3::S3Server;
 pub use server_process::ServerProcess;
+pub use server_store::{Record, ServerStore};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -70,7 +70,7 @@ async fn the_graph_zooms_with_the_wheel_and_the_keyboard_and_pans_by_dragging() 
     git_init(&env);
     let server = Server::start(&env);
     sign_in(&browser, &server).await;
-    let mut child = cli_run(&env, "small.fabro", &[]);
+    let mut child = cli_run(&env, &server, &["small.fabro"], &[]);
     assert!(child.wait().expect("fabro run ends").success());
     let list = server.api("/api/v1/runs");
     let run_id = list["runs"][0]["run_id"]

@@ -36,19 +36,14 @@ async fn a_cli_run_is_followed_live_on_the_board_the_run_page_and_the_stage_page
     env.write("tracked.txt", "first\n");
     let responses = env.write("responses.json", RESPONSES);
     git_init(&env);
-    let server = Server::start(&env);
+    let responses = responses.display().to_string();
+    let responses = [("FABRO_SIMULATED_RESPONSES", responses.as_str())];
+    let server = Server::start_with(&env, &responses);
     sign_in(&browser, &server).await;
     browser
         .eval("window.__sameDocument = true; return true;")
         .await;
-    let mut child = cli_run(
-        &env,
-        "live.fabro",
-        &[(
-            "FABRO_SIMULATED_RESPONSES",
-            &responses.display().to_string(),
-        )],
-    );
+    let mut child = cli_run(&env, &server, &["live.fabro"], &responses);
     // The board picks the run up and shows it running, without a reload.
     browser
         .wait_js("the run is running on the board",

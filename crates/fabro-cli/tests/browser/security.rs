@@ -78,15 +78,10 @@ async fn hostile_text_stays_text_and_the_security_rules_hold() {
     let env = TestEnv::new("ui-security");
     env.write("hostile.fabro", &workflow());
     let responses = env.write("responses.json", &responses());
-    let server = Server::start(&env);
-    let mut child = cli_run(
-        &env,
-        "hostile.fabro",
-        &[(
-            "FABRO_SIMULATED_RESPONSES",
-            &responses.display().to_string(),
-        )],
-    );
+    let responses = responses.display().to_string();
+    let responses = [("FABRO_SIMULATED_RESPONSES", responses.as_str())];
+    let server = Server::start_with(&env, &responses);
+    let mut child = cli_run(&env, &server, &["hostile.fabro"], &responses);
     assert!(child.wait().expect("fabro run ends").code().is_some());
     let run_id = server.api("/api/v1/runs")["runs"][0]["run_id"]
         .as_str()

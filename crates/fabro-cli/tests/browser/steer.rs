@@ -1,10 +1,10 @@
 //! Issue 35 acceptance 1, the run page (SPEC 20.1): while an agent stage's tool runs,
-//! the page of a run that `fabro run` executes shows a steering box; what is typed into
-//! it and sent is queued (`SteeringQueued`, source `ui`) and read by the agent, once,
-//! in the request after the tool result as `[Steering from ui] {text}`. The agent talks
+//! the page of a run that `fabro run` executes (through the server on PostgreSQL) shows
+//! a steering box; what is typed into it and sent is queued (`SteeringQueued`, source
+//! `ui`) and read by the agent, once, in the request after the tool result as
+//! `[Steering from ui] {text}`. The agent talks
 //! to the LLM twin; its `shell` call waits for a file the test creates.
 
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,33 +26,25 @@ const AGENT: &str = r#"digraph steer {
 }
 "#;
 
-/// The run's events so far.
-fn events(run_dir: &Path) -> Vec<Value> {
-    fs_err::read_to_string(run_dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
-}
-
-fn named(run_dir: &Path, name: &str) -> Vec<Value> {
-    events(run_dir)
+fn named(server: &Server, run_id: &str, name: &str) -> Vec<Value> {
+    server
+        .events(run_id)
         .into_iter()
         .filter(|event| event["event"] == name)
         .collect()
 }
 
 /// Waits until the run has an event `name`.
-async fn wait_event(run_dir: &Path, name: &str) -> Value {
+async fn wait_event(server: &Server, run_id: &str, name: &str) -> Value {
     let deadline = Instant::now() + PATIENCE * 2;
     loop {
-        if let Some(event) = named(run_dir, name).into_iter().next() {
+        if let Some(event) = named(server, run_id, name).into_iter().next() {
             return event;
         }
         assert!(
             Instant::now() < deadline,
             "no {name} in {:#?}",
-            events(run_dir)
+            server.events(run_id)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -106,23 +98,28 @@ async fn the_run_page_steers_the_running_agent() {
         Reply::text("Fixed."),
     ]);
     let base_url = twin.base_url();
-    let server = Server::start(&env);
+    let credentials = [
+        ("ANTHROPIC_API_KEY", KEY),
+        ("ANTHROPIC_BASE_URL", base_url.as_str()),
+    ];
+    let server = Server::start_with(&env, &credentials);
     sign_in(&browser, &server).await;
 
-    // `fabro run` executes the run; the server steers it through its run directory.
-    let mut run = Running(
-        env.command(env!("CARGO_BIN_EXE_fabro"))
-            .args(["run", "w.fabro", "--run-id", "ui-steer-1"])
-            .env("ANTHROPIC_API_KEY", KEY)
-            .env("ANTHROPIC_BASE_URL", &base_url)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("fabro run starts"),
-    );
-    let run_dir = env.fabro_home().join("scratch/ui-steer-1");
-    let started = wait_event(&run_dir, "Agent.ToolCallStarted").await;
+    // `fabro run` executes the run and the server steers it through its run directory;
+    // on PostgreSQL, which the CLI does not write, through the server, which executes it.
+    let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+    command
+        .args(["run", "w.fabro", "--run-id", "ui-steer-1"])
+        .envs(credentials)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if !server.shares_home() {
+        // The harness's server defaults to the simulated provider (`FABRO_PROVIDER`).
+        command.args(["--provider", "anthropic", "--server", &server.url("")]);
+    }
+    let mut run = Running(command.spawn().expect("fabro run starts"));
+    let started = wait_event(&server, "ui-steer-1", "Agent.ToolCallStarted").await;
     assert_eq!(started["properties"]["call_id"], "toolu_1", "{started}");
 
     browser.goto(&server.url("/runs/ui-steer-1")).await;
@@ -146,7 +143,7 @@ async fn the_run_page_steers_the_running_agent() {
         .await
         .expect("typing the guidance");
     browser.click("#steer-send").await;
-    let queued = wait_event(&run_dir, "SteeringQueued").await;
+    let queued = wait_event(&server, "ui-steer-1", "SteeringQueued").await;
     assert_eq!(queued["node_id"], "work", "{queued}");
     assert_eq!(
         queued["properties"],
@@ -188,7 +185,7 @@ async fn the_run_page_steers_the_running_agent() {
             .count(),
         1
     );
-    let delivered = named(&run_dir, "Agent.SteeringDelivered");
+    let delivered = named(&server, "ui-steer-1", "Agent.SteeringDelivered");
     assert_eq!(delivered.len(), 1, "{delivered:#?}");
     assert_eq!(delivered[0]["properties"]["count"], 1);
 

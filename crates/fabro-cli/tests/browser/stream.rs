@@ -148,9 +148,11 @@ async fn the_run_page_keeps_up_with_two_hundred_events_a_second() {
     let env = TestEnv::new("ui-stream");
     env.write("waiting.fabro", &waiting_workflow(GRAPH_NODES));
     git_init(&env);
-    let server = Server::start(&env);
+    // On the local store whatever `FABRO_TEST_STORE` says: the test appends events to
+    // the run's `events.jsonl` by hand, as another writer of the home would.
+    let server = Server::start_local_at(&env, "127.0.0.1:0", &[]);
     sign_in(&browser, &server).await;
-    let mut child = cli_run(&env, "waiting.fabro", &[]);
+    let mut child = cli_run(&env, &server, &["waiting.fabro"], &[]);
     let (run_id, run_dir) = running_run(&server);
     // The command `work` is running: nothing else writes to the file for a minute.
     let deadline = Instant::now() + PATIENCE;
@@ -247,10 +249,12 @@ async fn after_the_stream_drops_the_run_page_catches_up_without_gaps_or_duplicat
     let env = TestEnv::new("ui-reconnect");
     env.write("steady.fabro", STEADY);
     git_init(&env);
-    let server = Server::start(&env);
+    // On the local store whatever `FABRO_TEST_STORE` says: the run must go on while no
+    // server runs, so a CLI process executes it in the home the server reads.
+    let server = Server::start_local_at(&env, "127.0.0.1:0", &[]);
     let address = server.address.clone();
     sign_in(&browser, &server).await;
-    let mut child = cli_run(&env, "steady.fabro", &[]);
+    let mut child = cli_run(&env, &server, &["steady.fabro"], &[]);
     let (run_id, run_dir) = running_run(&server);
     browser.goto(&server.url(&format!("/runs/{run_id}"))).await;
     browser
@@ -280,7 +284,7 @@ async fn after_the_stream_drops_the_run_page_catches_up_without_gaps_or_duplicat
         refused,
         "the browser never asked the stand-in for the stream"
     );
-    let server = Server::start_at(&env, &address, &[]);
+    let server = Server::start_local_at(&env, &address, &[]);
     assert!(child.wait().expect("fabro run ends").success());
     let stored = stored_events(&run_dir);
     let expected: Vec<u64> = stored

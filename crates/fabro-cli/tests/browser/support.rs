@@ -1,4 +1,5 @@
-//! The browser harness: a real `fabro server` on port 0 in a temporary `{root}`, and
+//! The browser harness: a real `fabro server` on port 0 in a temporary `{root}` (its
+//! runs in PostgreSQL with `FABRO_TEST_STORE=postgres`, see [`ServerStore`]), and
 //! headless Chromium driven through chromedriver (on a free loopback port, with a fresh
 //! profile). Without `chromium`/`chromedriver` the tests fail when `CI` is set and
 //! otherwise say that they skipped. Browser tests take a global lock, so at most one
@@ -9,9 +10,10 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_test_support::{ServerProcess, TestEnv};
+use fabro_test_support::{ServerProcess, ServerStore, TestEnv};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -33,6 +35,7 @@ fn find_program(names: &[&str]) -> Option<PathBuf> {
 /// A running `fabro server`, stopped with SIGTERM when dropped.
 pub(crate) struct Server {
     process: ServerProcess,
+    store: Arc<ServerStore>,
 }
 
 impl std::ops::Deref for Server {
@@ -44,30 +47,83 @@ impl std::ops::Deref for Server {
 }
 
 impl Server {
-    /// Starts `fabro server --bind 127.0.0.1:0` in `env`.
+    /// Starts `fabro server --bind 127.0.0.1:0` in `env`, on the store
+    /// `FABRO_TEST_STORE` names (see [`ServerStore::for_test`]).
     pub(crate) fn start(env: &TestEnv) -> Server {
-        Server::start_at(env, "127.0.0.1:0", &[])
+        Server::start_with(env, &[])
     }
 
-    /// Starts the server on `bind` (a restarted server takes its predecessor's port).
-    pub(crate) fn start_at(env: &TestEnv, bind: &str, extra_env: &[(&str, &str)]) -> Server {
-        Server::start_program(env, Path::new(env!("CARGO_BIN_EXE_fabro")), bind, extra_env)
+    /// [`Server::start`] with `extra_env` (what the runs it executes need).
+    pub(crate) fn start_with(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+        let store = ServerStore::for_test(env);
+        Server::start_program(
+            env,
+            Path::new(env!("CARGO_BIN_EXE_fabro")),
+            "127.0.0.1:0",
+            extra_env,
+            store,
+        )
     }
 
-    /// Starts `program` (a `fabro` binary, e.g. a release build) as the server.
+    /// Starts the server on `bind` (a restarted server takes its predecessor's port) on
+    /// the files of the home, whatever `FABRO_TEST_STORE` says.
+    pub(crate) fn start_local_at(env: &TestEnv, bind: &str, extra_env: &[(&str, &str)]) -> Server {
+        let program = Path::new(env!("CARGO_BIN_EXE_fabro"));
+        Server::start_program(env, program, bind, extra_env, ServerStore::local())
+    }
+
+    /// Starts `program` (a `fabro` binary, e.g. a release build) as the server on `store`.
     pub(crate) fn start_program(
         env: &TestEnv,
         program: &Path,
         bind: &str,
         extra_env: &[(&str, &str)],
+        store: Arc<ServerStore>,
     ) -> Server {
         let mut command = env.command(program);
         command
             .args(["server", "--bind", bind])
             .env("FABRO_PROVIDER", "simulated")
+            .envs(store.server_env())
             .envs(extra_env.iter().copied());
         Server {
             process: ServerProcess::spawn(command),
+            store,
+        }
+    }
+
+    /// Whether local `fabro` commands see this server's runs (its store is the home).
+    pub(crate) fn shares_home(&self) -> bool {
+        self.store.is_home()
+    }
+
+    /// The run's stored events, read through the API page by page; none while the
+    /// server does not know the run yet.
+    pub(crate) fn events(&self, run_id: &str) -> Vec<Value> {
+        let mut events: Vec<Value> = Vec::new();
+        loop {
+            let after = events
+                .last()
+                .and_then(|event| event["id"].as_u64())
+                .unwrap_or(0);
+            let path = format!("/api/v1/runs/{run_id}/events?after={after}");
+            let bearer = format!("Bearer {}", self.token);
+            let (status, _, body) = http(
+                &self.address,
+                "GET",
+                &path,
+                &[("Authorization", &bearer)],
+                "",
+            );
+            if status == 404 && events.is_empty() {
+                return events;
+            }
+            assert_eq!(status, 200, "GET {path}: {body}");
+            let page: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let Some(more) = page["events"].as_array().filter(|more| !more.is_empty()) else {
+                return events;
+            };
+            events.extend(more.iter().cloned());
         }
     }
 
@@ -400,16 +456,27 @@ pub(crate) fn git_init(env: &TestEnv) {
     }
 }
 
-/// Starts `fabro run` in the background in `env` (same `{root}` as the server).
-pub(crate) fn cli_run(env: &TestEnv, workflow: &str, extra_env: &[(&str, &str)]) -> Child {
+/// Starts `fabro run {args}` in the background in `env`: a CLI process that executes the
+/// run in the home when `server` keeps its runs there (the server follows it), else with
+/// `--server`, so that the server, on PostgreSQL, executes it. `extra_env` is for the
+/// process that executes the run: the server must have been started with it too.
+pub(crate) fn cli_run(
+    env: &TestEnv,
+    server: &Server,
+    args: &[&str],
+    extra_env: &[(&str, &str)],
+) -> Child {
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
     command
-        .args(["run", workflow, "--provider", "simulated", "--auto-approve"])
+        .arg("run")
+        .args(args)
+        .args(["--provider", "simulated", "--auto-approve"])
+        .envs(extra_env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (name, value) in extra_env {
-        command.env(name, value);
+    if !server.shares_home() {
+        command.args(["--server", &server.url("")]);
     }
     command.spawn().expect("fabro run starts")
 }

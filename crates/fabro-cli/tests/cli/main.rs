@@ -53,6 +53,7 @@ mod storage;
 mod store;
 mod store_import;
 mod terminal;
+mod test_store;
 mod two_servers;
 mod validate;
 

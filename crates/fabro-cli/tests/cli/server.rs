@@ -1,20 +1,26 @@
 //! `fabro server` as a process (SPEC 14): started on port 0 in a temporary root, driven
 //! over HTTP on loopback; runs started over HTTP have the records of CLI runs, SIGTERM
 //! cancels running runs resumably and exits 0, a SIGKILLed server's runs are resumed by
-//! the next one with `resume_interrupted`, and provider keys never leak.
+//! the next one with `resume_interrupted`, and provider keys never leak. With
+//! `FABRO_TEST_STORE=postgres` the servers keep their runs in PostgreSQL (see
+//! [`ServerStore`]), and the tests read them through the API or `--server`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::process::Output;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabro_test_support::{ServerProcess, TestEnv};
+use fabro_test_support::{Record, ServerProcess, ServerStore, TestEnv};
 use serde_json::{json, Value};
 
+use crate::test_store::{fabro_reading, record_json, Reader};
 use crate::{code, fabro, stderr, stdout};
 
 /// A running `fabro server`, killed when dropped.
 pub(crate) struct Server {
     process: ServerProcess,
+    store: Arc<ServerStore>,
 }
 
 impl std::ops::Deref for Server {
@@ -26,13 +32,71 @@ impl std::ops::Deref for Server {
 }
 
 impl Server {
+    /// A server on the store `FABRO_TEST_STORE` names (see [`ServerStore::for_test`]).
     pub(crate) fn start(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+        Server::start_on(env, extra_env, ServerStore::for_test(env))
+    }
+
+    /// A server on the files of the home (or on the store its `server.toml` or
+    /// `extra_env` names) whatever `FABRO_TEST_STORE` says, for the tests of what only
+    /// the local store has and those that choose their store themselves.
+    pub(crate) fn start_local(env: &TestEnv, extra_env: &[(&str, &str)]) -> Server {
+        Server::start_on(env, extra_env, ServerStore::local())
+    }
+
+    /// A server on `store` (e.g. the store of a server that stopped).
+    pub(crate) fn start_on(
+        env: &TestEnv,
+        extra_env: &[(&str, &str)],
+        store: Arc<ServerStore>,
+    ) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
+            .envs(store.server_env())
             .envs(extra_env.iter().copied());
         Server {
             process: ServerProcess::spawn(command),
+            store,
+        }
+    }
+
+    /// `http://{address}`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The store the server keeps its runs in.
+    pub(crate) fn store(&self) -> Arc<ServerStore> {
+        Arc::clone(&self.store)
+    }
+
+    /// `fabro` with `args`, reading this server's runs: a local command when they are
+    /// in the home, else one with `--server`.
+    pub(crate) fn read(&self, env: &TestEnv, args: &[&str]) -> Output {
+        fabro_reading(env, args, (!self.store.is_home()).then_some(self))
+    }
+
+    /// The stored events of `run_id`, read through the API page by page, each as the
+    /// exact text the store holds.
+    pub(crate) fn stored_events(&self, run_id: &str) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow)]
+            events: Vec<&'a serde_json::value::RawValue>,
+            next_after: u64,
+        }
+        let (mut lines, mut after) = (Vec::new(), 0);
+        loop {
+            let path = format!("/api/v1/runs/{run_id}/events?after={after}");
+            let (status, body) = self.request("GET", &path, None);
+            assert_eq!(status, 200, "GET {path}: {body}");
+            let page: Page<'_> = serde_json::from_str(&body).expect("a page of events");
+            if page.events.is_empty() {
+                return lines;
+            }
+            lines.extend(page.events.iter().map(|event| event.get().to_owned()));
+            after = page.next_after;
         }
     }
 
@@ -157,11 +221,33 @@ fn sleepy(marker: &str) -> String {
     )
 }
 
-fn events(run_dir: &str) -> Vec<Value> {
-    fs_err::read_to_string(std::path::Path::new(run_dir).join("events.jsonl"))
-        .expect("events")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("an envelope"))
+/// `(event, node_id)` of each envelope in `lines`.
+fn names(lines: &[String]) -> Vec<(String, Option<String>)> {
+    lines
+        .iter()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).expect("an envelope");
+            (
+                event["event"].as_str().unwrap_or_default().to_owned(),
+                event["node_id"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// `(node_id, status, visit)` of each stage of a run document.
+fn stage_rows(document: &Value) -> Vec<(Value, Value, Value)> {
+    document["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|stage| {
+            (
+                stage["node_id"].clone(),
+                stage["status"].clone(),
+                stage["visit"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -173,6 +259,23 @@ fn wait_for_file(path: &std::path::Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
         assert!(Instant::now() < deadline, "no {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The stored events of a run a server executed, once its terminal event is stored:
+/// the final checkpoint (which the status reads) is written before that event.
+fn finished_events(server: &Server, run_id: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lines = server.stored_events(run_id);
+        if lines
+            .last()
+            .is_some_and(|line| line.contains("\"event\":\"WorkflowRunCompleted\""))
+        {
+            return lines;
+        }
+        assert!(Instant::now() < deadline, "no terminal event of {run_id}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -203,54 +306,24 @@ fn a_run_started_over_http_has_the_records_of_a_cli_run() {
     );
     assert_eq!(status, 201, "{body}");
     let remote = server.wait_status("server-run", &["success"]);
-    // The final checkpoint (which the status reads) is written before the terminal
-    // event: wait for the event too.
-    let remote_dir = remote["run_dir"].as_str().expect("run_dir").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while events(&remote_dir)
-        .last()
-        .map(|event| event["event"].clone())
-        != Some(json!("WorkflowRunCompleted"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no terminal event in {remote_dir}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let local_doc = server.get("/api/v1/runs/local-run");
-    let names = |document: &Value| -> Vec<(String, Option<String>)> {
-        events(document["run_dir"].as_str().expect("run_dir"))
-            .iter()
-            .map(|event| {
-                (
-                    event["event"].as_str().unwrap_or_default().to_owned(),
-                    event["node_id"].as_str().map(str::to_owned),
-                )
-            })
-            .collect()
-    };
-    assert_eq!(names(&remote), names(&local_doc));
-    let stages = |document: &Value| -> Vec<(Value, Value, Value)> {
-        document["stages"]
-            .as_array()
-            .expect("stages")
-            .iter()
-            .map(|stage| {
-                (
-                    stage["node_id"].clone(),
-                    stage["status"].clone(),
-                    stage["visit"].clone(),
-                )
-            })
-            .collect()
-    };
-    assert_eq!(stages(&remote), stages(&local_doc));
-    let dir =
-        |document: &Value| std::path::PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
+    let remote_events = finished_events(&server, "server-run");
+    // The CLI's run as the CLI reads it: its events file and `inspect --json`.
+    let inspected = fabro(&env, &["inspect", "local-run", "--json"]);
+    assert_eq!(code(&inspected), 0, "{}", stderr(&inspected));
+    let local_doc: Value = serde_json::from_str(&stdout(&inspected)).expect("inspect --json");
+    let local_dir = std::path::PathBuf::from(local_doc["run_dir"].as_str().expect("run_dir"));
+    let local_events: Vec<String> = fs_err::read_to_string(local_dir.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(names(&remote_events), names(&local_events));
+    assert_eq!(stage_rows(&remote), stage_rows(&local_doc));
+    let remote_dir = std::path::PathBuf::from(remote["run_dir"].as_str().expect("run_dir"));
+    let store = server.store();
     let (remote_checkpoint, local_checkpoint) = (
-        file_json(dir(&remote).join("checkpoint.json")),
-        file_json(dir(&local_doc).join("checkpoint.json")),
+        record_json(&store, &remote_dir, "server-run", Record::Checkpoint),
+        file_json(local_dir.join("checkpoint.json")),
     );
     for key in [
         "completed_nodes",
@@ -261,14 +334,30 @@ fn a_run_started_over_http_has_the_records_of_a_cli_run() {
         assert_eq!(remote_checkpoint[key], local_checkpoint[key], "{key}");
     }
     assert_eq!(
-        file_json(dir(&remote).join("manifest.json"))["origin"],
+        record_json(&store, &remote_dir, "server-run", Record::Manifest)["origin"],
         "server"
     );
-    assert_eq!(
-        file_json(dir(&local_doc).join("manifest.json"))["origin"],
-        "cli"
+    assert_eq!(file_json(local_dir.join("manifest.json"))["origin"], "cli");
+}
+
+/// Only the local store is one home for the CLI and the server: each lists and reads the
+/// other's runs (on the shared store the CLI's runs stay in its home).
+#[test]
+fn the_cli_and_a_server_on_one_home_see_each_others_runs() {
+    let env = TestEnv::new("server-one-home");
+    env.write("w.fabro", TWO_STAGES);
+    let local = fabro(&env, &["run", "w.fabro", "--run-id", "local-run"]);
+    assert_eq!(code(&local), 0, "{}", stderr(&local));
+    let server = Server::start_local(&env, &[]);
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "w.fabro", "run_id": "server-run"})),
     );
-    // The CLI sees the server's run and the server the CLI's.
+    assert_eq!(status, 201, "{body}");
+    server.wait_status("server-run", &["success"]);
+    finished_events(&server, "server-run");
+    assert_eq!(server.get("/api/v1/runs/local-run")["status"], "success");
     let runs = fabro(&env, &["runs", "--json"]);
     let listed: Value = serde_json::from_str(&stdout(&runs)).expect("runs --json");
     assert_eq!(listed.as_array().expect("array").len(), 2);
@@ -295,10 +384,12 @@ fn sigterm_cancels_running_runs_resumably_and_exits_zero() {
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
     assert!(started.elapsed() < Duration::from_secs(10));
-    let inspect = fabro(&env, &["inspect", "nap-run", "--json"]);
+    // Read (and resumed) by the CLI in the home, through the next server on PostgreSQL.
+    let reader = Reader::new(&server.store(), &env);
+    let inspect = reader.fabro(&env, &["inspect", "nap-run", "--json"]);
     let document: Value = serde_json::from_str(&stdout(&inspect)).expect("inspect --json");
     assert_eq!(document["status"], "canceled");
-    let resumed = fabro(&env, &["resume", "nap-run"]);
+    let resumed = reader.fabro(&env, &["resume", "nap-run"]);
     assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
     assert!(stdout(&resumed).contains("status: success"));
 }
@@ -306,11 +397,6 @@ fn sigterm_cancels_running_runs_resumably_and_exits_zero() {
 #[test]
 fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
     let env = TestEnv::new("server-sigkill");
-    fs_err::write(
-        env.fabro_home().join("server.toml"),
-        "[server]\nresume_interrupted = true\n",
-    )
-    .expect("server.toml");
     env.write("sleepy.fabro", &sleepy("napped"));
     let mut server = Server::start(&env, &[]);
     let (status, body) = server.request(
@@ -322,14 +408,24 @@ fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
     wait_for_file(&env.work_dir().join("napped"));
     server.signal(nix::sys::signal::Signal::SIGKILL);
     server.wait_exit(Duration::from_secs(10));
-    // The stage's sleep outlives its killed parent; it holds no run lock.
-    let runs = fabro(&env, &["runs", "--json"]);
+    // The stage's sleep outlives its killed parent; it holds no run lock. On PostgreSQL
+    // the listing comes from a server that resumes nothing: the `server.toml` that asks
+    // the next one to is written after it stopped.
+    let store = server.store();
+    let reader = Reader::new(&store, &env);
+    let runs = reader.fabro(&env, &["runs", "--json"]);
     assert!(
         stdout(&runs).contains("\"status\": \"interrupted\""),
         "{}",
         stdout(&runs)
     );
-    let next = Server::start(&env, &[]);
+    drop(reader);
+    fs_err::write(
+        env.fabro_home().join("server.toml"),
+        "[server]\nresume_interrupted = true\n",
+    )
+    .expect("server.toml");
+    let next = Server::start_on(&env, &[], store);
     let document = next.wait_status("killed-run", &["success"]);
     assert_eq!(document["status"], "success");
     assert!(next
@@ -403,7 +499,14 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
     );
     assert_eq!(logs.matches(server.token.as_str()).count(), 1, "{logs}");
     let mut files = Vec::new();
+    let store = server.store();
     let mut pending = vec![env.fabro_home(), env.work_dir()];
+    pending.extend(
+        store
+            .blob_dir()
+            .filter(|blobs| blobs.exists())
+            .map(std::path::Path::to_path_buf),
+    );
     while let Some(directory) = pending.pop() {
         for entry in fs_err::read_dir(&directory).expect("readable").flatten() {
             let path = entry.path();
@@ -415,6 +518,11 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
         }
     }
     assert!(files.len() > 5);
+    // The rows of the shared store, when the server kept its runs there.
+    if let Some(rows) = store.dump() {
+        assert!(rows.contains("secret-run"), "{rows}");
+        files.push(("the store's rows".into(), rows));
+    }
     for (_, key) in KEYS {
         for body in &bodies {
             assert!(!body.contains(key), "a response holds a key: {body}");
@@ -516,12 +624,9 @@ fn fabro_run_against_a_server_prints_the_same_lines_and_exit_codes() {
             normalized(&stderr(&local), &local_id),
             "{name}"
         );
-        let manifest = file_json(
-            env.fabro_home()
-                .join("scratch")
-                .join(&remote_id)
-                .join("manifest.json"),
-        );
+        let document = server.get(&format!("/api/v1/runs/{remote_id}"));
+        let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
+        let manifest = record_json(&server.store(), &run_dir, &remote_id, Record::Manifest);
         assert_eq!(manifest["origin"], "server");
     }
     // --server wins over a wrong FABRO_SERVER; an unreachable server exits 2.
@@ -577,27 +682,76 @@ fn fabro_answer_and_fabro_cancel_against_a_server() {
     assert_eq!(code(&unknown), 2);
 }
 
-/// `args` run locally and with `--server`: the same stdout (ages and durations aside)
-/// and the same exit code.
-fn same_with_and_without_server(env: &TestEnv, url: &str, args: &[&str]) -> i32 {
-    let local = fabro(env, args);
-    let mut remote_args = args.to_vec();
-    remote_args.extend(["--server", url]);
-    let remote = fabro(env, &remote_args);
-    assert_eq!(
-        code(&remote),
-        code(&local),
-        "{args:?}: local {} / remote {}",
-        stderr(&local),
-        stderr(&remote)
-    );
-    assert_eq!(
-        normalized(&stdout(&remote), "-"),
-        normalized(&stdout(&local), "-"),
-        "{args:?}: {}",
-        stderr(&remote)
-    );
-    code(&local)
+/// The homes of a local-versus-server comparison: the CLI's and the server's. One home
+/// when the server keeps its runs in it; else the CLI has one of its own, where the
+/// same runs are made locally (in the server's, its run directories would take the
+/// ids). Paths are compared with each home's root as `ROOT`.
+struct Homes {
+    server: TestEnv,
+    cli: Option<TestEnv>,
+}
+
+impl Homes {
+    fn cli(&self) -> &TestEnv {
+        self.cli.as_ref().unwrap_or(&self.server)
+    }
+
+    /// `text` of a command in `env`, normalized (see [`normalized`]) with its root as
+    /// `ROOT`; with two homes, whose runs took their own times, with runs of spaces (table
+    /// columns sized to durations) as one.
+    fn compared(&self, env: &TestEnv, text: &str) -> String {
+        let root = env
+            .fabro_home()
+            .parent()
+            .map(|root| root.display().to_string());
+        let text = normalized(&text.replace(&root.unwrap_or_default(), "ROOT"), "-");
+        if self.cli.is_none() {
+            return text;
+        }
+        text.split(' ')
+            .filter(|word| !word.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// `args` run locally and with `--server`: the same stdout (ages and durations
+    /// aside) and the same exit code.
+    fn same_with_and_without_server(&self, url: &str, args: &[&str]) -> i32 {
+        let local = fabro(self.cli(), args);
+        let mut remote_args = args.to_vec();
+        remote_args.extend(["--server", url]);
+        let remote = fabro(&self.server, &remote_args);
+        assert_eq!(
+            code(&remote),
+            code(&local),
+            "{args:?}: local {} / remote {}",
+            stderr(&local),
+            stderr(&remote)
+        );
+        assert_eq!(
+            self.compared(&self.server, &stdout(&remote)),
+            self.compared(self.cli(), &stdout(&local)),
+            "{args:?}: {}",
+            stderr(&remote)
+        );
+        code(&local)
+    }
+
+    /// `fabro run {workflow} --run-id {run_id}` in the CLI's home and, when it is not
+    /// the server's, through the server too; returns the exit code (the same for both).
+    /// A server run records its workflow's absolute path: with two homes, so does the
+    /// local one.
+    fn run(&self, server: &Server, workflow: &str, run_id: &str) -> i32 {
+        if self.cli.is_none() {
+            return code(&fabro(&self.server, &["run", workflow, "--run-id", run_id]));
+        }
+        let path = self.cli().work_dir().join(workflow).display().to_string();
+        let local = fabro(self.cli(), &["run", &path, "--run-id", run_id]);
+        let args = ["run", workflow, "--run-id", run_id];
+        let remote = fabro_reading(&self.server, &args, Some(server));
+        assert_eq!(code(&remote), code(&local), "{}", stderr(&remote));
+        code(&local)
+    }
 }
 
 #[test]
@@ -605,23 +759,26 @@ fn runs_inspect_events_and_resume_against_a_server_print_what_they_print_locally
     let env = TestEnv::new("server-read");
     let server = Server::start(&env, &[]);
     let url = format!("http://{}", server.address);
+    // Names of one length: the roots' paths are as long in both homes.
+    let homes = Homes {
+        cli: (!server.store().is_home()).then(|| TestEnv::new("cli-home-01")),
+        server: env,
+    };
     let frame = "digraph w {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n";
-    env.write(
-        "ok.fabro",
-        &format!("{frame}  a [shape=parallelogram, script=\"echo a\"]\n  start -> a -> exit\n}}\n"),
-    );
-    env.write(
-        "bad.fabro",
-        &format!("{frame}  a [shape=parallelogram, script=\"exit 1\", goal_gate=true]\n  start -> a -> exit\n}}\n"),
-    );
-    assert_eq!(
-        code(&fabro(&env, &["run", "ok.fabro", "--run-id", "ok-run"])),
-        0
-    );
-    assert_eq!(
-        code(&fabro(&env, &["run", "bad.fabro", "--run-id", "bad-run"])),
-        1
-    );
+    for home in [&homes.server, homes.cli()] {
+        home.write(
+            "ok.fabro",
+            &format!(
+                "{frame}  a [shape=parallelogram, script=\"echo a\"]\n  start -> a -> exit\n}}\n"
+            ),
+        );
+        home.write(
+            "bad.fabro",
+            &format!("{frame}  a [shape=parallelogram, script=\"exit 1\", goal_gate=true]\n  start -> a -> exit\n}}\n"),
+        );
+    }
+    assert_eq!(homes.run(&server, "ok.fabro", "ok-run"), 0);
+    assert_eq!(homes.run(&server, "bad.fabro", "bad-run"), 1);
     for args in [
         &["runs"][..],
         &["runs", "--json"],
@@ -634,7 +791,7 @@ fn runs_inspect_events_and_resume_against_a_server_print_what_they_print_locally
         &["events", "ok-run", "--follow"],
     ] {
         assert_eq!(
-            same_with_and_without_server(&env, &url, args),
+            homes.same_with_and_without_server(&url, args),
             0,
             "{args:?}"
         );
@@ -645,13 +802,13 @@ fn runs_inspect_events_and_resume_against_a_server_print_what_they_print_locally
         &["resume", "nope-nope"],
     ] {
         assert_ne!(
-            same_with_and_without_server(&env, &url, args),
+            homes.same_with_and_without_server(&url, args),
             0,
             "{args:?}"
         );
     }
-    same_with_and_without_server(&env, &url, &["resume", "ok-run"]);
-    same_with_and_without_server(&env, &url, &["resume", "bad-run"]);
+    homes.same_with_and_without_server(&url, &["resume", "ok-run"]);
+    homes.same_with_and_without_server(&url, &["resume", "bad-run"]);
 }
 
 #[test]
@@ -659,10 +816,17 @@ fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
     let env = TestEnv::new("server-resume");
     let server = Server::start(&env, &[]);
     let url = format!("http://{}", server.address);
+    // The local resume's run is started and canceled by a server on the home: on
+    // PostgreSQL, a second server, on the files of the home.
+    let home_server = (!server.store().is_home()).then(|| Server::start_local(&env, &[]));
     for (run_id, marker) in [
         ("nap-local", "napped-local"),
         ("nap-remote", "napped-remote"),
     ] {
+        let server = match (&home_server, run_id) {
+            (Some(home_server), "nap-local") => home_server,
+            _ => &server,
+        };
         let file = format!("{run_id}.fabro");
         env.write(&file, &sleepy(marker));
         let (status, body) = server.request(
@@ -691,10 +855,10 @@ fn resume_against_a_server_continues_a_canceled_run_as_a_local_resume_does() {
     assert_eq!(server.get("/api/v1/runs/nap-remote")["status"], "success");
 }
 
-/// The status of `run_id` in `fabro runs --json`.
-fn listed_status(env: &TestEnv, run_id: &str) -> Value {
-    let runs = fabro(env, &["runs", "--json"]);
-    let listed: Value = serde_json::from_str(&stdout(&runs)).expect("runs --json");
+/// The status of `run_id` in the output of `fabro runs --json`.
+fn listed_status(runs: &Output, run_id: &str) -> Value {
+    let listed: Value = serde_json::from_str(&stdout(runs))
+        .unwrap_or_else(|_| panic!("runs --json: {}{}", stdout(runs), stderr(runs)));
     listed
         .as_array()
         .and_then(|runs| runs.iter().find(|run| run["run_id"] == run_id))
@@ -728,18 +892,30 @@ fn a_queued_run_is_stored_queued_survives_sigterm_and_the_next_server_starts_it(
     assert!(body.contains("\"status\":\"queued\""), "{body}");
     let listed = server.get("/api/v1/runs?status=queued");
     assert_eq!(listed["runs"][0]["run_id"], "waiting-run", "{listed}");
-    assert_eq!(listed_status(&env, "waiting-run"), "queued");
+    let runs = server.read(&env, &["runs", "--json"]);
+    assert_eq!(listed_status(&runs, "waiting-run"), "queued");
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
-    // The running run was canceled; the queued one is still queued in the store.
-    assert_eq!(listed_status(&env, "first-run"), "canceled");
-    assert_eq!(listed_status(&env, "waiting-run"), "queued");
-    let next = Server::start(&env, &[]);
+    // The running run was canceled, in the store; the queued one is still queued, in the
+    // files of the server's home (on both stores: a queued run has no records yet), which
+    // the CLI reads. On PostgreSQL the store is read by a server of another home, which
+    // has no queued run to start.
+    let store = server.store();
+    let elsewhere = TestEnv::new("server-queue-reader");
+    let reader = Reader::new(&store, &elsewhere);
+    let runs = reader.fabro(&env, &["runs", "--json"]);
+    assert_eq!(listed_status(&runs, "first-run"), "canceled");
+    let runs = fabro(&env, &["runs", "--json"]);
+    assert_eq!(listed_status(&runs, "waiting-run"), "queued");
+    drop(reader);
+    let next = Server::start_on(&env, &[], store);
     let document = next.wait_status("waiting-run", &["success", "fail", "canceled"]);
     assert_eq!(document["status"], "success", "{document}");
+    let run_dir = std::path::PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
     assert_eq!(
-        file_json(env.fabro_home().join("scratch/waiting-run/manifest.json"))["origin"],
+        record_json(&next.store(), &run_dir, "waiting-run", Record::Manifest)["origin"],
         "server"
     );
-    assert_eq!(listed_status(&env, "first-run"), "canceled");
+    let runs = next.read(&env, &["runs", "--json"]);
+    assert_eq!(listed_status(&runs, "first-run"), "canceled");
 }

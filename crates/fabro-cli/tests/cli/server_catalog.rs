@@ -65,7 +65,9 @@ fn runs_a_cli_process_starts_ends_and_changes_show_in_the_server_listing() {
     let env = TestEnv::new("server-catalog");
     env.write("w.fabro", TWO_STAGES);
     env.write("gated.fabro", GATED);
-    let server = Server::start(&env, &[]);
+    // The local store whatever `FABRO_TEST_STORE` says: the test is about the files a
+    // CLI process writes under the server's home (the CLI never writes to PostgreSQL).
+    let server = Server::start_local(&env, &[]);
     assert_eq!(listed(&server), []);
 
     // A run another process started and ended after the server listed the store.

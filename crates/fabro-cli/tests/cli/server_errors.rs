@@ -65,7 +65,9 @@ fn a_storage_failure_answers_a_request_id_and_the_log_has_the_full_error() {
         .display()
         .to_string();
 
-    // Without RUST_LOG: errors are logged all the same.
+    // Without RUST_LOG: errors are logged all the same. On the local store whatever
+    // `FABRO_TEST_STORE` says (no `--store`): the failure is a run directory's manifest
+    // broken by hand, which only the local store reads.
     let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
     command
         .args(["server", "--bind", "127.0.0.1:0"])

@@ -137,19 +137,26 @@ fn records_text(text: &str, run_id: &str) -> String {
         .join("\n")
 }
 
-/// `fabro {command} L-{name} {args}` and the same for `R-{name}`, both local: the two
-/// runs' records read the same (e.g. `inspect`, `logs`).
-fn same_records(env: &TestEnv, name: &str, command: &str, args: &[&str]) {
+/// `fabro {command} L-{name} {args}` and the same for `R-{name}`, the second as it reads
+/// the server's runs (locally on the home, else with `--server`): the two runs' records
+/// read the same (e.g. `inspect`, `logs`).
+fn same_records(env: &TestEnv, server: &Server, name: &str, command: &str, args: &[&str]) {
     let (local_id, remote_id) = ids(name);
     let mut local_args = vec![command, local_id.as_str()];
     local_args.extend(args);
     let mut remote_args = vec![command, remote_id.as_str()];
     remote_args.extend(args);
     let local = fabro(env, &local_args);
-    let remote = fabro(env, &remote_args);
     assert_eq!(code(&local), 0, "{local_args:?}: {}", stderr(&local));
-    assert_eq!(code(&remote), 0, "{remote_args:?}: {}", stderr(&remote));
     let mut local_text = records_text(&stdout(&local), &local_id);
+    if command == "logs" && !server.store().is_home() {
+        // `logs` has no `--server`: the stage's files through the API.
+        let remote_text = records_text(&served_output(server, &remote_id, args[0]), &remote_id);
+        assert_eq!(remote_text, local_text, "{command} {args:?}");
+        return;
+    }
+    let remote = server.read(env, &remote_args);
+    assert_eq!(code(&remote), 0, "{remote_args:?}: {}", stderr(&remote));
     let mut remote_text = records_text(&stdout(&remote), &remote_id);
     if args.contains(&"--json") {
         // `inspect --json`: the same document apart from the workflow's path.
@@ -163,6 +170,44 @@ fn same_records(env: &TestEnv, name: &str, command: &str, args: &[&str]) {
         remote_text = document(&remote, &remote_id);
     }
     assert_eq!(remote_text, local_text, "{command} {args:?}");
+}
+
+/// What `fabro logs {run_id} {node_id}` prints, from the files of the node's last stage
+/// that the server serves: a command's stdout then stderr, an agent's response ending
+/// in a newline.
+fn served_output(server: &Server, run_id: &str, node_id: &str) -> String {
+    let (status, body) = server.request("GET", &format!("/api/v1/runs/{run_id}/stages"), None);
+    assert_eq!(status, 200, "{body}");
+    let stages: serde_json::Value = serde_json::from_str(&body).expect("the stages");
+    let stage = stages["stages"]
+        .as_array()
+        .and_then(|stages| {
+            stages
+                .iter()
+                .rev()
+                .find(|stage| stage["node_id"] == node_id)
+        })
+        .unwrap_or_else(|| panic!("no stage of {node_id}: {stages}"))
+        .clone();
+    let file = |name: &str| {
+        let path = format!(
+            "/api/v1/runs/{run_id}/stages/{}/files/{name}",
+            stage["rank"]
+        );
+        match server.request("GET", &path, None) {
+            (200, text) => text,
+            (404, _) => String::new(),
+            (status, text) => panic!("GET {path}: {status} {text}"),
+        }
+    };
+    if stage["handler"] == "command" {
+        return file("stdout.log") + &file("stderr.log");
+    }
+    let mut response = file("response.md");
+    if !response.ends_with('\n') {
+        response.push('\n');
+    }
+    response
 }
 
 #[test]
@@ -185,7 +230,7 @@ fn budget_flags_stop_a_server_run_as_they_stop_a_local_one() {
         true,
     );
     assert_eq!(stopped, 1);
-    same_records(&env, "stages", "inspect", &[]);
+    same_records(&env, &server, "stages", "inspect", &[]);
     let stopped = run_both(
         &env,
         &server,
@@ -201,7 +246,7 @@ fn budget_flags_stop_a_server_run_as_they_stop_a_local_one() {
         true,
     );
     assert_eq!(stopped, 1);
-    same_records(&env, "tokens", "inspect", &[]);
+    same_records(&env, &server, "tokens", "inspect", &[]);
     let stopped = run_both(
         &env,
         &server,
@@ -216,7 +261,7 @@ fn budget_flags_stop_a_server_run_as_they_stop_a_local_one() {
         resume_both(&env, &server, "stages", &["--max-stages", "9"], &[], true),
         1
     );
-    same_records(&env, "stages", "inspect", &[]);
+    same_records(&env, &server, "stages", "inspect", &[]);
     assert_eq!(
         resume_both(
             &env,
@@ -235,7 +280,7 @@ fn budget_flags_stop_a_server_run_as_they_stop_a_local_one() {
         ),
         1
     );
-    same_records(&env, "tokens", "inspect", &[]);
+    same_records(&env, &server, "tokens", "inspect", &[]);
     assert_eq!(
         resume_both(
             &env,
@@ -247,7 +292,7 @@ fn budget_flags_stop_a_server_run_as_they_stop_a_local_one() {
         ),
         0
     );
-    same_records(&env, "time", "inspect", &[]);
+    same_records(&env, &server, "time", "inspect", &[]);
 }
 
 #[test]
@@ -286,7 +331,7 @@ fn max_cost_stops_a_server_run_as_it_stops_a_local_one() {
         true,
     );
     assert_eq!(resumed, 1);
-    same_records(&env, "cost", "inspect", &[]);
+    same_records(&env, &server, "cost", "inspect", &[]);
 }
 
 #[test]
@@ -312,7 +357,7 @@ fn config_and_run_flags_act_on_a_server_run_as_on_a_local_one() {
         ),
         1
     );
-    same_records(&env, "config", "inspect", &[]);
+    same_records(&env, &server, "config", "inspect", &[]);
     for (name, file) in [
         ("broken", "broken.toml"),
         ("unknown", "unknown.toml"),
@@ -353,9 +398,9 @@ fn config_and_run_flags_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "vars", "inspect", &["--json"]);
-    same_records(&env, "vars", "logs", &["say"]);
-    same_records(&env, "vars", "logs", &["think"]);
+    same_records(&env, &server, "vars", "inspect", &["--json"]);
+    same_records(&env, &server, "vars", "logs", &["say"]);
+    same_records(&env, &server, "vars", "logs", &["think"]);
     assert_eq!(
         run_both(
             &env,
@@ -379,7 +424,7 @@ fn config_and_run_flags_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "answer", "inspect", &[]);
+    same_records(&env, &server, "answer", "inspect", &[]);
     assert_eq!(
         run_both(
             &env,
@@ -391,7 +436,7 @@ fn config_and_run_flags_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "approve", "inspect", &[]);
+    same_records(&env, &server, "approve", "inspect", &[]);
     run_both(
         &env,
         &server,
@@ -412,7 +457,7 @@ fn config_and_run_flags_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "dry", "inspect", &["--json"]);
+    same_records(&env, &server, "dry", "inspect", &["--json"]);
     assert_eq!(
         run_both(
             &env,
@@ -501,7 +546,7 @@ fn answer_and_auto_approve_of_resume_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "answer", "inspect", &[]);
+    same_records(&env, &server, "answer", "inspect", &[]);
     assert_eq!(
         resume_both(
             &env,
@@ -513,7 +558,7 @@ fn answer_and_auto_approve_of_resume_act_on_a_server_run_as_on_a_local_one() {
         ),
         0
     );
-    same_records(&env, "approve", "inspect", &[]);
+    same_records(&env, &server, "approve", "inspect", &[]);
     let url = format!("http://{}", server.address);
     let worker = fabro(
         &env,
@@ -525,6 +570,29 @@ fn answer_and_auto_approve_of_resume_act_on_a_server_run_as_on_a_local_one() {
         "{}",
         stderr(&worker)
     );
+}
+
+/// Waits (at most 60 s) until `inspect` shows the run `run_id` (`L-…` in the home,
+/// `R-…` as it reads the server's runs) canceled with at least `stages` stages.
+fn wait_until_canceled(env: &TestEnv, server: &Server, run_id: &str, stages: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let args = ["inspect", run_id, "--json"];
+        let inspected = if run_id.starts_with("R-") {
+            server.read(env, &args)
+        } else {
+            fabro(env, &args)
+        };
+        let document: serde_json::Value =
+            serde_json::from_str(&stdout(&inspected)).unwrap_or_default();
+        if document["status"] == "canceled"
+            && document["stages"].as_array().map_or(0, Vec::len) >= stages
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{run_id}: {document}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -544,10 +612,9 @@ fn detach_starts_a_server_run_and_exits_as_a_local_detach_does() {
         0
     );
     let (local_id, remote_id) = ids("detach");
-    for run_id in [&local_id, &remote_id] {
-        server.wait_status(run_id, &["canceled"]);
-    }
-    same_records(&env, "detach", "inspect", &[]);
+    wait_until_canceled(&env, &server, &local_id, 0);
+    wait_until_canceled(&env, &server, &remote_id, 0);
+    same_records(&env, &server, "detach", "inspect", &[]);
     assert_eq!(
         resume_both(
             &env,
@@ -559,23 +626,10 @@ fn detach_starts_a_server_run_and_exits_as_a_local_detach_does() {
         ),
         0
     );
-    for run_id in [&local_id, &remote_id] {
-        // The resumed run stops again at its new limit.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let inspected = fabro(&env, &["inspect", run_id, "--json"]);
-            let document: serde_json::Value =
-                serde_json::from_str(&stdout(&inspected)).unwrap_or_default();
-            if document["status"] == "canceled"
-                && document["stages"].as_array().map_or(0, Vec::len) >= 6
-            {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{document}");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-    same_records(&env, "detach", "inspect", &[]);
+    // The resumed runs stop again at their new limit.
+    wait_until_canceled(&env, &server, &local_id, 6);
+    wait_until_canceled(&env, &server, &remote_id, 6);
+    same_records(&env, &server, "detach", "inspect", &[]);
 }
 
 #[test]

@@ -194,37 +194,62 @@ impl Drop for Running {
     }
 }
 
-/// The events of the run in `run_dir` so far.
-fn events(run_dir: &Path) -> Vec<Value> {
-    fs_err::read_to_string(run_dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
+/// A run whose events a test reads: its run directory (`events.jsonl`), or a run of a
+/// server, read through its API (the server may keep its runs in PostgreSQL).
+trait RunEvents {
+    /// The run's events so far.
+    fn events(&self) -> Vec<Value>;
 }
 
-fn named(run_dir: &Path, name: &str) -> Vec<Value> {
-    events(run_dir)
+impl RunEvents for PathBuf {
+    fn events(&self) -> Vec<Value> {
+        fs_err::read_to_string(self.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+/// A run of a server.
+struct ServedRun<'a> {
+    server: &'a Server,
+    run_id: &'a str,
+}
+
+impl RunEvents for ServedRun<'_> {
+    fn events(&self) -> Vec<Value> {
+        self.server
+            .stored_events(self.run_id)
+            .iter()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+/// The events of `run` so far.
+fn events(run: &impl RunEvents) -> Vec<Value> {
+    run.events()
+}
+
+fn named(run: &impl RunEvents, name: &str) -> Vec<Value> {
+    events(run)
         .into_iter()
         .filter(|event| event["event"] == name)
         .collect()
 }
 
-/// Waits until the run in `run_dir` has emitted an event `name` that `matches`.
-fn wait_event(run_dir: &Path, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
+/// Waits until `run` has emitted an event `name` that `matches`.
+fn wait_event(run: &impl RunEvents, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        if let Some(event) = named(run_dir, name)
-            .into_iter()
-            .find(|event| matches(event))
-        {
+        if let Some(event) = named(run, name).into_iter().find(|event| matches(event)) {
             return event;
         }
         assert!(
             Instant::now() < deadline,
-            "no {name} event in {}: {:#?}",
-            run_dir.display(),
-            events(run_dir)
+            "no {name} event: {:#?}",
+            events(run)
                 .iter()
                 .map(|event| event["event"].clone())
                 .collect::<Vec<_>>()
@@ -234,15 +259,15 @@ fn wait_event(run_dir: &Path, name: &str, matches: impl Fn(&Value) -> bool) -> V
 }
 
 /// Waits until the agent of stage `work` has started tool call `call_id`.
-fn wait_tool_started(run_dir: &Path, call_id: &str) {
-    wait_event(run_dir, "Agent.ToolCallStarted", |event| {
+fn wait_tool_started(run: &impl RunEvents, call_id: &str) {
+    wait_event(run, "Agent.ToolCallStarted", |event| {
         event["node_id"] == "work" && event["properties"]["call_id"] == call_id
     });
 }
 
 /// Waits until a stage of `node_id` has started.
-fn wait_stage_started(run_dir: &Path, node_id: &str) {
-    wait_event(run_dir, "StageStarted", |event| event["node_id"] == node_id);
+fn wait_stage_started(run: &impl RunEvents, node_id: &str) {
+    wait_event(run, "StageStarted", |event| event["node_id"] == node_id);
 }
 
 /// Every content block of a Messages request, with the role of its message, in order.
@@ -576,9 +601,11 @@ fn steering_through_the_api_and_fabro_steer_server() {
     assert_eq!(status, 201, "{body}");
     let (status, body) = server.request("GET", "/api/v1/runs/a1", None);
     assert_eq!(status, 200, "{body}");
-    let document: Value = serde_json::from_str(&body).expect("the run's document");
-    let run_dir = PathBuf::from(document["run_dir"].as_str().expect("run_dir"));
-    wait_stage_started(&run_dir, "prep");
+    let run = ServedRun {
+        server: &server,
+        run_id: "a1",
+    };
+    wait_stage_started(&run, "prep");
 
     // A command stage runs.
     let (status, body) = steer("Too early", false);
@@ -608,7 +635,7 @@ fn steering_through_the_api_and_fabro_steer_server() {
     steering.open("prep");
 
     // The agent's first tool runs.
-    wait_tool_started(&run_dir, "toolu_1");
+    wait_tool_started(&run, "toolu_1");
     let (status, body) = steer("Use the v2 API", false);
     assert_eq!(status, 202, "{body}");
     assert_eq!(
@@ -618,7 +645,7 @@ fn steering_through_the_api_and_fabro_steer_server() {
     steering.open("tool1");
 
     // Its second tool runs: `fabro steer --server`.
-    wait_tool_started(&run_dir, "toolu_2");
+    wait_tool_started(&run, "toolu_2");
     let remote = fabro(
         &steering.env,
         &["steer", "a1", "Keep the tests", "--server", &url],
@@ -628,7 +655,7 @@ fn steering_through_the_api_and_fabro_steer_server() {
     steering.open("tool2");
 
     server.wait_status("a1", &["success"]);
-    wait_event(&run_dir, "WorkflowRunCompleted", |_| true);
+    wait_event(&run, "WorkflowRunCompleted", |_| true);
     let requests = steering.twin.requests();
     assert_eq!(requests.len(), 3, "two tool calls, then the answer");
     let first = blocks(&requests[0]);
@@ -650,12 +677,12 @@ fn steering_through_the_api_and_fabro_steer_server() {
         "[Steering from api] Keep the tests",
     );
     assert_eq!(occurrences(&requests[2], "Steering from"), 3);
-    let delivered: Vec<Value> = named(&run_dir, "Agent.SteeringDelivered")
+    let delivered: Vec<Value> = named(&run, "Agent.SteeringDelivered")
         .iter()
         .map(|event| event["properties"]["count"].clone())
         .collect();
     assert_eq!(delivered, [json!(1), json!(1), json!(1)]);
-    let sources: Vec<Value> = named(&run_dir, "SteeringQueued")
+    let sources: Vec<Value> = named(&run, "SteeringQueued")
         .iter()
         .map(|event| event["properties"]["source"].clone())
         .collect();

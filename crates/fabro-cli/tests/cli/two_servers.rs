@@ -48,9 +48,10 @@ fn shared_server(env: &TestEnv, database: &TestDatabase, blobs: &Path, in_toml: 
             ),
         )
         .expect("server.toml is written");
-        return Server::start(env, &[]);
+        return Server::start_local(env, &[]);
     }
-    Server::start(
+    // `start_local`: the store is the one named here, whatever `FABRO_TEST_STORE` says.
+    Server::start_local(
         env,
         &[("FABRO_STORE", &database.url()), ("FABRO_BLOBS", &blobs)],
     )

@@ -55,8 +55,16 @@ async fn the_pages_of_a_thousand_stages_and_a_thousand_runs_are_interactive_with
     // `FABRO_UI_PERF_BIN` names another `fabro` to serve the pages (a release build).
     let program = std::env::var_os("FABRO_UI_PERF_BIN")
         .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_fabro")), PathBuf::from);
-    let serve =
-        |home: &str| Server::start_program(&env, &program, "127.0.0.1:0", &[("FABRO_HOME", home)]);
+    let serve = |home: &str| {
+        let store = fabro_test_support::ServerStore::local();
+        Server::start_program(
+            &env,
+            &program,
+            "127.0.0.1:0",
+            &[("FABRO_HOME", home)],
+            store,
+        )
+    };
     let server = serve(&stages_home);
     let run: Value = server.api("/api/v1/runs");
     let run_id = run["runs"][0]["run_id"]
