@@ -123,6 +123,14 @@ impl ProgressSink {
     }
 }
 
+impl ProgressSink {
+    /// Names the nodes as the workflow file `workflow` does, until the run's own
+    /// `graph.fabro` says otherwise: the file a client started a server's run from.
+    pub(crate) fn name_nodes_from(&self, workflow: &Path) {
+        self.shared.lock().names = node_names(workflow);
+    }
+}
+
 impl Drop for ProgressSink {
     fn drop(&mut self) {
         self.shared.lock().stopped = true;
@@ -145,7 +153,12 @@ impl EventSink for ProgressSink {
         let choice = match &envelope.kind {
             EventKind::WorkflowRunStarted(started) => {
                 let run_dir = PathBuf::from(&started.run_dir);
-                state.names = node_names(&run_dir);
+                let names = node_names(&run_dir.join("graph.fabro"));
+                // A run whose records are elsewhere (a shared store) keeps the names of
+                // the workflow file it was started from, if any.
+                if !names.is_empty() {
+                    state.names = names;
+                }
                 state.run_dir = Some(run_dir);
                 return;
             }
@@ -225,9 +238,8 @@ fn stage_dir(run_dir: &Path, rank: u32, node: &str, visit: u32) -> PathBuf {
 /// How progress lines name the nodes of the run's `graph.fabro`: `Label (id)` for nodes
 /// with a label of their own, by id. Empty when the file cannot be read: lines then use
 /// the ids.
-fn node_names(run_dir: &Path) -> HashMap<String, String> {
-    let path = run_dir.join("graph.fabro");
-    let Ok(text) = fs_err::read_to_string(&path) else {
+fn node_names(path: &Path) -> HashMap<String, String> {
+    let Ok(text) = fs_err::read_to_string(path) else {
         return HashMap::new();
     };
     let variables = fabro_language::Variables::new("", std::collections::BTreeMap::new());
@@ -236,7 +248,7 @@ fn node_names(run_dir: &Path) -> HashMap<String, String> {
         variables: &variables,
         models: &fabro_language::AnyModel,
     };
-    let checked = fabro_language::check(&path, &text, &options);
+    let checked = fabro_language::check(path, &text, &options);
     let Some(workflow) = checked.workflow else {
         return HashMap::new();
     };

@@ -95,7 +95,12 @@ impl RunPaths {
 
     /// `stages/{rank:03}-{node_id}@{visit}` (SPEC 7.5).
     pub fn stage_dir(&self, rank: u32, node_id: &str, visit: u32) -> PathBuf {
-        self.run_dir
+        RunPaths::stage_dir_in(&self.run_dir, rank, node_id, visit)
+    }
+
+    /// [`RunPaths::stage_dir`] of the run directory `run_dir`.
+    pub fn stage_dir_in(run_dir: &Path, rank: u32, node_id: &str, visit: u32) -> PathBuf {
+        run_dir
             .join("stages")
             .join(format!("{rank:03}-{node_id}@{visit}"))
     }

@@ -7,6 +7,7 @@ mod branching;
 mod stream;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 pub(crate) use branching::{fork, rewind};
@@ -232,7 +233,12 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
-        follow(&remote, (&run_id, None), args.json, signals, output).await
+        let started = Started {
+            run_id: &run_id,
+            after: None,
+            workflow: Some(&workflow),
+        };
+        follow(&remote, started, args.json, signals, output).await
     })
 }
 
@@ -313,18 +319,26 @@ async fn print_detached(
     Ok(Status::Success)
 }
 
+/// A run a client started (or resumed) on a server, to follow.
+struct Started<'a> {
+    run_id: &'a str,
+    /// The id of the last event before this run (or resume) started.
+    after: Option<u64>,
+    /// The workflow file it was started from, on the client's side.
+    workflow: Option<&'a Path>,
+}
+
 /// Prints the `run_id`/`run_dir` lines, drives the progress view from the run's event
 /// stream, prints the `status` lines and returns the run's exit status, as a local run.
-/// `after`: the id of the last event before this run (or resume) started; `signals`:
-/// the Ctrl-C that cancels the run.
+/// `signals`: the Ctrl-C that cancels the run.
 async fn follow(
     remote: &Client,
-    (run_id, after): (&str, Option<u64>),
+    started: Started<'_>,
     json: bool,
     signals: Option<Signals>,
     output: &mut Output,
 ) -> Result<Status, CliError> {
-    let run_id = run_id.to_owned();
+    let (run_id, after) = (started.run_id.to_owned(), started.after);
     let document = remote.peek_run(&run_id).await.map_err(refused)?;
     if !json {
         output.out(&format!(
@@ -335,6 +349,9 @@ async fn follow(
         ));
     }
     let progress = (!json).then(|| Arc::new(ProgressSink::new(output.stderr_color())));
+    if let (Some(progress), Some(workflow)) = (&progress, started.workflow) {
+        progress.name_nodes_from(workflow);
+    }
     let sink: Arc<dyn EventSink> = match &progress {
         Some(progress) => progress.clone(),
         None => Arc::new(JsonSink::new()),
@@ -617,7 +634,12 @@ pub(crate) fn resume(
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
-        follow(&remote, (&run_id, after), args.json, signals, output).await
+        let started = Started {
+            run_id: &run_id,
+            after,
+            workflow: None,
+        };
+        follow(&remote, started, args.json, signals, output).await
     })
 }
 

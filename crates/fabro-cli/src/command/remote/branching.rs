@@ -5,7 +5,7 @@
 use fabro_api::{ForkRequest, RewindRequest};
 use fabro_engine::configuration::CostLimit;
 
-use super::{answer_labels, follow, not_remote, print_detached, refused, remote, Signals};
+use super::{answer_labels, follow, not_remote, print_detached, refused, remote, Signals, Started};
 use crate::args::{ForkArgs, RewindArgs};
 use crate::error::{CliError, Status};
 use crate::output::Output;
@@ -50,7 +50,12 @@ pub(crate) fn fork(url: &str, args: &ForkArgs, output: &mut Output) -> Result<St
         if args.detach {
             return print_detached(&remote, &run_id, output).await;
         }
-        follow(&remote, (&run_id, None), args.json, signals, output).await
+        let started = Started {
+            run_id: &run_id,
+            after: None,
+            workflow: None,
+        };
+        follow(&remote, started, args.json, signals, output).await
     })
 }
 

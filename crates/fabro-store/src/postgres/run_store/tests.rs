@@ -701,3 +701,65 @@ fn a_listing_is_kept_until_a_process_changes_a_run() {
             == RunStatus::Interrupted
     });
 }
+
+/// SPEC 7.5 on a shared store: a running stage's files are read where they grow on the
+/// machine that executes it (a command's live output); once the stage has its status,
+/// what was stored.
+#[test]
+fn a_running_stage_file_is_read_live_on_the_executing_machine() {
+    let Some((_database, store)) = store("pg_a_running_stage_file_is_read_live") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let run = RunId::from("live");
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest: &manifest("live", "2026-01-01T00:00:00Z"),
+                run_dir: Some(scratch.path()),
+            },
+        )
+        .expect("records");
+    let path = RunPaths::stage_dir_in(scratch.path(), 1, "build", 1);
+    fs_err::create_dir_all(&path).expect("stage directory");
+    let stage = StageDir {
+        rank: 1,
+        node_id: "build".to_owned(),
+        visit: 1,
+        path: path.clone(),
+    };
+    fs_err::write(path.join("stdout.log"), "one\n").expect("writes");
+    store.save_stage(&run, &stage).expect("saves");
+    fs_err::write(path.join("stdout.log"), "one\ntwo\n").expect("writes");
+    assert_eq!(
+        store.stage_file(&run, 1, "stdout.log").expect("reads"),
+        Some(b"one\ntwo\n".to_vec())
+    );
+    fs_err::write(path.join("status.json"), "{}").expect("writes");
+    store.save_stage(&run, &stage).expect("saves");
+    fs_err::write(path.join("stdout.log"), "changed on disk").expect("writes");
+    assert_eq!(
+        store.stage_file(&run, 1, "stdout.log").expect("reads"),
+        Some(b"one\ntwo\n".to_vec())
+    );
+    // A running stage whose directory is not on this machine: what was stored.
+    let path = RunPaths::stage_dir_in(scratch.path(), 2, "deploy", 1);
+    fs_err::create_dir_all(&path).expect("stage directory");
+    fs_err::write(path.join("stdout.log"), "started").expect("writes");
+    let deploy = StageDir {
+        rank: 2,
+        node_id: "deploy".to_owned(),
+        visit: 1,
+        path: path.clone(),
+    };
+    store.save_stage(&run, &deploy).expect("saves");
+    fs_err::remove_dir_all(&path).expect("removes");
+    assert_eq!(
+        store.stage_file(&run, 2, "stdout.log").expect("reads"),
+        Some(b"started".to_vec())
+    );
+}
