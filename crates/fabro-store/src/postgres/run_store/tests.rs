@@ -5,6 +5,7 @@
 use fabro_engine::backend::{ChangeHint, Emitter};
 use fabro_engine::configuration::RunConfig;
 use fabro_engine::gate::Question;
+use fabro_engine::local::RunPaths;
 use fabro_engine::{Event, FiledAnswer, StoredEvent};
 use fabro_test_support::TestDatabase;
 
