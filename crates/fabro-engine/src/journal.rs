@@ -61,6 +61,29 @@ enum Record {
     Delta(Box<CheckpointDelta>),
 }
 
+impl Record {
+    /// Applies the record to the state of the records before it (`None`: none yet) and
+    /// gives `visit` the state after it; a delta before any checkpoint is an error.
+    fn replay_onto(
+        self,
+        state: &mut Option<Checkpoint>,
+        visit: &mut dyn FnMut(&Checkpoint),
+    ) -> Result<(), &'static str> {
+        match (self, state.as_mut()) {
+            (Record::Checkpoint(checkpoint), _) => {
+                visit(&checkpoint);
+                *state = Some(*checkpoint);
+            }
+            (Record::Delta(delta), Some(current)) => {
+                delta.apply(current);
+                visit(current);
+            }
+            (Record::Delta(_), None) => return Err("a delta before the first checkpoint"),
+        }
+        Ok(())
+    }
+}
+
 /// Changes to a map field: keys set (added or changed) and keys removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(bound(deserialize = "V: DeserializeOwned"))]
@@ -565,22 +588,12 @@ fn replay_visiting(
                 })
             }
         };
-        match (record, state.as_mut()) {
-            (Record::Checkpoint(checkpoint), _) => {
-                visit(&checkpoint);
-                state = Some(*checkpoint);
-            }
-            (Record::Delta(delta), Some(current)) => {
-                delta.apply(current);
-                visit(current);
-            }
-            (Record::Delta(_), None) => {
-                return Err(JournalError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: line_number,
-                    message: "a delta before the first checkpoint".to_owned(),
-                })
-            }
+        if let Err(message) = record.replay_onto(&mut state, visit) {
+            return Err(JournalError::Corrupt {
+                path: path.to_path_buf(),
+                line: line_number,
+                message: message.to_owned(),
+            });
         }
         offset = next_offset;
         valid_length = offset as u64;

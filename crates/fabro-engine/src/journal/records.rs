@@ -88,22 +88,9 @@ pub fn replay_records<'a>(
                 Err(_) => return Err((position + 1, error.to_string())),
             },
         };
-        match (record, state.as_mut()) {
-            (Record::Checkpoint(checkpoint), _) => {
-                visit(&checkpoint);
-                state = Some(*checkpoint);
-            }
-            (Record::Delta(delta), Some(current)) => {
-                delta.apply(current);
-                visit(current);
-            }
-            (Record::Delta(_), None) => {
-                return Err((
-                    position + 1,
-                    "a delta before the first checkpoint".to_owned(),
-                ))
-            }
-        }
+        record
+            .replay_onto(&mut state, visit)
+            .map_err(|message| (position + 1, message.to_owned()))?;
     }
     Ok(state)
 }
