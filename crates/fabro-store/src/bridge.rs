@@ -52,6 +52,12 @@ impl Bridge {
         self.jobs.send(job).ok()?;
         receiver.recv().ok()
     }
+
+    /// Runs `future` on the bridge's runtime without waiting for it; nothing happens
+    /// when the bridge's thread is gone.
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+        let _ = self.jobs.send(Box::pin(future));
+    }
 }
 
 #[cfg(test)]

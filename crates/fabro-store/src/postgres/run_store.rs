@@ -27,6 +27,7 @@ use sqlx::postgres::PgPool;
 use self::listing::Listings;
 pub use self::listing::RUNS_CHANNEL;
 use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
+use self::writer::{Batch, RunWriter, SavedStage, Writers};
 use super::PgStore;
 use crate::bridge::Bridge;
 
@@ -51,6 +52,8 @@ pub struct PgRunStore {
     notices: std::sync::Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<Notice>>>,
     /// The kept run list.
     listings: std::sync::Arc<Listings>,
+    /// The writers of the runs that execute through this store.
+    writers: Writers,
 }
 
 /// A row of `run_stages` (or `rewound_stages`) as the engine's stage.
@@ -126,6 +129,7 @@ impl PgRunStore {
             bridge,
             notices: std::sync::Arc::default(),
             listings: std::sync::Arc::default(),
+            writers: Writers::default(),
         })
     }
 
@@ -298,9 +302,7 @@ impl RunStore for PgRunStore {
             Opening::Resume => self.load_checkpoint(run_id)?,
         };
         Ok(Box::new(PgCheckpointLog {
-            pool: self.pool.clone(),
-            bridge: self.bridge.clone(),
-            run_id: run_id.clone(),
+            writer: self.writer(run_id),
             records: fabro_engine::backend::JournalRecords::after(last),
             bytes: Vec::new(),
         }))
@@ -432,15 +434,14 @@ impl RunStore for PgRunStore {
         })?;
         Ok(OpenedEvents {
             log: Box::new(PgEventLog {
-                pool: self.fast.clone(),
-                bridge: self.bridge.clone(),
-                run_id: run_id.clone(),
+                writer: self.writer(run_id),
             }),
             next_id: u64::try_from(next_id).unwrap_or(1),
         })
     }
 
     fn read_events(&self, run_id: &RunId, from_id: u64) -> Result<Vec<EventEnvelope>, StoreError> {
+        self.writers.settle(run_id);
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let from = i64::try_from(from_id).unwrap_or(i64::MAX);
@@ -487,6 +488,8 @@ impl RunStore for PgRunStore {
     }
 
     fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
+        // The run's last events first: a stream that sees the end has them.
+        self.writers.settle(run_id);
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot register the end of run {run_id}");
@@ -554,6 +557,7 @@ impl RunStore for PgRunStore {
     }
 
     fn stages(&self, run_id: &RunId) -> Result<Vec<StoredStage>, StoreError> {
+        self.writers.settle(run_id);
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot read the stages of run {run_id}");
@@ -579,50 +583,23 @@ impl RunStore for PgRunStore {
         self.read_stage_file(run_id, rank, name)
     }
 
-    /// Replaces the row of the stage's rank and its files, in one transaction.
+    /// Replaces the row of the stage's rank and its files, in one transaction: queued on
+    /// the run's writer while it executes here, written at once otherwise.
     fn save_stage(&self, run_id: &RunId, stage: &StageDir) -> Result<(), StoreError> {
-        let copy = StageCopy::read(stage)?;
-        let pool = self.fast.clone();
+        let stage = SavedStage::new(StageCopy::read(stage)?);
+        let action = format!("cannot save stage {} of run {run_id}", stage.rank());
+        if let Some(writer) = self.writers.get(run_id) {
+            return writer
+                .save_stage(stage)
+                .map_err(|error| StoreError::backend(action, std::io::Error::other(error)));
+        }
+        let (pool, fast) = (self.pool.clone(), self.fast.clone());
         let id = run_id.as_str().to_owned();
-        let action = format!("cannot save stage {} of run {run_id}", stage.rank);
-        let rank = i64::from(copy.stage.rank);
-        let status = copy
-            .contents
-            .iter()
-            .find(|(name, _)| name == "status.json")
-            .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned());
-        let (paths, contents): (Vec<String>, Vec<Vec<u8>>) = copy
-            .contents
-            .into_iter()
-            .map(|(name, bytes)| (format!("{rank}/{name}"), bytes))
-            .unzip();
         self.run(&action.clone(), async move {
-            // One statement, so one round trip and one transaction: the row, the files
-            // it no longer has removed, and the ones it has written (no row is touched
-            // twice, as one statement requires).
-            sqlx::query(
-                "WITH staged AS (INSERT INTO run_stages (run_id, rank, node_id, visit, status, \
-                 files) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, rank) DO UPDATE \
-                 SET node_id = $3, visit = $4, status = $5, files = $6), \
-                 dropped AS (DELETE FROM stage_files WHERE run_id = $1 AND path LIKE $7 \
-                 AND NOT (path = ANY($8))) \
-                 INSERT INTO stage_files (run_id, path, content) \
-                 SELECT $1, path, content FROM unnest($8::text[], $9::bytea[]) AS f(path, content) \
-                 ON CONFLICT (run_id, path) DO UPDATE SET content = excluded.content, blob = NULL",
-            )
-            .bind(&id)
-            .bind(rank)
-            .bind(&copy.stage.node_id)
-            .bind(i64::from(copy.stage.visit))
-            .bind(&status)
-            .bind(&copy.stage.files)
-            .bind(format!("{rank}/%"))
-            .bind(&paths)
-            .bind(&contents)
-            .execute(&pool)
-            .await
-            .map(|_| ())
-            .map_err(backend(&action))
+            Batch::stage(stage)
+                .write(&id, &pool, &fast)
+                .await
+                .map_err(backend(&action))
         })
     }
 
@@ -632,6 +609,7 @@ impl RunStore for PgRunStore {
             bridge: self.bridge.clone(),
             run_id: run_id.clone(),
             after,
+            writers: self.writers.clone(),
         })
     }
 
@@ -699,8 +677,15 @@ impl RunStore for PgRunStore {
 }
 
 impl PgRunStore {
+    /// The writer of `run_id`'s logs (see [`writer`]).
+    fn writer(&self, run_id: &RunId) -> std::sync::Arc<RunWriter> {
+        self.writers
+            .open(&self.bridge, run_id, &self.pool, &self.fast)
+    }
+
     /// The id of the run's last stored event, 0 when it has none.
     fn max_event_id(&self, run_id: &RunId) -> Result<u64, StoreError> {
+        self.writers.settle(run_id);
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot read the events of run {run_id}");
@@ -761,6 +746,7 @@ mod notices;
 mod questions;
 mod rewound;
 mod stage_files;
+mod writer;
 
 #[cfg(test)]
 mod tests;

@@ -313,6 +313,10 @@ impl PgRunStore {
     /// The listed runs whose id is `run` or begins with it (at most [`MATCHED`]), read
     /// now, each `running` one checked against its lock.
     pub(super) fn read_matching(&self, run: &str) -> Result<Vec<RunRecord>, StoreError> {
+        if run.contains('\0') {
+            // PostgreSQL's text holds no NUL, so no id has one: nothing to ask.
+            return Ok(Vec::new());
+        }
         let pool = self.pool.clone();
         let pattern = format!(
             "{}%",

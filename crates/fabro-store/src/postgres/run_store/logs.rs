@@ -1,6 +1,8 @@
 //! The logs and the lease a [`PgRunStore`](super::PgRunStore) opens for a run: its lock
-//! (a connection holding an advisory lock), its checkpoint log, its event log and its
-//! event readers.
+//! (a connection holding an advisory lock), its checkpoint log and its event log (both
+//! written by the run's [`RunWriter`]), and its event readers.
+
+use std::sync::Arc;
 
 use fabro_engine::backend::{
     ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog,
@@ -10,7 +12,8 @@ use fabro_engine::{EventReader, RunId, StoreError, StoredEvent};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::Connection;
 
-use super::{backend, EVENTS_CHANNEL};
+use super::backend;
+use super::writer::{RunWriter, Writers};
 use crate::bridge::Bridge;
 
 /// A run's lock: the connection that holds its advisory lock. Dropping it closes the
@@ -41,13 +44,11 @@ impl Drop for PgLease {
 }
 
 /// A run's checkpoints: each write appends its journal record (the first checkpoint
-/// whole, then what changed, as the local journal) and replaces the newest, in one
-/// statement.
+/// whole, then what changed, as the local journal) and replaces the newest, in the
+/// statement of the run's [`RunWriter`] that also writes what was queued before it.
 #[derive(Debug)]
 pub(super) struct PgCheckpointLog {
-    pub(super) pool: PgPool,
-    pub(super) bridge: Bridge,
-    pub(super) run_id: RunId,
+    pub(super) writer: Arc<RunWriter>,
     pub(super) records: JournalRecords,
     pub(super) bytes: Vec<u8>,
 }
@@ -58,10 +59,8 @@ impl CheckpointLog for PgCheckpointLog {
         checkpoint: &CheckpointView<'_>,
         hint: &ChangeHint<'_>,
     ) -> Result<&[u8], CheckpointError> {
-        let run = self.run_id.clone();
-        let failed = |source: Box<dyn std::error::Error + Send + Sync>| {
-            CheckpointError::Backend(format!("run {run}: {source}").into())
-        };
+        let failed =
+            |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::Backend(source);
         let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
         // A write that fails stops the run (an engine error): the log is not written again,
         // and a resume opens another from what is stored.
@@ -70,35 +69,9 @@ impl CheckpointLog for PgCheckpointLog {
             .record(checkpoint, hint)
             .map_err(|error| failed(Box::new(error)))?;
         let record = String::from_utf8_lossy(record).into_owned();
-        let pool = self.pool.clone();
-        let run_id = self.run_id.as_str().to_owned();
-        let full = text.clone();
-        let stored = self.bridge.run(async move {
-            // One statement, so one round trip and one transaction. A new run's first
-            // checkpoint comes before its records (a run killed between the two has its
-            // checkpoint, as with the local store): its row is made here, without a
-            // manifest, so that no listing shows it until the records arrive. The
-            // foreign keys are checked at the end of the statement, when the row exists.
-            sqlx::query(
-                "WITH made AS (INSERT INTO runs (run_id, workflow_name, status) \
-                 VALUES ($1, '', 'running') ON CONFLICT (run_id) DO NOTHING), \
-                 journaled AS (INSERT INTO run_journal (run_id, seq, record) \
-                 SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM run_journal WHERE run_id = $1) \
-                 INSERT INTO run_checkpoints (run_id, checkpoint) VALUES ($1, $3) \
-                 ON CONFLICT (run_id) DO UPDATE SET checkpoint = $3, updated_at = now()",
-            )
-            .bind(&run_id)
-            .bind(&record)
-            .bind(&full)
-            .execute(&pool)
-            .await
-            .map(|_| ())
-        });
-        match stored {
-            Some(Ok(())) => {}
-            Some(Err(error)) => return Err(failed(Box::new(error))),
-            None => return Err(failed("the store's thread stopped".into())),
-        }
+        self.writer
+            .checkpoint(record, text.clone())
+            .map_err(|error| failed(error.into()))?;
         self.bytes = text.into_bytes();
         self.bytes.push(b'\n');
         Ok(&self.bytes)
@@ -109,13 +82,11 @@ impl CheckpointLog for PgCheckpointLog {
     }
 }
 
-/// A run's events: each append stores the envelope under its id and wakes the streams
-/// of every server with `NOTIFY`, in one statement (on the store's pool of
-/// asynchronous commits).
+/// A run's events: each append is queued on the run's [`RunWriter`], which stores the
+/// envelope under its id and wakes the streams of every server with `NOTIFY`. Dropping
+/// the log waits for what is queued.
 pub(super) struct PgEventLog {
-    pub(super) pool: PgPool,
-    pub(super) bridge: Bridge,
-    pub(super) run_id: RunId,
+    pub(super) writer: Arc<RunWriter>,
 }
 
 /// The id of a serialised envelope.
@@ -132,27 +103,14 @@ impl EventLog for PgEventLog {
             .to_owned();
         let id: EnvelopeId = serde_json::from_str(&text).map_err(std::io::Error::other)?;
         let id = i64::try_from(id.id).map_err(std::io::Error::other)?;
-        let pool = self.pool.clone();
-        let run_id = self.run_id.as_str().to_owned();
-        self.bridge
-            .run(async move {
-                // One statement, so one round trip; the notification goes out when it
-                // commits.
-                sqlx::query(
-                    "WITH stored AS (INSERT INTO run_events (run_id, id, envelope) \
-                     VALUES ($1, $2, $3) RETURNING run_id) \
-                     SELECT pg_notify($4, run_id) FROM stored",
-                )
-                .bind(&run_id)
-                .bind(id)
-                .bind(&text)
-                .bind(EVENTS_CHANNEL)
-                .execute(&pool)
-                .await
-                .map(|_| ())
-            })
-            .ok_or_else(|| std::io::Error::other("the store's thread stopped"))?
-            .map_err(std::io::Error::other)
+        self.writer.append(id, text).map_err(std::io::Error::other)
+    }
+}
+
+impl Drop for PgEventLog {
+    fn drop(&mut self) {
+        // A failure was reported by the append or the checkpoint it refused.
+        let _ = self.writer.flush();
     }
 }
 
@@ -162,10 +120,12 @@ pub(super) struct PgEventReader {
     pub(super) bridge: Bridge,
     pub(super) run_id: RunId,
     pub(super) after: u64,
+    pub(super) writers: Writers,
 }
 
 impl EventReader for PgEventReader {
     fn read_new(&mut self) -> Result<Vec<StoredEvent>, StoreError> {
+        self.writers.settle(&self.run_id);
         let pool = self.pool.clone();
         let id = self.run_id.as_str().to_owned();
         let after = i64::try_from(self.after).unwrap_or(i64::MAX);

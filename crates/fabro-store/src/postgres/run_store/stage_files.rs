@@ -29,6 +29,7 @@ impl PgRunStore {
         if !STAGE_FILES.contains(&name) {
             return Ok(None);
         }
+        self.writers.settle(run_id);
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let path = format!("{rank}/{name}");

@@ -284,13 +284,21 @@ fn events_keep_their_ids_and_read_from_an_id() {
     assert_eq!(opened.next_id, 4, "numbering continues");
     // A torn envelope never reaches the table: the append fails whole.
     assert!(opened.log.append(b"{\"id\":4,\"torn").is_err());
-    // An id stored twice is refused (the table is the source of truth).
-    assert!(opened
-        .log
-        .append(b"{\"id\":3,\"ts\":\"t\",\"run_id\":\"r2\",\"event\":\"Warning\"}\n")
-        .is_err());
     let emitter = Emitter::with_log("r2", opened.log, opened.next_id, Vec::new());
     emitter.emit(Event::warning(None, "four", "m"));
+    drop(emitter);
+    // An id stored twice is refused (the table is the source of truth): the append is
+    // queued, and its refusal refuses every later write of the run.
+    let mut again = store.open_events(&run, Opening::Resume).expect("reopens");
+    let _queued = again
+        .log
+        .append(b"{\"id\":3,\"ts\":\"t\",\"run_id\":\"r2\",\"event\":\"Warning\"}\n");
+    let _settled = store.read_events(&run, 1);
+    assert!(again
+        .log
+        .append(b"{\"id\":5,\"ts\":\"t\",\"run_id\":\"r2\",\"event\":\"Warning\"}\n")
+        .is_err());
+    drop(again);
     let ids: Vec<u64> = store
         .read_events(&run, 3)
         .expect("reads")
@@ -764,3 +772,5 @@ fn a_running_stage_file_is_read_live_on_the_executing_machine() {
         Some(b"started".to_vec())
     );
 }
+
+mod queued;

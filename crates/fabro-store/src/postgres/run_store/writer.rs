@@ -1,0 +1,384 @@
+//! A run's writer: the events and stage saves of a run that executes here go to a queue
+//! instead of a round trip each, and a task on the store's bridge writes what waits in
+//! one statement; a checkpoint closes the statement it joins and its writer waits for it
+//! (a synchronous commit, which makes what came before it durable too).
+//!
+//! So a stage costs the engine the round trip of its checkpoint and, at most, that of
+//! the statement already under way, instead of one per event and per save. What is
+//! queued is written in order, before anything queued after it; the first failure is
+//! kept and refuses every later write of the run (the run stops as an engine error, as
+//! when an append fails), and reads of the run through this store wait for what is
+//! queued, so a process reads its own writes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use fabro_engine::backend::StageCopy;
+use fabro_engine::RunId;
+use sqlx::postgres::PgPool;
+use tokio::sync::mpsc;
+
+use super::EVENTS_CHANNEL;
+use crate::bridge::Bridge;
+
+/// One statement for everything a batch holds: its events (and the `NOTIFY` that
+/// wakes streams when there are any), its stages with their files (the files a stage no
+/// longer has removed), and its checkpoint (the journal record and the newest
+/// checkpoint; a new run's row made, without a manifest, when the checkpoint comes
+/// before the records). Parts with nothing to write insert no rows; no row is touched
+/// twice, as one statement requires (a batch keeps one save per stage).
+const WRITE: &str = "WITH ev AS (INSERT INTO run_events (run_id, id, envelope) \
+     SELECT $1, i, e FROM unnest($2::bigint[], $3::text[]) AS t(i, e) RETURNING id), \
+     st AS (INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
+     SELECT $1, r, n, v, s, ARRAY(SELECT json_array_elements_text(f::json)) \
+     FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[]) \
+     AS t(r, n, v, s, f) ON CONFLICT (run_id, rank) DO UPDATE SET node_id = excluded.node_id, \
+     visit = excluded.visit, status = excluded.status, files = excluded.files), \
+     dropped AS (DELETE FROM stage_files WHERE run_id = $1 AND path LIKE ANY ($9::text[]) \
+     AND NOT (path = ANY ($10::text[]))), \
+     filed AS (INSERT INTO stage_files (run_id, path, content) \
+     SELECT $1, p, c FROM unnest($10::text[], $11::bytea[]) AS f(p, c) \
+     ON CONFLICT (run_id, path) DO UPDATE SET content = excluded.content, blob = NULL), \
+     made AS (INSERT INTO runs (run_id, workflow_name, status) \
+     SELECT $1, '', 'running' WHERE $12::text IS NOT NULL ON CONFLICT (run_id) DO NOTHING), \
+     journaled AS (INSERT INTO run_journal (run_id, seq, record) \
+     SELECT $1, coalesce(max(seq), 0) + 1, $12::text FROM run_journal WHERE run_id = $1 \
+     HAVING $12::text IS NOT NULL), \
+     kept AS (INSERT INTO run_checkpoints (run_id, checkpoint) \
+     SELECT $1, $13::text WHERE $13::text IS NOT NULL \
+     ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = now()) \
+     SELECT pg_notify($14, $1) WHERE EXISTS (SELECT 1 FROM ev)";
+
+/// A stage as saved: its row and its files under `{rank}/{name}`.
+#[derive(Debug)]
+pub(super) struct SavedStage {
+    rank: i64,
+    node_id: String,
+    visit: i64,
+    status: Option<String>,
+    files: Vec<String>,
+    contents: Vec<(String, Vec<u8>)>,
+}
+
+impl SavedStage {
+    /// The save of `copy`, a stage directory as read now.
+    pub(super) fn new(copy: StageCopy) -> SavedStage {
+        let rank = i64::from(copy.stage.rank);
+        let status = copy
+            .contents
+            .iter()
+            .find(|(name, _)| name == "status.json")
+            .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned());
+        SavedStage {
+            rank,
+            node_id: copy.stage.node_id,
+            visit: i64::from(copy.stage.visit),
+            status,
+            files: copy.stage.files,
+            contents: copy
+                .contents
+                .into_iter()
+                .map(|(name, bytes)| (format!("{rank}/{name}"), bytes))
+                .collect(),
+        }
+    }
+
+    /// The rank, for errors.
+    pub(super) fn rank(&self) -> i64 {
+        self.rank
+    }
+}
+
+/// What one statement writes.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    events: Vec<(i64, String)>,
+    stages: Vec<SavedStage>,
+    /// The journal record and the whole checkpoint.
+    checkpoint: Option<(String, String)>,
+}
+
+impl Batch {
+    /// A batch of one stage save.
+    pub(super) fn stage(stage: SavedStage) -> Batch {
+        Batch {
+            stages: vec![stage],
+            ..Batch::default()
+        }
+    }
+
+    /// Adds `stage`; a later save of the same rank replaces the earlier (a save copies
+    /// the whole stage directory).
+    fn add_stage(&mut self, stage: SavedStage) {
+        match self
+            .stages
+            .iter_mut()
+            .find(|saved| saved.rank == stage.rank)
+        {
+            Some(saved) => *saved = stage,
+            None => self.stages.push(stage),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.stages.is_empty() && self.checkpoint.is_none()
+    }
+
+    /// Writes the batch in one statement: with a synchronous commit on `pool` when it
+    /// holds a checkpoint, on `fast` (commits that do not wait for their WAL to be
+    /// flushed; the next checkpoint flushes them) otherwise.
+    pub(super) async fn write(
+        self,
+        run_id: &str,
+        pool: &PgPool,
+        fast: &PgPool,
+    ) -> Result<(), sqlx::Error> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let (ids, envelopes): (Vec<i64>, Vec<String>) = self.events.into_iter().unzip();
+        let mut ranks = Vec::new();
+        let mut nodes = Vec::new();
+        let mut visits = Vec::new();
+        let mut statuses = Vec::new();
+        let mut files = Vec::new();
+        let mut patterns = Vec::new();
+        let mut paths = Vec::new();
+        let mut contents = Vec::new();
+        for stage in self.stages {
+            ranks.push(stage.rank);
+            nodes.push(stage.node_id);
+            visits.push(stage.visit);
+            statuses.push(stage.status);
+            files.push(serde_json::Value::from(stage.files).to_string());
+            patterns.push(format!("{}/%", stage.rank));
+            for (path, bytes) in stage.contents {
+                paths.push(path);
+                contents.push(bytes);
+            }
+        }
+        let (record, checkpoint) = self.checkpoint.unzip();
+        let pool = if checkpoint.is_some() { pool } else { fast };
+        sqlx::query(WRITE)
+            .bind(run_id)
+            .bind(ids)
+            .bind(envelopes)
+            .bind(ranks)
+            .bind(nodes)
+            .bind(visits)
+            .bind(statuses)
+            .bind(files)
+            .bind(patterns)
+            .bind(paths)
+            .bind(contents)
+            .bind(record)
+            .bind(checkpoint)
+            .bind(EVENTS_CHANNEL)
+            .execute(pool)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// A reply to a writer waiting for its write: the run's first failure, if any.
+type Reply = std::sync::mpsc::SyncSender<Result<(), String>>;
+
+enum Item {
+    Event {
+        id: i64,
+        text: String,
+    },
+    Stage(SavedStage),
+    Checkpoint {
+        record: String,
+        full: String,
+        done: Reply,
+    },
+    Flush(Reply),
+}
+
+/// The queue of one run's writes and the task that writes them.
+#[derive(Debug)]
+pub(super) struct RunWriter {
+    queue: mpsc::UnboundedSender<Item>,
+    /// Items sent, and items the task has written (or refused).
+    sent: AtomicU64,
+    done: Arc<AtomicU64>,
+    /// The first write that failed: every later one is refused with it.
+    failure: Arc<OnceLock<String>>,
+}
+
+impl std::fmt::Debug for Item {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Item::Event { .. } => "Event",
+            Item::Stage(_) => "Stage",
+            Item::Checkpoint { .. } => "Checkpoint",
+            Item::Flush(_) => "Flush",
+        })
+    }
+}
+
+impl RunWriter {
+    /// Starts the writer of `run_id` on `bridge`.
+    fn start(bridge: &Bridge, run_id: &RunId, pool: &PgPool, fast: &PgPool) -> RunWriter {
+        let (queue, items) = mpsc::unbounded_channel();
+        let done = Arc::new(AtomicU64::new(0));
+        let failure = Arc::new(OnceLock::new());
+        bridge.spawn(drain(
+            run_id.as_str().to_owned(),
+            items,
+            (pool.clone(), fast.clone()),
+            done.clone(),
+            failure.clone(),
+        ));
+        RunWriter {
+            queue,
+            sent: AtomicU64::new(0),
+            done,
+            failure,
+        }
+    }
+
+    fn send(&self, item: Item) -> Result<(), String> {
+        if let Some(failure) = self.failure.get() {
+            return Err(failure.clone());
+        }
+        self.sent.fetch_add(1, Ordering::SeqCst);
+        self.queue
+            .send(item)
+            .map_err(|_| "the store's thread stopped".to_owned())
+    }
+
+    /// Sends `item` made with a reply channel and waits for its reply.
+    fn wait(&self, item: impl FnOnce(Reply) -> Item) -> Result<(), String> {
+        let (reply, replied) = std::sync::mpsc::sync_channel(1);
+        self.send(item(reply))?;
+        replied
+            .recv()
+            .unwrap_or_else(|_| Err("the store's thread stopped".to_owned()))
+    }
+
+    /// Queues event `id`, serialised as `text`.
+    pub(super) fn append(&self, id: i64, text: String) -> Result<(), String> {
+        self.send(Item::Event { id, text })
+    }
+
+    /// Queues the save of `stage`.
+    pub(super) fn save_stage(&self, stage: SavedStage) -> Result<(), String> {
+        self.send(Item::Stage(stage))
+    }
+
+    /// Writes a checkpoint (its journal `record` and the `full` newest checkpoint) after
+    /// everything queued, and waits for it.
+    pub(super) fn checkpoint(&self, record: String, full: String) -> Result<(), String> {
+        self.wait(|done| Item::Checkpoint { record, full, done })
+    }
+
+    /// Waits until everything queued is written; the run's first failure, if any.
+    pub(super) fn flush(&self) -> Result<(), String> {
+        if self.done.load(Ordering::SeqCst) >= self.sent.load(Ordering::SeqCst) {
+            return self
+                .failure
+                .get()
+                .map_or(Ok(()), |failure| Err(failure.clone()));
+        }
+        self.wait(Item::Flush)
+    }
+
+    fn failed(&self) -> bool {
+        self.failure.get().is_some()
+    }
+}
+
+/// Writes the items of `items` in order, as many as wait at once in one statement, a
+/// checkpoint last.
+async fn drain(
+    run_id: String,
+    mut items: mpsc::UnboundedReceiver<Item>,
+    (pool, fast): (PgPool, PgPool),
+    done: Arc<AtomicU64>,
+    failure: Arc<OnceLock<String>>,
+) {
+    while let Some(first) = items.recv().await {
+        let mut batch = Batch::default();
+        let mut replies = Vec::new();
+        let mut count = 0;
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            count += 1;
+            match item {
+                Item::Event { id, text } => batch.events.push((id, text)),
+                Item::Stage(stage) => batch.add_stage(stage),
+                Item::Flush(reply) => replies.push(reply),
+                Item::Checkpoint { record, full, done } => {
+                    batch.checkpoint = Some((record, full));
+                    replies.push(done);
+                    break;
+                }
+            }
+            next = items.try_recv().ok();
+        }
+        if failure.get().is_none() {
+            if let Err(error) = batch.write(&run_id, &pool, &fast).await {
+                tracing::error!(%run_id, %error, "cannot write to the shared store; the run stops");
+                let _ = failure.set(format!("run {run_id}: {error}"));
+            }
+        }
+        done.fetch_add(count, Ordering::SeqCst);
+        let outcome = failure.get().map_or(Ok(()), |failure| Err(failure.clone()));
+        for reply in replies {
+            let _ = reply.send(outcome.clone());
+        }
+    }
+}
+
+/// The writers of the runs that execute through one store, by run id.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Writers {
+    writers: Arc<Mutex<HashMap<String, Weak<RunWriter>>>>,
+}
+
+impl Writers {
+    /// The writer of `run_id`: the one its logs share while they live and it has not
+    /// failed, a new one otherwise.
+    pub(super) fn open(
+        &self,
+        bridge: &Bridge,
+        run_id: &RunId,
+        pool: &PgPool,
+        fast: &PgPool,
+    ) -> Arc<RunWriter> {
+        let mut writers = self
+            .writers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(writer) = writers.get(run_id.as_str()).and_then(Weak::upgrade) {
+            if !writer.failed() {
+                return writer;
+            }
+        }
+        writers.retain(|_, writer| writer.strong_count() > 0);
+        let writer = Arc::new(RunWriter::start(bridge, run_id, pool, fast));
+        writers.insert(run_id.as_str().to_owned(), Arc::downgrade(&writer));
+        writer
+    }
+
+    /// The live writer of `run_id`, if one is open.
+    pub(super) fn get(&self, run_id: &RunId) -> Option<Arc<RunWriter>> {
+        self.writers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(run_id.as_str())
+            .and_then(Weak::upgrade)
+    }
+
+    /// Waits for what is queued for `run_id`, so that a read sees this process's own
+    /// writes; a failed write is the run's to report, not the reader's.
+    pub(super) fn settle(&self, run_id: &RunId) {
+        if let Some(writer) = self.get(run_id) {
+            let _ = writer.flush();
+        }
+    }
+}
