@@ -10,12 +10,13 @@
 //! parallel branch's stages are part of that history, SPEC 5.8), then on the run's
 //! parallel branches `fabro/parallel/{run_id}/…` for stages of branches not chosen.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use git2::{Commit, DiffFindOptions, DiffFormat, Oid, Repository};
 
-use crate::run_index::{read_manifest, RunIndexError};
-use crate::run_stages::{check_node, list_stages, StageLookupError};
+use crate::run_stages::StageLookupError;
+use crate::store::{RunStore, StoreError};
+use crate::RunId;
 
 /// Why a diff could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -26,9 +27,9 @@ pub enum DiffError {
         /// The run.
         run_id: String,
     },
-    /// The manifest could not be read.
+    /// The run's manifest, workflow or stages could not be read.
     #[error(transparent)]
-    Manifest(#[from] RunIndexError),
+    Store(#[from] StoreError),
     /// The node is unknown to the run.
     #[error(transparent)]
     Lookup(#[from] StageLookupError),
@@ -90,10 +91,10 @@ struct RunRepository {
     tip: Oid,
 }
 
-fn open_run_repository(run_id: &str, run_dir: &Path) -> Result<RunRepository, DiffError> {
-    let manifest = read_manifest(run_dir)?;
+fn open_run_repository(store: &dyn RunStore, run_id: &RunId) -> Result<RunRepository, DiffError> {
+    let manifest = store.read_manifest(run_id)?;
     let no_checkpoints = || DiffError::NoCheckpoints {
-        run_id: run_id.to_owned(),
+        run_id: run_id.as_str().to_owned(),
     };
     let (Some(base_sha), Some(branch), Some(repo_root)) = (
         manifest.base_sha.as_deref(),
@@ -111,17 +112,23 @@ fn open_run_repository(run_id: &str, run_dir: &Path) -> Result<RunRepository, Di
     Ok(RunRepository { repo, base, tip })
 }
 
-/// The changes of the whole run: its base SHA against the tip of its run branch.
-pub fn run_diff(run_id: &str, run_dir: &Path) -> Result<Vec<DiffLine>, DiffError> {
-    let run = open_run_repository(run_id, run_dir)?;
+/// The changes of the whole run: its base SHA against the tip of its run branch. The
+/// run's records are read from `store`, its commits from the repository it names.
+pub fn run_diff(store: &dyn RunStore, run_id: &RunId) -> Result<Vec<DiffLine>, DiffError> {
+    let run = open_run_repository(store, run_id)?;
     patch(&run.repo, run.base, run.tip)
 }
 
 /// The changes of the latest stage of `node_id` that has a commit: that commit against
 /// its parent.
-pub fn stage_diff(run_id: &str, run_dir: &Path, node_id: &str) -> Result<Vec<DiffLine>, DiffError> {
-    let run = open_run_repository(run_id, run_dir)?;
-    check_node(run_id, run_dir, node_id, &list_stages(run_dir)?)?;
+pub fn stage_diff(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    node_id: &str,
+) -> Result<Vec<DiffLine>, DiffError> {
+    let run = open_run_repository(store, run_id)?;
+    check_node(store, run_id, node_id)?;
+    let run_id = run_id.as_str();
     let subject = format!("fabro({run_id}): {node_id} (");
     let matches = |commit: &Commit<'_>| {
         commit.summary_bytes().is_some_and(|summary| {
@@ -164,6 +171,30 @@ pub fn stage_diff(run_id: &str, run_dir: &Path, node_id: &str) -> Result<Vec<Dif
         .parent_id(0)
         .map_err(git_error(format!("read the parent of {}", commit.id())))?;
     patch(&run.repo, parent, commit.id())
+}
+
+/// Checks that `node_id` names a node of the run's stored workflow, or, when that cannot
+/// be read or parsed, of one of its stages.
+fn check_node(store: &dyn RunStore, run_id: &RunId, node_id: &str) -> Result<(), DiffError> {
+    let workflow = store
+        .read_workflow(run_id)
+        .ok()
+        .and_then(|workflow| fabro_language::syntax::parse(&workflow.graph).ok());
+    let known = match workflow {
+        Some(graph) => graph.nodes.iter().any(|node| node.id == node_id),
+        None => store
+            .stages(run_id)?
+            .iter()
+            .any(|stage| stage.node_id == node_id),
+    };
+    if known {
+        return Ok(());
+    }
+    Err(StageLookupError::UnknownNode {
+        node_id: node_id.to_owned(),
+        run_id: run_id.as_str().to_owned(),
+    }
+    .into())
 }
 
 /// Walks first parents from `tip` while `within` holds, returning the first commit that
@@ -408,7 +439,9 @@ mod tests {
         repo.reference("refs/heads/fabro/parallel/R/fan/1/p", side, true, "test")
             .expect("branch");
 
-        let run_dir = root.path().join("run");
+        let store = crate::FsRunStore::new(&root.path().join("home"));
+        let run = RunId::from("R");
+        let run_dir = store.paths(&run).run_dir().to_path_buf();
         fs_err::create_dir_all(&run_dir).expect("mkdir");
         let manifest = serde_json::json!({
             "run_id": "R", "workflow_name": "w", "workflow_path": "w.fabro", "goal": "",
@@ -424,28 +457,28 @@ mod tests {
         )
         .expect("write");
 
-        let latest_a = text(&stage_diff("R", &run_dir, "a").expect("a diffs"));
+        let latest_a = text(&stage_diff(&store, &run, "a").expect("a diffs"));
         assert!(latest_a.contains("-one\n-two\n+zero\n"), "{latest_a}");
         assert!(
             latest_a.starts_with("diff --git a/a.txt b/a.txt\n"),
             "{latest_a}"
         );
-        let b_diff = stage_diff("R", &run_dir, "b").expect("b diffs");
+        let b_diff = stage_diff(&store, &run, "b").expect("b diffs");
         assert!(text(&b_diff).contains("new file mode 100644"));
         assert!(b_diff
             .iter()
             .any(|line| line.kind == DiffLineKind::Addition && line.text == b"+b\n"));
-        let p = text(&stage_diff("R", &run_dir, "p").expect("p diffs"));
+        let p = text(&stage_diff(&store, &run, "p").expect("p diffs"));
         assert!(p.contains("+c\n") && p.contains("deleted file mode"), "{p}");
         assert!(matches!(
-            stage_diff("R", &run_dir, "q"),
+            stage_diff(&store, &run, "q"),
             Err(DiffError::NoCommit { .. })
         ));
         assert!(matches!(
-            stage_diff("R", &run_dir, "zz"),
+            stage_diff(&store, &run, "zz"),
             Err(DiffError::Lookup(StageLookupError::UnknownNode { .. }))
         ));
-        let whole = text(&run_diff("R", &run_dir).expect("run diffs"));
+        let whole = text(&run_diff(&store, &run).expect("run diffs"));
         assert!(
             whole.contains("-one\n+zero\n") && whole.contains("+b\n"),
             "{whole}"
@@ -455,7 +488,7 @@ mod tests {
         manifest["base_sha"] = serde_json::Value::Null;
         fs_err::write(run_dir.join("manifest.json"), manifest.to_string()).expect("write");
         assert!(matches!(
-            run_diff("R", &run_dir),
+            run_diff(&store, &run),
             Err(DiffError::NoCheckpoints { .. })
         ));
     }

@@ -202,11 +202,14 @@ pub fn stage_diff(
     rank: u32,
 ) -> Result<Vec<u8>, ApiError> {
     let stage = stage_by_rank(store, &record.run_id, rank)?;
-    let lines = fabro_engine::local::stage_diff(&record.run_id, &record.run_dir, &stage.node_id)
-        .map_err(|error| match error {
-            fabro_engine::local::DiffError::Git { .. } => storage(error),
+    let run_id = RunId::from(record.run_id.as_str());
+    let lines = fabro_engine::local::stage_diff(store, &run_id, &stage.node_id).map_err(
+        |error| match error {
+            fabro_engine::local::DiffError::Git { .. }
+            | fabro_engine::local::DiffError::Store(_) => storage(error),
             error => ApiError::explained(ErrorKind::NotFound, error),
-        })?;
+        },
+    )?;
     Ok(lines.into_iter().flat_map(|line| line.text).collect())
 }
 
