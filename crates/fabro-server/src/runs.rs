@@ -11,7 +11,7 @@ use crate::engine_bridge::{
     records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
 };
 use crate::error::{ApiError, ErrorKind};
-use crate::state::{ActiveRun, AppState, NotifySink};
+use crate::state::{ActiveRun, ActiveSink, AppState};
 
 /// How long shutdown waits for cancelled runs to write their final records.
 pub const SHUTDOWN_PATIENCE: Duration = Duration::from_secs(8);
@@ -165,6 +165,21 @@ pub async fn start_queued(state: &AppState) -> Vec<String> {
     started
 }
 
+/// Whether this server no longer executes run `run_id`: one cancelled a moment ago may
+/// still be writing its final records, and one that ended is let go a moment after its
+/// end is stored; either is waited for (up to [`STOP_PATIENCE`]).
+async fn let_go(state: &AppState, run_id: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + STOP_PATIENCE;
+    while state
+        .active(run_id)
+        .is_some_and(|active| active.cancel.is_cancelled() || active.has_ended())
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    state.active(run_id).is_none()
+}
+
 /// Resumes run `run_id` (SPEC 8.7) in this process.
 pub async fn resume(
     state: &AppState,
@@ -172,16 +187,7 @@ pub async fn resume(
     request: ResumeRequest,
 ) -> Result<Accepted, ApiError> {
     refuse_when_stopping(state)?;
-    // A run cancelled a moment ago may still be writing its final records.
-    let deadline = tokio::time::Instant::now() + STOP_PATIENCE;
-    while state
-        .active(run_id)
-        .is_some_and(|active| active.cancel.is_cancelled())
-        && tokio::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if state.active(run_id).is_some() {
+    if !let_go(state, run_id).await {
         return Err(ApiError::conflict(format!("run {run_id} is running")));
     }
     let interviewer = interviewer_of(state);
@@ -225,7 +231,7 @@ pub async fn rewind(
     run_id: &str,
     request: RewindRequest,
 ) -> Result<fabro_api::Rewound, ApiError> {
-    if state.active(run_id).is_some() {
+    if !let_go(state, run_id).await {
         return Err(ApiError::conflict(format!(
             "run {run_id} is running; cancel it before rewinding it"
         )));
@@ -288,7 +294,7 @@ fn launch(
             return;
         }
         task_run.mark_started();
-        let sink = Arc::new(NotifySink(Arc::clone(&task_run.notify)));
+        let sink = Arc::new(ActiveSink(Arc::clone(&task_run)));
         let run_dir = prepared.run_dir().to_path_buf();
         let result = prepared.execute(task_run.cancel.clone(), vec![sink]).await;
         if let Err(error) = &result {
@@ -319,6 +325,12 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
         if active.cancel.is_cancelled() {
             return Err(ApiError::conflict(format!(
                 "run {} is being canceled already",
+                active.run_id
+            )));
+        }
+        if active.has_ended() {
+            return Err(ApiError::conflict(format!(
+                "run {} has ended",
                 active.run_id
             )));
         }

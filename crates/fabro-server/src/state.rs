@@ -62,6 +62,8 @@ pub struct ActiveRun {
     /// The workflow as the request named it (for a queued run's summary).
     pub workflow_name: String,
     queued: AtomicBool,
+    /// Emitted its terminal event: its task lets it go a moment later.
+    ended: AtomicBool,
 }
 
 impl ActiveRun {
@@ -82,6 +84,7 @@ impl ActiveRun {
             notify: Arc::new(Notify::new()),
             workflow_name,
             queued: AtomicBool::new(true),
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -93,6 +96,11 @@ impl ActiveRun {
     /// Got its slot.
     pub fn mark_started(&self) {
         self.queued.store(false, Ordering::SeqCst);
+    }
+
+    /// Emitted its terminal event: there is nothing left to cancel.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
     }
 
     /// The summary of a run that is not in the run index yet.
@@ -122,11 +130,16 @@ impl ActiveRun {
 }
 
 /// Wakes a run's event streams after each event is appended to `events.jsonl`.
-pub struct NotifySink(pub Arc<Notify>);
+/// The sink of a run this server executes: wakes its event streams, and marks it ended
+/// at its terminal event.
+pub struct ActiveSink(pub Arc<ActiveRun>);
 
-impl EventSink for NotifySink {
-    fn emit(&self, _envelope: &EventEnvelope) {
-        self.0.notify_waiters();
+impl EventSink for ActiveSink {
+    fn emit(&self, envelope: &EventEnvelope) {
+        if envelope.kind.is_terminal() && envelope.run_id.as_str() == self.0.run_id {
+            self.0.ended.store(true, Ordering::SeqCst);
+        }
+        self.0.notify.notify_waiters();
     }
 }
 

@@ -49,7 +49,12 @@ async fn read_some(
         if let Ok(data) = frame.expect("SSE reading").into_data() {
             text.push_str(std::str::from_utf8(&data).expect("SSE reading"));
         }
-        while let Some(end) = text.find("\n\n") {
+        // At most `count` events a connection, however many a frame brings: the rest are
+        // sent again after the last one taken.
+        while events.len() < count {
+            let Some(end) = text.find("\n\n") else {
+                break;
+            };
             let block: String = text.drain(..end + 2).collect();
             let mut fields: BTreeMap<&str, String> = BTreeMap::new();
             for line in block.lines() {
