@@ -34,6 +34,9 @@ pub use lock::{lock_pid, RunLock, LOCK_PATIENCE};
 pub(crate) use queued::read_queued;
 pub use queued::{queued_runs, remove_queued, write_queued, QueuedRun};
 
+/// The index file under a storage root.
+pub(crate) const INDEX_FILE: &str = "runs.db";
+
 /// The shortest run-id prefix a `RUN` argument may use (SPEC 12.1).
 pub const MIN_PREFIX_LEN: usize = 4;
 
@@ -185,7 +188,7 @@ impl RunIndex {
             path: root.to_path_buf(),
             source,
         })?;
-        let path = root.join("runs.db");
+        let path = root.join(INDEX_FILE);
         let connection = match connect(&path) {
             Ok(connection) => connection,
             Err(ConnectError::Corrupt(reason)) => {

@@ -2,7 +2,7 @@
 //! `runs.db` under the storage root (SPEC 11).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::answer_files;
 use super::event_cursor::EventsAfter;
@@ -18,7 +18,9 @@ use crate::id::RunId;
 use crate::interviewer::Question;
 use crate::record::{Checkpoint, Manifest, PendingRewind};
 use crate::run_dir::{write_atomic, write_json_atomic, RunPaths, REWIND_FILE};
-use crate::run_index::{Listing, RunCatalog, RunIndex, RunLock, RunRecord, RunStatus};
+use crate::run_index::{
+    Listing, RunCatalog, RunIndex, RunIndexError, RunLock, RunRecord, RunStatus, INDEX_FILE,
+};
 use crate::run_stages::{list_stages, StageDir, StageLookupError};
 
 /// The directory of stored child workflows inside a run directory.
@@ -31,7 +33,14 @@ pub(crate) const CHILDREN_DIR: &str = "children";
 pub struct FsRunStore {
     root: PathBuf,
     catalog: Arc<OnceLock<RunCatalog>>,
+    /// The index written by [`RunStore::register_start`] and
+    /// [`RunStore::register_end`], kept open between them (opening `runs.db` costs
+    /// more than the write), with the inode of the file it opened.
+    index: Arc<Mutex<Option<KeptIndex>>>,
 }
+
+/// An open index and the inode of the file it opened.
+type KeptIndex = (RunIndex, Option<u64>);
 
 impl std::fmt::Debug for FsRunStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +57,39 @@ impl FsRunStore {
         FsRunStore {
             root: root.to_path_buf(),
             catalog: Arc::default(),
+            index: Arc::default(),
         }
+    }
+
+    /// Runs `write` on the kept index: opened when none is kept or `runs.db` was
+    /// replaced or removed since, and let go when `write` fails (the next call opens the
+    /// file again, which repairs a damaged one).
+    fn write_index(
+        &self,
+        write: impl FnOnce(&mut RunIndex) -> Result<(), RunIndexError>,
+    ) -> Result<(), StoreError> {
+        let inode = || {
+            std::fs::metadata(self.root.join(INDEX_FILE))
+                .ok()
+                .map(|metadata| std::os::unix::fs::MetadataExt::ino(&metadata))
+        };
+        let mut kept = self
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = inode();
+        if current.is_none() || kept.as_ref().is_some_and(|(_, opened)| *opened != current) {
+            *kept = None;
+        }
+        let (index, _) = match kept.as_mut() {
+            Some(entry) => entry,
+            None => kept.insert((RunIndex::open(&self.root)?, inode())),
+        };
+        let written = write(index);
+        if written.is_err() {
+            *kept = None;
+        }
+        Ok(written?)
     }
 
     /// The catalog of the root, kept open with a snapshot of its listing.
@@ -297,14 +338,12 @@ impl RunStore for FsRunStore {
     }
 
     fn register_start(&self, manifest: &Manifest, run_dir: &Path) -> Result<(), StoreError> {
-        RunIndex::open(&self.root)?.record_start(manifest, run_dir)?;
-        Ok(())
+        self.write_index(|index| index.record_start(manifest, run_dir))
     }
 
     fn register_end(&self, run_id: &RunId, status: RunStatus) -> Result<(), StoreError> {
         let finished_at = crate::timestamp::now_rfc3339();
-        RunIndex::open(&self.root)?.record_status(run_id.as_str(), status, Some(&finished_at))?;
-        Ok(())
+        self.write_index(|index| index.record_status(run_id.as_str(), status, Some(&finished_at)))
     }
 
     fn list_runs(&self) -> Result<Vec<RunRecord>, StoreError> {

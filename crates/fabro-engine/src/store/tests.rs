@@ -423,3 +423,45 @@ fn runs_resolve_by_prefix_and_inspect_through_the_store() {
         assert!(view.stages.is_empty());
     });
 }
+
+/// The file store keeps `runs.db` open from a run's start to its end; a file replaced in
+/// between is opened anew, so the end is recorded where readers look.
+#[test]
+fn the_kept_index_follows_a_replaced_file() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let store = FsRunStore::new(root.path());
+    let run = RunId::from("r1");
+    let manifest = manifest("r1", "2026-01-01T00:00:00Z");
+    let run_dir = store.paths(&run).run_dir().to_path_buf();
+    fs_err::create_dir_all(&run_dir).expect("run dir");
+    store
+        .write_records(
+            &run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest: &manifest,
+                run_dir: None,
+            },
+        )
+        .expect("records");
+    for replaced in [false, true] {
+        store.register_start(&manifest, &run_dir).expect("registers");
+        if replaced {
+            fs_err::remove_file(root.path().join("runs.db")).expect("removes");
+            FsRunStore::new(root.path())
+                .register_start(&manifest, &run_dir)
+                .expect("another process registers it in a new file");
+        }
+        store
+            .register_end(&run, RunStatus::Fail)
+            .expect("registers the end");
+        let listed = crate::run_index::RunIndex::open(root.path())
+            .expect("opens")
+            .list()
+            .expect("lists");
+        assert_eq!(listed.len(), 1, "replaced: {replaced}");
+        assert_eq!(listed[0].status, RunStatus::Fail, "replaced: {replaced}");
+    }
+}
