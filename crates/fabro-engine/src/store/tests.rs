@@ -447,7 +447,9 @@ fn the_kept_index_follows_a_replaced_file() {
         )
         .expect("records");
     for replaced in [false, true] {
-        store.register_start(&manifest, &run_dir).expect("registers");
+        store
+            .register_start(&manifest, &run_dir)
+            .expect("registers");
         if replaced {
             fs_err::remove_file(root.path().join("runs.db")).expect("removes");
             FsRunStore::new(root.path())
