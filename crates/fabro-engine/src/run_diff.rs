@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use git2::{Commit, DiffFindOptions, DiffFormat, Oid, Repository};
 
-use crate::run_stages::StageLookupError;
+use crate::run_stages::{check_node_of, StageLookupError};
 use crate::store::{RunStore, StoreError};
 use crate::RunId;
 
@@ -173,28 +173,22 @@ pub fn stage_diff(
     patch(&run.repo, parent, commit.id())
 }
 
-/// Checks that `node_id` names a node of the run's stored workflow, or, when that cannot
-/// be read or parsed, of one of its stages.
+/// Checks that `node_id` names a node of the run, as `fabro logs` does, from what
+/// `store` keeps of it.
 fn check_node(store: &dyn RunStore, run_id: &RunId, node_id: &str) -> Result<(), DiffError> {
-    let workflow = store
-        .read_workflow(run_id)
-        .ok()
-        .and_then(|workflow| fabro_language::syntax::parse(&workflow.graph).ok());
-    let known = match workflow {
-        Some(graph) => graph.nodes.iter().any(|node| node.id == node_id),
-        None => store
-            .stages(run_id)?
-            .iter()
-            .any(|stage| stage.node_id == node_id),
-    };
-    if known {
-        return Ok(());
-    }
-    Err(StageLookupError::UnknownNode {
-        node_id: node_id.to_owned(),
-        run_id: run_id.as_str().to_owned(),
-    }
-    .into())
+    let workflow = store.read_workflow(run_id).ok();
+    check_node_of(
+        run_id.as_str(),
+        node_id,
+        workflow.as_ref().map(|workflow| workflow.graph.as_str()),
+        || {
+            Ok(store
+                .stages(run_id)?
+                .into_iter()
+                .map(|stage| stage.node_id)
+                .collect())
+        },
+    )
 }
 
 /// Walks first parents from `tip` while `within` holds, returning the first commit that

@@ -109,14 +109,6 @@ pub(crate) fn parse_stage_dir_name(name: &str) -> Option<(u32, &str, u32)> {
     Some((rank.parse().ok()?, node_id, visit.parse().ok()?))
 }
 
-/// The node ids of the run's stored workflow (`graph.fabro`), or `None` when it is
-/// missing or does not parse (then only stage directories can name nodes).
-pub(crate) fn workflow_node_ids(run_dir: &Path) -> Option<Vec<String>> {
-    let text = fs_err::read_to_string(run_dir.join("graph.fabro")).ok()?;
-    let graph = fabro_language::syntax::parse(&text).ok()?;
-    Some(graph.nodes.into_iter().map(|node| node.id).collect())
-}
-
 /// Checks that `node_id` names a node of the run: one of its stored workflow, or, when
 /// that cannot be read, one that has a stage.
 pub(crate) fn check_node(
@@ -125,18 +117,34 @@ pub(crate) fn check_node(
     node_id: &str,
     stages: &[StageDir],
 ) -> Result<(), StageLookupError> {
-    let known = match workflow_node_ids(run_dir) {
-        Some(nodes) => nodes.iter().any(|node| node == node_id),
-        None => stages.iter().any(|stage| stage.node_id == node_id),
+    let graph = fs_err::read_to_string(run_dir.join("graph.fabro")).ok();
+    check_node_of(run_id, node_id, graph.as_deref(), || {
+        Ok(stages.iter().map(|stage| stage.node_id.clone()).collect())
+    })
+}
+
+/// Checks that `node_id` names a node of the run's workflow `graph` (the text of
+/// `graph.fabro`), or, when that is missing or does not parse, of one of its stages
+/// (`stage_nodes`, asked only then): [`StageLookupError::UnknownNode`] otherwise.
+pub(crate) fn check_node_of<E: From<StageLookupError>>(
+    run_id: &str,
+    node_id: &str,
+    graph: Option<&str>,
+    stage_nodes: impl FnOnce() -> Result<Vec<String>, E>,
+) -> Result<(), E> {
+    let parsed = graph.and_then(|text| fabro_language::syntax::parse(text).ok());
+    let known = match parsed {
+        Some(graph) => graph.nodes.iter().any(|node| node.id == node_id),
+        None => stage_nodes()?.iter().any(|node| node == node_id),
     };
     if known {
-        Ok(())
-    } else {
-        Err(StageLookupError::UnknownNode {
-            node_id: node_id.to_owned(),
-            run_id: run_id.to_owned(),
-        })
+        return Ok(());
     }
+    Err(StageLookupError::UnknownNode {
+        node_id: node_id.to_owned(),
+        run_id: run_id.to_owned(),
+    }
+    .into())
 }
 
 /// The latest stage of `node_id` (highest rank), or without a node the latest stage of

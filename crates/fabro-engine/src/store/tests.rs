@@ -58,6 +58,22 @@ fn checkpoint(run_id: &str, completed: &[&str], next: Option<&str>) -> Checkpoin
     }
 }
 
+/// Writes the records of a run of the empty workflow `w` with `manifest`.
+fn write_records(store: &dyn RunStore, run: &RunId, manifest: &Manifest) {
+    store
+        .write_records(
+            run,
+            &RunRecords {
+                graph: "digraph w {}",
+                children: &[],
+                config: &RunConfig::default(),
+                manifest,
+                run_dir: None,
+            },
+        )
+        .expect("records");
+}
+
 /// Runs `check` against a file-system store in a fresh root and an in-memory store.
 fn with_each_store(check: impl Fn(Arc<dyn RunStore>, &Path)) {
     let root = tempfile::tempdir().expect("temp dir");
@@ -356,24 +372,12 @@ fn saved_stages_and_their_files_read_back_by_rank() {
 #[test]
 fn runs_resolve_by_prefix_and_inspect_through_the_store() {
     with_each_store(|store, root| {
-        let config = RunConfig::default();
         for (run_id, started) in [
             ("r1", "2026-01-01T00:00:00Z"),
             ("r2", "2026-01-02T00:00:00Z"),
         ] {
             let run = RunId::from(run_id);
-            store
-                .write_records(
-                    &run,
-                    &RunRecords {
-                        graph: "digraph w {}",
-                        children: &[],
-                        config: &config,
-                        manifest: &manifest(run_id, started),
-                        run_dir: None,
-                    },
-                )
-                .expect("records");
+            write_records(store.as_ref(), &run, &manifest(run_id, started));
             store
                 .register_start(
                     &manifest(run_id, started),
@@ -434,18 +438,7 @@ fn the_kept_index_follows_a_replaced_file() {
     let manifest = manifest("r1", "2026-01-01T00:00:00Z");
     let run_dir = store.paths(&run).run_dir().to_path_buf();
     fs_err::create_dir_all(&run_dir).expect("run dir");
-    store
-        .write_records(
-            &run,
-            &RunRecords {
-                graph: "digraph w {}",
-                children: &[],
-                config: &RunConfig::default(),
-                manifest: &manifest,
-                run_dir: None,
-            },
-        )
-        .expect("records");
+    write_records(&store, &run, &manifest);
     for replaced in [false, true] {
         store
             .register_start(&manifest, &run_dir)

@@ -209,17 +209,6 @@ pub(super) struct RunWriter {
     failure: Arc<OnceLock<String>>,
 }
 
-impl std::fmt::Debug for Item {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(match self {
-            Item::Event { .. } => "Event",
-            Item::Stage(_) => "Stage",
-            Item::Checkpoint { .. } => "Checkpoint",
-            Item::Flush(_) => "Flush",
-        })
-    }
-}
-
 impl RunWriter {
     /// Starts the writer of `run_id` on `bridge`.
     fn start(bridge: &Bridge, run_id: &RunId, pool: &PgPool, fast: &PgPool) -> RunWriter {
