@@ -52,6 +52,9 @@ pub struct StartRequest {
     pub max_cost_usd: Option<f64>,
     /// Like `--max-duration D` (`90s`, `30m`, `2h`).
     pub max_duration: Option<String>,
+    /// On a shared store's queue (SPEC 18.2), runs with a higher priority are claimed
+    /// first, then the oldest; default 0.
+    pub priority: Option<i32>,
 }
 
 /// The labels of one node's `--answer` flags.

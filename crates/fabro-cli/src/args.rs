@@ -52,6 +52,49 @@ pub(crate) enum Command {
     Server(ServerArgs),
     /// Manage a shared store (PostgreSQL, SPEC 18.1).
     Store(StoreArgs),
+    /// Execute the queued runs of a shared store, under leases (SPEC 18.2).
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  fabro worker --store postgres://fabro@db.internal/fabro --blobs s3://fabro-blobs/team
+  fabro worker --concurrency 8 --name build-1      eight runs at once, as build-1
+  fabro worker --lease-ttl 10s                     another worker takes over 10s after a crash
+
+Exit codes:
+  0    stopped by SIGINT or SIGTERM after handing its runs back to the queue
+  2    usage error, or the --store cannot be reached or has a schema newer than this fabro")]
+pub(crate) struct WorkerArgs {
+    /// The shared store: `postgres://…` (default: $FABRO_STORE, else `[store] url` of
+    /// server.toml).
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// Blob store beside --store: s3://bucket/prefix or file:///path (default:
+    /// $FABRO_BLOBS, else `[store] blobs` of server.toml).
+    #[arg(long, value_name = "URL")]
+    pub(crate) blobs: Option<String>,
+    /// Runs executed at once (default 4).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) concurrency: Option<u16>,
+    /// The worker's name among the store's workers (default: HOST-PID).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+    /// Where run directories and worktrees are made (default: $FABRO_HOME/worker).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<std::path::PathBuf>,
+    /// How long a lease lasts without renewal (default 30s; `[worker] lease_ttl`).
+    #[arg(long, value_name = "D", value_parser = parse_lease_ttl)]
+    pub(crate) lease_ttl: Option<std::time::Duration>,
+    /// Do not upgrade the store's schema; refuse one newer than this binary.
+    #[arg(long)]
+    pub(crate) no_migrate: bool,
+}
+
+fn parse_lease_ttl(text: &str) -> Result<std::time::Duration, String> {
+    fabro_language::value::parse_duration(text)
+        .filter(|ttl| *ttl >= std::time::Duration::from_secs(1))
+        .ok_or_else(|| format!("'{text}' is not a lease duration (examples: 30s, 2m; at least 1s)"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,6 +173,10 @@ pub(crate) struct ServerArgs {
     /// Do not upgrade the store's schema; refuse one newer than this binary.
     #[arg(long)]
     pub(crate) no_migrate: bool,
+    /// With --store: queue the runs this server accepts for `fabro worker` processes and
+    /// execute none here.
+    #[arg(long)]
+    pub(crate) no_worker: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -20,6 +20,7 @@ mod server;
 mod steer;
 mod store;
 mod validate;
+mod worker;
 
 use std::path::Path;
 use std::time::Duration;
@@ -97,6 +98,7 @@ pub(crate) fn run(cli: Cli, output: &mut Output) -> Result<Status, CliError> {
         },
         Command::Server(args) => server::run(&args, output),
         Command::Store(args) => store::run(&args, output),
+        Command::Worker(args) => worker::run(&args, output),
     }
 }
 

@@ -165,9 +165,9 @@ pub use steering::{
     SteeringSource, WhenNoAgent,
 };
 pub use store::{
-    answer_pending, last_event_id, AnswerFileError, EventCursor, EventFollower, EventReader,
-    FiledAnswer, FsRunStore, MemoryRunStore, Notice, RecordStamps, RunStore, StoreError,
-    StoreInterviewer, StoredEvent, StoredStage, Stores, STAGE_FILES,
+    answer_pending, last_event_id, AnswerFileError, Claim, EventCursor, EventFollower, EventReader,
+    FiledAnswer, FsRunStore, MemoryRunStore, Notice, QueuedStart, RecordStamps, RunQueue, RunStore,
+    StoreError, StoreInterviewer, StoredEvent, StoredStage, Stores, WorkerEntry, STAGE_FILES,
 };
 pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};

@@ -48,6 +48,7 @@ mod fs;
 mod git_checkpoint;
 mod interviewer;
 mod memory;
+mod queue;
 mod record_parts;
 mod stamp;
 
@@ -58,6 +59,7 @@ pub(crate) use git_checkpoint::restore_records;
 pub(crate) use git_checkpoint::RestoreError;
 pub use interviewer::{answer_pending, AnswerFileError, FiledAnswer, StoreInterviewer};
 pub use memory::{MemoryRunStore, StoredRun};
+pub use queue::{Claim, QueuedStart, RunQueue, WorkerEntry};
 pub use record_parts::{read_record_parts, stored_record_parts, RecordParts};
 pub(crate) use stamp::FileStamp;
 pub use stamp::RecordStamps;
@@ -201,7 +203,15 @@ pub struct OpenedEvents {
 }
 
 /// The exclusive right to execute a run (SPEC 11.4), released when dropped.
-pub trait RunLease: Send + Sync + std::fmt::Debug {}
+pub trait RunLease: Send + Sync + std::fmt::Debug {
+    /// Fired when the right is lost while the run executes: a worker's lease that
+    /// could not be renewed in time or was taken by another claim (SPEC 18.2). The run
+    /// then stops at once, its processes killed; its store refuses its writes. `None`
+    /// for a right that cannot be lost (a lock held by a live process).
+    fn lost(&self) -> Option<tokio_util::sync::CancellationToken> {
+        None
+    }
+}
 
 impl RunLease for crate::run_index::RunLock {}
 
@@ -254,6 +264,13 @@ pub enum StoreError {
     /// Another execution holds the run.
     #[error("run {run_id} is locked by another execution")]
     Locked {
+        /// The run.
+        run_id: RunId,
+    },
+    /// This process's lease of the run ran out or was taken by another claim (SPEC
+    /// 18.2): it writes nothing more for the run.
+    #[error("lost the lease of run {run_id}")]
+    LostLease {
         /// The run.
         run_id: RunId,
     },
@@ -508,6 +525,12 @@ pub trait RunStore: Send + Sync {
     fn cancel_requested(&self, _run_id: &RunId) -> Result<bool, StoreError> {
         Ok(false)
     }
+
+    /// The queue and the leases workers claim runs through (SPEC 18.2); `None` for a
+    /// store without workers (the local store).
+    fn queue(&self) -> Option<&dyn RunQueue> {
+        None
+    }
 }
 
 /// What a process did on a shared store, as another process learns it (see
@@ -518,6 +541,8 @@ pub enum Notice {
     Appended(RunId),
     /// A cancel of the run was requested.
     CancelRequested(RunId),
+    /// The run was queued or handed back: a worker may claim it (SPEC 18.2).
+    Queued(RunId),
     /// Notices may have been missed (the store's connection was lost and is back): a
     /// reader asks the store about whatever it waits for.
     Missed,

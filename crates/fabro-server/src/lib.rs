@@ -19,6 +19,7 @@ pub mod settings;
 pub mod state;
 pub mod token;
 pub mod ui;
+pub mod worker;
 
 use std::future::Future;
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fabro_engine::local::{queued_runs, remove_queued, write_queued, QueuedRun, RunPaths};
-use fabro_engine::{Interviewer, PreparedRun};
+use fabro_engine::{Interviewer, PreparedRun, QueuedStart, RunId};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::engine_bridge::{
     records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
@@ -46,18 +47,13 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
             return Err(ApiError::conflict(format!("run {run_id} already exists")));
         }
     }
+    if state.settings().no_worker && state.run_store().queue().is_some() {
+        return enqueue(state, request).await;
+    }
     let interviewer = interviewer_of(state);
     let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
-    let workflow_name = request
-        .workflow
-        .as_deref()
-        .map(|workflow| {
-            std::path::Path::new(workflow)
-                .file_stem()
-                .map_or_else(String::new, |stem| stem.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default();
+    let workflow_name = workflow_name_of(&request);
     let name = workflow_name.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let prepared = bridge.prepare_new(&request, asking)?;
@@ -66,7 +62,21 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, workflow_name))
+    Ok(launch(state, prepared, &interviewer, workflow_name, None))
+}
+
+/// The name a run of `request` is listed with before its manifest exists: the
+/// workflow file's stem, or empty for DOT text.
+pub(crate) fn workflow_name_of(request: &StartRequest) -> String {
+    request
+        .workflow
+        .as_deref()
+        .map(|workflow| {
+            std::path::Path::new(workflow)
+                .file_stem()
+                .map_or_else(String::new, |stem| stem.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default()
 }
 
 /// Writes the run's `queued.json` (SPEC 14.2 status `queued`): the index lists the run
@@ -198,7 +208,7 @@ pub async fn resume(
         tokio::task::spawn_blocking(move || bridge.prepare_resume(&id, &request, asking))
             .await
             .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, String::new()))
+    Ok(launch(state, prepared, &interviewer, String::new(), None))
 }
 
 /// Forks run `run_id` (SPEC 20.2): the fork is a new run of this process, queued like
@@ -221,7 +231,7 @@ pub async fn fork(
     let prepared = tokio::task::spawn_blocking(move || bridge.prepare_fork(&id, &request, asking))
         .await
         .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, String::new()))
+    Ok(launch(state, prepared, &interviewer, String::new(), None))
 }
 
 /// Rewinds run `run_id` (SPEC 20.3); a run of this server that runs or waits is
@@ -252,18 +262,19 @@ pub async fn rewind(
 
 /// The interviewer of a run this server starts: its questions are published in the run
 /// store (once [`launch`] names the run) and answered through the store or in process.
-fn interviewer_of(state: &AppState) -> Arc<StoreInterviewer> {
+pub(crate) fn interviewer_of(state: &AppState) -> Arc<StoreInterviewer> {
     Arc::new(StoreInterviewer::unbound(Arc::clone(&state.stores().runs)))
 }
 
 /// Registers `prepared` and spawns its task: it waits for a slot (`queued`), then
 /// executes. A run cancelled while queued executes with its token already fired, so it
 /// ends `canceled` before its first stage.
-fn launch(
+pub(crate) fn launch(
     state: &AppState,
     prepared: PreparedRun,
     interviewer: &StoreInterviewer,
     workflow_name: String,
+    slot: Option<OwnedSemaphorePermit>,
 ) -> Accepted {
     let run_id = prepared.run_id().to_owned();
     interviewer.bind(&fabro_engine::RunId::from(run_id.as_str()));
@@ -282,11 +293,14 @@ fn launch(
     state.tasks().spawn(async move {
         // Shutdown first: a run still waiting when the server stops stays queued in
         // the store for the next server (SPEC 14.1), even if its token fired since.
-        let permit = tokio::select! {
-            biased;
-            () = stopping.cancelled() => None,
-            () = task_run.cancel.cancelled() => None,
-            permit = slots.acquire_owned() => permit.ok(),
+        let permit = match slot {
+            Some(slot) => Some(slot),
+            None => tokio::select! {
+                biased;
+                () = stopping.cancelled() => None,
+                () = task_run.cancel.cancelled() => None,
+                permit = slots.acquire_owned() => permit.ok(),
+            },
         };
         if stopping.is_cancelled() {
             task_state.remove(&task_run.run_id);
@@ -303,6 +317,7 @@ fn launch(
         if let Err(error) = remove_queued(&run_dir) {
             tracing::warn!(run_id = %task_run.run_id, %error, "cannot remove queued.json");
         }
+        let_go_of(&task_state, &task_run.run_id).await;
         task_state.remove(&task_run.run_id);
         task_run.notify.notify_waiters();
         drop(permit);
@@ -408,4 +423,75 @@ pub async fn resume_interrupted(state: &AppState) -> Vec<String> {
         }
     }
     resumed
+}
+
+/// At the end of a run this process executed: its lease, if it held one, ends; when a
+/// standalone worker stops, the run goes back to the queue instead, for another worker
+/// to resume at once.
+async fn let_go_of(state: &AppState, run_id: &str) {
+    let runs = Arc::clone(&state.stores().runs);
+    if runs.queue().is_none() {
+        return;
+    }
+    let back = state.hands_back() && state.shutdown_token().is_cancelled();
+    let id = RunId::from(run_id);
+    let ended = tokio::task::spawn_blocking(move || match runs.queue() {
+        Some(queue) if back => queue.hand_back(&id),
+        Some(queue) => queue.release(&id),
+        None => Ok(()),
+    })
+    .await;
+    match ended {
+        // Said when it was lost.
+        Ok(Ok(())) | Ok(Err(fabro_engine::StoreError::LostLease { .. })) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(%run_id, error = %fabro_engine::error_chain(&error), "cannot end the lease of a run")
+        }
+        Err(error) => tracing::warn!(%run_id, %error, "cannot end the lease of a run"),
+    }
+}
+
+/// Accepts a run for the workers (a server with `--no-worker` on a shared store): it is
+/// prepared as this server would prepare it, so that a bad request is refused now, then
+/// let go and queued with its id; the worker that claims it prepares it anew.
+async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted, ApiError> {
+    let bridge = state.bridge().clone();
+    let runs = Arc::clone(&state.stores().runs);
+    let asking: Arc<dyn Interviewer> = interviewer_of(state);
+    tokio::task::spawn_blocking(move || {
+        let prepared = bridge.prepare_new(&request, asking)?;
+        let run_id = prepared.run_id().to_owned();
+        let run_dir = prepared.run_dir().to_path_buf();
+        drop(prepared);
+        if let Err(error) = fs_err::remove_dir_all(&run_dir) {
+            tracing::warn!(%run_id, %error, "cannot remove a queued run's directory");
+        }
+        request.run_id = Some(run_id.clone());
+        if request.work_dir.is_none() {
+            request.work_dir = bridge
+                .roots()
+                .first()
+                .map(|root| root.display().to_string());
+        }
+        let queued = QueuedStart {
+            run_id: RunId::from(run_id.as_str()),
+            workflow_name: workflow_name_of(&request),
+            workflow_path: request.workflow.clone().unwrap_or_default(),
+            goal: request.goal.clone().unwrap_or_default(),
+            priority: request.priority.unwrap_or(0),
+            request: serde_json::to_string(&request).map_err(ApiError::internal)?,
+        };
+        let queue = runs
+            .queue()
+            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        if !queue.enqueue(&queued).map_err(ApiError::internal)? {
+            return Err(ApiError::conflict(format!("run {run_id} already exists")));
+        }
+        Ok(Accepted {
+            run_id,
+            status: "queued",
+        })
+    })
+    .await
+    .map_err(ApiError::internal)?
 }

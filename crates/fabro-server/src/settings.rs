@@ -26,6 +26,9 @@ pub struct ServerSettings {
     pub store: Option<String>,
     /// `[store] blobs`: the shared store's blobs.
     pub blobs: Option<String>,
+    /// `--no-worker` (SPEC 18.2): with a shared store, runs are queued for the workers
+    /// and this process executes none.
+    pub no_worker: bool,
 }
 
 /// The tables of `server.toml` that are the server's own, not a configuration layer.
@@ -124,6 +127,7 @@ impl ServerSettings {
             resume_interrupted: false,
             store: None,
             blobs: None,
+            no_worker: false,
         };
         for (key, value) in &section("store") {
             match (key.as_str(), value) {

@@ -43,6 +43,8 @@ struct Inner {
     documents: DocCache,
     graphs: GraphCache,
     stores: Stores,
+    /// A standalone worker's runs go back to the queue when it stops (SPEC 18.2).
+    hands_back: AtomicBool,
 }
 
 /// A run this server executes, or holds queued.
@@ -161,8 +163,20 @@ impl AppState {
                 graphs: GraphCache::default(),
                 stores: bridge.stores().clone(),
                 bridge,
+                hands_back: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Makes the runs this process holds on a shared store go back to the queue when it
+    /// stops, rather than end `canceled` (a standalone worker, SPEC 18.2).
+    pub fn hand_back_on_stop(&self) {
+        self.inner.hands_back.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the runs go back to the queue when this process stops.
+    pub fn hands_back(&self) -> bool {
+        self.inner.hands_back.load(Ordering::SeqCst)
     }
 
     /// The engine.

@@ -17,8 +17,9 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         bind: args.bind,
         max_concurrent_runs: args.max_concurrent_runs,
     };
-    let settings = ServerSettings::load(&root, &flags, &current)
+    let mut settings = ServerSettings::load(&root, &flags, &current)
         .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    settings.no_worker = args.no_worker;
     // `FABRO_SERVER_TOKEN` ends in `_TOKEN`: it was moved into the secret store at start.
     let env_token = fabro_llm::redact::secrets()
         .get_str("FABRO_SERVER_TOKEN")
@@ -45,7 +46,18 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async {
-        let stores = shared_stores(args, &settings).await?;
+        let named = StoreFlags {
+            store: args.store.clone(),
+            blobs: args.blobs.clone(),
+            no_migrate: args.no_migrate,
+        };
+        let stores = shared_stores(&named, &settings).await?;
+        if args.no_worker && stores.is_none() {
+            return Err(CliError::Usage(
+                "fabro server --no-worker needs --store URL (or FABRO_STORE, or [store] url)"
+                    .to_owned(),
+            ));
+        }
         let listener = tokio::net::TcpListener::bind(settings.bind)
             .await
             .map_err(|source| {
@@ -85,11 +97,21 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
     Ok(Status::Success)
 }
 
+/// The shared store a server or a worker is pointed at.
+pub(crate) struct StoreFlags {
+    /// `--store`.
+    pub(crate) store: Option<String>,
+    /// `--blobs`.
+    pub(crate) blobs: Option<String>,
+    /// `--no-migrate`.
+    pub(crate) no_migrate: bool,
+}
+
 /// `--store`/`--blobs` (else `FABRO_STORE`/`FABRO_BLOBS`, else `[store]` of
 /// `server.toml`): the PostgreSQL run store, migrated unless `--no-migrate`, and the
 /// object-store blob store (SPEC 18.1).
-async fn shared_stores(
-    args: &ServerArgs,
+pub(crate) async fn shared_stores(
+    args: &StoreFlags,
     settings: &ServerSettings,
 ) -> Result<Option<fabro_engine::Stores>, CliError> {
     let from_env = |name: &str| std::env::var(name).ok().filter(|url| !url.is_empty());
@@ -108,8 +130,7 @@ async fn shared_stores(
         .or_else(|| settings.blobs.clone())
         .ok_or_else(|| {
             CliError::Usage(
-                "fabro server --store needs --blobs URL (or FABRO_BLOBS, or [store] blobs)"
-                    .to_owned(),
+                "--store needs --blobs URL (or FABRO_BLOBS, or [store] blobs)".to_owned(),
             )
         })?;
     let connected = fabro_store::PgStore::connect(&store)
@@ -131,7 +152,7 @@ async fn shared_stores(
 }
 
 /// The first SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut terminate), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabro_test_support::{ServerProcess, ServerStore, TestEnv};
+use fantoccini::error::{CmdError, ErrorStatus};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
@@ -343,17 +344,30 @@ impl Browser {
         }
     }
 
-    /// Clicks the first element `css` matches.
+    /// Clicks the first element `css` matches. A live page may replace the element
+    /// between finding and clicking it (the run page renders its buttons again on each
+    /// status change): the new one is found and clicked.
     pub(crate) async fn click(&self, css: &str) {
-        self.client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|error| panic!("no element {css}: {error}"))
-            .click()
-            .await
-            .unwrap_or_else(|error| panic!("cannot click {css}: {error}"));
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let element = self
+                .client
+                .wait()
+                .at_most(PATIENCE)
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|error| panic!("no element {css}: {error}"));
+            match element.click().await {
+                Ok(()) => return,
+                Err(CmdError::Standard(error))
+                    if error.error == ErrorStatus::StaleElementReference
+                        && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(error) => panic!("cannot click {css}: {error}"),
+            }
+        }
     }
 
     /// The browser console's entries so far (chromedriver's log endpoint).

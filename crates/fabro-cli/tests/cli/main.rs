@@ -56,6 +56,7 @@ mod terminal;
 mod test_store;
 mod two_servers;
 mod validate;
+mod workers;
 
 use std::process::Output;
 

@@ -50,9 +50,20 @@ impl Server {
         extra_env: &[(&str, &str)],
         store: Arc<ServerStore>,
     ) -> Server {
+        Server::start_with(env, &[], extra_env, store)
+    }
+
+    /// A server on `store` started with `args` after `server --bind 127.0.0.1:0`.
+    pub(crate) fn start_with(
+        env: &TestEnv,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+        store: Arc<ServerStore>,
+    ) -> Server {
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
             .args(["server", "--bind", "127.0.0.1:0"])
+            .args(args)
             .envs(store.server_env())
             .envs(extra_env.iter().copied());
         Server {

@@ -85,6 +85,14 @@ impl PreparedRun {
                 .inspect_err(|error| tracing::warn!(%error, "cannot take the run lock"))
                 .ok(),
         };
+        // SPEC 18.2: a worker that loses the run's lease stops it at once.
+        let lost_watch = lease.as_ref().and_then(|lease| lease.lost()).map(|lost| {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                lost.cancelled().await;
+                cancel.cancel();
+            })
+        });
         let mut launch = self.launch(&start, &cancel, sinks)?;
         let entry = self.entry(&start)?;
         self.initialize(&start, &mut launch, &entry)?;
@@ -107,7 +115,11 @@ impl PreparedRun {
         }
         // SPEC 19.1: the run's MCP servers are closed when it ends.
         launch.services.extensions.close().await;
-        Ok(self.finish(launch, end, started, lease).await)
+        let report = self.finish(launch, end, started, lease).await;
+        if let Some(lost_watch) = lost_watch {
+            lost_watch.abort();
+        }
+        Ok(report)
     }
 
     /// Set-up: the event log, LLM clients, manifest, git, working directory, services,

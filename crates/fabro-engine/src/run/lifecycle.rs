@@ -164,13 +164,16 @@ pub fn resume(
     let paths = RunPaths::new(&fabro_home, &id);
     let created = !paths.run_dir().is_dir();
     if created {
-        let has_metadata = match history {
-            Some(history) => history
-                .metadata_tip(&id)
-                .map_err(|error| refused(ResumeError::Restore(Box::new(error.into()))))?
-                .is_some(),
-            None => false,
-        };
+        // A shared store keeps the records of a run another machine executed (SPEC
+        // 18.2: a worker takes it over); its directory here is made anew.
+        let has_metadata = stores.runs.read_manifest(run_id).is_ok()
+            || match history {
+                Some(history) => history
+                    .metadata_tip(&id)
+                    .map_err(|error| refused(ResumeError::Restore(Box::new(error.into()))))?
+                    .is_some(),
+                None => false,
+            };
         if !has_metadata {
             return Err(RunError::NoRunDir {
                 run_id: id,

@@ -24,6 +24,7 @@ use fabro_engine::{
 };
 use sqlx::postgres::PgPool;
 
+use self::leases::{LeasedRun, Leases};
 use self::listing::Listings;
 pub use self::listing::RUNS_CHANNEL;
 use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
@@ -54,6 +55,8 @@ pub struct PgRunStore {
     listings: std::sync::Arc<Listings>,
     /// The writers of the runs that execute through this store.
     writers: Writers,
+    /// The leases of the runs this store claimed for a worker (SPEC 18.2).
+    leases: Leases,
 }
 
 /// A row of `run_stages` (or `rewound_stages`) as the engine's stage.
@@ -130,6 +133,7 @@ impl PgRunStore {
             notices: std::sync::Arc::default(),
             listings: std::sync::Arc::default(),
             writers: Writers::default(),
+            leases: Leases::default(),
         })
     }
 
@@ -146,7 +150,12 @@ impl PgRunStore {
 }
 
 impl RunStore for PgRunStore {
+    /// A run this store claimed for a worker holds its lease instead (SPEC 18.2).
     fn lock(&self, run_id: &RunId) -> Result<Box<dyn RunLease>, StoreError> {
+        if let Some(held) = self.leases.get(run_id.as_str()) {
+            held.epoch()?;
+            return Ok(Box::new(LeasedRun(held)));
+        }
         let pool = self.pool.clone();
         let key = lock_key(run_id);
         let action = format!("cannot lock run {run_id}");
@@ -212,16 +221,19 @@ impl RunStore for PgRunStore {
         );
         let run_dir = records.run_dir.map(|dir| dir.display().to_string());
         let pool = self.pool.clone();
+        let epoch = self.leases.fence(run_id)?;
+        let run = run_id.clone();
         let run_id = run_id.as_str().to_owned();
-        self.run(&action.clone(), async move {
+        let updated = self.run(&action.clone(), async move {
             let mut transaction = pool.begin().await.map_err(backend(&action))?;
-            sqlx::query(
+            let updated = sqlx::query(
                 "INSERT INTO runs (run_id, workflow_name, workflow_path, status, started_at, \
                  manifest, config, graph, goal, parent_run_id, run_dir) \
                  VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9, coalesce($10, '')) \
                  ON CONFLICT (run_id) DO UPDATE SET workflow_name = $2, workflow_path = $3, \
                  started_at = $4, manifest = $5, config = $6, graph = $7, goal = $8, \
-                 parent_run_id = $9, run_dir = coalesce($10, runs.run_dir)",
+                 parent_run_id = $9, run_dir = coalesce($10, runs.run_dir) \
+                 WHERE $11::bigint IS NULL OR runs.lease_epoch = $11",
             )
             .bind(&run_id)
             .bind(&name)
@@ -233,9 +245,14 @@ impl RunStore for PgRunStore {
             .bind(&goal)
             .bind(&parent)
             .bind(&run_dir)
+            .bind(epoch)
             .execute(&mut *transaction)
             .await
-            .map_err(backend(&action))?;
+            .map_err(backend(&action))?
+            .rows_affected();
+            if updated == 0 {
+                return Ok(0);
+            }
             for (child, text) in &children {
                 sqlx::query(
                     "INSERT INTO run_children (run_id, name, text) VALUES ($1, $2, $3) \
@@ -249,8 +266,10 @@ impl RunStore for PgRunStore {
                 .map_err(backend(&action))?;
             }
             notify_changed(&mut transaction, &run_id, &action).await?;
-            transaction.commit().await.map_err(backend(&action))
+            transaction.commit().await.map_err(backend(&action))?;
+            Ok(updated)
         })?;
+        self.fenced(&run, epoch, updated)?;
         self.listings.changed();
         Ok(())
     }
@@ -469,20 +488,25 @@ impl RunStore for PgRunStore {
         let id = manifest.run_id.clone();
         let run_dir = run_dir.display().to_string();
         let action = format!("cannot register the start of run {id}");
-        self.run(&action.clone(), async move {
+        let run = RunId::from(id.as_str());
+        let epoch = self.leases.fence(&run)?;
+        let updated = self.run(&action.clone(), async move {
             sqlx::query(
                 "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
                  finished_at = NULL, cancel_requested = false, revision = revision + 1 \
-                 WHERE run_id = $1 RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
+                 WHERE run_id = $1 AND ($4::bigint IS NULL OR lease_epoch = $4) \
+                 RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
             )
             .bind(&id)
             .bind(&run_dir)
             .bind(RUNS_CHANNEL)
+            .bind(epoch)
             .execute(&pool)
             .await
-            .map(|_| ())
+            .map(|done| done.rows_affected())
             .map_err(backend(&action))
         })?;
+        self.fenced(&run, epoch, updated)?;
         self.listings.changed();
         Ok(())
     }
@@ -493,21 +517,25 @@ impl RunStore for PgRunStore {
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot register the end of run {run_id}");
-        self.run(&action.clone(), async move {
+        let epoch = self.leases.fence(run_id)?;
+        let updated = self.run(&action.clone(), async move {
             sqlx::query(
                 "WITH changed AS (UPDATE runs SET status = $2, finished_at = \
                  to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
-                 revision = revision + 1 WHERE run_id = $1 RETURNING run_id) \
+                 revision = revision + 1 WHERE run_id = $1 \
+                 AND ($4::bigint IS NULL OR lease_epoch = $4) RETURNING run_id) \
                  SELECT pg_notify($3, run_id) FROM changed",
             )
             .bind(&id)
             .bind(status.as_str())
             .bind(RUNS_CHANNEL)
+            .bind(epoch)
             .execute(&pool)
             .await
-            .map(|_| ())
+            .map(|done| done.rows_affected())
             .map_err(backend(&action))
         })?;
+        self.fenced(run_id, epoch, updated)?;
         self.listings.changed();
         Ok(())
     }
@@ -594,13 +622,15 @@ impl RunStore for PgRunStore {
                 .map_err(|error| StoreError::backend(action, std::io::Error::other(error)));
         }
         let (pool, fast) = (self.pool.clone(), self.fast.clone());
+        let epoch = self.leases.fence(run_id)?;
         let id = run_id.as_str().to_owned();
-        self.run(&action.clone(), async move {
+        let held = self.run(&action.clone(), async move {
             Batch::stage(stage)
-                .write(&id, &pool, &fast)
+                .write(&id, &pool, &fast, epoch)
                 .await
                 .map_err(backend(&action))
-        })
+        })?;
+        self.fenced(run_id, epoch, u64::from(held))
     }
 
     fn event_reader(&self, run_id: &RunId, after: u64) -> Box<dyn EventReader> {
@@ -643,6 +673,10 @@ impl RunStore for PgRunStore {
         self.read_cancel_request(run_id)
     }
 
+    fn queue(&self) -> Option<&dyn fabro_engine::RunQueue> {
+        Some(self)
+    }
+
     fn set_pending_question(
         &self,
         run_id: &RunId,
@@ -679,8 +713,12 @@ impl RunStore for PgRunStore {
 impl PgRunStore {
     /// The writer of `run_id`'s logs (see [`writer`]).
     fn writer(&self, run_id: &RunId) -> std::sync::Arc<RunWriter> {
-        self.writers
-            .open(&self.bridge, run_id, &self.pool, &self.fast)
+        self.writers.open(
+            &self.bridge,
+            run_id,
+            (&self.pool, &self.fast),
+            self.leases.get(run_id.as_str()),
+        )
     }
 
     /// The id of the run's last stored event, 0 when it has none.
@@ -740,6 +778,7 @@ impl PgRunStore {
     }
 }
 
+mod leases;
 mod listing;
 mod logs;
 mod notices;

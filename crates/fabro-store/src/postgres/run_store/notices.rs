@@ -11,6 +11,7 @@ use fabro_engine::{Notice, RunId, StoreError};
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::broadcast;
 
+use super::leases::QUEUE_CHANNEL;
 use super::listing::{Listings, RUNS_CHANNEL};
 use super::{backend, PgRunStore, EVENTS_CHANNEL};
 
@@ -113,7 +114,7 @@ async fn listen_once(
 ) -> Result<(), sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener
-        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL, RUNS_CHANNEL])
+        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL, RUNS_CHANNEL, QUEUE_CHANNEL])
         .await?;
     // Listening from now on; anything before was not heard.
     listings.set_listening(true);
@@ -128,6 +129,7 @@ async fn listen_once(
         let notice = match notification.channel() {
             EVENTS_CHANNEL => Notice::Appended(run_id),
             CANCEL_CHANNEL => Notice::CancelRequested(run_id),
+            QUEUE_CHANNEL => Notice::Queued(run_id),
             RUNS_CHANNEL => {
                 listings.changed();
                 continue;

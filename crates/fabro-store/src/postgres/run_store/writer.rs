@@ -19,6 +19,7 @@ use fabro_engine::RunId;
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
+use super::leases::Held;
 use super::EVENTS_CHANNEL;
 use crate::bridge::Bridge;
 
@@ -28,27 +29,36 @@ use crate::bridge::Bridge;
 /// checkpoint; a new run's row made, without a manifest, when the checkpoint comes
 /// before the records). Parts with nothing to write insert no rows; no row is touched
 /// twice, as one statement requires (a batch keeps one save per stage).
-const WRITE: &str = "WITH ev AS (INSERT INTO run_events (run_id, id, envelope) \
-     SELECT $1, i, e FROM unnest($2::bigint[], $3::text[]) AS t(i, e) RETURNING id), \
+///
+/// A run a worker holds (SPEC 18.2) passes its lease epoch (`$15`): the run's row is
+/// share-locked where it still has that epoch (a claim that moved it on waits for the
+/// statement, or the statement finds the row changed), and nothing is written when it
+/// has not; the statement answers whether it wrote.
+const WRITE: &str = "WITH fence AS (SELECT run_id FROM runs WHERE $15::bigint IS NOT NULL \
+     AND run_id = $1 AND lease_epoch = $15 FOR SHARE), \
+     go AS (SELECT 1 WHERE $15::bigint IS NULL OR EXISTS (SELECT 1 FROM fence)), \
+     ev AS (INSERT INTO run_events (run_id, id, envelope) \
+     SELECT $1, i, e FROM unnest($2::bigint[], $3::text[]) AS t(i, e), go RETURNING id), \
      st AS (INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
      SELECT $1, r, n, v, s, ARRAY(SELECT json_array_elements_text(f::json)) \
      FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[]) \
-     AS t(r, n, v, s, f) ON CONFLICT (run_id, rank) DO UPDATE SET node_id = excluded.node_id, \
+     AS t(r, n, v, s, f), go ON CONFLICT (run_id, rank) DO UPDATE SET node_id = excluded.node_id, \
      visit = excluded.visit, status = excluded.status, files = excluded.files), \
      dropped AS (DELETE FROM stage_files WHERE run_id = $1 AND path LIKE ANY ($9::text[]) \
-     AND NOT (path = ANY ($10::text[]))), \
+     AND NOT (path = ANY ($10::text[])) AND EXISTS (SELECT 1 FROM go)), \
      filed AS (INSERT INTO stage_files (run_id, path, content) \
-     SELECT $1, p, c FROM unnest($10::text[], $11::bytea[]) AS f(p, c) \
+     SELECT $1, p, c FROM unnest($10::text[], $11::bytea[]) AS f(p, c), go \
      ON CONFLICT (run_id, path) DO UPDATE SET content = excluded.content, blob = NULL), \
      made AS (INSERT INTO runs (run_id, workflow_name, status) \
-     SELECT $1, '', 'running' WHERE $12::text IS NOT NULL ON CONFLICT (run_id) DO NOTHING), \
+     SELECT $1, '', 'running' FROM go WHERE $12::text IS NOT NULL ON CONFLICT (run_id) DO NOTHING), \
      journaled AS (INSERT INTO run_journal (run_id, seq, record) \
      SELECT $1, coalesce(max(seq), 0) + 1, $12::text FROM run_journal WHERE run_id = $1 \
-     HAVING $12::text IS NOT NULL), \
+     HAVING $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM go)), \
      kept AS (INSERT INTO run_checkpoints (run_id, checkpoint) \
-     SELECT $1, $13::text WHERE $13::text IS NOT NULL \
-     ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = now()) \
-     SELECT pg_notify($14, $1) WHERE EXISTS (SELECT 1 FROM ev)";
+     SELECT $1, $13::text FROM go WHERE $13::text IS NOT NULL \
+     ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = now()), \
+     notified AS (SELECT pg_notify($14, $1) FROM go WHERE EXISTS (SELECT 1 FROM ev)) \
+     SELECT EXISTS (SELECT 1 FROM go), (SELECT count(*) FROM notified)";
 
 /// A stage as saved: its row and its files under `{rank}/{name}`.
 #[derive(Debug)]
@@ -127,15 +137,17 @@ impl Batch {
 
     /// Writes the batch in one statement: with a synchronous commit on `pool` when it
     /// holds a checkpoint, on `fast` (commits that do not wait for their WAL to be
-    /// flushed; the next checkpoint flushes them) otherwise.
+    /// flushed; the next checkpoint flushes them) otherwise. `false` when the run's
+    /// lease has moved on from `epoch` and nothing was written.
     pub(super) async fn write(
         self,
         run_id: &str,
         pool: &PgPool,
         fast: &PgPool,
-    ) -> Result<(), sqlx::Error> {
+        epoch: Option<i64>,
+    ) -> Result<bool, sqlx::Error> {
         if self.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let (ids, envelopes): (Vec<i64>, Vec<String>) = self.events.into_iter().unzip();
         let mut ranks = Vec::new();
@@ -160,7 +172,7 @@ impl Batch {
         }
         let (record, checkpoint) = self.checkpoint.unzip();
         let pool = if checkpoint.is_some() { pool } else { fast };
-        sqlx::query(WRITE)
+        sqlx::query_as(WRITE)
             .bind(run_id)
             .bind(ids)
             .bind(envelopes)
@@ -175,9 +187,10 @@ impl Batch {
             .bind(record)
             .bind(checkpoint)
             .bind(EVENTS_CHANNEL)
-            .execute(pool)
+            .bind(epoch)
+            .fetch_one(pool)
             .await
-            .map(|_| ())
+            .map(|row: (bool, i64)| row.0)
     }
 }
 
@@ -210,15 +223,21 @@ pub(super) struct RunWriter {
 }
 
 impl RunWriter {
-    /// Starts the writer of `run_id` on `bridge`.
-    fn start(bridge: &Bridge, run_id: &RunId, pool: &PgPool, fast: &PgPool) -> RunWriter {
+    /// Starts the writer of `run_id` on `bridge`; a run this store holds the lease of
+    /// (`held`) writes with its epoch.
+    fn start(
+        bridge: &Bridge,
+        run_id: &RunId,
+        (pool, fast): (&PgPool, &PgPool),
+        held: Option<Arc<Held>>,
+    ) -> RunWriter {
         let (queue, items) = mpsc::unbounded_channel();
         let done = Arc::new(AtomicU64::new(0));
         let failure = Arc::new(OnceLock::new());
         bridge.spawn(drain(
             run_id.as_str().to_owned(),
             items,
-            (pool.clone(), fast.clone()),
+            (pool.clone(), fast.clone(), held),
             done.clone(),
             failure.clone(),
         ));
@@ -286,7 +305,7 @@ impl RunWriter {
 async fn drain(
     run_id: String,
     mut items: mpsc::UnboundedReceiver<Item>,
-    (pool, fast): (PgPool, PgPool),
+    (pool, fast, held): (PgPool, PgPool, Option<Arc<Held>>),
     done: Arc<AtomicU64>,
     failure: Arc<OnceLock<String>>,
 ) {
@@ -310,9 +329,24 @@ async fn drain(
             next = items.try_recv().ok();
         }
         if failure.get().is_none() {
-            if let Err(error) = batch.write(&run_id, &pool, &fast).await {
-                tracing::error!(%run_id, %error, "cannot write to the shared store; the run stops");
-                let _ = failure.set(format!("run {run_id}: {error}"));
+            let epoch = held.as_deref().map(Held::epoch).transpose();
+            match epoch {
+                Err(error) => {
+                    let _ = failure.set(error.to_string());
+                }
+                Ok(epoch) => match batch.write(&run_id, &pool, &fast, epoch).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if let Some(held) = &held {
+                            held.lose("another worker claimed it");
+                        }
+                        let _ = failure.set(format!("lost the lease of run {run_id}"));
+                    }
+                    Err(error) => {
+                        tracing::error!(%run_id, %error, "cannot write to the shared store; the run stops");
+                        let _ = failure.set(format!("run {run_id}: {error}"));
+                    }
+                },
             }
         }
         done.fetch_add(count, Ordering::SeqCst);
@@ -336,8 +370,8 @@ impl Writers {
         &self,
         bridge: &Bridge,
         run_id: &RunId,
-        pool: &PgPool,
-        fast: &PgPool,
+        pools: (&PgPool, &PgPool),
+        held: Option<Arc<Held>>,
     ) -> Arc<RunWriter> {
         let mut writers = self
             .writers
@@ -349,7 +383,7 @@ impl Writers {
             }
         }
         writers.retain(|_, writer| writer.strong_count() > 0);
-        let writer = Arc::new(RunWriter::start(bridge, run_id, pool, fast));
+        let writer = Arc::new(RunWriter::start(bridge, run_id, pools, held));
         writers.insert(run_id.as_str().to_owned(), Arc::downgrade(&writer));
         writer
     }

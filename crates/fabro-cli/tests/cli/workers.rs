@@ -1,0 +1,561 @@
+//! Workers on one shared store (SPEC 18.2 and 18.4, issue 32): a server started with
+//! `--no-worker` queues the runs it accepts in PostgreSQL, and `fabro worker` processes
+//! (each with a storage directory of its own, as on several machines) claim them by
+//! priority then age, hold them under two-second leases and take over the runs of a
+//! worker that was killed or paused. What the tests read is the database's rows, the
+//! runs' stored events and an execution log that every stage appends to.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use fabro_test_support::{ServerStore, TestDatabase, TestEnv};
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+
+use crate::server::Server;
+
+/// The lease of every worker of these tests.
+const LEASE_TTL: &str = "2s";
+
+/// The database and the blob directory the server and the workers share.
+struct Shared {
+    database: TestDatabase,
+    blobs: PathBuf,
+}
+
+impl Shared {
+    fn create(test: &str, env: &TestEnv) -> Option<Shared> {
+        let database = TestDatabase::create(test)?;
+        let blobs = env.fabro_home().with_file_name("shared-blobs");
+        Some(Shared { database, blobs })
+    }
+
+    fn env(&self) -> [(&'static str, String); 2] {
+        [
+            ("FABRO_STORE", self.database.url()),
+            ("FABRO_BLOBS", format!("file://{}", self.blobs.display())),
+        ]
+    }
+
+    /// A server that queues the runs it accepts and executes none.
+    fn queueing_server(&self, env: &TestEnv) -> Server {
+        let variables = self.env();
+        let pairs: Vec<(&str, &str)> = variables
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        Server::start_with(env, &["--no-worker"], &pairs, ServerStore::local())
+    }
+
+    /// One value of the database (`psql`'s unaligned output).
+    fn query(&self, sql: &str) -> String {
+        self.database.query(sql)
+    }
+}
+
+/// A `fabro worker` process, killed when dropped.
+struct Worker {
+    child: Child,
+    name: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Worker {
+    /// Starts worker `name` with a state directory of its own and waits until it
+    /// claims.
+    fn start(env: &TestEnv, shared: &Shared, name: &str, concurrency: u16) -> Worker {
+        let state_dir = env.fabro_home().with_file_name(format!("state-{name}"));
+        let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
+        command
+            .args(["worker", "--name", name, "--lease-ttl", LEASE_TTL])
+            .args(["--concurrency", &concurrency.to_string()])
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .envs(shared.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("fabro worker starts");
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let collected = Arc::clone(&lines);
+        let (ready, started) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if line.contains("claiming runs") {
+                    let _ = ready.send(());
+                }
+                collected
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        });
+        let worker = Worker {
+            child,
+            name: name.to_owned(),
+            lines,
+        };
+        assert!(
+            started.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "worker {name} did not start: {}",
+            worker.stderr()
+        );
+        worker
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
+        nix::sys::signal::kill(pid, signal).expect("the worker is signalled");
+    }
+
+    fn stderr(&self) -> String {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .join("\n")
+    }
+
+    /// Waits (at most `limit`) for the worker to exit; its exit code.
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not exit within {limit:?}: {}",
+                self.name,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Queues run `run_id` of `workflow` through `server`, its variable `mark` set to the
+/// run id.
+fn queue(server: &Server, workflow: &str, run_id: &str, priority: i32) {
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({
+            "workflow": workflow,
+            "run_id": run_id,
+            "vars": {"mark": run_id},
+            "priority": priority,
+        })),
+    );
+    assert_eq!(status, 201, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["status"], "queued", "{body}");
+}
+
+/// Waits (at most `limit`) until `sql` answers `expected`.
+fn wait_for(shared: &Shared, sql: &str, expected: &str, limit: Duration, workers: &[&Worker]) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let answer = shared.query(sql);
+        if answer == expected {
+            return;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = workers
+                .iter()
+                .map(|worker| format!("{}:\n{}", worker.name, worker.stderr()))
+                .collect();
+            panic!(
+                "{sql} answered {answer}, not {expected}; runs:\n{}\n{}",
+                shared.query(
+                    "SELECT string_agg(run_id || ' ' || status || ' ' || coalesce(owner, '-'), E'\\n') FROM runs"
+                ),
+                logs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The lines of the execution log.
+fn log_lines(path: &Path) -> Vec<String> {
+    fs_err::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// SPEC 18.4.5: queued runs drained by three workers each end once with their status,
+/// no stage executes twice, and runs are claimed by priority, then age.
+#[test]
+fn queued_runs_are_drained_by_three_workers_once_each_by_priority_then_age() {
+    const RUNS: usize = 1000;
+    let env = TestEnv::new("workers-drain");
+    let Some(shared) = Shared::create("workers_drain", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    env.write(
+        "drain.fabro",
+        &format!(
+            "digraph drain {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  mark [shape=parallelogram, script=\"echo $mark >> {log}\"]
+  start -> mark -> exit
+}}
+",
+            log = log.display()
+        ),
+    );
+    let server = shared.queueing_server(&env);
+    // Every third run has a higher priority; the rest come in the order they were made.
+    let mut expected_high = Vec::new();
+    let mut expected_low = Vec::new();
+    for index in 0..RUNS {
+        let run_id = format!("drain-{index:04}");
+        let priority = i32::from(index % 3 == 2);
+        queue(&server, "drain.fabro", &run_id, priority);
+        if priority == 1 {
+            expected_high.push(run_id);
+        } else {
+            expected_low.push(run_id);
+        }
+    }
+    assert_eq!(
+        shared.query("SELECT count(*) FROM runs WHERE status = 'queued'"),
+        RUNS.to_string(),
+        "a server with --no-worker executes nothing"
+    );
+    let workers: Vec<Worker> = (1..=3)
+        .map(|number| Worker::start(&env, &shared, &format!("drain-{number}"), 2))
+        .collect();
+    let watched: Vec<&Worker> = workers.iter().collect();
+    wait_for(
+        &shared,
+        "SELECT count(*) FROM runs WHERE status = 'success'",
+        &RUNS.to_string(),
+        Duration::from_secs(600),
+        &watched,
+    );
+    assert_eq!(shared.query("SELECT count(*) FROM runs"), RUNS.to_string());
+
+    let mut executed = log_lines(&log);
+    executed.sort();
+    let mut everyone: Vec<String> = expected_high.iter().chain(&expected_low).cloned().collect();
+    everyone.sort();
+    assert_eq!(executed, everyone, "each run's stage executed exactly once");
+    assert_eq!(
+        shared.query("SELECT count(DISTINCT owner) FROM runs"),
+        "3",
+        "all three workers took runs"
+    );
+    assert_eq!(
+        shared.query("SELECT count(*) FROM runs WHERE lease_expires_at IS NOT NULL"),
+        "0",
+        "every lease ended with its run"
+    );
+
+    // Claims by priority, then age: two claims at the same moment may commit in either
+    // order, so a run may be displaced by at most the number of workers.
+    let claimed = shared.query("SELECT string_agg(run_id, ',' ORDER BY claimed_at) FROM runs");
+    let claimed: Vec<&str> = claimed.split(',').collect();
+    let expected: Vec<&str> = expected_high
+        .iter()
+        .chain(&expected_low)
+        .map(String::as_str)
+        .collect();
+    for (position, run_id) in claimed.iter().enumerate() {
+        let wanted = expected
+            .iter()
+            .position(|candidate| candidate == run_id)
+            .expect("a queued run");
+        assert!(
+            position.abs_diff(wanted) <= workers.len(),
+            "run {run_id} was claimed {position}th, not about {wanted}th: {claimed:?}"
+        );
+    }
+}
+
+/// A run of five stages that each append their start and end to `log` and sleep.
+fn staged_workflow(log: &Path) -> String {
+    let mut nodes = String::new();
+    for stage in 1..=5 {
+        nodes.push_str(&format!(
+            "  s{stage} [shape=parallelogram, script=\"echo $mark s{stage} start >> {log}; sleep 0.4; echo $mark s{stage} end >> {log}\"]\n",
+            log = log.display()
+        ));
+    }
+    format!(
+        "digraph staged {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+{nodes}  start -> s1 -> s2 -> s3 -> s4 -> s5 -> exit
+}}
+"
+    )
+}
+
+/// The stored event envelopes of `run_id`, in id order.
+fn events_of(shared: &Shared, run_id: &str) -> Vec<Value> {
+    let rows = shared.query(&format!(
+        "SELECT string_agg(envelope, E'\\n' ORDER BY id) FROM run_events WHERE run_id = '{run_id}'"
+    ));
+    rows.lines()
+        .map(|line| serde_json::from_str(line).expect("an envelope"))
+        .collect()
+}
+
+/// What a run's stored events must show after takeovers: ids 1, 2, … without a gap or
+/// a repeat, each stage recorded complete exactly once, and a resumed start for each
+/// takeover.
+fn check_events(shared: &Shared, run_id: &str) {
+    let events = events_of(shared, run_id);
+    for (index, event) in events.iter().enumerate() {
+        assert_eq!(event["id"], index + 1, "run {run_id}: ids have no gap");
+    }
+    for stage in 1..=5 {
+        let node = format!("s{stage}");
+        let completed = events
+            .iter()
+            .filter(|event| {
+                event["event"] == "StageCompleted"
+                    && event["node_id"] == node
+                    && event["properties"]["status"] == "success"
+            })
+            .count();
+        assert_eq!(
+            completed, 1,
+            "run {run_id}: stage {node} is recorded complete once"
+        );
+    }
+}
+
+/// SPEC 18.4.1: workers killed with SIGKILL at random moments of their stages; their
+/// runs finish on the other workers, no stage recorded complete is executed again, and
+/// every run ends `success`.
+#[test]
+fn runs_of_workers_killed_at_random_moments_finish_on_the_others() {
+    const RUNS: usize = 12;
+    const KILLS: usize = 20;
+    let env = TestEnv::new("workers-sigkill");
+    let Some(shared) = Shared::create("workers_sigkill", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    env.write("staged.fabro", &staged_workflow(&log));
+    let server = shared.queueing_server(&env);
+    for index in 0..RUNS {
+        queue(&server, "staged.fabro", &format!("killed-{index:02}"), 0);
+    }
+    let mut seed = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |elapsed| elapsed.subsec_nanos()),
+    ) | 1;
+    let mut random = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let mut started = 0;
+    let mut workers: Vec<Worker> = (0..3)
+        .map(|_| {
+            started += 1;
+            Worker::start(&env, &shared, &format!("k{started}"), 4)
+        })
+        .collect();
+    let mut kills = 0;
+    while kills < KILLS
+        && shared.query("SELECT count(*) FROM runs WHERE status = 'success'") != RUNS.to_string()
+    {
+        std::thread::sleep(Duration::from_millis(200 + random(900)));
+        // Kill a worker that holds a run in the middle of a stage, and start another.
+        let index = usize::try_from(random(workers.len() as u64)).unwrap_or(0);
+        let mut victim = workers.swap_remove(index);
+        victim.signal(Signal::SIGKILL);
+        let _ = victim.wait_exit(Duration::from_secs(10));
+        kills += 1;
+        started += 1;
+        workers.push(Worker::start(&env, &shared, &format!("k{started}"), 4));
+    }
+    let watched: Vec<&Worker> = workers.iter().collect();
+    wait_for(
+        &shared,
+        "SELECT count(*) FROM runs WHERE status = 'success'",
+        &RUNS.to_string(),
+        Duration::from_secs(240),
+        &watched,
+    );
+    let resumed = shared.query(
+        "SELECT count(*) FROM run_events WHERE envelope::jsonb ->> 'event' = 'WorkflowRunStarted' \
+         AND (envelope::jsonb -> 'properties' ->> 'resumed')::boolean",
+    );
+    assert!(
+        resumed.parse::<usize>().expect("a count") >= 1,
+        "the kills took runs over ({resumed} resumed starts)"
+    );
+    let lines = log_lines(&log);
+    for index in 0..RUNS {
+        let run_id = format!("killed-{index:02}");
+        check_events(&shared, &run_id);
+        for stage in 1..=5 {
+            let ended = format!("{run_id} s{stage} end");
+            assert!(
+                lines.contains(&ended),
+                "run {run_id}: stage s{stage} ran to its end"
+            );
+        }
+    }
+}
+
+/// SPEC 18.4.2: a worker paused longer than its lease: another worker finishes its
+/// run, and the paused one, continued, writes nothing more for it and kills the stage's
+/// processes.
+#[test]
+fn a_paused_worker_loses_its_run_and_writes_nothing_when_it_continues() {
+    let env = TestEnv::new("workers-sigstop");
+    let Some(shared) = Shared::create("workers_sigstop", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    let first = env.work_dir().join("first-execution");
+    let pid_file = env.work_dir().join("first-execution.pid");
+    env.write(
+        "paused.fabro",
+        &format!(
+            "digraph paused {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  long [shape=parallelogram, script=\"if [ -e {first} ]; then echo second >> {log}; else touch {first}; echo $$ > {pid}; sleep 30; echo first >> {log}; fi\"]
+  start -> long -> exit
+}}
+",
+            first = first.display(),
+            log = log.display(),
+            pid = pid_file.display()
+        ),
+    );
+    let server = shared.queueing_server(&env);
+    let paused = Worker::start(&env, &shared, "paused", 1);
+    queue(&server, "paused.fabro", "paused-run", 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fs_err::read_to_string(&pid_file).map_or(true, |pid| pid.trim().is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the stage never started: {}",
+            paused.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stage_pid: i32 = fs_err::read_to_string(&pid_file)
+        .expect("the pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert_eq!(shared.query("SELECT owner FROM runs"), "paused");
+    paused.signal(Signal::SIGSTOP);
+    let other = Worker::start(&env, &shared, "other", 1);
+    wait_for(
+        &shared,
+        "SELECT status || ' ' || owner FROM runs",
+        "success other",
+        Duration::from_secs(60),
+        &[&paused, &other],
+    );
+    let events_before = shared.query("SELECT count(*) || ' ' || max(id) FROM run_events");
+    let row_before = shared.query("SELECT revision || ' ' || status FROM runs");
+    paused.signal(Signal::SIGCONT);
+    // Continued, it finds its lease gone: it says so and kills the stage's processes.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Path::new(&format!("/proc/{stage_pid}")).exists()
+        || !paused.stderr().contains("lost the lease of run paused-run")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the paused worker's stage still runs or it said nothing: {}",
+            paused.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        shared.query("SELECT count(*) || ' ' || max(id) FROM run_events"),
+        events_before,
+        "no event of the paused worker is stored"
+    );
+    assert_eq!(
+        shared.query("SELECT revision || ' ' || status FROM runs"),
+        row_before,
+        "the run's row is not written again"
+    );
+    assert_eq!(
+        log_lines(&log),
+        ["second"],
+        "the first execution never finished"
+    );
+    check_resumed(&shared, "paused-run");
+}
+
+/// The run's events say that it was started, then resumed once.
+fn check_resumed(shared: &Shared, run_id: &str) {
+    let events = events_of(shared, run_id);
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["event"] == "WorkflowRunStarted")
+        .collect();
+    assert_eq!(starts.len(), 2, "{events:?}");
+    assert_eq!(starts[1]["properties"]["resumed"], true);
+}
+
+/// SPEC 18.2: SIGTERM hands a worker's runs back to the queue, and another worker
+/// resumes them at once; the worker exits 0 within 10 s.
+#[test]
+fn a_worker_stopped_with_sigterm_hands_its_run_back() {
+    let env = TestEnv::new("workers-sigterm");
+    let Some(shared) = Shared::create("workers_sigterm", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    env.write("staged.fabro", &staged_workflow(&log));
+    let server = shared.queueing_server(&env);
+    let mut leaving = Worker::start(&env, &shared, "leaving", 1);
+    queue(&server, "staged.fabro", "handed-back", 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log_lines(&log).iter().any(|line| line.contains("s2 start")) {
+        assert!(
+            Instant::now() < deadline,
+            "s2 never started: {}",
+            leaving.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    leaving.signal(Signal::SIGTERM);
+    assert_eq!(leaving.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(
+        shared.query("SELECT status || ' ' || coalesce(owner, '-') FROM runs"),
+        "queued -",
+        "the run is back in the queue"
+    );
+    let taking = Worker::start(&env, &shared, "taking", 1);
+    wait_for(
+        &shared,
+        "SELECT status || ' ' || owner FROM runs",
+        "success taking",
+        Duration::from_secs(60),
+        &[&taking],
+    );
+    check_events(&shared, "handed-back");
+}

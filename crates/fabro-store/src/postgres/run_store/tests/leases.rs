@@ -1,0 +1,236 @@
+//! The queue and the leases of SPEC 18.2: claims by priority then age, each run once;
+//! a lease that ran out is claimed again, and every write of its former holder is
+//! refused from then on.
+
+use std::time::Duration;
+
+use fabro_engine::{QueuedStart, RunQueue};
+
+use super::*;
+
+fn queued(run_id: &str, priority: i32) -> QueuedStart {
+    QueuedStart {
+        run_id: RunId::from(run_id),
+        workflow_name: "w".to_owned(),
+        workflow_path: "w.fabro".to_owned(),
+        goal: "g".to_owned(),
+        priority,
+        request: format!("{{\"run_id\": \"{run_id}\"}}"),
+    }
+}
+
+/// A second store of the same database: another worker.
+fn second(database: &TestDatabase) -> PgRunStore {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let store = PgStore::connect(&database.url()).await.expect("connects");
+        PgRunStore::new(&store).expect("a run store")
+    })
+}
+
+const TTL: Duration = Duration::from_secs(30);
+
+#[test]
+fn two_workers_claim_each_run_once_by_priority_then_age() {
+    let Some((database, first)) = store("pg_claims_by_priority_then_age") else {
+        return;
+    };
+    let other = second(&database);
+    for (run_id, priority) in [("a", 0), ("b", 5), ("c", 0), ("d", 5), ("e", -1)] {
+        assert!(first.enqueue(&queued(run_id, priority)).expect("queued"));
+    }
+    assert!(
+        !first.enqueue(&queued("a", 9)).expect("answers"),
+        "a run id is queued once"
+    );
+    assert_eq!(
+        database.query("SELECT string_agg(status, ',') FROM runs"),
+        "queued,queued,queued,queued,queued"
+    );
+    let mut order = Vec::new();
+    for turn in 0.. {
+        let worker: &PgRunStore = if turn % 2 == 0 { &first } else { &other };
+        let Some(claim) = worker
+            .claim(&format!("w{}", turn % 2), TTL)
+            .expect("claims")
+        else {
+            break;
+        };
+        assert_eq!(claim.epoch, 1);
+        assert_eq!(
+            claim.request.as_deref(),
+            Some(format!("{{\"run_id\": \"{}\"}}", claim.run_id).as_str()),
+            "a run that never started comes with its request"
+        );
+        order.push(claim.run_id.as_str().to_owned());
+    }
+    assert_eq!(order, ["b", "d", "a", "c", "e"]);
+    assert_eq!(
+        database.query("SELECT string_agg(run_id || '=' || owner, ',' ORDER BY run_id) FROM runs"),
+        "a=w0,b=w0,c=w1,d=w1,e=w0"
+    );
+    // Concurrent claims skip the rows another holds rather than wait or share them.
+    for index in 0..40 {
+        first
+            .enqueue(&queued(&format!("q{index:02}"), 0))
+            .expect("queued");
+    }
+    let workers = [&first, &other, &first, &other];
+    let claims = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .iter()
+            .enumerate()
+            .map(|(index, worker)| {
+                scope.spawn(move || {
+                    let mut mine = Vec::new();
+                    while let Some(claim) = worker.claim(&format!("t{index}"), TTL).expect("claims")
+                    {
+                        mine.push(claim.run_id.as_str().to_owned());
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut all: Vec<String> = handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("claims"))
+            .collect();
+        all.sort();
+        all
+    });
+    let expected: Vec<String> = (0..40).map(|index| format!("q{index:02}")).collect();
+    assert_eq!(claims, expected, "each queued run claimed exactly once");
+}
+
+#[test]
+fn a_lease_that_ran_out_is_claimed_again_and_its_former_holder_writes_nothing() {
+    let Some((database, old)) = store("pg_a_lease_that_ran_out_is_claimed_again") else {
+        return;
+    };
+    let new = second(&database);
+    old.enqueue(&queued("r1", 0)).expect("queued");
+    let claim = old.claim("old", TTL).expect("claims").expect("a run");
+    let run = claim.run_id;
+    let lease = old.lock(&run).expect("the lease is the lock");
+    let lost = lease.lost().expect("a worker's lease can be lost");
+    with_records(&old, "r1", "2026-01-01T00:00:00Z");
+    old.register_start(&manifest("r1", "2026-01-01T00:00:00Z"), Path::new("/s/r1"))
+        .expect("starts");
+    let opened = old.open_events(&run, Opening::New).expect("opens");
+    let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+    let mut checkpoints = old.open_checkpoints(&run, Opening::New).expect("opens");
+    emitter.emit(Event::warning(None, "one", "m"));
+    checkpoints
+        .write(
+            &checkpoint("r1", &["start"], Some("a")).view(),
+            &ChangeHint::everything(),
+        )
+        .expect("the holder writes");
+    assert!(
+        new.claim("new", TTL).expect("claims").is_none(),
+        "the lease is live"
+    );
+
+    // The old holder stops answering (paused, cut off) and its lease runs out.
+    database.query("UPDATE runs SET lease_expires_at = now() - interval '1 second'");
+    let taken = new
+        .claim("new", TTL)
+        .expect("claims")
+        .expect("the run is taken over");
+    assert_eq!(
+        (taken.run_id.as_str(), taken.epoch, taken.request),
+        ("r1", 2, None)
+    );
+    assert_eq!(database.query("SELECT owner FROM runs"), "new");
+
+    emitter.emit(Event::warning(None, "two", "m"));
+    let refused = checkpoints
+        .write(
+            &checkpoint("r1", &["start", "a"], None).view(),
+            &ChangeHint::everything(),
+        )
+        .expect_err("a checkpoint of the old holder is refused");
+    let refused = fabro_engine::error_chain(&refused);
+    assert!(refused.contains("lost the lease of run r1"), "{refused}");
+    assert!(lost.is_cancelled(), "the old holder's run is told to stop");
+    assert!(matches!(
+        old.register_end(&run, RunStatus::Success),
+        Err(StoreError::LostLease { .. })
+    ));
+    assert!(matches!(
+        old.release(&run),
+        Ok(()) | Err(StoreError::LostLease { .. })
+    ));
+    assert_eq!(
+        database.query("SELECT count(*) || ' ' || max(id) FROM run_events"),
+        "1 1",
+        "nothing the old holder wrote after the takeover is stored"
+    );
+    assert_eq!(database.query("SELECT count(*) FROM run_journal"), "1");
+    assert_eq!(database.query("SELECT status FROM runs"), "running");
+
+    // The new holder resumes: its lease is the run's lock, and its writes are stored.
+    let resumed = new.lock(&run).expect("the new lease is the lock");
+    let opened = new.open_events(&run, Opening::Resume).expect("opens");
+    assert_eq!(opened.next_id, 2);
+    let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+    emitter.emit(Event::warning(None, "two", "m"));
+    let mut checkpoints = new.open_checkpoints(&run, Opening::Resume).expect("opens");
+    checkpoints
+        .write(
+            &checkpoint("r1", &["start", "a"], None).view(),
+            &ChangeHint::everything(),
+        )
+        .expect("the new holder writes");
+    new.register_end(&run, RunStatus::Success).expect("ends");
+    new.release(&run).expect("released");
+    drop(resumed);
+    assert_eq!(
+        database
+            .query("SELECT status || ' ' || owner || ' ' || (lease_expires_at IS NULL) FROM runs"),
+        "success new true"
+    );
+    assert!(
+        new.claim("new", TTL).expect("claims").is_none(),
+        "an ended run is not claimed"
+    );
+}
+
+#[test]
+fn a_run_handed_back_is_claimed_again_at_once_and_resumed() {
+    let Some((database, first)) = store("pg_a_run_handed_back_is_claimed_again") else {
+        return;
+    };
+    first.enqueue(&queued("r1", 0)).expect("queued");
+    let claim = first.claim("one", TTL).expect("claims").expect("a run");
+    with_records(&first, "r1", "2026-01-01T00:00:00Z");
+    first.hand_back(&claim.run_id).expect("handed back");
+    assert_eq!(
+        database.query("SELECT status || ' ' || coalesce(owner, '-') FROM runs"),
+        "queued -"
+    );
+    let other = second(&database);
+    let again = other
+        .claim("two", TTL)
+        .expect("claims")
+        .expect("claimed again");
+    assert_eq!(
+        (again.epoch, again.request),
+        (2, None),
+        "a started run resumes"
+    );
+    other
+        .register_worker("two", "host-b", 3)
+        .expect("registers");
+    let workers = other.workers().expect("workers");
+    assert_eq!(workers.len(), 1);
+    assert_eq!(
+        (
+            workers[0].name.as_str(),
+            workers[0].host.as_str(),
+            workers[0].concurrency
+        ),
+        ("two", "host-b", 3)
+    );
+    assert_eq!(workers[0].runs, ["r1"]);
+}
