@@ -27,6 +27,7 @@ mod shared;
 mod sse;
 mod twin_client;
 mod w6;
+mod workers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,6 +90,13 @@ fn main() -> ExitCode {
                 .unwrap_or(3);
             finish(shared::shared_benchmark(&fabro_binary(), rounds))
         }
+        Some("workers") => {
+            let runs = args
+                .get(1)
+                .and_then(|runs| runs.parse().ok())
+                .unwrap_or(24);
+            finish(workers::workers_benchmark(&fabro_binary(), runs))
+        }
         Some("llm") => finish(llm::llm_benchmark()),
         Some("caching") => finish(caching::caching_benchmark()),
         Some("generate") => {
@@ -100,7 +108,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench workers [RUNS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

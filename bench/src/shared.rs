@@ -51,19 +51,25 @@ pub(crate) fn shared_benchmark(fabro: &Path, rounds: usize) -> Result<String> {
 }
 
 /// A database of the benchmark's own, dropped with it.
-struct Database {
+pub(crate) struct Database {
     name: String,
 }
 
 impl Database {
-    fn create() -> Result<Database> {
-        let name = format!("fabro_bench_{}", std::process::id());
+    pub(crate) fn create() -> Result<Database> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("fabro_bench_{}_{next}", std::process::id());
         psql("postgres", &format!("CREATE DATABASE {name}"))?;
         Ok(Database { name })
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -77,7 +83,7 @@ impl Drop for Database {
 }
 
 /// Runs `sql` in `database` with `psql`; returns its unaligned output.
-fn psql(database: &str, sql: &str) -> Result<String> {
+pub(crate) fn psql(database: &str, sql: &str) -> Result<String> {
     let output = Command::new("psql")
         .args(["-h", "127.0.0.1", "-U", "postgres", "-d", database])
         .args(["-v", "ON_ERROR_STOP=1", "-qtAc", sql])

@@ -29,6 +29,7 @@ mod request;
 mod run;
 mod stage;
 mod steer;
+mod worker;
 mod workflow;
 
 pub use error::{ErrorBody, ErrorDetail};
@@ -44,4 +45,5 @@ pub use run::{
 };
 pub use stage::{Artifact, ArtifactList, StageList, StageRow, StageUsage};
 pub use steer::{SteerAccepted, SteerRequest};
+pub use worker::{WorkerDocument, WorkerList};
 pub use workflow::{Diagnostic, DiagnosticEdge, DiagnosticSpan, WorkflowEntry, WorkflowList};

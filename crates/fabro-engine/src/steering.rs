@@ -127,7 +127,9 @@ struct Shared {
     mailbox: Mailbox,
     state: Mutex<State>,
     /// Set when the run starts executing: accepted messages are announced through it.
-    emitter: OnceLock<Arc<Emitter>>,
+    /// Weak: the emitter's sinks may hold this queue (a server's run), and the run's end
+    /// drops the emitter.
+    emitter: OnceLock<std::sync::Weak<Emitter>>,
 }
 
 #[derive(Default)]
@@ -192,7 +194,7 @@ impl SteeringQueue {
         when: WhenNoAgent,
     ) -> Result<Steered, SteerError> {
         let message = message(text, source)?;
-        let Some(emitter) = self.shared.emitter.get() else {
+        let Some(emitter) = self.shared.emitter.get().and_then(std::sync::Weak::upgrade) else {
             if when == WhenNoAgent::Refuse {
                 return Err(SteerError::NoAgentStage {
                     run_id: self.shared.run_id.clone(),
@@ -209,7 +211,7 @@ impl SteeringQueue {
             .collect();
         let node_id = target(&self.shared.run_id, &running, when)?;
         let file = self.shared.mailbox.store(&message)?;
-        announce(emitter, node_id.as_deref(), &message);
+        announce(&emitter, node_id.as_deref(), &message);
         state.pending.push((message, file));
         Ok(Steered { node_id })
     }
@@ -217,7 +219,7 @@ impl SteeringQueue {
     /// Starts announcing accepted messages through `emitter`: the run executes. Messages
     /// accepted before a crash are queued again, and those posted meanwhile accepted.
     pub(crate) fn attach(&self, emitter: &Arc<Emitter>) {
-        if self.shared.emitter.set(Arc::clone(emitter)).is_err() {
+        if self.shared.emitter.set(Arc::downgrade(emitter)).is_err() {
             return;
         }
         let leftovers = self.shared.mailbox.restore();
@@ -228,7 +230,7 @@ impl SteeringQueue {
 
     /// Accepts the messages other processes posted, oldest first.
     fn accept_posted(&self) {
-        let Some(emitter) = self.shared.emitter.get() else {
+        let Some(emitter) = self.shared.emitter.get().and_then(std::sync::Weak::upgrade) else {
             return;
         };
         for posted in self.shared.mailbox.posted() {
@@ -242,7 +244,7 @@ impl SteeringQueue {
                 .iter()
                 .find(|entry| entry.stage.steerable())
                 .map(|entry| entry.stage.node_id.clone());
-            announce(emitter, node_id.as_deref(), &message);
+            announce(&emitter, node_id.as_deref(), &message);
             state.pending.push((message, file));
         }
     }

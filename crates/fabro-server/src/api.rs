@@ -1,6 +1,6 @@
 //! The routes of SPEC 14.3 under `/api/v1`: runs, their events, stages, files,
-//! artifacts and questions, the workflows under the roots, health and the OpenAPI
-//! document; forking and rewinding runs (SPEC 20.2, 20.3) in `branching`.
+//! artifacts and questions, the workflows under the roots, the workers of a shared
+//! store, health and the OpenAPI document; forking and rewinding runs (SPEC 20.2, 20.3) in `branching`.
 
 pub mod branching;
 pub mod events;
@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fabro_api::{
     Canceling, Health, HumanQuestion, InspectDocument, RunDocument, RunList, RunSummary, Started,
-    WorkflowList,
+    WorkerDocument, WorkerList, WorkflowList,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -36,6 +36,31 @@ pub async fn health() -> Json<Health> {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
     })
+}
+
+/// The workers of a shared store (SPEC 18.2); none on the local store.
+#[utoipa::path(get, path = "/api/v1/workers", responses((status = 200, body = WorkerList), (status = 401, body = ErrorBody), (status = 500, body = ErrorBody)))]
+pub async fn list_workers(State(state): State<AppState>) -> Result<Json<WorkerList>, ApiError> {
+    let runs = Arc::clone(&state.stores().runs);
+    let workers = tokio::task::spawn_blocking(move || match runs.queue() {
+        Some(queue) => queue.workers(),
+        None => Ok(Vec::new()),
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    Ok(Json(WorkerList {
+        workers: workers
+            .into_iter()
+            .map(|worker| WorkerDocument {
+                name: worker.name,
+                host: worker.host,
+                concurrency: worker.concurrency,
+                runs: worker.runs,
+                last_renewal: worker.last_renewal,
+            })
+            .collect(),
+    }))
 }
 
 /// Query of `GET /api/v1/runs`.

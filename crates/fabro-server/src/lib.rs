@@ -53,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/health", get(api::health))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/workflows", get(api::list_workflows))
+        .route("/api/v1/workers", get(api::list_workers))
         .route("/api/v1/runs/{id}", get(api::get_run))
         .route("/api/v1/runs/{id}/cancel", post(api::cancel_run))
         .route("/api/v1/runs/{id}/resume", post(api::resume_run))

@@ -33,6 +33,7 @@ use crate::api;
         api::questions::answer,
         api::steer::steer,
         api::list_workflows,
+        api::list_workers,
     ),
     components(schemas(crate::error::ErrorBody, crate::error::ErrorDetail, fabro_api::StoredEvent)),
     modifiers(&BearerAuth),

@@ -200,6 +200,9 @@ pub async fn resume(
     if !let_go(state, run_id).await {
         return Err(ApiError::conflict(format!("run {run_id} is running")));
     }
+    if state.settings().no_worker && state.run_store().queue().is_some() {
+        return requeue(state, run_id, request).await;
+    }
     let interviewer = interviewer_of(state);
     let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
@@ -352,7 +355,20 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
         active.cancel.cancel();
         return Ok(active.run_id.clone());
     }
-    let record = records::resolve(state.run_store(), run)?;
+    let record = match records::resolve(state.run_store(), run) {
+        Ok(record) => record,
+        // A run queued for the workers is listed once it starts: its cancel waits for
+        // it in the store, and the worker that claims it ends it `canceled`.
+        Err(error) if state.run_store().queue().is_some() => {
+            let run_id = fabro_engine::RunId::from(run);
+            return match state.run_store().request_cancel(&run_id) {
+                Ok(true) => Ok(run.to_owned()),
+                Ok(false) => Err(error),
+                Err(store) => Err(ApiError::internal(store)),
+            };
+        }
+        Err(error) => return Err(error),
+    };
     if record.status != RunStatus::Running {
         return Err(ApiError::conflict(format!(
             "run {} is not running (status {})",
@@ -489,6 +505,39 @@ async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted
         }
         Ok(Accepted {
             run_id,
+            status: "queued",
+        })
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+/// Queues the resume of run `run_id` for the workers (a server with `--no-worker` on a
+/// shared store): 409 when it is queued or running.
+async fn requeue(
+    state: &AppState,
+    run_id: &str,
+    request: ResumeRequest,
+) -> Result<Accepted, ApiError> {
+    let runs = Arc::clone(&state.stores().runs);
+    let id = run_id.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let record = records::resolve(runs.as_ref(), &id)?;
+        let text = serde_json::to_string(&request).map_err(ApiError::internal)?;
+        let queue = runs
+            .queue()
+            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        if !queue
+            .requeue(&RunId::from(record.run_id.as_str()), &text)
+            .map_err(ApiError::internal)?
+        {
+            return Err(ApiError::conflict(format!(
+                "run {} is queued or running",
+                record.run_id
+            )));
+        }
+        Ok(Accepted {
+            run_id: record.run_id,
             status: "queued",
         })
     })

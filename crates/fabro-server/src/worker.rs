@@ -140,20 +140,24 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
     let id = run_id.clone();
     let prepared =
         tokio::task::spawn_blocking(move || -> Result<(PreparedRun, String), ApiError> {
-            match claim.request {
-                Some(text) => {
-                    let request: StartRequest = serde_json::from_str(&text).map_err(|error| {
-                        ApiError::bad_request(format!(
-                            "the queued request of run {id} is not valid: {error}"
-                        ))
-                    })?;
+            let invalid = |error: serde_json::Error| {
+                ApiError::bad_request(format!(
+                    "the queued request of run {id} is not valid: {error}"
+                ))
+            };
+            match (claim.started, claim.request) {
+                (false, Some(text)) => {
+                    let request: StartRequest = serde_json::from_str(&text).map_err(invalid)?;
                     let name = runs::workflow_name_of(&request);
                     Ok((bridge.prepare_new(&request, asking)?, name))
                 }
-                None => Ok((
-                    bridge.prepare_resume(&id, &ResumeRequest::default(), asking)?,
-                    String::new(),
-                )),
+                (_, text) => {
+                    let request: ResumeRequest = match text {
+                        Some(text) => serde_json::from_str(&text).map_err(invalid)?,
+                        None => ResumeRequest::default(),
+                    };
+                    Ok((bridge.prepare_resume(&id, &request, asking)?, String::new()))
+                }
             }
         })
         .await

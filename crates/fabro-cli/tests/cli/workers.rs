@@ -187,6 +187,17 @@ fn wait_for(shared: &Shared, sql: &str, expected: &str, limit: Duration, workers
     }
 }
 
+/// The workers `GET /api/v1/workers` lists.
+fn workers_of(server: &Server) -> Vec<Value> {
+    let (status, body) = server.request("GET", "/api/v1/workers", None);
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    listed["workers"]
+        .as_array()
+        .cloned()
+        .expect("a list of workers")
+}
+
 /// The lines of the execution log.
 fn log_lines(path: &Path) -> Vec<String> {
     fs_err::read_to_string(path)
@@ -266,6 +277,16 @@ fn queued_runs_are_drained_by_three_workers_once_each_by_priority_then_age() {
         "0",
         "every lease ended with its run"
     );
+    let listed = workers_of(&server);
+    let names: Vec<&str> = listed
+        .iter()
+        .map(|worker| worker["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["drain-1", "drain-2", "drain-3"]);
+    for worker in &listed {
+        assert_eq!(worker["concurrency"], 2, "{worker}");
+        assert_eq!(worker["runs"], json!([]), "{worker}");
+    }
 
     // Claims by priority, then age: two claims at the same moment may commit in either
     // order, so a run may be displaced by at most the number of workers.
@@ -542,6 +563,10 @@ fn a_worker_stopped_with_sigterm_hands_its_run_back() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let listed = workers_of(&server);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["name"], "leaving");
+    assert_eq!(listed[0]["runs"], json!(["handed-back"]));
     leaving.signal(Signal::SIGTERM);
     assert_eq!(leaving.wait_exit(Duration::from_secs(10)), Some(0));
     assert_eq!(
@@ -558,4 +583,143 @@ fn a_worker_stopped_with_sigterm_hands_its_run_back() {
         &[&taking],
     );
     check_events(&shared, "handed-back");
+}
+
+/// SPEC 18.2: a human gate pending while its worker is killed: the worker that takes
+/// the run over asks the same question (same id), and an answer posted during the
+/// takeover is applied, once.
+#[test]
+fn a_gate_pending_at_a_takeover_is_asked_again_and_answered_once() {
+    let env = TestEnv::new("workers-gate");
+    let Some(shared) = Shared::create("workers_gate", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    env.write(
+        "gated.fabro",
+        &format!(
+            "digraph gated {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  review [shape=hexagon, label=\"Ship it?\"]
+  ship [shape=parallelogram, script=\"echo shipped >> {log}\"]
+  drop [shape=parallelogram, script=\"echo dropped >> {log}\"]
+  start -> review
+  review -> ship [label=\"[A] Approve\"]
+  review -> drop [label=\"[R] Reject\"]
+  ship -> exit
+  drop -> exit
+}}
+",
+            log = log.display()
+        ),
+    );
+    let server = shared.queueing_server(&env);
+    let mut first = Worker::start(&env, &shared, "gate-1", 1);
+    queue(&server, "gated.fabro", "gated", 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let question_id = loop {
+        let (_, body) = server.request("GET", "/api/v1/runs/gated/questions", None);
+        let listed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        if let Some(id) = listed["questions"][0]["question_id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no question: {body}; {}",
+            first.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.signal(Signal::SIGKILL);
+    let _ = first.wait_exit(Duration::from_secs(10));
+    std::thread::scope(|scope| {
+        // Posted while no worker asks: the server files it and waits for the run to
+        // take it.
+        let answering = scope.spawn(|| {
+            server.request(
+                "POST",
+                &format!("/api/v1/runs/gated/questions/{question_id}/answer"),
+                Some(&json!({"key": "A"})),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let second = Worker::start(&env, &shared, "gate-2", 1);
+        let (status, body) = answering.join().expect("the answer is posted");
+        assert_eq!(status, 200, "{body}; {}", second.stderr());
+        wait_for(
+            &shared,
+            "SELECT status || ' ' || owner FROM runs",
+            "success gate-2",
+            Duration::from_secs(60),
+            &[&second],
+        );
+    });
+    let events = events_of(&shared, "gated");
+    let asked: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["event"] == "HumanQuestion")
+        .map(|event| &event["properties"]["question_id"])
+        .collect();
+    assert_eq!(asked.len(), 2, "asked, then asked again: {events:?}");
+    assert!(
+        asked.iter().all(|id| **id == question_id),
+        "under one question id: {asked:?}"
+    );
+    let answered = events
+        .iter()
+        .filter(|event| event["event"] == "HumanAnswer")
+        .count();
+    assert_eq!(answered, 1, "the answer is applied once");
+    assert_eq!(log_lines(&log), ["shipped"]);
+}
+
+/// A run queued for the workers and cancelled before any worker claims it ends
+/// `canceled` before its first stage; resumed through the server, it is queued again,
+/// and a worker finishes it.
+#[test]
+fn a_run_cancelled_in_the_queue_ends_canceled_and_resumes_through_the_queue() {
+    let env = TestEnv::new("workers-queued-cancel");
+    let Some(shared) = Shared::create("workers_queued_cancel", &env) else {
+        return;
+    };
+    let log = env.work_dir().join("executions.log");
+    env.write(
+        "one.fabro",
+        &format!(
+            "digraph one {{
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  work [shape=parallelogram, script=\"echo $mark >> {log}\"]
+  start -> work -> exit
+}}
+",
+            log = log.display()
+        ),
+    );
+    let server = shared.queueing_server(&env);
+    queue(&server, "one.fabro", "early", 0);
+    let (status, body) = server.request("POST", "/api/v1/runs/early/cancel", None);
+    assert!((200..300).contains(&status), "{status} {body}");
+    let worker = Worker::start(&env, &shared, "late", 1);
+    wait_for(
+        &shared,
+        "SELECT status FROM runs",
+        "canceled",
+        Duration::from_secs(60),
+        &[&worker],
+    );
+    assert!(log_lines(&log).is_empty(), "no stage ran");
+    let (status, body) = server.request("POST", "/api/v1/runs/early/resume", Some(&json!({})));
+    assert!((200..300).contains(&status), "{status} {body}");
+    let resumed: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(resumed["status"], "queued", "{body}");
+    wait_for(
+        &shared,
+        "SELECT status FROM runs",
+        "success",
+        Duration::from_secs(60),
+        &[&worker],
+    );
+    assert_eq!(log_lines(&log), ["early"]);
 }

@@ -24,7 +24,7 @@ const NO_EDGES: &str = "No outgoing edges for human gate";
 /// answers like `--auto-approve` (SPEC 4.9).
 pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
     let node = input.node;
-    let question_id = format!("{}-{}-{}", node.id, input.attempt, ulid::Ulid::new());
+    let question_id = question_id(input);
     let last_response = input.context.get_str("last_response").unwrap_or_default();
     let Some(question) =
         Question::of_gate(input.workflow, input.node_index, question_id, last_response)
@@ -57,6 +57,19 @@ pub(super) async fn execute(input: &StageInput<'_>) -> Outcome {
         }
         Reply::Declined => unanswered_outcome(&Unanswered::Unavailable, &node.id),
         Reply::Unanswered(unanswered) => unanswered_outcome(&unanswered, &node.id),
+    }
+}
+
+/// The id of the gate's question: `{node}-{attempt}-{ulid}`, or the id of the same
+/// gate's question that is still open in the run store, which a resumed run (a worker
+/// that took the run over, SPEC 18.2) asks again, so that an answer filed for it in
+/// between is applied.
+fn question_id(input: &StageInput<'_>) -> String {
+    let prefix = format!("{}-{}-", input.node.id, input.attempt);
+    let run_id = crate::id::RunId::from(input.services.run_id.as_str());
+    match input.services.runs.pending_question(&run_id) {
+        Ok(Some(open)) if open.id().starts_with(&prefix) => open.id().to_owned(),
+        _ => format!("{prefix}{}", ulid::Ulid::new()),
     }
 }
 

@@ -15,9 +15,11 @@ pub struct Claim {
     /// The fencing token: the run's lease epoch after this claim. Every write of the
     /// claimer carries it and is refused once another claim moved it on.
     pub epoch: u64,
-    /// The start request a server queued, for a run that never started; `None` for a
-    /// run that started before (its lease ran out, or it was handed back), which
-    /// resumes from its newest complete checkpoint.
+    /// Whether the run started before (its lease ran out, it was handed back or a
+    /// resume was queued): it resumes from its newest complete checkpoint.
+    pub started: bool,
+    /// What a server queued: the start request of a run that never started, the
+    /// resume request of a resume; `None` when the run was taken over.
     pub request: Option<String>,
 }
 
@@ -72,6 +74,11 @@ pub trait RunQueue: Send + Sync {
     /// Hands a run back to the queue (a worker that stops): another worker claims and
     /// resumes it at once.
     fn hand_back(&self, run_id: &RunId) -> Result<(), StoreError>;
+
+    /// Queues the resume of a run that stopped (neither queued nor running), with its
+    /// serialised resume `request`, cancel requests forgotten; `false` when the run is
+    /// not stopped or not in the store.
+    fn requeue(&self, run_id: &RunId, request: &str) -> Result<bool, StoreError>;
 
     /// Records that `worker` on `host` runs with `concurrency` slots, now.
     fn register_worker(&self, worker: &str, host: &str, concurrency: u32)

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::support::{chain, Auth, Fixture, TOKEN};
 
 /// Routes of SPEC 14.3, as the document must list them.
-const ROUTES: [(&str, &str); 20] = [
+const ROUTES: [(&str, &str); 21] = [
     ("get", "/api/v1/health"),
     ("get", "/api/v1/openapi.json"),
     ("get", "/api/v1/runs"),
@@ -28,6 +28,7 @@ const ROUTES: [(&str, &str); 20] = [
     ("get", "/api/v1/runs/{id}/questions"),
     ("post", "/api/v1/runs/{id}/questions/{question_id}/answer"),
     ("get", "/api/v1/workflows"),
+    ("get", "/api/v1/workers"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

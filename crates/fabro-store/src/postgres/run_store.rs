@@ -181,6 +181,7 @@ impl RunStore for PgRunStore {
 
     fn is_active(&self, run_id: &RunId) -> bool {
         let pool = self.pool.clone();
+        let id = run_id.as_str().to_owned();
         let key = lock_key(run_id);
         let bits = u64::from_ne_bytes(key.to_ne_bytes());
         let (high, low) = (i64::try_from(bits >> 32), i64::try_from(bits & 0xffff_ffff));
@@ -188,12 +189,16 @@ impl RunStore for PgRunStore {
             return false;
         };
         self.run("cannot read the run locks", async move {
+            // A run a worker holds, or that another takes over, has a lease instead.
             sqlx::query_scalar(
                 "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
-                 AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1)",
+                 AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1) \
+                 OR EXISTS (SELECT 1 FROM runs WHERE run_id = $3 AND status = 'running' \
+                 AND owner IS NOT NULL AND lease_expires_at IS NOT NULL)",
             )
             .bind(high)
             .bind(low)
+            .bind(id)
             .fetch_one(&pool)
             .await
             .map_err(backend("cannot read the run locks"))
@@ -493,7 +498,8 @@ impl RunStore for PgRunStore {
         let updated = self.run(&action.clone(), async move {
             sqlx::query(
                 "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
-                 finished_at = NULL, cancel_requested = false, revision = revision + 1 \
+                 finished_at = NULL, revision = revision + 1, request = NULL, \
+                 cancel_requested = ($4::bigint IS NOT NULL AND cancel_requested) \
                  WHERE run_id = $1 AND ($4::bigint IS NULL OR lease_epoch = $4) \
                  RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
             )

@@ -293,7 +293,8 @@ impl RunQueue for PgRunStore {
         Ok(Some(Claim {
             run_id: RunId::from(run_id.as_str()),
             epoch: u64::try_from(epoch).unwrap_or(0),
-            request: if started { None } else { request },
+            started,
+            request,
         }))
     }
 
@@ -311,11 +312,36 @@ impl RunQueue for PgRunStore {
         self.end_lease(
             run_id,
             "WITH back AS (UPDATE runs SET status = 'queued', owner = NULL, \
-             lease_expires_at = NULL, revision = revision + 1 \
+             lease_expires_at = NULL, request = NULL, revision = revision + 1 \
              WHERE run_id = $1 AND lease_epoch = $2 RETURNING run_id) \
              SELECT pg_notify($3, run_id), pg_notify($4, run_id) FROM back",
             format!("cannot hand back run {run_id}"),
         )
+    }
+
+    fn requeue(&self, run_id: &RunId, request: &str) -> Result<bool, StoreError> {
+        let pool = self.pool.clone();
+        let (id, request) = (run_id.as_str().to_owned(), request.to_owned());
+        let action = format!("cannot queue the resume of run {run_id}");
+        let queued = self.run(&action.clone(), async move {
+            sqlx::query(
+                "WITH queued AS (UPDATE runs SET status = 'queued', owner = NULL, \
+                 lease_expires_at = NULL, cancel_requested = false, request = $2, \
+                 revision = revision + 1 WHERE run_id = $1 AND manifest IS NOT NULL \
+                 AND status NOT IN ('queued', 'running') RETURNING run_id) \
+                 SELECT pg_notify($3, run_id), pg_notify($4, run_id) FROM queued",
+            )
+            .bind(&id)
+            .bind(&request)
+            .bind(QUEUE_CHANNEL)
+            .bind(RUNS_CHANNEL)
+            .execute(&pool)
+            .await
+            .map(|done| done.rows_affected() == 1)
+            .map_err(backend(&action))
+        })?;
+        self.listings.changed();
+        Ok(queued)
     }
 
     fn register_worker(

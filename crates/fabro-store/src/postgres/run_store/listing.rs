@@ -43,7 +43,8 @@ macro_rules! listed {
              r.run_dir, r.parent_run_id, r.revision, \
              (extract(epoch FROM c.updated_at) * 1000000)::bigint AS checkpoint_at, \
              CASE WHEN r.status = 'running' THEN c.checkpoint::jsonb ->> 'run_status' END \
-             AS ended FROM runs r LEFT JOIN run_checkpoints c ON c.run_id = r.run_id ",
+             AS ended, (r.owner IS NOT NULL AND r.lease_expires_at IS NOT NULL) AS leased \
+             FROM runs r LEFT JOIN run_checkpoints c ON c.run_id = r.run_id ",
             $rest
         )
     };
@@ -179,6 +180,12 @@ impl PgRunStore {
             Ok((rows, held))
         })?;
         let held: HashSet<i64> = held.into_iter().collect();
+        // A worker holds these, or another takes them over (SPEC 18.2): not interrupted.
+        let leased: HashSet<String> = rows
+            .iter()
+            .filter(|row| row.get::<bool, _>("leased"))
+            .map(|row| row.get("run_id"))
+            .collect();
         let mut stamped = HashMap::with_capacity(rows.len());
         let mut records: Vec<RunRecord> = rows
             .iter()
@@ -194,6 +201,7 @@ impl PgRunStore {
             .iter_mut()
             .filter(|record| {
                 record.status == RunStatus::Running
+                    && !leased.contains(&record.run_id)
                     && !held.contains(&lock_key(&RunId::from(record.run_id.as_str())))
             })
             .collect();

@@ -220,6 +220,9 @@ pub(super) struct RunWriter {
     done: Arc<AtomicU64>,
     /// The first write that failed: every later one is refused with it.
     failure: Arc<OnceLock<String>>,
+    /// The lease it writes under, if any: a later claim of the run gets a writer of
+    /// its own.
+    held: Option<Arc<Held>>,
 }
 
 impl RunWriter {
@@ -237,7 +240,7 @@ impl RunWriter {
         bridge.spawn(drain(
             run_id.as_str().to_owned(),
             items,
-            (pool.clone(), fast.clone(), held),
+            (pool.clone(), fast.clone(), held.clone()),
             done.clone(),
             failure.clone(),
         ));
@@ -246,6 +249,7 @@ impl RunWriter {
             sent: AtomicU64::new(0),
             done,
             failure,
+            held,
         }
     }
 
@@ -378,7 +382,11 @@ impl Writers {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(writer) = writers.get(run_id.as_str()).and_then(Weak::upgrade) {
-            if !writer.failed() {
+            let same_lease = match (&writer.held, &held) {
+                (Some(old), Some(new)) => Arc::ptr_eq(old, new),
+                (old, new) => old.is_none() && new.is_none(),
+            };
+            if !writer.failed() && same_lease {
                 return writer;
             }
         }

@@ -57,6 +57,7 @@ fn two_workers_claim_each_run_once_by_priority_then_age() {
             break;
         };
         assert_eq!(claim.epoch, 1);
+        assert!(!claim.started);
         assert_eq!(
             claim.request.as_deref(),
             Some(format!("{{\"run_id\": \"{}\"}}", claim.run_id).as_str()),
@@ -138,8 +139,13 @@ fn a_lease_that_ran_out_is_claimed_again_and_its_former_holder_writes_nothing() 
         .expect("claims")
         .expect("the run is taken over");
     assert_eq!(
-        (taken.run_id.as_str(), taken.epoch, taken.request),
-        ("r1", 2, None)
+        (
+            taken.run_id.as_str(),
+            taken.epoch,
+            taken.started,
+            taken.request
+        ),
+        ("r1", 2, true, None)
     );
     assert_eq!(database.query("SELECT owner FROM runs"), "new");
 
@@ -215,8 +221,8 @@ fn a_run_handed_back_is_claimed_again_at_once_and_resumed() {
         .expect("claims")
         .expect("claimed again");
     assert_eq!(
-        (again.epoch, again.request),
-        (2, None),
+        (again.epoch, again.started, again.request),
+        (2, true, None),
         "a started run resumes"
     );
     other
@@ -233,4 +239,22 @@ fn a_run_handed_back_is_claimed_again_at_once_and_resumed() {
         ("two", "host-b", 3)
     );
     assert_eq!(workers[0].runs, ["r1"]);
+    // A run that stopped is queued again for its resume, with the resume's request.
+    other
+        .register_end(&again.run_id, RunStatus::Canceled)
+        .expect("ends");
+    other.release(&again.run_id).expect("released");
+    assert!(!first.requeue(&RunId::from("nope"), "{}").expect("answers"));
+    assert!(first
+        .requeue(&again.run_id, "{\"model\": \"m\"}")
+        .expect("queued"));
+    assert!(
+        !first.requeue(&again.run_id, "{}").expect("answers"),
+        "a queued run is not queued twice"
+    );
+    let resumed = first.claim("one", TTL).expect("claims").expect("claimed");
+    assert_eq!(
+        (resumed.started, resumed.request.as_deref()),
+        (true, Some("{\"model\": \"m\"}"))
+    );
 }
