@@ -148,6 +148,12 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
             match (claim.started, claim.request) {
                 (false, Some(text)) => {
                     let request: StartRequest = serde_json::from_str(&text).map_err(invalid)?;
+                    // Nothing of the run is stored: what an attempt that stopped before
+                    // its records left here is made anew.
+                    let left = fabro_engine::local::RunPaths::new(bridge.root(), &id);
+                    if left.run_dir().is_dir() {
+                        let _ = fs_err::remove_dir_all(left.run_dir());
+                    }
                     let name = runs::workflow_name_of(&request);
                     Ok((bridge.prepare_new(&request, asking)?, name))
                 }

@@ -168,6 +168,7 @@ impl PgStore {
 }
 
 mod nodelay;
+mod retry;
 mod run_store;
 
 pub use run_store::{PgRunStore, EVENTS_CHANNEL, RUNS_CHANNEL};

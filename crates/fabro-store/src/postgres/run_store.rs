@@ -28,7 +28,9 @@ use self::leases::{LeasedRun, Leases};
 use self::listing::Listings;
 pub use self::listing::RUNS_CHANNEL;
 use self::logs::{PgCheckpointLog, PgEventLog, PgEventReader, PgLease};
+use self::records::Records;
 use self::writer::{Batch, RunWriter, SavedStage, Writers};
+use super::retry::again;
 use super::PgStore;
 use crate::bridge::Bridge;
 
@@ -208,73 +210,32 @@ impl RunStore for PgRunStore {
         .unwrap_or(false)
     }
 
+    /// In one transaction, written again while the store's connection is lost.
     fn write_records(&self, run_id: &RunId, records: &RunRecords<'_>) -> Result<(), StoreError> {
         let action = format!("cannot write the records of run {run_id}");
         let encode = |error: serde_json::Error| StoreError::backend(action.clone(), error);
-        let config = serde_json::to_string_pretty(records.config).map_err(encode)?;
-        let manifest = serde_json::to_string_pretty(records.manifest).map_err(encode)?;
-        let graph = records.graph.to_owned();
-        let children = records.children.to_vec();
-        let (name, path, started) = (
-            records.manifest.workflow_name.clone(),
-            records.manifest.workflow_path.clone(),
-            records.manifest.started_at.clone(),
-        );
-        let (goal, parent) = (
-            records.manifest.goal.clone(),
-            records.manifest.parent_run_id.clone(),
-        );
-        let run_dir = records.run_dir.map(|dir| dir.display().to_string());
+        let written = Records {
+            run_id: run_id.as_str().to_owned(),
+            name: records.manifest.workflow_name.clone(),
+            path: records.manifest.workflow_path.clone(),
+            started: records.manifest.started_at.clone(),
+            manifest: serde_json::to_string_pretty(records.manifest).map_err(encode)?,
+            config: serde_json::to_string_pretty(records.config).map_err(encode)?,
+            graph: records.graph.to_owned(),
+            goal: records.manifest.goal.clone(),
+            parent: records.manifest.parent_run_id.clone(),
+            run_dir: records.run_dir.map(|dir| dir.display().to_string()),
+            children: records.children.to_vec(),
+            epoch: self.leases.fence(run_id)?,
+        };
+        let epoch = written.epoch;
         let pool = self.pool.clone();
-        let epoch = self.leases.fence(run_id)?;
-        let run = run_id.clone();
-        let run_id = run_id.as_str().to_owned();
         let updated = self.run(&action.clone(), async move {
-            let mut transaction = pool.begin().await.map_err(backend(&action))?;
-            let updated = sqlx::query(
-                "INSERT INTO runs (run_id, workflow_name, workflow_path, status, started_at, \
-                 manifest, config, graph, goal, parent_run_id, run_dir) \
-                 VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9, coalesce($10, '')) \
-                 ON CONFLICT (run_id) DO UPDATE SET workflow_name = $2, workflow_path = $3, \
-                 started_at = $4, manifest = $5, config = $6, graph = $7, goal = $8, \
-                 parent_run_id = $9, run_dir = coalesce($10, runs.run_dir) \
-                 WHERE $11::bigint IS NULL OR runs.lease_epoch = $11",
-            )
-            .bind(&run_id)
-            .bind(&name)
-            .bind(&path)
-            .bind(&started)
-            .bind(&manifest)
-            .bind(&config)
-            .bind(&graph)
-            .bind(&goal)
-            .bind(&parent)
-            .bind(&run_dir)
-            .bind(epoch)
-            .execute(&mut *transaction)
-            .await
-            .map_err(backend(&action))?
-            .rows_affected();
-            if updated == 0 {
-                return Ok(0);
-            }
-            for (child, text) in &children {
-                sqlx::query(
-                    "INSERT INTO run_children (run_id, name, text) VALUES ($1, $2, $3) \
-                     ON CONFLICT (run_id, name) DO UPDATE SET text = $3",
-                )
-                .bind(&run_id)
-                .bind(child)
-                .bind(text)
-                .execute(&mut *transaction)
+            again("writing the records", || written.write(&pool))
                 .await
-                .map_err(backend(&action))?;
-            }
-            notify_changed(&mut transaction, &run_id, &action).await?;
-            transaction.commit().await.map_err(backend(&action))?;
-            Ok(updated)
+                .map_err(backend(&action))
         })?;
-        self.fenced(&run, epoch, updated)?;
+        self.fenced(run_id, epoch, updated)?;
         self.listings.changed();
         Ok(())
     }
@@ -496,18 +457,20 @@ impl RunStore for PgRunStore {
         let run = RunId::from(id.as_str());
         let epoch = self.leases.fence(&run)?;
         let updated = self.run(&action.clone(), async move {
-            sqlx::query(
-                "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
+            again("registering the start", || {
+                sqlx::query(
+                    "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
                  finished_at = NULL, revision = revision + 1, request = NULL, \
                  cancel_requested = ($4::bigint IS NOT NULL AND cancel_requested) \
                  WHERE run_id = $1 AND ($4::bigint IS NULL OR lease_epoch = $4) \
                  RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",
-            )
-            .bind(&id)
-            .bind(&run_dir)
-            .bind(RUNS_CHANNEL)
-            .bind(epoch)
-            .execute(&pool)
+                )
+                .bind(&id)
+                .bind(&run_dir)
+                .bind(RUNS_CHANNEL)
+                .bind(epoch)
+                .execute(&pool)
+            })
             .await
             .map(|done| done.rows_affected())
             .map_err(backend(&action))
@@ -525,18 +488,20 @@ impl RunStore for PgRunStore {
         let action = format!("cannot register the end of run {run_id}");
         let epoch = self.leases.fence(run_id)?;
         let updated = self.run(&action.clone(), async move {
-            sqlx::query(
-                "WITH changed AS (UPDATE runs SET status = $2, finished_at = \
+            again("registering the end", || {
+                sqlx::query(
+                    "WITH changed AS (UPDATE runs SET status = $2, finished_at = \
                  to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), \
                  revision = revision + 1 WHERE run_id = $1 \
                  AND ($4::bigint IS NULL OR lease_epoch = $4) RETURNING run_id) \
                  SELECT pg_notify($3, run_id) FROM changed",
-            )
-            .bind(&id)
-            .bind(status.as_str())
-            .bind(RUNS_CHANNEL)
-            .bind(epoch)
-            .execute(&pool)
+                )
+                .bind(&id)
+                .bind(status.as_str())
+                .bind(RUNS_CHANNEL)
+                .bind(epoch)
+                .execute(&pool)
+            })
             .await
             .map(|done| done.rows_affected())
             .map_err(backend(&action))
@@ -789,6 +754,7 @@ mod listing;
 mod logs;
 mod notices;
 mod questions;
+mod records;
 mod rewound;
 mod stage_files;
 mod writer;

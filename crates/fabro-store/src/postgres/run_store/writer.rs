@@ -13,32 +13,30 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use fabro_engine::backend::StageCopy;
 use fabro_engine::RunId;
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
+use super::super::retry::{connection_lost, next_pause, RETRY_PATIENCE};
 use super::leases::Held;
 use super::EVENTS_CHANNEL;
 use crate::bridge::Bridge;
 
-/// One statement for everything a batch holds: its events (and the `NOTIFY` that
-/// wakes streams when there are any), its stages with their files (the files a stage no
-/// longer has removed), and its checkpoint (the journal record and the newest
-/// checkpoint; a new run's row made, without a manifest, when the checkpoint comes
-/// before the records). Parts with nothing to write insert no rows; no row is touched
-/// twice, as one statement requires (a batch keeps one save per stage).
-///
-/// A run a worker holds (SPEC 18.2) passes its lease epoch (`$15`): the run's row is
-/// share-locked where it still has that epoch (a claim that moved it on waits for the
-/// statement, or the statement finds the row changed), and nothing is written when it
-/// has not; the statement answers whether it wrote.
-const WRITE: &str = "WITH fence AS (SELECT run_id FROM runs WHERE $15::bigint IS NOT NULL \
+/// The statement of a batch, `$events` closing the events' insert and `$journal` the
+/// journal's condition (see [`WRITE_AGAIN`]).
+macro_rules! write_statement {
+    ($events:literal, $journal:literal) => {
+        concat!(
+            "WITH fence AS (SELECT run_id FROM runs WHERE $15::bigint IS NOT NULL \
      AND run_id = $1 AND lease_epoch = $15 FOR SHARE), \
      go AS (SELECT 1 WHERE $15::bigint IS NULL OR EXISTS (SELECT 1 FROM fence)), \
      ev AS (INSERT INTO run_events (run_id, id, envelope) \
-     SELECT $1, i, e FROM unnest($2::bigint[], $3::text[]) AS t(i, e), go RETURNING id), \
+     SELECT $1, i, e FROM unnest($2::bigint[], $3::text[]) AS t(i, e), go ",
+            $events,
+            " RETURNING id), \
      st AS (INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
      SELECT $1, r, n, v, s, ARRAY(SELECT json_array_elements_text(f::json)) \
      FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[]) \
@@ -53,12 +51,39 @@ const WRITE: &str = "WITH fence AS (SELECT run_id FROM runs WHERE $15::bigint IS
      SELECT $1, '', 'running' FROM go WHERE $12::text IS NOT NULL ON CONFLICT (run_id) DO NOTHING), \
      journaled AS (INSERT INTO run_journal (run_id, seq, record) \
      SELECT $1, coalesce(max(seq), 0) + 1, $12::text FROM run_journal WHERE run_id = $1 \
-     HAVING $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM go)), \
+     HAVING $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM go)",
+            $journal,
+            "), \
      kept AS (INSERT INTO run_checkpoints (run_id, checkpoint) \
      SELECT $1, $13::text FROM go WHERE $13::text IS NOT NULL \
      ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = now()), \
      notified AS (SELECT pg_notify($14, $1) FROM go WHERE EXISTS (SELECT 1 FROM ev)) \
-     SELECT EXISTS (SELECT 1 FROM go), (SELECT count(*) FROM notified)";
+     SELECT EXISTS (SELECT 1 FROM go), (SELECT count(*) FROM notified)"
+        )
+    };
+}
+
+/// One statement for everything a batch holds: its events (and the `NOTIFY` that
+/// wakes streams when there are any), its stages with their files (the files a stage no
+/// longer has removed), and its checkpoint (the journal record and the newest
+/// checkpoint; a new run's row made, without a manifest, when the checkpoint comes
+/// before the records). Parts with nothing to write insert no rows; no row is touched
+/// twice, as one statement requires (a batch keeps one save per stage).
+///
+/// A run a worker holds (SPEC 18.2) passes its lease epoch (`$15`): the run's row is
+/// share-locked where it still has that epoch (a claim that moved it on waits for the
+/// statement, or the statement finds the row changed), and nothing is written when it
+/// has not; the statement answers whether it wrote.
+const WRITE: &str = write_statement!("", "");
+
+/// [`WRITE`] for a batch written again after its connection was lost, which may have
+/// been committed before: events already stored by id are kept, and the journal record
+/// is not appended again when it is the newest.
+const WRITE_AGAIN: &str = write_statement!(
+    "ON CONFLICT (run_id, id) DO NOTHING",
+    " AND (SELECT record FROM run_journal WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) \
+     IS DISTINCT FROM $12::text"
+);
 
 /// A stage as saved: its row and its files under `{rank}/{name}`.
 #[derive(Debug)]
@@ -149,48 +174,126 @@ impl Batch {
         if self.is_empty() {
             return Ok(true);
         }
-        let (ids, envelopes): (Vec<i64>, Vec<String>) = self.events.into_iter().unzip();
-        let mut ranks = Vec::new();
-        let mut nodes = Vec::new();
-        let mut visits = Vec::new();
-        let mut statuses = Vec::new();
-        let mut files = Vec::new();
-        let mut patterns = Vec::new();
-        let mut paths = Vec::new();
-        let mut contents = Vec::new();
-        for stage in self.stages {
-            ranks.push(stage.rank);
-            nodes.push(stage.node_id);
-            visits.push(stage.visit);
-            statuses.push(stage.status);
-            files.push(serde_json::Value::from(stage.files).to_string());
-            patterns.push(format!("{}/%", stage.rank));
+        Columns::of(self)
+            .write(WRITE, run_id, (pool, fast), epoch)
+            .await
+    }
+}
+
+/// A batch as the arrays its statement binds.
+#[derive(Debug, Default)]
+struct Columns {
+    ids: Vec<i64>,
+    envelopes: Vec<String>,
+    ranks: Vec<i64>,
+    nodes: Vec<String>,
+    visits: Vec<i64>,
+    statuses: Vec<Option<String>>,
+    files: Vec<String>,
+    patterns: Vec<String>,
+    paths: Vec<String>,
+    contents: Vec<Vec<u8>>,
+    record: Option<String>,
+    checkpoint: Option<String>,
+}
+
+impl Columns {
+    fn of(batch: Batch) -> Columns {
+        let (ids, envelopes) = batch.events.into_iter().unzip();
+        let (record, checkpoint) = batch.checkpoint.unzip();
+        let mut columns = Columns {
+            ids,
+            envelopes,
+            record,
+            checkpoint,
+            ..Columns::default()
+        };
+        for stage in batch.stages {
+            columns.ranks.push(stage.rank);
+            columns.nodes.push(stage.node_id);
+            columns.visits.push(stage.visit);
+            columns.statuses.push(stage.status);
+            columns
+                .files
+                .push(serde_json::Value::from(stage.files).to_string());
+            columns.patterns.push(format!("{}/%", stage.rank));
             for (path, bytes) in stage.contents {
-                paths.push(path);
-                contents.push(bytes);
+                columns.paths.push(path);
+                columns.contents.push(bytes);
             }
         }
-        let (record, checkpoint) = self.checkpoint.unzip();
-        let pool = if checkpoint.is_some() { pool } else { fast };
-        sqlx::query_as(WRITE)
+        columns
+    }
+
+    /// Runs `statement` ([`WRITE`] or [`WRITE_AGAIN`]) over the columns.
+    async fn write(
+        &self,
+        statement: &'static str,
+        run_id: &str,
+        (pool, fast): (&PgPool, &PgPool),
+        epoch: Option<i64>,
+    ) -> Result<bool, sqlx::Error> {
+        let pool = if self.checkpoint.is_some() {
+            pool
+        } else {
+            fast
+        };
+        sqlx::query_as(statement)
             .bind(run_id)
-            .bind(ids)
-            .bind(envelopes)
-            .bind(ranks)
-            .bind(nodes)
-            .bind(visits)
-            .bind(statuses)
-            .bind(files)
-            .bind(patterns)
-            .bind(paths)
-            .bind(contents)
-            .bind(record)
-            .bind(checkpoint)
+            .bind(&self.ids[..])
+            .bind(&self.envelopes[..])
+            .bind(&self.ranks[..])
+            .bind(&self.nodes[..])
+            .bind(&self.visits[..])
+            .bind(&self.statuses[..])
+            .bind(&self.files[..])
+            .bind(&self.patterns[..])
+            .bind(&self.paths[..])
+            .bind(&self.contents[..])
+            .bind(&self.record)
+            .bind(&self.checkpoint)
             .bind(EVENTS_CHANNEL)
             .bind(epoch)
             .fetch_one(pool)
             .await
             .map(|row: (bool, i64)| row.0)
+    }
+}
+
+/// Writes `batch`, again (idempotently) while the connection is lost, for at most
+/// [`RETRY_PATIENCE`]; `Ok(false)` when the lease moved on, `Err` with the run's
+/// failure otherwise.
+async fn write_batch(
+    batch: Batch,
+    run_id: &str,
+    pools: (&PgPool, &PgPool),
+    held: Option<&Held>,
+) -> Result<bool, String> {
+    if batch.is_empty() {
+        return Ok(true);
+    }
+    let columns = Columns::of(batch);
+    let deadline = Instant::now() + RETRY_PATIENCE;
+    let mut pause = Duration::from_millis(50);
+    let mut statement = WRITE;
+    loop {
+        let epoch = held
+            .map(Held::epoch)
+            .transpose()
+            .map_err(|error| error.to_string())?;
+        match columns.write(statement, run_id, pools, epoch).await {
+            Ok(written) => return Ok(written),
+            Err(error) if connection_lost(&error) && Instant::now() < deadline => {
+                tracing::warn!(%run_id, %error, "lost the store's connection while writing; writing again");
+                tokio::time::sleep(pause).await;
+                pause = next_pause(pause);
+                statement = WRITE_AGAIN;
+            }
+            Err(error) => {
+                tracing::error!(%run_id, %error, "cannot write to the shared store; the run stops");
+                return Err(format!("run {run_id}: {error}"));
+            }
+        }
     }
 }
 
@@ -333,24 +436,17 @@ async fn drain(
             next = items.try_recv().ok();
         }
         if failure.get().is_none() {
-            let epoch = held.as_deref().map(Held::epoch).transpose();
-            match epoch {
-                Err(error) => {
-                    let _ = failure.set(error.to_string());
+            match write_batch(batch, &run_id, (&pool, &fast), held.as_deref()).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    if let Some(held) = &held {
+                        held.lose("another worker claimed it");
+                    }
+                    let _ = failure.set(format!("lost the lease of run {run_id}"));
                 }
-                Ok(epoch) => match batch.write(&run_id, &pool, &fast, epoch).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        if let Some(held) = &held {
-                            held.lose("another worker claimed it");
-                        }
-                        let _ = failure.set(format!("lost the lease of run {run_id}"));
-                    }
-                    Err(error) => {
-                        tracing::error!(%run_id, %error, "cannot write to the shared store; the run stops");
-                        let _ = failure.set(format!("run {run_id}: {error}"));
-                    }
-                },
+                Err(error) => {
+                    let _ = failure.set(error);
+                }
             }
         }
         done.fetch_add(count, Ordering::SeqCst);
