@@ -442,6 +442,7 @@ mod tests {
             resumed: false,
             run_branch: None,
             run_dir: "/d".to_owned(),
+            worker: None,
             workflow_name: "w".to_owned(),
         }));
         emitter.emit(Event::node(

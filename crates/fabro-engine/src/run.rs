@@ -146,6 +146,8 @@ pub struct PreparedRun {
     steering: crate::steering::SteeringQueue,
     /// The source of a fork (SPEC 20.2), recorded in its manifest.
     fork: Option<ForkSource>,
+    /// The worker that executes the run (SPEC 18.2), named in `WorkflowRunStarted`.
+    worker: Option<String>,
 }
 
 /// What a fork's manifest says of its source (SPEC 20.2).
@@ -207,6 +209,11 @@ impl PreparedRun {
     /// Records `origin` as the starter of a new run (default: the CLI).
     pub fn set_origin(&mut self, origin: crate::record::RunOrigin) {
         self.origin = origin;
+    }
+
+    /// Names the worker that executes the run (SPEC 18.2) in its `WorkflowRunStarted`.
+    pub fn set_worker(&mut self, worker: &str) {
+        self.worker = Some(worker.to_owned());
     }
 
     /// The run's steering queue (SPEC 20.1): a handle a server keeps to steer the run.

@@ -64,7 +64,7 @@ pub async fn work(state: AppState, options: WorkerOptions) {
         }
         match claim(&runs, &options).await {
             Ok(Some(claim)) => {
-                start_claimed(&state, claim, slot).await;
+                start_claimed(&state, claim, slot, &options.name).await;
                 continue;
             }
             Ok(None) => {}
@@ -132,7 +132,7 @@ async fn claim(runs: &Arc<dyn RunStore>, options: &WorkerOptions) -> Result<Opti
 
 /// Prepares the claimed run and launches it in `slot`; a run that cannot be prepared
 /// ends `fail` (its cause logged), so that no worker claims it again.
-async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermit) {
+async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermit, worker: &str) {
     let interviewer = runs::interviewer_of(state);
     let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
@@ -170,7 +170,8 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
         .map_err(ApiError::internal)
         .and_then(|prepared| prepared);
     match prepared {
-        Ok((prepared, name)) => {
+        Ok((mut prepared, name)) => {
+            prepared.set_worker(worker);
             runs::launch(state, prepared, &interviewer, name, Some(slot));
         }
         Err(error) => {

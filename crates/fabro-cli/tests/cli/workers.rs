@@ -527,11 +527,12 @@ fn a_paused_worker_loses_its_run_and_writes_nothing_when_it_continues() {
         ["second"],
         "the first execution never finished"
     );
-    check_resumed(&shared, "paused-run");
+    check_resumed(&shared, "paused-run", ["paused", "other"]);
 }
 
-/// The run's events say that it was started, then resumed once.
-fn check_resumed(shared: &Shared, run_id: &str) {
+/// The run's events say that it was started by the first of `workers`, then resumed
+/// once, by the second.
+fn check_resumed(shared: &Shared, run_id: &str, workers: [&str; 2]) {
     let events = events_of(shared, run_id);
     let starts: Vec<&Value> = events
         .iter()
@@ -539,6 +540,8 @@ fn check_resumed(shared: &Shared, run_id: &str) {
         .collect();
     assert_eq!(starts.len(), 2, "{events:?}");
     assert_eq!(starts[1]["properties"]["resumed"], true);
+    assert_eq!(starts[0]["properties"]["worker"], workers[0]);
+    assert_eq!(starts[1]["properties"]["worker"], workers[1]);
 }
 
 /// SPEC 18.2: SIGTERM hands a worker's runs back to the queue, and another worker

@@ -222,7 +222,7 @@ impl From<fabro_llm::Usage> for EventUsage {
 }
 
 /// `WorkflowRunStarted {workflow_name, goal, run_dir, base_sha, run_branch, dry_run,
-/// resumed, next_node_id}`.
+/// resumed, next_node_id, worker}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowRunStarted {
@@ -240,6 +240,9 @@ pub struct WorkflowRunStarted {
     pub run_branch: Option<String>,
     /// The run directory.
     pub run_dir: String,
+    /// The worker that executes the run (SPEC 18.2); absent outside workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// Graph id or file stem.
     pub workflow_name: String,
 }

@@ -498,6 +498,7 @@ impl PreparedRun {
             resumed: matches!(start, Start::Resume(_)),
             run_branch: launch.manifest.run_branch.clone(),
             run_dir: self.paths.run_dir().display().to_string(),
+            worker: self.worker.clone(),
             workflow_name: self.workflow_name.clone(),
         }));
         launch.services.hooks.fire(

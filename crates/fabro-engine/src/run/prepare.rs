@@ -446,6 +446,7 @@ fn finish_prepare(
         origin: crate::record::RunOrigin::Cli,
         fork: None,
         steering,
+        worker: None,
     })
 }
 

@@ -36,6 +36,7 @@ fn samples() -> Vec<(Option<&'static str>, EventKind)> {
                 resumed: true,
                 run_branch: Some(text("fabro/run/r1")),
                 run_dir: text("/home/u/.fabro/scratch/r1"),
+                worker: Some(text("worker-1")),
                 workflow_name: text("quickstart"),
             }
             .into(),
