@@ -32,20 +32,7 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
             source,
         )
     })?;
-    // SPEC 14.1: one line per request at `info` when `RUST_LOG` asks for it; warnings
-    // and errors (a 500's cause, under its request id) in any case.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
-    runtime.block_on(async {
+    service_runtime()?.block_on(async {
         let named = StoreFlags {
             store: args.store.clone(),
             blobs: args.blobs.clone(),
@@ -95,6 +82,23 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
             .map_err(|source| CliError::io("cannot serve on", address.to_string(), source))
     })?;
     Ok(Status::Success)
+}
+
+/// The logging and the runtime of a long-lived process (a server, a worker). SPEC 14.1:
+/// one line per request at `info` when `RUST_LOG` asks for it; warnings and errors (a
+/// 500's cause, under its request id; a lost lease) in any case, on stderr.
+pub(crate) fn service_runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)
 }
 
 /// The shared store a server or a worker is pointed at.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use fabro_server::worker::{lease_ttl_setting, WorkerOptions};
 use fabro_server::{AppState, EngineBridge, ServerSettings, SettingsFlags, Token};
 
-use super::server::{shared_stores, shutdown_signal, StoreFlags};
+use super::server::{service_runtime, shared_stores, shutdown_signal, StoreFlags};
 use crate::args::WorkerArgs;
 use crate::error::{CliError, Status};
 use crate::loader::fabro_home;
@@ -52,18 +52,7 @@ pub(crate) fn run(args: &WorkerArgs, output: &mut Output) -> Result<Status, CliE
         .name
         .clone()
         .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
-    runtime.block_on(async {
+    service_runtime()?.block_on(async {
         let named = StoreFlags {
             store: args.store.clone(),
             blobs: args.blobs.clone(),
