@@ -232,10 +232,11 @@ fn failover(fabro: &Path, directory: &Path) -> Result<String> {
         "digraph long {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  long [shape=parallelogram, script=\"sleep 600\"]\n  start -> long -> exit\n}\n",
     )
     .map_err(|error| error.to_string())?;
-    let database = Database::create()?;
-    let store = store(&database)?;
     let mut samples = Vec::new();
     for round in 0..5 {
+        // A database of its own: the round before left a run that sleeps.
+        let database = Database::create()?;
+        let store = store(&database)?;
         let run_id = format!("f{round}");
         let mut first = Worker::start(fabro, directory, &database, &format!("first-{round}"))?;
         store
@@ -244,7 +245,7 @@ fn failover(fabro: &Path, directory: &Path) -> Result<String> {
         wait_for(
             &database,
             &format!(
-                "SELECT count(*) FROM run_events WHERE run_id = '{run_id}' AND envelope::jsonb ->> 'event' = 'StageStarted'"
+                "SELECT count(*) FROM run_events WHERE run_id = '{run_id}' AND envelope::jsonb ->> 'event' = 'StageStarted' AND envelope::jsonb ->> 'node_id' = 'long'"
             ),
             "1",
             Duration::from_secs(60),
