@@ -62,7 +62,14 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, workflow_name, None))
+    Ok(launch(
+        state,
+        prepared,
+        &interviewer,
+        workflow_name,
+        None,
+        false,
+    ))
 }
 
 /// The name a run of `request` is listed with before its manifest exists: the
@@ -211,7 +218,14 @@ pub async fn resume(
         tokio::task::spawn_blocking(move || bridge.prepare_resume(&id, &request, asking))
             .await
             .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, String::new(), None))
+    Ok(launch(
+        state,
+        prepared,
+        &interviewer,
+        String::new(),
+        None,
+        false,
+    ))
 }
 
 /// Forks run `run_id` (SPEC 20.2): the fork is a new run of this process, queued like
@@ -234,7 +248,14 @@ pub async fn fork(
     let prepared = tokio::task::spawn_blocking(move || bridge.prepare_fork(&id, &request, asking))
         .await
         .map_err(ApiError::internal)??;
-    Ok(launch(state, prepared, &interviewer, String::new(), None))
+    Ok(launch(
+        state,
+        prepared,
+        &interviewer,
+        String::new(),
+        None,
+        false,
+    ))
 }
 
 /// Rewinds run `run_id` (SPEC 20.3); a run of this server that runs or waits is
@@ -269,15 +290,17 @@ pub(crate) fn interviewer_of(state: &AppState) -> Arc<StoreInterviewer> {
     Arc::new(StoreInterviewer::unbound(Arc::clone(&state.stores().runs)))
 }
 
-/// Registers `prepared` and spawns its task: it waits for a slot (`queued`), then
-/// executes. A run cancelled while queued executes with its token already fired, so it
-/// ends `canceled` before its first stage.
+/// Registers `prepared` and spawns its task: it waits for a slot (`queued`; a worker's
+/// claimed run comes with its `slot`), then executes. A run cancelled while queued
+/// (here, or in the store before a worker claimed it: `cancelled`) executes with its
+/// token already fired, so it ends `canceled` before its first stage.
 pub(crate) fn launch(
     state: &AppState,
     prepared: PreparedRun,
     interviewer: &StoreInterviewer,
     workflow_name: String,
     slot: Option<OwnedSemaphorePermit>,
+    cancelled: bool,
 ) -> Accepted {
     let run_id = prepared.run_id().to_owned();
     interviewer.bind(&fabro_engine::RunId::from(run_id.as_str()));
@@ -288,6 +311,10 @@ pub(crate) fn launch(
         prepared.steering(),
         workflow_name,
     ));
+    if cancelled {
+        // Cancelled before it started: it ends `canceled` before its first stage.
+        active.cancel.cancel();
+    }
     state.insert(Arc::clone(&active));
     let slots = state.slots();
     let task_state = state.clone();

@@ -139,13 +139,13 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
     let run_id = claim.run_id.as_str().to_owned();
     let id = run_id.clone();
     let prepared =
-        tokio::task::spawn_blocking(move || -> Result<(PreparedRun, String), ApiError> {
+        tokio::task::spawn_blocking(move || -> Result<(PreparedRun, String, bool), ApiError> {
             let invalid = |error: serde_json::Error| {
                 ApiError::bad_request(format!(
                     "the queued request of run {id} is not valid: {error}"
                 ))
             };
-            match (claim.started, claim.request) {
+            let (prepared, name) = match (claim.started, claim.request) {
                 (false, Some(text)) => {
                     let request: StartRequest = serde_json::from_str(&text).map_err(invalid)?;
                     // Nothing of the run is stored: what an attempt that stopped before
@@ -155,24 +155,31 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
                         let _ = fs_err::remove_dir_all(left.run_dir());
                     }
                     let name = runs::workflow_name_of(&request);
-                    Ok((bridge.prepare_new(&request, asking)?, name))
+                    (bridge.prepare_new(&request, asking)?, name)
                 }
                 (_, text) => {
                     let request: ResumeRequest = match text {
                         Some(text) => serde_json::from_str(&text).map_err(invalid)?,
                         None => ResumeRequest::default(),
                     };
-                    Ok((bridge.prepare_resume(&id, &request, asking)?, String::new()))
+                    (bridge.prepare_resume(&id, &request, asking)?, String::new())
                 }
-            }
+            };
+            // A cancel that waited in the store for the run (SPEC 18.2).
+            let cancelled = bridge
+                .stores()
+                .runs
+                .cancel_requested(&RunId::from(id.as_str()))
+                .unwrap_or(false);
+            Ok((prepared, name, cancelled))
         })
         .await
         .map_err(ApiError::internal)
         .and_then(|prepared| prepared);
     match prepared {
-        Ok((mut prepared, name)) => {
+        Ok((mut prepared, name, cancelled)) => {
             prepared.set_worker(worker);
-            runs::launch(state, prepared, &interviewer, name, Some(slot));
+            runs::launch(state, prepared, &interviewer, name, Some(slot), cancelled);
         }
         Err(error) => {
             tracing::error!(%run_id, error = %fabro_engine::error_chain(&error), "cannot start a claimed run; it fails");

@@ -3,7 +3,10 @@
 -- run whose lease ran out) by setting `owner`, incrementing `lease_epoch` (the fencing
 -- token every later write of that worker carries) and setting `lease_expires_at`.
 ALTER TABLE runs
+    -- The start request a server queued, kept while the run has no checkpoint.
     ADD COLUMN request    TEXT,
+    -- The request of a resume queued for the workers, until the run starts again.
+    ADD COLUMN resume_request TEXT,
     -- When the run was last claimed, as the claim saw the clock.
     ADD COLUMN claimed_at TIMESTAMPTZ;
 

@@ -339,8 +339,11 @@ fn events_of(shared: &Shared, run_id: &str) -> Vec<Value> {
 }
 
 /// What a run's stored events must show after takeovers: ids 1, 2, … without a gap or
-/// a repeat, each stage recorded complete exactly once, and a resumed start for each
-/// takeover.
+/// a repeat; each stage checkpointed at most once (a stage whose checkpoint was stored
+/// is never executed again; the event of a checkpoint may die with its worker) and
+/// completed successfully at least once. A stage whose worker died after it ended but
+/// before its checkpoint was stored runs again, as on one machine (SPEC 8.7), so its
+/// `StageCompleted` may be stored twice.
 fn check_events(shared: &Shared, run_id: &str) {
     let events = events_of(shared, run_id);
     for (index, event) in events.iter().enumerate() {
@@ -348,17 +351,23 @@ fn check_events(shared: &Shared, run_id: &str) {
     }
     for stage in 1..=5 {
         let node = format!("s{stage}");
-        let completed = events
-            .iter()
-            .filter(|event| {
-                event["event"] == "StageCompleted"
-                    && event["node_id"] == node
-                    && event["properties"]["status"] == "success"
-            })
-            .count();
-        assert_eq!(
-            completed, 1,
-            "run {run_id}: stage {node} is recorded complete once"
+        let count = |name: &str| {
+            events
+                .iter()
+                .filter(|event| {
+                    event["event"] == name
+                        && event["node_id"] == node
+                        && (name != "StageCompleted" || event["properties"]["status"] == "success")
+                })
+                .count()
+        };
+        assert!(
+            count("CheckpointCompleted") <= 1,
+            "run {run_id}: stage {node} is checkpointed once: {events:?}"
+        );
+        assert!(
+            count("StageCompleted") >= 1,
+            "run {run_id}: stage {node} completed"
         );
     }
 }

@@ -460,7 +460,7 @@ impl RunStore for PgRunStore {
             again("registering the start", || {
                 sqlx::query(
                     "WITH changed AS (UPDATE runs SET status = 'running', run_dir = $2, \
-                 finished_at = NULL, revision = revision + 1, request = NULL, \
+                 finished_at = NULL, revision = revision + 1, resume_request = NULL, \
                  cancel_requested = ($4::bigint IS NOT NULL AND cancel_requested) \
                  WHERE run_id = $1 AND ($4::bigint IS NULL OR lease_epoch = $4) \
                  RETURNING run_id) SELECT pg_notify($3, run_id) FROM changed",

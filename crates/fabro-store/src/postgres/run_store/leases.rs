@@ -36,8 +36,23 @@ const CLAIM: &str = "WITH next AS (SELECT run_id FROM runs \
      claimed AS (UPDATE runs r SET owner = $1, lease_epoch = r.lease_epoch + 1, \
      lease_expires_at = now() + $2 * interval '1 millisecond', \
      claimed_at = clock_timestamp(), revision = r.revision + 1 FROM next WHERE r.run_id = next.run_id \
-     RETURNING r.run_id, r.lease_epoch, r.request, r.manifest IS NOT NULL AS started) \
-     SELECT run_id, lease_epoch, request, started, pg_notify($3, run_id) FROM claimed";
+     RETURNING r.run_id, r.lease_epoch, r.request, r.resume_request, \
+     EXISTS (SELECT 1 FROM run_checkpoints c WHERE c.run_id = r.run_id) AS started, \
+     r.manifest IS NOT NULL AS recorded) \
+     SELECT run_id, lease_epoch, request, resume_request, started, recorded, \
+     pg_notify($3, run_id) FROM claimed";
+
+/// Forgets what a run that never reached its first checkpoint stored (its worker died
+/// on the way): the worker that claimed it starts it anew from its request.
+const RESET: &str = "WITH events AS (DELETE FROM run_events WHERE run_id = $1), \
+     stages AS (DELETE FROM run_stages WHERE run_id = $1), \
+     files AS (DELETE FROM stage_files WHERE run_id = $1), \
+     journal AS (DELETE FROM run_journal WHERE run_id = $1), \
+     asked AS (DELETE FROM questions WHERE run_id = $1), \
+     children AS (DELETE FROM run_children WHERE run_id = $1) \
+     UPDATE runs SET manifest = NULL, config = NULL, graph = NULL, status = 'queued' \
+     WHERE run_id = $1 AND lease_epoch = $2 \
+     AND NOT EXISTS (SELECT 1 FROM run_checkpoints WHERE run_id = $1)";
 
 /// A lease this store holds for a run it claimed.
 #[derive(Debug)]
@@ -261,17 +276,26 @@ impl RunQueue for PgRunStore {
         let owner = worker.to_owned();
         let action = format!("worker {worker} cannot claim a run");
         let sent = Instant::now();
-        let claimed: Option<(String, i64, Option<String>, bool)> =
-            self.run(&action.clone(), async move {
-                sqlx::query_as(CLAIM)
-                    .bind(&owner)
-                    .bind(millis(ttl))
-                    .bind(RUNS_CHANNEL)
-                    .fetch_optional(&pool)
+        type Claimed = (String, i64, Option<String>, Option<String>, bool, bool);
+        let claimed: Option<Claimed> = self.run(&action.clone(), async move {
+            let claimed: Option<Claimed> = sqlx::query_as(CLAIM)
+                .bind(&owner)
+                .bind(millis(ttl))
+                .bind(RUNS_CHANNEL)
+                .fetch_optional(&pool)
+                .await
+                .map_err(backend(&action))?;
+            if let Some((run_id, epoch, _, _, false, true)) = &claimed {
+                sqlx::query(RESET)
+                    .bind(run_id)
+                    .bind(epoch)
+                    .execute(&pool)
                     .await
-                    .map_err(backend(&action))
-            })?;
-        let Some((run_id, epoch, request, started)) = claimed else {
+                    .map_err(backend(&action))?;
+            }
+            Ok(claimed)
+        })?;
+        let Some((run_id, epoch, request, resume_request, started, _)) = claimed else {
             return Ok(None);
         };
         self.listings.changed();
@@ -294,7 +318,7 @@ impl RunQueue for PgRunStore {
             run_id: RunId::from(run_id.as_str()),
             epoch: u64::try_from(epoch).unwrap_or(0),
             started,
-            request,
+            request: if started { resume_request } else { request },
         }))
     }
 
@@ -312,7 +336,7 @@ impl RunQueue for PgRunStore {
         self.end_lease(
             run_id,
             "WITH back AS (UPDATE runs SET status = 'queued', owner = NULL, \
-             lease_expires_at = NULL, request = NULL, revision = revision + 1 \
+             lease_expires_at = NULL, resume_request = NULL, revision = revision + 1 \
              WHERE run_id = $1 AND lease_epoch = $2 RETURNING run_id) \
              SELECT pg_notify($3, run_id), pg_notify($4, run_id) FROM back",
             format!("cannot hand back run {run_id}"),
@@ -326,7 +350,7 @@ impl RunQueue for PgRunStore {
         let queued = self.run(&action.clone(), async move {
             sqlx::query(
                 "WITH queued AS (UPDATE runs SET status = 'queued', owner = NULL, \
-                 lease_expires_at = NULL, cancel_requested = false, request = $2, \
+                 lease_expires_at = NULL, cancel_requested = false, resume_request = $2, \
                  revision = revision + 1 WHERE run_id = $1 AND manifest IS NOT NULL \
                  AND status NOT IN ('queued', 'running') RETURNING run_id) \
                  SELECT pg_notify($3, run_id), pg_notify($4, run_id) FROM queued",

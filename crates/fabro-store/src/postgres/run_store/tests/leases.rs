@@ -210,6 +210,16 @@ fn a_run_handed_back_is_claimed_again_at_once_and_resumed() {
     first.enqueue(&queued("r1", 0)).expect("queued");
     let claim = first.claim("one", TTL).expect("claims").expect("a run");
     with_records(&first, "r1", "2026-01-01T00:00:00Z");
+    let mut checkpoints = first
+        .open_checkpoints(&claim.run_id, Opening::New)
+        .expect("opens");
+    checkpoints
+        .write(
+            &checkpoint("r1", &["start"], Some("a")).view(),
+            &ChangeHint::everything(),
+        )
+        .expect("checkpointed");
+    drop(checkpoints);
     first.hand_back(&claim.run_id).expect("handed back");
     assert_eq!(
         database.query("SELECT status || ' ' || coalesce(owner, '-') FROM runs"),
@@ -256,5 +266,36 @@ fn a_run_handed_back_is_claimed_again_at_once_and_resumed() {
     assert_eq!(
         (resumed.started, resumed.request.as_deref()),
         (true, Some("{\"model\": \"m\"}"))
+    );
+}
+
+/// A run whose worker died before its first checkpoint has nothing to resume from: the
+/// worker that claims it finds what it stored forgotten and starts it anew.
+#[test]
+fn a_run_claimed_before_its_first_checkpoint_starts_anew() {
+    let Some((database, first)) = store("pg_a_run_without_checkpoint_starts_anew") else {
+        return;
+    };
+    first.enqueue(&queued("r1", 0)).expect("queued");
+    let claim = first.claim("one", TTL).expect("claims").expect("a run");
+    let run = with_records(&first, "r1", "2026-01-01T00:00:00Z");
+    let opened = first.open_events(&run, Opening::New).expect("opens");
+    let emitter = Emitter::with_log("r1", opened.log, opened.next_id, Vec::new());
+    emitter.emit(Event::warning(None, "one", "m"));
+    drop(emitter);
+    assert_eq!(database.query("SELECT count(*) FROM run_events"), "1");
+    database.query("UPDATE runs SET lease_expires_at = now() - interval '1 second'");
+    let other = second(&database);
+    let again = other.claim("two", TTL).expect("claims").expect("claimed");
+    assert_eq!(
+        (again.epoch, again.started, again.request.is_some()),
+        (claim.epoch + 1, false, true),
+        "started anew from its request"
+    );
+    assert_eq!(
+        database.query(
+            "SELECT (SELECT count(*) FROM run_events) || ' ' || (manifest IS NULL) FROM runs"
+        ),
+        "0 true"
     );
 }
