@@ -10,7 +10,7 @@
 //! end, and queues the runs of a server without a worker (`--no-worker`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fabro_engine::{Claim, Interviewer, Notice, PreparedRun, RunId, RunStatus, RunStore};
 use tokio::sync::broadcast;
@@ -48,7 +48,32 @@ pub async fn work(state: AppState, options: WorkerOptions) {
     let mut notices = runs.notices();
     let poll = (options.lease_ttl / 4).clamp(Duration::from_millis(50), MAX_POLL);
     let stopping = state.shutdown_token().clone();
-    let mut registered: Option<Instant> = None;
+    // The worker's row says it is alive while its slots are busy too.
+    let heartbeat = {
+        let (runs, options, stopping) = (Arc::clone(&runs), options.clone(), stopping.clone());
+        tokio::spawn(async move {
+            loop {
+                register(&runs, &options, concurrency).await;
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    () = tokio::time::sleep(options.lease_ttl / 3) => {}
+                }
+            }
+        })
+    };
+    claim_while_slots_are_free(&state, &runs, &options, &mut notices, poll).await;
+    heartbeat.abort();
+}
+
+/// The claim loop of [`work`], until the shutdown token fires.
+async fn claim_while_slots_are_free(
+    state: &AppState,
+    runs: &Arc<dyn RunStore>,
+    options: &WorkerOptions,
+    notices: &mut Option<broadcast::Receiver<Notice>>,
+    poll: Duration,
+) {
+    let stopping = state.shutdown_token().clone();
     loop {
         let slot = tokio::select! {
             biased;
@@ -58,13 +83,9 @@ pub async fn work(state: AppState, options: WorkerOptions) {
                 Err(_) => return,
             },
         };
-        if registered.is_none_or(|at| at.elapsed() >= options.lease_ttl / 3) {
-            register(&runs, &options, concurrency).await;
-            registered = Some(Instant::now());
-        }
-        match claim(&runs, &options).await {
+        match claim(runs, options).await {
             Ok(Some(claim)) => {
-                start_claimed(&state, claim, slot, &options.name).await;
+                start_claimed(state, claim, slot, &options.name).await;
                 continue;
             }
             Ok(None) => {}
@@ -73,7 +94,7 @@ pub async fn work(state: AppState, options: WorkerOptions) {
         drop(slot);
         tokio::select! {
             () = stopping.cancelled() => return,
-            () = announced(&mut notices) => {}
+            () = announced(notices) => {}
             () = tokio::time::sleep(poll) => {}
         }
     }

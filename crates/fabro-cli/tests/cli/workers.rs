@@ -567,10 +567,10 @@ fn a_worker_stopped_with_sigterm_hands_its_run_back() {
     let mut leaving = Worker::start(&env, &shared, "leaving", 1);
     queue(&server, "staged.fabro", "handed-back", 0);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !log_lines(&log).iter().any(|line| line.contains("s2 start")) {
+    while !log_lines(&log).iter().any(|line| line.contains("s1 start")) {
         assert!(
             Instant::now() < deadline,
-            "s2 never started: {}",
+            "s1 never started: {}",
             leaving.stderr()
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -579,6 +579,12 @@ fn a_worker_stopped_with_sigterm_hands_its_run_back() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["name"], "leaving");
     assert_eq!(listed[0]["runs"], json!(["handed-back"]));
+    // Busy with its one run, it still says every third of its lease that it lives.
+    std::thread::sleep(Duration::from_millis(900));
+    assert_ne!(
+        workers_of(&server)[0]["last_renewal"],
+        listed[0]["last_renewal"]
+    );
     leaving.signal(Signal::SIGTERM);
     assert_eq!(leaving.wait_exit(Duration::from_secs(10)), Some(0));
     assert_eq!(
