@@ -62,14 +62,7 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(launch(
-        state,
-        prepared,
-        &interviewer,
-        workflow_name,
-        None,
-        false,
-    ))
+    Ok(launch(state, prepared, &interviewer, workflow_name))
 }
 
 /// The name a run of `request` is listed with before its manifest exists: the
@@ -218,14 +211,7 @@ pub async fn resume(
         tokio::task::spawn_blocking(move || bridge.prepare_resume(&id, &request, asking))
             .await
             .map_err(ApiError::internal)??;
-    Ok(launch(
-        state,
-        prepared,
-        &interviewer,
-        String::new(),
-        None,
-        false,
-    ))
+    Ok(launch(state, prepared, &interviewer, String::new()))
 }
 
 /// Forks run `run_id` (SPEC 20.2): the fork is a new run of this process, queued like
@@ -248,14 +234,7 @@ pub async fn fork(
     let prepared = tokio::task::spawn_blocking(move || bridge.prepare_fork(&id, &request, asking))
         .await
         .map_err(ApiError::internal)??;
-    Ok(launch(
-        state,
-        prepared,
-        &interviewer,
-        String::new(),
-        None,
-        false,
-    ))
+    Ok(launch(state, prepared, &interviewer, String::new()))
 }
 
 /// Rewinds run `run_id` (SPEC 20.3); a run of this server that runs or waits is
@@ -299,9 +278,29 @@ pub(crate) fn launch(
     prepared: PreparedRun,
     interviewer: &StoreInterviewer,
     workflow_name: String,
-    slot: Option<OwnedSemaphorePermit>,
-    cancelled: bool,
 ) -> Accepted {
+    launch_with(state, prepared, interviewer, workflow_name, None)
+}
+
+/// A run a worker claimed (SPEC 18.2): its slot, and whether a cancel waited for it in
+/// the store.
+pub(crate) struct Claimed {
+    pub(crate) slot: OwnedSemaphorePermit,
+    pub(crate) cancelled: bool,
+}
+
+/// [`launch`], or the launch of a run a worker `claimed`.
+pub(crate) fn launch_with(
+    state: &AppState,
+    prepared: PreparedRun,
+    interviewer: &StoreInterviewer,
+    workflow_name: String,
+    claimed: Option<Claimed>,
+) -> Accepted {
+    let (slot, cancelled) = match claimed {
+        Some(Claimed { slot, cancelled }) => (Some(slot), cancelled),
+        None => (None, false),
+    };
     let run_id = prepared.run_id().to_owned();
     interviewer.bind(&fabro_engine::RunId::from(run_id.as_str()));
     let active = Arc::new(ActiveRun::new(

@@ -200,7 +200,13 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
     match prepared {
         Ok((mut prepared, name, cancelled)) => {
             prepared.set_worker(worker);
-            runs::launch(state, prepared, &interviewer, name, Some(slot), cancelled);
+            runs::launch_with(
+                state,
+                prepared,
+                &interviewer,
+                name,
+                Some(runs::Claimed { slot, cancelled }),
+            );
         }
         Err(error) => {
             tracing::error!(%run_id, error = %fabro_engine::error_chain(&error), "cannot start a claimed run; it fails");
