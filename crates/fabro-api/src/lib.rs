@@ -36,8 +36,8 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use event::{EventPage, StoredEvent};
 pub use question::{Answered, HumanQuestion, QuestionList, QuestionOption};
 pub use request::{
-    AnswerLabels, AnswerRequest, ConfigFile, ForkRequest, ResumeRequest, RewindRequest,
-    StartRequest,
+    AnswerLabels, AnswerRequest, ConfigFile, ForkRequest, RepositoryRef, ResumeRequest,
+    RewindRequest, StartRequest,
 };
 pub use run::{
     Canceling, Health, InspectDocument, Rewound, RunDocument, RunHeader, RunList, RunSummary,

@@ -55,6 +55,22 @@ pub struct StartRequest {
     /// On a shared store's queue (SPEC 18.2), runs with a higher priority are claimed
     /// first, then the oldest; default 0.
     pub priority: Option<i32>,
+    /// A repository named by URL to run in (SPEC 18.3), instead of `work_dir`: `workflow`
+    /// is then a path inside the repository at `ref`, and `@path` references of
+    /// `source` resolve against its root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepositoryRef>,
+}
+
+/// A repository by URL and a ref of it (SPEC 18.3).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepositoryRef {
+    /// Any URL `git` fetches from; credentials come from the worker's environment.
+    pub url: String,
+    /// A branch, a tag or a commit; default: the remote's default branch.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// The labels of one node's `--answer` flags.

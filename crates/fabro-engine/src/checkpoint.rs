@@ -323,6 +323,8 @@ impl Checkpointer {
                         completed_count: view.completed_nodes.len(),
                     },
                 )?;
+                // SPEC 18.3: on the remote before the store names the commit.
+                git.push()?;
                 view.git_commit_sha = Some(&sha);
                 self.write_state(&view, &ChangeHint::nothing())?;
                 Ok(CycleShas {
@@ -362,6 +364,7 @@ impl Checkpointer {
                 };
                 let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
                 let metadata = git.write_metadata(message, &borrowed)?;
+                git.push()?;
                 Ok(CycleShas {
                     git_commit_sha: Some(head),
                     metadata_sha: Some(metadata.sha),

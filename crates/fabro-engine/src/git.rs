@@ -34,6 +34,7 @@ mod metadata;
 mod object;
 mod pack;
 mod parallel_branch;
+mod remote;
 mod rewind;
 mod run_git;
 mod stage;
@@ -51,6 +52,10 @@ pub(crate) use inspect::{inspect, RepoState};
 pub(crate) use message::MetadataMessage;
 pub(crate) use metadata::{MetadataFile, METADATA_FILE_LIMIT};
 pub(crate) use parallel_branch::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
+pub(crate) use remote::RemotePush;
+pub use remote::{
+    checkout_origin, without_credentials, CheckoutOrigin, Mirrors, PushedRefs, RemoteRepository,
+};
 pub(crate) use rewind::RewindGit;
 pub(crate) use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};
 pub(crate) use watch::ChangeFeed;
@@ -178,6 +183,14 @@ pub enum GitError {
     ReplayConflict {
         /// The commit that did not apply.
         sha: String,
+    },
+    /// The `git` program failed (a fetch, a push: SPEC 18.3).
+    #[error("git: cannot {action}: {detail}")]
+    Program {
+        /// What fabro was doing, e.g. `push the refs of run {id}`.
+        action: String,
+        /// The end of git's error output, without credentials.
+        detail: String,
     },
     /// The run id cannot be part of a ref name.
     #[error("invalid run id {run_id:?} for a git ref")]

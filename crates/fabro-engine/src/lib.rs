@@ -193,6 +193,15 @@ pub mod configuration {
     }
 }
 
+/// Repositories named by URL (SPEC 18.3): a worker's mirrors, the refs pushed after each
+/// checkpoint, and what a checkout offers `fabro run --server`.
+pub mod repository {
+    pub use crate::git::{
+        checkout_origin, without_credentials, CheckoutOrigin, GitError, Mirrors, PushedRefs,
+        RemoteRepository,
+    };
+}
+
 pub mod event_kind {
     //! The events of SPEC 11.3 as types: one struct per event, each the payload of the
     //! [`EventKind`](crate::EventKind) variant of the same name, and the types their

@@ -54,6 +54,10 @@ pub struct Manifest {
     /// The run and stage a fork started from (SPEC 20.2); absent for other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The URL of the repository the run works on (SPEC 18.3), which its refs are pushed
+    /// to; absent for runs in a local checkout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository_url: Option<String>,
 }
 
 /// `manifest.json` `forked_from` (SPEC 20.2): the checkpoint a fork started from, named

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use fabro_language::Variables;
 
 use crate::config::RunConfig;
+use crate::git::RemoteRepository;
 use crate::id::RunId;
 use crate::interviewer::Interviewer;
 use crate::llm_target::{LlmDefaults, LlmSetup};
@@ -100,6 +101,9 @@ pub struct RunOptions {
     /// This process is the background worker of `--detach`: the run directory exists
     /// already, created by the parent that printed the run id.
     pub detached_worker: bool,
+    /// The repository named by URL the run works on (SPEC 18.3): its run branch and
+    /// worktree are made in the mirror, its refs pushed after each checkpoint.
+    pub repository: Option<RemoteRepository>,
 }
 
 /// The final state of a run, as `fabro run` reports it.
@@ -274,6 +278,7 @@ impl RunOptions {
             fallback_goal: None,
             work_dir: None,
             detached_worker: false,
+            repository: None,
         }
     }
 }

@@ -764,6 +764,7 @@ mod tests {
             simulated_llm: false,
             origin: None,
             forked_from: None,
+            repository_url: None,
             repo_root: None,
             work_dir_relative: None,
         }

@@ -4,6 +4,7 @@
 //! `start` and `resume`, and reading run records ([`records`]).
 
 pub mod records;
+mod repository;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -141,15 +142,44 @@ impl EngineBridge {
         request: &StartRequest,
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
+        // SPEC 18.3: a repository named by URL is checked out under the run's id.
+        let run_id = match (&request.run_id, &request.repository) {
+            (None, Some(_)) => Some(fabro_engine::new_run_id()),
+            (run_id, _) => run_id.clone(),
+        };
+        let checkout = self.check_out(request, run_id.as_deref().unwrap_or_default())?;
+        let made = checkout.is_some().then(|| run_id.clone()).flatten();
+        let prepared = self.prepare_in(request, run_id, checkout, interviewer);
+        if let (Err(_), Some(run_id)) = (&prepared, made) {
+            self.remove_checkout(&run_id);
+        }
+        prepared
+    }
+
+    /// [`EngineBridge::prepare_new`] in the working directory of the request or in the
+    /// `checkout` of its repository.
+    fn prepare_in(
+        &self,
+        request: &StartRequest,
+        run_id: Option<String>,
+        checkout: Option<(PathBuf, fabro_engine::repository::RemoteRepository)>,
+        interviewer: Arc<dyn Interviewer>,
+    ) -> Result<PreparedRun, ApiError> {
         let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
             request.max_duration.as_ref(),
             request.no_in_place,
         )?;
-        let work_dir = match &request.work_dir {
-            Some(work_dir) => self.inside_roots(Path::new(work_dir), work_dir)?,
-            None => self
+        let (checkout_dir, repository) = checkout.unzip();
+        let admit = |path: &Path, shown: &str| match &checkout_dir {
+            Some(base) => repository::inside(base, path, shown),
+            None => self.inside_roots(path, shown),
+        };
+        let work_dir = match (&checkout_dir, &request.work_dir) {
+            (Some(checkout), _) => checkout.clone(),
+            (None, Some(work_dir)) => self.inside_roots(Path::new(work_dir), work_dir)?,
+            (None, None) => self
                 .roots
                 .first()
                 .cloned()
@@ -160,8 +190,7 @@ impl EngineBridge {
         let (workflow_path, run_config, loader): (PathBuf, Option<PathBuf>, Box<dyn SourceLoader>) =
             match (&request.workflow, &request.source) {
                 (Some(workflow), None) => {
-                    let located =
-                        self.inside_roots(&locate_workflow(&work_dir, workflow), workflow)?;
+                    let located = admit(&locate_workflow(&work_dir, workflow), workflow)?;
                     if !located.is_file() {
                         return Err(ApiError::bad_request(format!(
                             "{workflow} is not a workflow file"
@@ -174,10 +203,7 @@ impl EngineBridge {
                         let graph = configuration::workflow_graph(&located, &FsConfigReader)
                             .map_err(config_error)?;
                         (
-                            self.inside_roots(
-                                &graph,
-                                &without_paths(&graph.display().to_string()),
-                            )?,
+                            admit(&graph, &without_paths(&graph.display().to_string()))?,
                             Some(located),
                             Box::new(FsLoader),
                         )
@@ -219,7 +245,7 @@ impl EngineBridge {
             goal: request.goal.clone(),
             vars: request.vars.clone(),
             dry_run: request.dry_run,
-            run_id: request.run_id.clone(),
+            run_id,
             work_dir: Some(work_dir),
             detached_worker: false,
             origin: RunOrigin::Server,
@@ -231,6 +257,7 @@ impl EngineBridge {
                 limits,
                 interviewer: Some(interviewer),
             },
+            repository,
         };
         let prepared = start(self.stores.clone(), engine_request);
         // The run keeps its own copy (`graph.fabro`); the text sent is not kept.
@@ -266,9 +293,11 @@ impl EngineBridge {
             request.max_duration.as_ref(),
             false,
         )?;
+        let repository = self.taken_over(run_id)?;
         let engine_request = EngineResumeRequest {
             fabro_home: self.root.clone(),
             history: None,
+            repository,
             overrides: Overrides {
                 model: request.model.clone(),
                 provider: request.provider.clone(),

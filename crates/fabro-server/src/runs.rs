@@ -40,7 +40,7 @@ fn refuse_when_stopping(state: &AppState) -> Result<(), ApiError> {
 }
 
 /// Validates and prepares a new run, then queues it.
-pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, ApiError> {
+pub async fn start(state: &AppState, mut request: StartRequest) -> Result<Accepted, ApiError> {
     refuse_when_stopping(state)?;
     if let Some(run_id) = &request.run_id {
         if state.active(run_id).is_some() {
@@ -56,6 +56,7 @@ pub async fn start(state: &AppState, request: StartRequest) -> Result<Accepted, 
     let workflow_name = workflow_name_of(&request);
     let name = workflow_name.clone();
     let prepared = tokio::task::spawn_blocking(move || {
+        bridge.pin_repository(&mut request)?;
         let prepared = bridge.prepare_new(&request, asking)?;
         mark_queued(&bridge, &prepared, request, name)?;
         Ok::<_, ApiError>(prepared)
@@ -89,7 +90,7 @@ fn mark_queued(
     workflow_name: String,
 ) -> Result<(), ApiError> {
     request.run_id = Some(prepared.run_id().to_owned());
-    if request.work_dir.is_none() {
+    if request.work_dir.is_none() && request.repository.is_none() {
         request.work_dir = bridge
             .roots()
             .first()
@@ -346,6 +347,7 @@ pub(crate) fn launch_with(
         if let Err(error) = remove_queued(&run_dir) {
             tracing::warn!(run_id = %task_run.run_id, %error, "cannot remove queued.json");
         }
+        task_state.bridge().remove_checkout(&task_run.run_id);
         let_go_of(&task_state, &task_run.run_id).await;
         task_state.remove(&task_run.run_id);
         task_run.notify.notify_waiters();
@@ -501,15 +503,17 @@ async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted
     let runs = Arc::clone(&state.stores().runs);
     let asking: Arc<dyn Interviewer> = interviewer_of(state);
     tokio::task::spawn_blocking(move || {
+        bridge.pin_repository(&mut request)?;
         let prepared = bridge.prepare_new(&request, asking)?;
         let run_id = prepared.run_id().to_owned();
         let run_dir = prepared.run_dir().to_path_buf();
         drop(prepared);
+        bridge.remove_checkout(&run_id);
         if let Err(error) = fs_err::remove_dir_all(&run_dir) {
             tracing::warn!(%run_id, %error, "cannot remove a queued run's directory");
         }
         request.run_id = Some(run_id.clone());
-        if request.work_dir.is_none() {
+        if request.work_dir.is_none() && request.repository.is_none() {
             request.work_dir = bridge
                 .roots()
                 .first()

@@ -122,6 +122,7 @@ fn start_request<'a>(home: &Path, dir: &Path) -> StartRequest<'a> {
         work_dir: Some(dir.to_path_buf()),
         detached_worker: false,
         origin: RunOrigin::Server,
+        repository: None,
         overrides: overrides(),
     }
 }
@@ -160,6 +161,7 @@ fn resumed(shared: &Shared, home: &Path) -> RunReport {
     let request = ResumeRequest {
         fabro_home: home.to_path_buf(),
         history: None,
+        repository: None,
         overrides: overrides(),
     };
     let prepared = resume(shared.stores.clone(), &RunId::from(RUN_ID), request).expect("resumes");

@@ -201,10 +201,19 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
             .ok_or_else(|| CliError::Usage(format!("--var expects K=V, found '{var}'")))?;
         vars.insert(key.to_owned(), value.to_owned());
     }
+    // SPEC 18.3: from a checkout with an `origin`, the run works on that repository.
+    let (workflow_field, work_dir, repository) = match repository_of(&current, &workflow)? {
+        Some((relative, repository)) => (relative, None, Some(repository)),
+        None => (
+            workflow.display().to_string(),
+            Some(current.display().to_string()),
+            None,
+        ),
+    };
     let request = StartRequest {
-        workflow: Some(workflow.display().to_string()),
+        workflow: Some(workflow_field),
         source: None,
-        work_dir: Some(current.display().to_string()),
+        work_dir,
         goal: args.goal.clone(),
         vars,
         model: args.stages.model.clone(),
@@ -220,6 +229,7 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
         max_duration: args.stages.max_duration.clone(),
         priority: None,
+        repository,
     };
     let remote = remote(url);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -241,6 +251,52 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         };
         follow(&remote, started, args.json, signals, output).await
     })
+}
+
+/// The repository a run from the checkout around `current` works on (SPEC 18.3):
+/// `origin`'s URL at the commit of `HEAD`, and `workflow` relative to the checkout's root;
+/// `None` outside a checkout with an `origin`. Exit 2 when the tree has uncommitted
+/// changes or `HEAD` is not on `origin`.
+fn repository_of(
+    current: &std::path::Path,
+    workflow: &std::path::Path,
+) -> Result<Option<(String, fabro_api::RepositoryRef)>, CliError> {
+    use fabro_engine::repository::{checkout_origin, CheckoutOrigin};
+    let origin = checkout_origin(current)
+        .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
+    let (url, head, root) = match origin {
+        CheckoutOrigin::None => return Ok(None),
+        CheckoutOrigin::Dirty => {
+            return Err(CliError::Usage(
+                "the working tree has uncommitted changes; commit and push them to run on a \
+                 server"
+                    .to_owned(),
+            ))
+        }
+        CheckoutOrigin::Unpushed { head } => {
+            return Err(CliError::Usage(format!(
+                "HEAD {head} is not pushed to origin"
+            )))
+        }
+        CheckoutOrigin::Pushed { url, head, root } => (url, head, root),
+    };
+    let resolved = fs_err::canonicalize(workflow)
+        .map_err(|source| CliError::io("cannot read", workflow, source))?;
+    let root = fs_err::canonicalize(&root).unwrap_or(root);
+    let relative = resolved.strip_prefix(&root).map_err(|_| {
+        CliError::Usage(format!(
+            "{} is outside the checkout {}, which the server runs from origin",
+            workflow.display(),
+            root.display()
+        ))
+    })?;
+    Ok(Some((
+        relative.display().to_string(),
+        fabro_api::RepositoryRef {
+            url,
+            reference: Some(head),
+        },
+    )))
 }
 
 /// A flag that has no meaning for a run in a server.

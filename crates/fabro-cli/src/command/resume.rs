@@ -35,6 +35,7 @@ fn resume_here(args: &ResumeArgs, output: &mut Output) -> Result<Status, CliErro
     let request = ResumeRequest {
         fabro_home: home.clone(),
         history: history.as_ref(),
+        repository: None,
         overrides: stage_overrides(&args.stages, interviewer)?,
     };
     let prepared = resume(Stores::local(&home), &RunId::from(run_id.as_str()), request);

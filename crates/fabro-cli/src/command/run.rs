@@ -405,6 +405,7 @@ fn start_request(
         work_dir: None,
         detached_worker: args.detached_worker,
         origin: RunOrigin::Cli,
+        repository: None,
         overrides: Overrides {
             model: args.stages.model.clone(),
             provider: args.stages.provider.clone(),

@@ -34,6 +34,7 @@ mod real_acp_agents;
 mod real_agents;
 mod records;
 mod remote_stream;
+mod repositories;
 mod resume;
 mod rewind;
 mod run;

@@ -18,16 +18,16 @@ use serde_json::{json, Value};
 use crate::server::Server;
 
 /// The lease of every worker of these tests.
-const LEASE_TTL: &str = "2s";
+pub(crate) const LEASE_TTL: &str = "2s";
 
 /// The database and the blob directory the server and the workers share.
-struct Shared {
+pub(crate) struct Shared {
     database: TestDatabase,
     blobs: PathBuf,
 }
 
 impl Shared {
-    fn create(test: &str, env: &TestEnv) -> Option<Shared> {
+    pub(crate) fn create(test: &str, env: &TestEnv) -> Option<Shared> {
         let database = TestDatabase::create(test)?;
         let blobs = env.fabro_home().with_file_name("shared-blobs");
         Some(Shared { database, blobs })
@@ -41,7 +41,7 @@ impl Shared {
     }
 
     /// A server that queues the runs it accepts and executes none.
-    fn queueing_server(&self, env: &TestEnv) -> Server {
+    pub(crate) fn queueing_server(&self, env: &TestEnv) -> Server {
         let variables = self.env();
         let pairs: Vec<(&str, &str)> = variables
             .iter()
@@ -51,13 +51,13 @@ impl Shared {
     }
 
     /// One value of the database (`psql`'s unaligned output).
-    fn query(&self, sql: &str) -> String {
+    pub(crate) fn query(&self, sql: &str) -> String {
         self.database.query(sql)
     }
 }
 
 /// A `fabro worker` process, killed when dropped.
-struct Worker {
+pub(crate) struct Worker {
     child: Child,
     name: String,
     lines: Arc<Mutex<Vec<String>>>,
@@ -66,7 +66,7 @@ struct Worker {
 impl Worker {
     /// Starts worker `name` with a state directory of its own and waits until it
     /// claims.
-    fn start(env: &TestEnv, shared: &Shared, name: &str, concurrency: u16) -> Worker {
+    pub(crate) fn start(env: &TestEnv, shared: &Shared, name: &str, concurrency: u16) -> Worker {
         let state_dir = env.fabro_home().with_file_name(format!("state-{name}"));
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
@@ -107,12 +107,12 @@ impl Worker {
         worker
     }
 
-    fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
         nix::sys::signal::kill(pid, signal).expect("the worker is signalled");
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -120,7 +120,7 @@ impl Worker {
     }
 
     /// Waits (at most `limit`) for the worker to exit; its exit code.
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -147,23 +147,33 @@ impl Drop for Worker {
 /// Queues run `run_id` of `workflow` through `server`, its variable `mark` set to the
 /// run id.
 fn queue(server: &Server, workflow: &str, run_id: &str, priority: i32) {
-    let (status, body) = server.request(
-        "POST",
-        "/api/v1/runs",
-        Some(&json!({
+    post_queued(
+        server,
+        &json!({
             "workflow": workflow,
             "run_id": run_id,
             "vars": {"mark": run_id},
             "priority": priority,
-        })),
+        }),
     );
+}
+
+/// Posts the start request `request` to `server`, which queues it.
+pub(crate) fn post_queued(server: &Server, request: &Value) {
+    let (status, body) = server.request("POST", "/api/v1/runs", Some(request));
     assert_eq!(status, 201, "{body}");
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(answer["status"], "queued", "{body}");
 }
 
 /// Waits (at most `limit`) until `sql` answers `expected`.
-fn wait_for(shared: &Shared, sql: &str, expected: &str, limit: Duration, workers: &[&Worker]) {
+pub(crate) fn wait_for(
+    shared: &Shared,
+    sql: &str,
+    expected: &str,
+    limit: Duration,
+    workers: &[&Worker],
+) {
     let deadline = Instant::now() + limit;
     loop {
         let answer = shared.query(sql);
@@ -199,7 +209,7 @@ fn workers_of(server: &Server) -> Vec<Value> {
 }
 
 /// The lines of the execution log.
-fn log_lines(path: &Path) -> Vec<String> {
+pub(crate) fn log_lines(path: &Path) -> Vec<String> {
     fs_err::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -311,25 +321,34 @@ fn queued_runs_are_drained_by_three_workers_once_each_by_priority_then_age() {
 
 /// A run of five stages that each append their start and end to `log` and sleep.
 fn staged_workflow(log: &Path) -> String {
+    stages_workflow(log, 5, "")
+}
+
+/// A workflow of `count` stages in a row, each running `first` (with `{stage}` as its
+/// name), then logging its start and end to `log` around a pause of 0.4 s.
+pub(crate) fn stages_workflow(log: &Path, count: usize, first: &str) -> String {
     let mut nodes = String::new();
-    for stage in 1..=5 {
+    for stage in 1..=count {
         nodes.push_str(&format!(
-            "  s{stage} [shape=parallelogram, script=\"echo $mark s{stage} start >> {log}; sleep 0.4; echo $mark s{stage} end >> {log}\"]\n",
+            "  s{stage} [shape=parallelogram, script=\"{first}echo $mark s{stage} start >> {log}; sleep 0.4; echo $mark s{stage} end >> {log}\"]\n",
+            first = first.replace("{stage}", &format!("s{stage}")),
             log = log.display()
         ));
     }
+    let chain: Vec<String> = (1..=count).map(|stage| format!("s{stage}")).collect();
     format!(
         "digraph staged {{
   start [shape=Mdiamond]
   exit [shape=Msquare]
-{nodes}  start -> s1 -> s2 -> s3 -> s4 -> s5 -> exit
+{nodes}  start -> {} -> exit
 }}
-"
+",
+        chain.join(" -> ")
     )
 }
 
 /// The stored event envelopes of `run_id`, in id order.
-fn events_of(shared: &Shared, run_id: &str) -> Vec<Value> {
+pub(crate) fn events_of(shared: &Shared, run_id: &str) -> Vec<Value> {
     let rows = shared.query(&format!(
         "SELECT string_agg(envelope, E'\\n' ORDER BY id) FROM run_events WHERE run_id = '{run_id}'"
     ));
@@ -372,6 +391,71 @@ fn check_events(shared: &Shared, run_id: &str) {
     }
 }
 
+/// Workers killed with SIGKILL at random moments, each replaced by a new one.
+pub(crate) struct Killings<'a> {
+    pub(crate) env: &'a TestEnv,
+    pub(crate) shared: &'a Shared,
+    /// Workers are named `{prefix}1`, `{prefix}2`, ….
+    pub(crate) prefix: &'a str,
+    /// How many work at once.
+    pub(crate) workers: usize,
+    /// The concurrency of each.
+    pub(crate) concurrency: u16,
+    /// How many are killed at most.
+    pub(crate) kills: usize,
+    /// The pause before each kill: at least the first, plus a random part below the
+    /// second (milliseconds).
+    pub(crate) pause_ms: (u64, u64),
+}
+
+impl Killings<'_> {
+    /// Kills until every one of `runs` runs succeeded or the kills are spent, then waits
+    /// (at most 240 s) until every run succeeded; the workers left.
+    pub(crate) fn until_all_succeed(self, runs: usize) -> Vec<Worker> {
+        let mut seed = u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(7, |elapsed| elapsed.subsec_nanos()),
+        ) | 1;
+        let mut random = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        let mut started = 0;
+        let mut start = || {
+            started += 1;
+            let name = format!("{}{started}", self.prefix);
+            Worker::start(self.env, self.shared, &name, self.concurrency)
+        };
+        let mut workers: Vec<Worker> = (0..self.workers).map(|_| start()).collect();
+        let succeeded = "SELECT count(*) FROM runs WHERE status = 'success'";
+        let mut kills = 0;
+        while kills < self.kills && self.shared.query(succeeded) != runs.to_string() {
+            std::thread::sleep(Duration::from_millis(
+                self.pause_ms.0 + random(self.pause_ms.1),
+            ));
+            // Kill a worker that holds a run in the middle of a stage, and start another.
+            let index = usize::try_from(random(workers.len() as u64)).unwrap_or(0);
+            let mut victim = workers.swap_remove(index);
+            victim.signal(Signal::SIGKILL);
+            let _ = victim.wait_exit(Duration::from_secs(10));
+            kills += 1;
+            workers.push(start());
+        }
+        let watched: Vec<&Worker> = workers.iter().collect();
+        wait_for(
+            self.shared,
+            succeeded,
+            &runs.to_string(),
+            Duration::from_secs(240),
+            &watched,
+        );
+        workers
+    }
+}
+
 /// SPEC 18.4.1: workers killed with SIGKILL at random moments of their stages; their
 /// runs finish on the other workers, no stage recorded complete is executed again, and
 /// every run ends `success`.
@@ -389,46 +473,17 @@ fn runs_of_workers_killed_at_random_moments_finish_on_the_others() {
     for index in 0..RUNS {
         queue(&server, "staged.fabro", &format!("killed-{index:02}"), 0);
     }
-    let mut seed = u64::from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(7, |elapsed| elapsed.subsec_nanos()),
-    ) | 1;
-    let mut random = move |below: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % below
-    };
-    let mut started = 0;
-    let mut workers: Vec<Worker> = (0..3)
-        .map(|_| {
-            started += 1;
-            Worker::start(&env, &shared, &format!("k{started}"), 4)
-        })
-        .collect();
-    let mut kills = 0;
-    while kills < KILLS
-        && shared.query("SELECT count(*) FROM runs WHERE status = 'success'") != RUNS.to_string()
-    {
-        std::thread::sleep(Duration::from_millis(200 + random(900)));
-        // Kill a worker that holds a run in the middle of a stage, and start another.
-        let index = usize::try_from(random(workers.len() as u64)).unwrap_or(0);
-        let mut victim = workers.swap_remove(index);
-        victim.signal(Signal::SIGKILL);
-        let _ = victim.wait_exit(Duration::from_secs(10));
-        kills += 1;
-        started += 1;
-        workers.push(Worker::start(&env, &shared, &format!("k{started}"), 4));
+    let workers = Killings {
+        env: &env,
+        shared: &shared,
+        prefix: "k",
+        workers: 3,
+        concurrency: 4,
+        kills: KILLS,
+        pause_ms: (200, 900),
     }
-    let watched: Vec<&Worker> = workers.iter().collect();
-    wait_for(
-        &shared,
-        "SELECT count(*) FROM runs WHERE status = 'success'",
-        &RUNS.to_string(),
-        Duration::from_secs(240),
-        &watched,
-    );
+    .until_all_succeed(RUNS);
+    drop(workers);
     let resumed = shared.query(
         "SELECT count(*) FROM run_events WHERE envelope::jsonb ->> 'event' = 'WorkflowRunStarted' \
          AND (envelope::jsonb -> 'properties' ->> 'resumed')::boolean",
@@ -541,7 +596,7 @@ fn a_paused_worker_loses_its_run_and_writes_nothing_when_it_continues() {
 
 /// The run's events say that it was started by the first of `workers`, then resumed
 /// once, by the second.
-fn check_resumed(shared: &Shared, run_id: &str, workers: [&str; 2]) {
+pub(crate) fn check_resumed(shared: &Shared, run_id: &str, workers: [&str; 2]) {
     let events = events_of(shared, run_id);
     let starts: Vec<&Value> = events
         .iter()

@@ -19,6 +19,7 @@ use super::message::{run_commit_message, MetadataMessage};
 use super::metadata::{MetadataFile, MetadataTree, MetadataWrite};
 use super::object::{commit_data, ObjectKind, RawObject};
 use super::pack::PackStore;
+use super::remote::RemotePush;
 use super::stage::{stage_worktree, Scope};
 use super::watch::WorktreeWatch;
 use super::worktree::{
@@ -95,6 +96,8 @@ pub(crate) struct RunGit {
     full_scan_next: bool,
     /// The run's `full_scan` warning (shared with its parallel branches' worktrees).
     full_scans: FullScanLog,
+    /// Where the run's refs are pushed after each checkpoint (SPEC 18.3), if anywhere.
+    remote: Option<RemotePush>,
 }
 
 impl std::fmt::Debug for RunGit {
@@ -285,6 +288,7 @@ impl RunGit {
             watch,
             full_scan_next: resumed,
             full_scans: FullScanLog::default(),
+            remote: None,
         })
     }
 
@@ -325,6 +329,25 @@ impl RunGit {
     /// SHA of the newest metadata commit, if any has been written.
     pub(crate) fn metadata_sha(&self) -> Option<String> {
         self.metadata_tip.map(|oid| oid.to_string())
+    }
+
+    /// Pushes the run's refs to `remote` after each checkpoint from now on (SPEC 18.3).
+    pub(crate) fn push_to(&mut self, remote: RemotePush) {
+        self.remote = Some(remote);
+    }
+
+    /// Pushes the run branch and the metadata ref to the run's remote, if it has one: a
+    /// compare-and-swap on what was last pushed, refused once another worker pushed.
+    pub(crate) fn push(&mut self) -> Result<(), GitError> {
+        let (Some(remote), Some(metadata)) = (self.remote.as_mut(), self.metadata_tip) else {
+            return Ok(());
+        };
+        remote.push(
+            &self.common_dir,
+            &self.run_id,
+            &self.head.to_string(),
+            &metadata.to_string(),
+        )
     }
 
     /// Writes a metadata commit on `refs/fabro/{run_id}` straight into the object database

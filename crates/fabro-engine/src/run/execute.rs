@@ -224,6 +224,11 @@ impl PreparedRun {
         let (Some(repo_root), Some(_)) = (&manifest.repo_root, &manifest.run_branch) else {
             return Ok(None);
         };
+        // SPEC 18.3: a run taken over works in this machine's mirror of its repository.
+        let repository = self.options.repository.as_ref();
+        let repo_root = repository.map_or(Path::new(repo_root), |repository| {
+            repository.mirror.as_path()
+        });
         let sha = checkpoint
             .git_commit_sha
             .as_deref()
@@ -236,15 +241,21 @@ impl PreparedRun {
         } else {
             crate::git::RunGit::reattach
         };
-        attach(
-            Path::new(repo_root),
+        let mut git = attach(
+            repo_root,
             &self.run_id,
             &self.paths.run_dir().join("worktree"),
             sha,
             git_settings(&self.options.config, relative),
         )
-        .map(Some)
-        .map_err(|error| self.resume_error(ResumeError::Worktree(error)))
+        .map_err(|error| self.resume_error(ResumeError::Worktree(error)))?;
+        if let Some(repository) = repository {
+            git.push_to(crate::git::RemotePush::new(
+                repository.url.clone(),
+                repository.pushed.clone(),
+            ));
+        }
+        Ok(Some(git))
     }
 
     /// Where stages run: the run's worktree with git checkpointing (a new run's is made
@@ -572,7 +583,13 @@ impl PreparedRun {
             &self.paths.run_dir().join("worktree"),
             settings,
         ) {
-            Ok(git) => {
+            Ok(mut git) => {
+                if let Some(repository) = &self.options.repository {
+                    git.push_to(crate::git::RemotePush::new(
+                        repository.url.clone(),
+                        repository.pushed.clone(),
+                    ));
+                }
                 launch.services.follow_git(&git);
                 if let Some(checkpointer) = launch.traversal.checkpointer_mut() {
                     checkpointer.attach_git(git);

@@ -58,6 +58,15 @@ pub(super) fn plan_git(
     run_id: &str,
     warnings: &mut Vec<String>,
 ) -> Result<GitPlan, RunError> {
+    // SPEC 18.3: a repository named by URL is its mirror at the fetched commit.
+    if let Some(repository) = &options.repository {
+        return Ok(GitPlan::Clean {
+            repo_root: repository.mirror.clone(),
+            head_sha: repository.commit.clone(),
+            work_dir_relative: PathBuf::new(),
+            untracked: Vec::new(),
+        });
+    }
     let work_dir = match &options.work_dir {
         Some(work_dir) => work_dir.clone(),
         None => match std::env::current_dir() {

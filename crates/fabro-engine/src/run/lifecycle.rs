@@ -14,7 +14,7 @@ use fabro_language::SourceLoader;
 use super::options::{catalog_for, environment_options};
 use super::{prepare_resume_with, prepare_with, PreparedRun, ResumeError, RunError, RunOptions};
 use crate::config::RunConfig;
-use crate::git::RunHistory;
+use crate::git::{RemoteRepository, RunHistory};
 use crate::id::RunId;
 use crate::interviewer::Interviewer;
 use crate::record::RunOrigin;
@@ -69,6 +69,9 @@ pub struct StartRequest<'a> {
     pub origin: RunOrigin,
     /// Model, answers, limits and interviewer.
     pub overrides: Overrides,
+    /// The repository named by URL the run works on (SPEC 18.3), fetched into a mirror;
+    /// `None`: the repository of `work_dir`, if any.
+    pub repository: Option<RemoteRepository>,
 }
 
 /// What a client asks of a resumed run; the rest comes from the run's records.
@@ -80,6 +83,10 @@ pub struct ResumeRequest<'a> {
     pub history: Option<&'a RunHistory>,
     /// Model, answers, limits and interviewer.
     pub overrides: Overrides,
+    /// For a run whose manifest names a repository URL (SPEC 18.3): this machine's
+    /// mirror with the run's refs fetched, whose metadata gives the newest checkpoint
+    /// and whose run branch the worktree is made from.
+    pub repository: Option<RemoteRepository>,
 }
 
 /// The one builder of run options from a client's configuration and overrides: the
@@ -125,6 +132,7 @@ pub fn start(stores: Stores, request: StartRequest<'_>) -> Result<PreparedRun, R
         detached_worker,
         origin,
         overrides,
+        repository,
     } = request;
     let mut options = run_options(workflow_path, config, fabro_home, overrides)?;
     options.goal = goal;
@@ -133,6 +141,7 @@ pub fn start(stores: Stores, request: StartRequest<'_>) -> Result<PreparedRun, R
     options.run_id = run_id;
     options.work_dir = work_dir;
     options.detached_worker = detached_worker;
+    options.repository = repository;
     let catalog = catalog_for(&options);
     let mut prepared = prepare_with(options, stores, loader, &catalog)?;
     prepared.set_origin(origin);
@@ -155,6 +164,7 @@ pub fn resume(
         fabro_home,
         history,
         overrides,
+        repository,
     } = request;
     let id = run_id.as_str().to_owned();
     let refused = |source: ResumeError| RunError::Resume {
@@ -218,11 +228,18 @@ pub fn resume(
     };
     // SPEC 20.3: a rewind that was interrupted is finished before the state is read.
     super::rewind::finish_pending(&stores, run_id, &fabro_home)?;
-    let checkpoint = stores
+    let stored = stores
         .runs
         .load_checkpoint(run_id)
-        .map_err(|error| refused(unreadable("checkpoint", error)))?
-        .ok_or_else(|| RunError::NoCheckpoint { run_id: id.clone() })?;
+        .map_err(|error| refused(unreadable("checkpoint", error)))?;
+    let checkpoint = match &repository {
+        Some(repository) if manifest.run_branch.is_some() => {
+            pushed_checkpoint(repository, &manifest, stored, &paths, &id)
+                .map_err(|error| refused(unreadable("checkpoint", error)))?
+        }
+        _ => stored,
+    }
+    .ok_or_else(|| RunError::NoCheckpoint { run_id: id.clone() })?;
     let config = stores
         .runs
         .read_config(run_id)
@@ -243,8 +260,34 @@ pub fn resume(
         .parent_run_id
         .filter(|_| manifest.forked_from.is_none());
     options.work_dir = work_dir;
+    options.repository = repository;
     let catalog = catalog_for(&options);
     prepare_resume_with(options, stores, checkpoint, lease, &FsLoader, &catalog)
+}
+
+/// The newest checkpoint of a run on a repository named by URL (SPEC 18.3): the newest
+/// complete one of the metadata its workers pushed, fetched into `repository`'s mirror
+/// (a checkpoint is pushed before the store names its commit). A run whose worker
+/// pushed nothing starts over from the stored initial checkpoint at its base commit.
+fn pushed_checkpoint(
+    repository: &RemoteRepository,
+    manifest: &crate::record::Manifest,
+    stored: Option<crate::record::Checkpoint>,
+    paths: &RunPaths,
+    run_id: &str,
+) -> Result<Option<crate::record::Checkpoint>, StoreError> {
+    let pushed =
+        crate::checkpoint::load_newest_from_git(&repository.mirror, paths.run_dir(), run_id)?;
+    if pushed.is_some() {
+        return Ok(pushed);
+    }
+    let fork = manifest.forked_from.is_some();
+    Ok(stored
+        .filter(|checkpoint| checkpoint.completed_nodes.is_empty() || fork)
+        .map(|mut checkpoint| {
+            checkpoint.git_commit_sha.clone_from(&manifest.base_sha);
+            checkpoint
+        }))
 }
 
 /// The run's `record` cannot be read.

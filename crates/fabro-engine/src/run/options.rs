@@ -70,6 +70,7 @@ pub(crate) fn environment_options(
         fallback_goal: None,
         work_dir: None,
         detached_worker: false,
+        repository: None,
     })
 }
 

@@ -82,6 +82,12 @@ impl PreparedRun {
             work_dir_relative,
             origin: Some(self.origin),
             forked_from,
+            repository_url: self
+                .options
+                .repository
+                .as_ref()
+                .filter(|_| matches!(self.git_plan, GitPlan::Clean { .. }))
+                .map(|repository| repository.url.clone()),
         }
     }
 

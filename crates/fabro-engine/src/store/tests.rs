@@ -29,6 +29,7 @@ fn manifest(run_id: &str, started_at: &str) -> Manifest {
         work_dir_relative: None,
         origin: None,
         forked_from: None,
+        repository_url: None,
     }
 }
 

@@ -31,6 +31,7 @@ fn request<'a>(
         work_dir: Some(dir.to_path_buf()),
         detached_worker: false,
         origin: RunOrigin::Server,
+        repository: None,
         overrides: Overrides {
             provider: Some("simulated".to_owned()),
             interviewer,
@@ -44,6 +45,7 @@ fn approving<'a>(home: &Path, history: Option<&'a crate::git::RunHistory>) -> Re
     ResumeRequest {
         fabro_home: home.to_path_buf(),
         history,
+        repository: None,
         overrides: Overrides {
             provider: Some("simulated".to_owned()),
             auto_approve: true,
