@@ -9,11 +9,16 @@
 //! ({status})` (SPEC 8.3): first on the run branch, walking back from its tip (the chosen
 //! parallel branch's stages are part of that history, SPEC 5.8), then on the run's
 //! parallel branches `fabro/parallel/{run_id}/…` for stages of branches not chosen.
+//!
+//! A run on a repository named by URL (SPEC 18.3) is read from the refs its workers
+//! pushed, fetched into the caller's mirror of the repository, so that any server shows
+//! it.
 
 use std::path::PathBuf;
 
 use git2::{Commit, DiffFindOptions, DiffFormat, Oid, Repository};
 
+use crate::git::Mirrors;
 use crate::run_stages::{check_node_of, StageLookupError};
 use crate::store::{RunStore, StoreError};
 use crate::RunId;
@@ -41,6 +46,9 @@ pub enum DiffError {
         /// The run.
         run_id: String,
     },
+    /// The pushed refs of a run on a repository named by URL could not be fetched.
+    #[error(transparent)]
+    Fetch(#[from] crate::git::GitError),
     /// A git operation failed.
     #[error("git: cannot {action}")]
     Git {
@@ -91,11 +99,33 @@ struct RunRepository {
     tip: Oid,
 }
 
-fn open_run_repository(store: &dyn RunStore, run_id: &RunId) -> Result<RunRepository, DiffError> {
+fn open_run_repository(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    mirrors: Option<&Mirrors>,
+) -> Result<RunRepository, DiffError> {
     let manifest = store.read_manifest(run_id)?;
     let no_checkpoints = || DiffError::NoCheckpoints {
         run_id: run_id.as_str().to_owned(),
     };
+    if let (Some(url), Some(mirrors), Some(base_sha)) = (
+        manifest.repository_url.as_deref(),
+        mirrors,
+        manifest.base_sha.as_deref(),
+    ) {
+        let fetched = mirrors.fetch_run(url, run_id.as_str(), Some(base_sha))?;
+        let tip = fetched
+            .pushed
+            .branch
+            .as_deref()
+            .ok_or_else(no_checkpoints)?;
+        let repo = Repository::open(&fetched.mirror)
+            .map_err(git_error(format!("open the mirror of {}", run_id.as_str())))?;
+        let base =
+            Oid::from_str(base_sha).map_err(git_error(format!("read base SHA {base_sha}")))?;
+        let tip = Oid::from_str(tip).map_err(git_error(format!("read the pushed tip {tip}")))?;
+        return Ok(RunRepository { repo, base, tip });
+    }
     let (Some(base_sha), Some(branch), Some(repo_root)) = (
         manifest.base_sha.as_deref(),
         manifest.run_branch.as_deref(),
@@ -113,9 +143,14 @@ fn open_run_repository(store: &dyn RunStore, run_id: &RunId) -> Result<RunReposi
 }
 
 /// The changes of the whole run: its base SHA against the tip of its run branch. The
-/// run's records are read from `store`, its commits from the repository it names.
-pub fn run_diff(store: &dyn RunStore, run_id: &RunId) -> Result<Vec<DiffLine>, DiffError> {
-    let run = open_run_repository(store, run_id)?;
+/// run's records are read from `store`, its commits from the repository it names (for
+/// a repository named by URL, the refs pushed to it, fetched into `mirrors`).
+pub fn run_diff(
+    store: &dyn RunStore,
+    run_id: &RunId,
+    mirrors: Option<&Mirrors>,
+) -> Result<Vec<DiffLine>, DiffError> {
+    let run = open_run_repository(store, run_id, mirrors)?;
     patch(&run.repo, run.base, run.tip)
 }
 
@@ -125,8 +160,9 @@ pub fn stage_diff(
     store: &dyn RunStore,
     run_id: &RunId,
     node_id: &str,
+    mirrors: Option<&Mirrors>,
 ) -> Result<Vec<DiffLine>, DiffError> {
-    let run = open_run_repository(store, run_id)?;
+    let run = open_run_repository(store, run_id, mirrors)?;
     check_node(store, run_id, node_id)?;
     let run_id = run_id.as_str();
     let subject = format!("fabro({run_id}): {node_id} (");
@@ -451,28 +487,28 @@ mod tests {
         )
         .expect("write");
 
-        let latest_a = text(&stage_diff(&store, &run, "a").expect("a diffs"));
+        let latest_a = text(&stage_diff(&store, &run, "a", None).expect("a diffs"));
         assert!(latest_a.contains("-one\n-two\n+zero\n"), "{latest_a}");
         assert!(
             latest_a.starts_with("diff --git a/a.txt b/a.txt\n"),
             "{latest_a}"
         );
-        let b_diff = stage_diff(&store, &run, "b").expect("b diffs");
+        let b_diff = stage_diff(&store, &run, "b", None).expect("b diffs");
         assert!(text(&b_diff).contains("new file mode 100644"));
         assert!(b_diff
             .iter()
             .any(|line| line.kind == DiffLineKind::Addition && line.text == b"+b\n"));
-        let p = text(&stage_diff(&store, &run, "p").expect("p diffs"));
+        let p = text(&stage_diff(&store, &run, "p", None).expect("p diffs"));
         assert!(p.contains("+c\n") && p.contains("deleted file mode"), "{p}");
         assert!(matches!(
-            stage_diff(&store, &run, "q"),
+            stage_diff(&store, &run, "q", None),
             Err(DiffError::NoCommit { .. })
         ));
         assert!(matches!(
-            stage_diff(&store, &run, "zz"),
+            stage_diff(&store, &run, "zz", None),
             Err(DiffError::Lookup(StageLookupError::UnknownNode { .. }))
         ));
-        let whole = text(&run_diff(&store, &run).expect("run diffs"));
+        let whole = text(&run_diff(&store, &run, None).expect("run diffs"));
         assert!(
             whole.contains("-one\n+zero\n") && whole.contains("+b\n"),
             "{whole}"
@@ -482,7 +518,7 @@ mod tests {
         manifest["base_sha"] = serde_json::Value::Null;
         fs_err::write(run_dir.join("manifest.json"), manifest.to_string()).expect("write");
         assert!(matches!(
-            run_diff(&store, &run),
+            run_diff(&store, &run, None),
             Err(DiffError::NoCheckpoints { .. })
         ));
     }

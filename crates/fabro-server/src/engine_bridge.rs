@@ -287,6 +287,18 @@ impl EngineBridge {
         request: &ResumeRequest,
         interviewer: Arc<dyn Interviewer>,
     ) -> Result<PreparedRun, ApiError> {
+        self.resume_with(run_id, request, interviewer)?
+            .map_err(|error| run_error(error, None))
+    }
+
+    /// [`EngineBridge::prepare_resume`] with the engine's own error, for a worker that
+    /// tells a run that already finished from one that cannot be resumed.
+    pub fn resume_with(
+        &self,
+        run_id: &str,
+        request: &ResumeRequest,
+        interviewer: Arc<dyn Interviewer>,
+    ) -> Result<Result<PreparedRun, RunError>, ApiError> {
         let limits = overrides(
             (request.max_stages, request.max_tokens),
             request.max_cost_usd,
@@ -307,8 +319,11 @@ impl EngineBridge {
                 interviewer: Some(interviewer),
             },
         };
-        resume(self.stores.clone(), &RunId::from(run_id), engine_request)
-            .map_err(|error| run_error(error, None))
+        Ok(resume(
+            self.stores.clone(),
+            &RunId::from(run_id),
+            engine_request,
+        ))
     }
 
     /// A fork of run `run_id` (SPEC 20.2) for `request`, with the run's configuration and

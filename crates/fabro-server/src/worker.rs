@@ -151,6 +151,16 @@ async fn claim(runs: &Arc<dyn RunStore>, options: &WorkerOptions) -> Result<Opti
     .map_err(|error| error.to_string())?
 }
 
+/// What became of a claimed run while it was prepared.
+enum Prepared {
+    /// It is ready to execute: the run, its workflow's name, whether a cancel waited
+    /// for it.
+    Run(Box<PreparedRun>, String, bool),
+    /// Its newest checkpoint is final: its worker died after finishing it and before
+    /// recording its end, which is recorded now.
+    Finished(RunStatus),
+}
+
 /// Prepares the claimed run and launches it in `slot`; a run that cannot be prepared
 /// ends `fail` (its cause logged), so that no worker claims it again.
 async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermit, worker: &str) {
@@ -160,65 +170,85 @@ async fn start_claimed(state: &AppState, claim: Claim, slot: OwnedSemaphorePermi
     let run_id = claim.run_id.as_str().to_owned();
     let id = run_id.clone();
     let prepared =
-        tokio::task::spawn_blocking(move || -> Result<(PreparedRun, String, bool), ApiError> {
-            let invalid = |error: serde_json::Error| {
-                ApiError::bad_request(format!(
-                    "the queued request of run {id} is not valid: {error}"
-                ))
-            };
-            let (prepared, name) = match (claim.started, claim.request) {
-                (false, Some(text)) => {
-                    let request: StartRequest = serde_json::from_str(&text).map_err(invalid)?;
-                    // Nothing of the run is stored: what an attempt that stopped before
-                    // its records left here is made anew.
-                    let left = fabro_engine::local::RunPaths::new(bridge.root(), &id);
-                    if left.run_dir().is_dir() {
-                        let _ = fs_err::remove_dir_all(left.run_dir());
-                    }
-                    let name = runs::workflow_name_of(&request);
-                    (bridge.prepare_new(&request, asking)?, name)
-                }
-                (_, text) => {
-                    let request: ResumeRequest = match text {
-                        Some(text) => serde_json::from_str(&text).map_err(invalid)?,
-                        None => ResumeRequest::default(),
-                    };
-                    (bridge.prepare_resume(&id, &request, asking)?, String::new())
-                }
-            };
-            // A cancel that waited in the store for the run (SPEC 18.2).
-            let cancelled = bridge
-                .stores()
-                .runs
-                .cancel_requested(&RunId::from(id.as_str()))
-                .unwrap_or(false);
-            Ok((prepared, name, cancelled))
-        })
-        .await
-        .map_err(ApiError::internal)
-        .and_then(|prepared| prepared);
-    match prepared {
-        Ok((mut prepared, name, cancelled)) => {
+        tokio::task::spawn_blocking(move || prepare_claimed(&bridge, claim, &id, asking))
+            .await
+            .map_err(ApiError::internal)
+            .and_then(|prepared| prepared);
+    let end = match prepared {
+        Ok(Prepared::Run(mut prepared, name, cancelled)) => {
             prepared.set_worker(worker);
             runs::launch_with(
                 state,
-                prepared,
+                *prepared,
                 &interviewer,
                 name,
                 Some(runs::Claimed { slot, cancelled }),
             );
+            return;
+        }
+        Ok(Prepared::Finished(status)) => {
+            tracing::info!(%run_id, %status, "a claimed run had finished; its end is recorded");
+            status
         }
         Err(error) => {
             tracing::error!(%run_id, error = %fabro_engine::error_chain(&error), "cannot start a claimed run; it fails");
-            let runs = Arc::clone(&state.stores().runs);
-            let _ = tokio::task::spawn_blocking(move || {
-                let id = RunId::from(run_id.as_str());
-                let _ = runs.register_end(&id, RunStatus::Fail);
-                runs.queue().map(|queue| queue.release(&id))
-            })
-            .await;
+            RunStatus::Fail
         }
-    }
+    };
+    let runs = Arc::clone(&state.stores().runs);
+    let _ = tokio::task::spawn_blocking(move || {
+        let id = RunId::from(run_id.as_str());
+        let _ = runs.register_end(&id, end);
+        runs.queue().map(|queue| queue.release(&id))
+    })
+    .await;
+}
+
+/// [`start_claimed`]'s preparation, on a blocking thread.
+fn prepare_claimed(
+    bridge: &crate::engine_bridge::EngineBridge,
+    claim: Claim,
+    id: &str,
+    asking: Arc<dyn Interviewer>,
+) -> Result<Prepared, ApiError> {
+    let invalid = |error: serde_json::Error| {
+        ApiError::bad_request(format!(
+            "the queued request of run {id} is not valid: {error}"
+        ))
+    };
+    let (prepared, name) = match (claim.started, claim.request) {
+        (false, Some(text)) => {
+            let request: StartRequest = serde_json::from_str(&text).map_err(invalid)?;
+            // Nothing of the run is stored: what an attempt that stopped before its
+            // records left here is made anew.
+            let left = fabro_engine::local::RunPaths::new(bridge.root(), id);
+            if left.run_dir().is_dir() {
+                let _ = fs_err::remove_dir_all(left.run_dir());
+            }
+            let name = runs::workflow_name_of(&request);
+            (bridge.prepare_new(&request, asking)?, name)
+        }
+        (_, text) => {
+            let request: ResumeRequest = match text {
+                Some(text) => serde_json::from_str(&text).map_err(invalid)?,
+                None => ResumeRequest::default(),
+            };
+            match bridge.resume_with(id, &request, asking)? {
+                Ok(prepared) => (prepared, String::new()),
+                Err(fabro_engine::RunError::AlreadyFinished { status, .. }) => {
+                    return Ok(Prepared::Finished(status))
+                }
+                Err(error) => return Err(ApiError::from(error)),
+            }
+        }
+    };
+    // A cancel that waited in the store for the run (SPEC 18.2).
+    let cancelled = bridge
+        .stores()
+        .runs
+        .cancel_requested(&RunId::from(id))
+        .unwrap_or(false);
+    Ok(Prepared::Run(Box::new(prepared), name, cancelled))
 }
 
 /// `[worker] lease_ttl` of `{root}/worker.toml` (a duration such as `"30s"`), if set.

@@ -2,6 +2,7 @@
 //! coloured like `git diff` when stdout is a terminal and `NO_COLOR` is unset.
 
 use fabro_engine::local::{run_diff, stage_diff, DiffLine, DiffLineKind};
+use fabro_engine::repository::Mirrors;
 use fabro_engine::{FsRunStore, RunId};
 
 use crate::args::DiffArgs;
@@ -20,11 +21,14 @@ const RED: &str = "\x1b[31m";
 
 pub(crate) fn run(args: &DiffArgs, output: &mut Output) -> Result<Status, CliError> {
     let record = resolve_run(&args.run)?;
-    let store = FsRunStore::new(&crate::loader::fabro_home());
+    let home = crate::loader::fabro_home();
+    let store = FsRunStore::new(&home);
     let run_id = RunId::from(record.run_id.as_str());
+    // A run of this home's server on a repository by URL: its server's mirrors.
+    let mirrors = Mirrors::new(home.join("repositories"));
     let lines = match args.node.as_deref() {
-        Some(node) => stage_diff(&store, &run_id, node),
-        None => run_diff(&store, &run_id),
+        Some(node) => stage_diff(&store, &run_id, node, Some(&mirrors)),
+        None => run_diff(&store, &run_id, Some(&mirrors)),
     }
     .map_err(|error| CliError::Usage(fabro_engine::error_chain(&error)))?;
     output.out_bytes(&render(&lines, output.stdout_color()));

@@ -172,6 +172,25 @@ fn runs_on_a_repository_by_url_survive_killed_workers_with_the_tree_of_an_uninte
             );
         }
     }
+    // A server that executed none of them shows a stage's diff from the pushed refs.
+    let (status, body) = server.request("GET", "/api/v1/runs/by-url-0/stages", None);
+    assert_eq!(status, 200, "{body}");
+    let stages: Value = serde_json::from_str(&body).expect("the stages");
+    let rank = stages["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().rev().find(|stage| stage["node_id"] == "s2"))
+        .map(|stage| stage["rank"].clone())
+        .unwrap_or_else(|| panic!("no stage s2: {stages}"));
+    let (status, diff) = server.request(
+        "GET",
+        &format!("/api/v1/runs/by-url-0/stages/{rank}/diff"),
+        None,
+    );
+    assert_eq!(status, 200, "{diff}");
+    assert!(
+        diff.contains("+++ b/out.txt") && diff.contains("\n+s2\n"),
+        "{diff}"
+    );
     let resumed = shared.query(
         "SELECT count(*) FROM run_events WHERE envelope::jsonb ->> 'event' = 'WorkflowRunStarted' \
          AND (envelope::jsonb -> 'properties' ->> 'resumed')::boolean",

@@ -186,9 +186,13 @@ pub(crate) fn wait_for(
                 .map(|worker| format!("{}:\n{}", worker.name, worker.stderr()))
                 .collect();
             panic!(
-                "{sql} answered {answer}, not {expected}; runs:\n{}\n{}",
+                "{sql} answered {answer}, not {expected}; runs:\n{}\nhow runs ended early:\n{}\n{}",
                 shared.query(
                     "SELECT string_agg(run_id || ' ' || status || ' ' || coalesce(owner, '-'), E'\\n') FROM runs"
+                ),
+                shared.query(
+                    "SELECT string_agg(run_id || ' ' || envelope, E'\\n') FROM run_events \
+                     WHERE envelope::jsonb ->> 'event' IN ('WorkflowRunCanceled', 'WorkflowRunFailed')"
                 ),
                 logs.join("\n")
             );
@@ -431,8 +435,8 @@ impl Killings<'_> {
         };
         let mut workers: Vec<Worker> = (0..self.workers).map(|_| start()).collect();
         let succeeded = "SELECT count(*) FROM runs WHERE status = 'success'";
-        let mut kills = 0;
-        while kills < self.kills && self.shared.query(succeeded) != runs.to_string() {
+        let mut killed = Vec::new();
+        while killed.len() < self.kills && self.shared.query(succeeded) != runs.to_string() {
             std::thread::sleep(Duration::from_millis(
                 self.pause_ms.0 + random(self.pause_ms.1),
             ));
@@ -441,10 +445,11 @@ impl Killings<'_> {
             let mut victim = workers.swap_remove(index);
             victim.signal(Signal::SIGKILL);
             let _ = victim.wait_exit(Duration::from_secs(10));
-            kills += 1;
+            killed.push(victim);
             workers.push(start());
         }
-        let watched: Vec<&Worker> = workers.iter().collect();
+        // What the killed workers said is shown too when the runs do not finish.
+        let watched: Vec<&Worker> = killed.iter().chain(&workers).collect();
         wait_for(
             self.shared,
             succeeded,

@@ -196,12 +196,13 @@ impl PackStore {
             fs_err::create_dir_all(&self.directory)?;
         }
         self.counter += 1;
+        // Unique in the process: the runs of a server or worker on one repository share
+        // its objects directory.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let temporary = |kind: &str| {
-            self.directory.join(format!(
-                "tmp_fabro_{kind}_{}_{}",
-                std::process::id(),
-                self.counter
-            ))
+            self.directory
+                .join(format!("tmp_fabro_{kind}_{}_{number}", std::process::id()))
         };
         let pack_temporary = temporary("pack");
         let index_temporary = temporary("idx");
@@ -382,6 +383,33 @@ mod tests {
             .output()
             .unwrap();
         assert!(verify.status.success(), "{verify:?}");
+    }
+
+    #[test]
+    fn stores_of_two_runs_write_into_one_objects_directory_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(dir.path()).unwrap();
+        let writers: Vec<_> = (0..2)
+            .map(|run| {
+                let objects = dir.path().join("objects");
+                std::thread::spawn(move || {
+                    let mut store = PackStore::new(&objects, false);
+                    let mut written = Vec::new();
+                    for cycle in 0..40 {
+                        let object = blob(format!("run {run} cycle {cycle}\n"));
+                        store.write(std::slice::from_ref(&object)).unwrap();
+                        written.push(object);
+                    }
+                    written
+                })
+            })
+            .collect();
+        let odb = repo.odb().unwrap();
+        for writer in writers {
+            for object in writer.join().unwrap() {
+                assert_eq!(odb.read(object.oid).unwrap().data(), object.data.as_slice());
+            }
+        }
     }
 
     #[test]

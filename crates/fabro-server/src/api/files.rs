@@ -58,7 +58,10 @@ pub async fn stage_diff(
 ) -> Result<Response, ApiError> {
     let rank = parse_rank(&rank)?;
     let record = super::require_run(&state, &id).await?;
-    let bytes = blocking(move || records::stage_diff(state.run_store(), &record, rank)).await?;
+    let bytes = blocking(move || {
+        records::stage_diff(state.run_store(), &record, rank, &state.bridge().mirrors())
+    })
+    .await?;
     Ok((
         [(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")],
         bytes,

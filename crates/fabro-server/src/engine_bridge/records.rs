@@ -200,16 +200,17 @@ pub fn stage_diff(
     store: &dyn RunStore,
     record: &RunRecord,
     rank: u32,
+    mirrors: &fabro_engine::repository::Mirrors,
 ) -> Result<Vec<u8>, ApiError> {
     let stage = stage_by_rank(store, &record.run_id, rank)?;
     let run_id = RunId::from(record.run_id.as_str());
-    let lines = fabro_engine::local::stage_diff(store, &run_id, &stage.node_id).map_err(
-        |error| match error {
+    let lines = fabro_engine::local::stage_diff(store, &run_id, &stage.node_id, Some(mirrors))
+        .map_err(|error| match error {
             fabro_engine::local::DiffError::Git { .. }
+            | fabro_engine::local::DiffError::Fetch(_)
             | fabro_engine::local::DiffError::Store(_) => storage(error),
             error => ApiError::explained(ErrorKind::NotFound, error),
-        },
-    )?;
+        })?;
     Ok(lines.into_iter().flat_map(|line| line.text).collect())
 }
 

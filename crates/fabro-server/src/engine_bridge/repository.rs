@@ -14,7 +14,7 @@ use crate::error::ApiError;
 
 impl EngineBridge {
     /// The mirrors of this process: `{root}/repositories`.
-    fn mirrors(&self) -> Mirrors {
+    pub fn mirrors(&self) -> Mirrors {
         Mirrors::new(self.root.join("repositories"))
     }
 

@@ -54,6 +54,7 @@ fn tail(text: &str) -> &str {
 
 fn load_blocking(
     store: &dyn fabro_engine::RunStore,
+    mirrors: &fabro_engine::repository::Mirrors,
     record: RunRecordRef,
     rank: u32,
     full: bool,
@@ -88,7 +89,7 @@ fn load_blocking(
             artifacts: Vec::new(),
         });
     }
-    let diff = records::stage_diff(store, &record, rank)
+    let diff = records::stage_diff(store, &record, rank, mirrors)
         .ok()
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
     let events = stage_events(store, &record.run_id, &node, rank);
@@ -155,10 +156,13 @@ async fn load(
         _ => return Err(not_found()),
     };
     let reader = state.clone();
-    blocking(move || load_blocking(reader.run_store(), record, rank, full))
-        .await
-        .flatten()
-        .ok_or_else(not_found)
+    blocking(move || {
+        let mirrors = reader.bridge().mirrors();
+        load_blocking(reader.run_store(), &mirrors, record, rank, full)
+    })
+    .await
+    .flatten()
+    .ok_or_else(not_found)
 }
 
 /// `GET /runs/{id}/stages/{rank}`.
