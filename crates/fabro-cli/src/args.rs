@@ -466,6 +466,10 @@ pub(crate) struct RunArgs {
     /// Run on this fabro server instead of here (default: $FABRO_SERVER).
     #[arg(long, value_name = "URL")]
     pub(crate) server: Option<String>,
+    /// With --server on a shared store's queue: runs of a higher priority are claimed
+    /// first (default 0).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub(crate) priority: Option<i32>,
 }
 
 /// How stages are answered and which model they use: shared by `run` and `resume`.

@@ -228,7 +228,7 @@ pub(crate) fn run(url: &str, args: &RunArgs, output: &mut Output) -> Result<Stat
         max_tokens: args.stages.max_tokens,
         max_cost_usd: args.stages.max_cost.map(CostLimit::usd),
         max_duration: args.stages.max_duration.clone(),
-        priority: None,
+        priority: args.priority,
         repository,
     };
     let remote = remote(url);

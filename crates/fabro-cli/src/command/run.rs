@@ -23,6 +23,11 @@ use crate::progress::{JsonSink, ProgressSink};
 use crate::report::{render_diagnostics, SourceView, Style};
 
 pub(crate) fn run(args: &RunArgs, output: &mut Output) -> Result<Status, CliError> {
+    if args.priority.is_some() {
+        return Err(CliError::Usage(
+            "--priority orders a server's queue; use it with --server".to_owned(),
+        ));
+    }
     let home = fabro_home();
     // With `--detach`, the id is allocated here, so that it can be printed at once.
     let mut run_id = args.run_id.clone();

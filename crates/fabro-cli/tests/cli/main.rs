@@ -57,6 +57,7 @@ mod terminal;
 mod test_store;
 mod two_servers;
 mod validate;
+mod worker_faults;
 mod workers;
 
 use std::process::Output;

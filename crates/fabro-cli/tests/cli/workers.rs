@@ -6,7 +6,7 @@
 //! runs' stored events and an execution log that every stage appends to.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -23,21 +23,30 @@ pub(crate) const LEASE_TTL: &str = "2s";
 /// The database and the blob directory the server and the workers share.
 pub(crate) struct Shared {
     database: TestDatabase,
-    blobs: PathBuf,
+    /// `FABRO_BLOBS` and the variables of its object store.
+    blobs: Vec<(&'static str, String)>,
 }
 
 impl Shared {
     pub(crate) fn create(test: &str, env: &TestEnv) -> Option<Shared> {
-        let database = TestDatabase::create(test)?;
         let blobs = env.fabro_home().with_file_name("shared-blobs");
+        Shared::with_blobs(
+            test,
+            vec![("FABRO_BLOBS", format!("file://{}", blobs.display()))],
+        )
+    }
+
+    /// A database of the test's own, with the blobs `FABRO_BLOBS` and its variables in
+    /// `blobs` name.
+    pub(crate) fn with_blobs(test: &str, blobs: Vec<(&'static str, String)>) -> Option<Shared> {
+        let database = TestDatabase::create(test)?;
         Some(Shared { database, blobs })
     }
 
-    fn env(&self) -> [(&'static str, String); 2] {
-        [
-            ("FABRO_STORE", self.database.url()),
-            ("FABRO_BLOBS", format!("file://{}", self.blobs.display())),
-        ]
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let mut variables = vec![("FABRO_STORE", self.database.url())];
+        variables.extend(self.blobs.iter().cloned());
+        variables
     }
 
     /// A server that queues the runs it accepts and executes none.
