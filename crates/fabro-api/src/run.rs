@@ -52,6 +52,10 @@ pub struct RunSummary {
     pub cost_usd: Option<f64>,
     /// The question the run waits for an answer to, or null.
     pub pending_question: Option<HumanQuestion>,
+    /// The worker that executes or executed the run last (SPEC 18.2); absent for runs
+    /// of a server's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// The token totals of a run summary.
@@ -203,6 +207,7 @@ mod tests {
             usage: RunUsage::default(),
             cost_usd: None,
             pending_question: None,
+            worker: None,
         }
     }
 

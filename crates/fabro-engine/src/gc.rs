@@ -573,6 +573,7 @@ mod tests {
             run_dir: PathBuf::from(format!("/nonexistent/{run_id}")),
             parent_run_id: parent.map(str::to_owned),
             reason: None,
+            worker: None,
         }
     }
 

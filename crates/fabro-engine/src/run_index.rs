@@ -72,6 +72,9 @@ pub struct RunRecord {
     pub parent_run_id: Option<String>,
     /// Why the run is [`RunStatus::Unreadable`].
     pub reason: Option<String>,
+    /// The worker that executes or executed the run last, on a shared store's queue
+    /// (SPEC 18.2).
+    pub worker: Option<String>,
 }
 
 /// Why the index could not answer.
@@ -590,6 +593,7 @@ impl StoredRow {
             run_dir,
             parent_run_id: self.parent_run_id,
             reason: None,
+            worker: None,
         }
     }
 }
@@ -670,6 +674,7 @@ fn unreadable_record(run_id: &str, run_dir: &Path, error: &RunIndexError) -> Run
         run_dir: run_dir.to_path_buf(),
         parent_run_id: None,
         reason: Some(crate::error_chain(error)),
+        worker: None,
     }
 }
 
@@ -693,6 +698,7 @@ fn record_from_run_dir(manifest: &Manifest, run_dir: &Path) -> RunRecord {
         run_dir: run_dir.to_path_buf(),
         parent_run_id: manifest.parent_run_id.clone(),
         reason: None,
+        worker: None,
     }
 }
 

@@ -111,6 +111,7 @@ mod tests {
             run_dir: paths.run_dir().to_path_buf(),
             parent_run_id: None,
             reason: None,
+            worker: None,
         };
         (fabro_engine::FsRunStore::new(root), record)
     }

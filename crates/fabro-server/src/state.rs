@@ -127,6 +127,7 @@ impl ActiveRun {
             usage: RunUsage::default(),
             cost_usd: None,
             pending_question: None,
+            worker: None,
         }
     }
 }

@@ -566,7 +566,7 @@ pub(crate) fn runs(
     url: &str,
     statuses: &[fabro_engine::RunStatus],
     limit: Option<usize>,
-) -> Result<Vec<(RunView, String)>, CliError> {
+) -> Result<Vec<(RunView, String, Option<String>)>, CliError> {
     let remote = remote(url);
     let limit = limit.unwrap_or(usize::MAX);
     let statuses: Vec<&str> = statuses.iter().map(|status| status.as_str()).collect();
@@ -583,6 +583,7 @@ pub(crate) fn runs(
             let page = remote.list_runs(&query).await.map_err(refused)?;
             for summary in page.runs {
                 let path = summary.workflow_path.unwrap_or_default();
+                let worker = summary.worker;
                 let view = RunView {
                     run_id: summary.run_id,
                     workflow_name: summary.workflow_name,
@@ -595,7 +596,7 @@ pub(crate) fn runs(
                     simulated_llm: summary.simulated_llm,
                     reason: summary.reason,
                 };
-                found.push((view, path));
+                found.push((view, path, worker));
             }
             before = page.next;
             if before.is_none() {

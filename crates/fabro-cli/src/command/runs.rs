@@ -23,9 +23,10 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
     let runs: Vec<Listed> = match remote::server_url(args.server.as_deref()) {
         Some(url) => remote::runs(&url, &args.status, limit)?
             .into_iter()
-            .map(|(view, workflow_path)| Listed {
+            .map(|(view, workflow_path, worker)| Listed {
                 view,
                 workflow_path,
+                worker,
             })
             .collect(),
         None => open_index()?
@@ -37,6 +38,7 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
             .map(|record| Listed {
                 view: run_view(&record),
                 workflow_path: record.workflow_path,
+                worker: record.worker,
             })
             .collect(),
     };
@@ -49,11 +51,12 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
     Ok(Status::Success)
 }
 
-/// One run of the listing and its workflow's path, which tells apart runs of workflows
-/// that share a name.
+/// One run of the listing, its workflow's path, which tells apart runs of workflows
+/// that share a name, and the worker that executes or executed it (SPEC 18.2).
 struct Listed {
     view: RunView,
     workflow_path: String,
+    worker: Option<String>,
 }
 
 fn render(runs: &[Listed], now: SystemTime) -> String {
@@ -63,12 +66,15 @@ fn render(runs: &[Listed], now: SystemTime) -> String {
             .entry(listed.view.workflow_name.as_str())
             .or_default() += 1;
     }
+    // A store's queue names the worker of each run; other listings have no such column.
+    let workers = runs.iter().any(|listed| listed.worker.is_some());
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(
             |Listed {
                  view,
                  workflow_path,
+                 worker,
              }| {
                 let status = match (&view.reason, view.simulated_llm) {
                     (Some(reason), _) => format!("{} ({reason})", view.status),
@@ -81,20 +87,25 @@ fn render(runs: &[Listed], now: SystemTime) -> String {
                 } else {
                     view.workflow_name.clone()
                 };
-                vec![
+                let mut row = vec![
                     view.run_id.clone(),
                     workflow,
                     status,
                     local_start(&view.started_at, now),
                     duration(view, now).map_or_else(|| "-".to_owned(), format_elapsed),
-                ]
+                ];
+                if workers {
+                    row.push(worker.clone().unwrap_or_else(|| "-".to_owned()));
+                }
+                row
             },
         )
         .collect();
-    render_table(
-        &["RUN ID", "WORKFLOW", "STATUS", "STARTED", "DURATION"],
-        &rows,
-    )
+    let mut header = vec!["RUN ID", "WORKFLOW", "STATUS", "STARTED", "DURATION"];
+    if workers {
+        header.push("WORKER");
+    }
+    render_table(&header, &rows)
 }
 
 /// Wall-clock time; up to `now` while the run is running.

@@ -136,6 +136,31 @@ fn runs_whose_object_store_is_lost_stop_canceled_and_finish_when_resumed() {
             "run {run_id}: nothing stored before the fault was lost or rewritten"
         );
     }
+    // `fabro runs` and the board name the worker of each run.
+    let listed = crate::fabro(&env, &["runs", "--server", &server.url()]);
+    assert_eq!(crate::code(&listed), 0, "{}", crate::stderr(&listed));
+    let table = crate::stdout(&listed);
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|header| header.ends_with("WORKER")),
+        "{table}"
+    );
+    for run_id in RUNS {
+        assert!(
+            table
+                .lines()
+                .any(|line| line.starts_with(run_id) && line.trim_end().ends_with(" w1")),
+            "{table}"
+        );
+    }
+    let (status, board) = server.request("GET", "/", None);
+    assert_eq!(status, 200, "{board}");
+    assert!(
+        board.contains("<th>Worker</th>") && board.contains("<td class=\"worker\">w1</td>"),
+        "{board}"
+    );
 }
 
 /// `fabro run --priority N` goes with `--server` into the queue's order (SPEC 18.2);

@@ -92,6 +92,7 @@ pub(super) fn queued_record(queued: &QueuedRun, run_dir: &Path) -> RunRecord {
         run_dir: run_dir.to_path_buf(),
         parent_run_id: None,
         reason: None,
+        worker: None,
     }
 }
 

@@ -425,6 +425,7 @@ impl RunStore for MemoryRunStore {
                     run_dir: run.run_dir.clone(),
                     parent_run_id: manifest.parent_run_id.clone(),
                     reason: None,
+                    worker: None,
                 })
             })
             .collect();

@@ -93,6 +93,7 @@ pub fn summary_of(
         },
         cost_usd: totals.and_then(|totals| totals.cost_usd),
         pending_question: None,
+        worker: record.worker.clone(),
     }
 }
 

@@ -138,6 +138,10 @@ fn load_blocking(state: &AppState, filter: Option<&str>, page: usize) -> Board {
 }
 
 fn row_value(store: &dyn fabro_engine::RunStore, entry: Entry) -> Value {
+    let worker = entry
+        .record
+        .as_ref()
+        .and_then(|record| record.worker.clone());
     let mut value = match (&entry.record, entry.queued) {
         (Some(record), _) => records::inspect(store, record).map_or_else(
             |_| {
@@ -153,6 +157,9 @@ fn row_value(store: &dyn fabro_engine::RunStore, entry: Entry) -> Value {
     };
     if entry.waiting {
         value["status"] = Value::String("waiting".to_owned());
+    }
+    if let Some(worker) = worker {
+        value["worker"] = Value::String(worker);
     }
     value
 }
@@ -185,13 +192,17 @@ fn render(board: &Board, filter: Option<&str>, page: usize) -> String {
         html.push_str("<p class=\"empty\">No runs.</p>");
         return html;
     }
+    // The runs of a store's queue name their worker (SPEC 18.2).
+    let workers = board.rows.iter().any(|row| row["worker"].is_string());
     html.push_str(
         "<div class=\"scroll\"><table class=\"runs\"><thead><tr><th>Run</th><th>Workflow</th>\
          <th>Goal</th><th>Status</th><th>Current node</th><th>Started</th><th>Duration</th>\
-         <th>Tokens</th><th>Cost</th></tr></thead><tbody>",
+         <th>Tokens</th><th>Cost</th>",
     );
+    html.push_str(if workers { "<th>Worker</th>" } else { "" });
+    html.push_str("</tr></thead><tbody>");
     for row in &board.rows {
-        html.push_str(&render_row(row));
+        html.push_str(&render_row(row, workers));
     }
     html.push_str("</tbody></table></div>");
     if board.pages > 1 {
@@ -200,14 +211,22 @@ fn render(board: &Board, filter: Option<&str>, page: usize) -> String {
     html
 }
 
-fn render_row(row: &Value) -> String {
+fn render_row(row: &Value, workers: bool) -> String {
     let run_id = text(&row["run_id"]);
     let short: String = run_id.chars().take(10).collect();
     let status = text(&row["status"]);
+    let worker = if workers {
+        format!(
+            "<td class=\"worker\">{}</td>",
+            escape(&text(&row["worker"]))
+        )
+    } else {
+        String::new()
+    };
     format!(
         "<tr data-run=\"{id}\" data-status=\"{status_attr}\"><td><a href=\"/runs/{link}\">{short}</a></td>\
          <td>{workflow}</td><td class=\"goal\">{goal}</td><td>{badge}</td><td>{node}</td>\
-         <td>{started}</td><td>{duration}</td><td>{tokens}</td><td>{cost}</td></tr>",
+         <td>{started}</td><td>{duration}</td><td>{tokens}</td><td>{cost}</td>{worker}</tr>",
         id = escape(&run_id),
         status_attr = escape(&status),
         link = url_segment(&run_id),

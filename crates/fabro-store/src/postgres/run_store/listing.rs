@@ -43,7 +43,8 @@ macro_rules! listed {
              r.run_dir, r.parent_run_id, r.revision, \
              (extract(epoch FROM c.updated_at) * 1000000)::bigint AS checkpoint_at, \
              CASE WHEN r.status = 'running' THEN c.checkpoint::jsonb ->> 'run_status' END \
-             AS ended, (r.owner IS NOT NULL AND r.lease_expires_at IS NOT NULL) AS leased \
+             AS ended, (r.owner IS NOT NULL AND r.lease_expires_at IS NOT NULL) AS leased, \
+             CASE WHEN r.claimed_at IS NOT NULL THEN r.owner END AS worker \
              FROM runs r LEFT JOIN run_checkpoints c ON c.run_id = r.run_id ",
             $rest
         )
@@ -145,6 +146,7 @@ fn listed(row: &PgRow) -> RunRecord {
         run_dir: PathBuf::from(row.get::<String, _>("run_dir")),
         parent_run_id: row.get("parent_run_id"),
         reason: None,
+        worker: row.get("worker"),
     }
 }
 
