@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use crate::git::git_available;
 use crate::server::Server;
 use crate::workers::{
-    check_resumed, events_of, log_lines, post_queued, stages_workflow, wait_for, Killings, Shared,
-    Worker,
+    check_resumed, events_of, log_lines, longest_takeover, post_queued, stages_workflow, wait_for,
+    Killings, Shared, Worker, TAKEOVER_BOUND,
 };
 use crate::{code, stderr};
 
@@ -154,6 +154,11 @@ fn runs_on_a_repository_by_url_survive_killed_workers_with_the_tree_of_an_uninte
             checkpoint["git_commit_sha"],
             git(&["rev-parse", &format!("fabro/run/{run_id}")]),
             "run {run_id}"
+        );
+        let waited = longest_takeover(&shared, &run_id);
+        assert!(
+            waited <= TAKEOVER_BOUND,
+            "run {run_id} waited {waited:?} for a new worker"
         );
         let events = events_of(&shared, &run_id);
         for stage in 1..=4 {

@@ -221,6 +221,33 @@ fn workers_of(server: &Server) -> Vec<Value> {
         .expect("a list of workers")
 }
 
+/// How long run `run_id` waited for a new worker at most: for each resumed start, the
+/// time since the event before it (the last one of the killed worker, written at most a
+/// stage's length before the kill).
+pub(crate) fn longest_takeover(shared: &Shared, run_id: &str) -> Duration {
+    let events = events_of(shared, run_id);
+    let at = |event: &Value| {
+        fabro_engine::parse_rfc3339(event["ts"].as_str().unwrap_or_default())
+            .unwrap_or_else(|| panic!("a timestamp: {event}"))
+    };
+    events
+        .windows(2)
+        .filter(|pair| {
+            pair[1]["event"] == "WorkflowRunStarted" && pair[1]["properties"]["resumed"] == true
+        })
+        .map(|pair| {
+            at(&pair[1])
+                .duration_since(at(&pair[0]))
+                .unwrap_or_default()
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// SPEC 18.4.1's bound: a killed worker's run continues on another within `lease_ttl` +
+/// 5 s.
+pub(crate) const TAKEOVER_BOUND: Duration = Duration::from_secs(2 + 5);
+
 /// The lines of the execution log.
 pub(crate) fn log_lines(path: &Path) -> Vec<String> {
     fs_err::read_to_string(path)
@@ -510,6 +537,11 @@ fn runs_of_workers_killed_at_random_moments_finish_on_the_others() {
     for index in 0..RUNS {
         let run_id = format!("killed-{index:02}");
         check_events(&shared, &run_id);
+        let waited = longest_takeover(&shared, &run_id);
+        assert!(
+            waited <= TAKEOVER_BOUND,
+            "run {run_id} waited {waited:?} for a new worker"
+        );
         for stage in 1..=5 {
             let ended = format!("{run_id} s{stage} end");
             assert!(
