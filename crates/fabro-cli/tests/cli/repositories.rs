@@ -87,6 +87,25 @@ fn remote_refs(env: &TestEnv, remote: &Path, run_id: &str) -> String {
     )
 }
 
+/// What a run's final pushed checkpoint says of its outcome, its id replaced by `RUN`:
+/// its context (without the worktree's path, which names the worker's directory), its
+/// completed stages, their outcomes and the run's status.
+fn final_state(git: &dyn Fn(&[&str]) -> String, run_id: &str) -> Value {
+    let text = git(&["show", &format!("refs/fabro/{run_id}:checkpoint.json")]);
+    let checkpoint: Value = serde_json::from_str(&text.replace(run_id, "RUN")).expect("JSON");
+    let mut context = checkpoint["context_values"].clone();
+    if let Some(values) = context.as_object_mut() {
+        values.remove("internal.work_dir");
+    }
+    json!({
+        "context": context,
+        "completed": checkpoint["completed_nodes"],
+        "outcomes": checkpoint["node_outcomes"],
+        "visits": checkpoint["node_visits"],
+        "status": checkpoint["run_status"],
+    })
+}
+
 /// SPEC 18.3, 18.4.1: runs on a repository by URL whose workers are killed with
 /// SIGKILL at random moments finish on the others, each with the run-branch tree of an
 /// uninterrupted run on the remote, and no stage whose checkpoint was stored runs again.
@@ -154,6 +173,11 @@ fn runs_on_a_repository_by_url_survive_killed_workers_with_the_tree_of_an_uninte
             checkpoint["git_commit_sha"],
             git(&["rev-parse", &format!("fabro/run/{run_id}")]),
             "run {run_id}"
+        );
+        assert_eq!(
+            final_state(&git, &run_id),
+            final_state(&git, "uninterrupted"),
+            "run {run_id}: the context, stages and status of an uninterrupted run"
         );
         let waited = longest_takeover(&shared, &run_id);
         assert!(
