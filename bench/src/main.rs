@@ -22,6 +22,7 @@ mod generate;
 mod isolation;
 mod llm;
 mod measure;
+mod repositories;
 mod server;
 mod shared;
 mod sse;
@@ -97,6 +98,13 @@ fn main() -> ExitCode {
                 .unwrap_or(24);
             finish(workers::workers_benchmark(&fabro_binary(), runs))
         }
+        Some("repositories") => {
+            let runs = args
+                .get(1)
+                .and_then(|runs| runs.parse().ok())
+                .unwrap_or(10);
+            finish(repositories::repositories_benchmark(&fabro_binary(), runs))
+        }
         Some("llm") => finish(llm::llm_benchmark()),
         Some("caching") => finish(caching::caching_benchmark()),
         Some("generate") => {
@@ -108,7 +116,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench workers [RUNS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench workers [RUNS] | fabro-bench repositories [RUNS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -56,7 +56,7 @@ pub(crate) fn workers_benchmark(fabro: &Path, runs: usize) -> Result<String> {
 }
 
 /// A store on `database`, migrated.
-fn store(database: &Database) -> Result<fabro_store::PgRunStore> {
+pub(crate) fn store(database: &Database) -> Result<fabro_store::PgRunStore> {
     let runtime = tokio::runtime::Runtime::new().map_err(|error| error.to_string())?;
     let url = database.url();
     let connected = runtime.block_on(async move {
@@ -121,10 +121,15 @@ fn claim_latency() -> Result<String> {
 }
 
 /// A `fabro worker` process, killed when dropped.
-struct Worker(Child);
+pub(crate) struct Worker(Child);
 
 impl Worker {
-    fn start(fabro: &Path, directory: &Path, database: &Database, name: &str) -> Result<Worker> {
+    pub(crate) fn start(
+        fabro: &Path,
+        directory: &Path,
+        database: &Database,
+        name: &str,
+    ) -> Result<Worker> {
         let home = directory.join(format!("home-{name}"));
         fs_err::create_dir_all(&home).map_err(|error| error.to_string())?;
         let child = Command::new(fabro)
@@ -158,7 +163,12 @@ impl Drop for Worker {
 }
 
 /// Waits (at most `limit`) until `sql` answers `expected` in `database`.
-fn wait_for(database: &Database, sql: &str, expected: &str, limit: Duration) -> Result<()> {
+pub(crate) fn wait_for(
+    database: &Database,
+    sql: &str,
+    expected: &str,
+    limit: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + limit;
     loop {
         let answer = psql(database.name(), sql)?;
