@@ -54,7 +54,8 @@ pub(crate) use metadata::{MetadataFile, METADATA_FILE_LIMIT};
 pub(crate) use parallel_branch::{BranchCleanup, BranchWorktree, CheckedOutBranch, ParallelSite};
 pub(crate) use remote::RemotePush;
 pub use remote::{
-    checkout_origin, without_credentials, CheckoutOrigin, Mirrors, PushedRefs, RemoteRepository,
+    checkout_origin, has_credentials, without_credentials, CheckoutOrigin, Mirrors, PushedRefs,
+    RemoteRepository,
 };
 pub(crate) use rewind::RewindGit;
 pub(crate) use run_git::{RunGit, RunGitSettings, StageCommit, StagedChanges};

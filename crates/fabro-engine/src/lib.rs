@@ -197,8 +197,8 @@ pub mod configuration {
 /// checkpoint, and what a checkout offers `fabro run --server`.
 pub mod repository {
     pub use crate::git::{
-        checkout_origin, without_credentials, CheckoutOrigin, GitError, Mirrors, PushedRefs,
-        RemoteRepository,
+        checkout_origin, has_credentials, without_credentials, CheckoutOrigin, GitError, Mirrors,
+        PushedRefs, RemoteRepository,
     };
 }
 

@@ -278,6 +278,13 @@ fn repository_of(
                 "HEAD {head} is not pushed to origin"
             )))
         }
+        CheckoutOrigin::WithCredentials => {
+            return Err(CliError::Usage(
+                "origin's URL carries credentials, which a server never receives; set it \
+                 without them and configure a credential helper or SSH key on the workers"
+                    .to_owned(),
+            ))
+        }
         CheckoutOrigin::Pushed { url, head, root } => (url, head, root),
     };
     let resolved = fs_err::canonicalize(workflow)

@@ -380,6 +380,37 @@ fn a_run_from_a_checkout_runs_on_its_origin_at_head() {
         serde_json::from_str(&git(&["show", "refs/fabro/from-checkout:checkpoint.json"]))
             .expect("the pushed checkpoint");
     assert_eq!(checkpoint["run_status"], "success");
+    // A URL with credentials is refused without being repeated.
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({
+            "repository": {"url": "https://me:s3cret@example.invalid/r.git"},
+            "workflow": "flows/build.fabro",
+        })),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("credentials") && !body.contains("s3cret"),
+        "{body}"
+    );
+    git_at(
+        &env,
+        &checkout,
+        &[
+            "remote",
+            "set-url",
+            "origin",
+            "https://me:s3cret@example.invalid/r.git",
+        ],
+    );
+    let with_token = run("with-token");
+    assert_eq!(code(&with_token), 2, "{}", stderr(&with_token));
+    assert!(
+        stderr(&with_token).contains("credentials") && !stderr(&with_token).contains("s3cret"),
+        "{}",
+        stderr(&with_token)
+    );
     // Neither refused run left anything.
     for run_id in ["dirty", "unpushed"] {
         assert!(remote_refs(&env, &remote, run_id).is_empty());

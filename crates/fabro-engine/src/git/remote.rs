@@ -250,6 +250,8 @@ pub enum CheckoutOrigin {
     None,
     /// Tracked files have changes that are not committed.
     Dirty,
+    /// `origin`'s URL carries credentials ([`has_credentials`]), which are not sent.
+    WithCredentials,
     /// `HEAD` is on no ref of `origin`.
     Unpushed {
         /// The commit of `HEAD`.
@@ -293,6 +295,9 @@ pub fn checkout_origin(dir: &Path) -> Result<CheckoutOrigin, GitError> {
         return Ok(CheckoutOrigin::None);
     };
     let url = url.trim().to_owned();
+    if has_credentials(&url) {
+        return Ok(CheckoutOrigin::WithCredentials);
+    }
     let mut list = Command::new("git");
     list.arg("-C").arg(&repo_root).args(["ls-remote", "origin"]);
     let listed = program(list, &url, "list the refs of origin")?;
@@ -385,6 +390,22 @@ fn program(mut command: Command, url: &str, action: &str) -> Result<String, GitE
         action: action.to_owned(),
         detail: without_credentials(&detail, url),
     })
+}
+
+/// Whether `url` carries credentials: a password in its user information, or any user
+/// information over HTTP(S), where a token is commonly given as the user. A run's URL is
+/// kept in the store and in its metadata, so credentials come from the worker's git
+/// configuration instead (SPEC 18.3); `ssh://git@host/…` and `git@host:…` name a user
+/// only.
+pub fn has_credentials(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return false;
+    };
+    userinfo.contains(':') || matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
 }
 
 /// `text` without the user information of `url` and without known secrets.

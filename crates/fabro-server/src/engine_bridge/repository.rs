@@ -40,6 +40,7 @@ impl EngineBridge {
         let Some(repository) = request.repository.as_mut() else {
             return Ok(());
         };
+        refuse_credentials(&repository.url)?;
         let (_, commit) = self
             .mirrors()
             .resolve(&repository.url, repository.reference.as_deref())
@@ -58,6 +59,7 @@ impl EngineBridge {
         let Some(spec) = &request.repository else {
             return Ok(None);
         };
+        refuse_credentials(&spec.url)?;
         if request.work_dir.is_some() {
             return Err(ApiError::bad_request(
                 "give 'repository' or 'work_dir', not both",
@@ -102,6 +104,18 @@ impl EngineBridge {
                 ))
             })
     }
+}
+
+/// 400 for a URL with credentials (SPEC 18.3: they come from the workers' git
+/// configuration, never from the API); the message does not repeat the URL.
+fn refuse_credentials(url: &str) -> Result<(), ApiError> {
+    if fabro_engine::repository::has_credentials(url) {
+        return Err(ApiError::bad_request(
+            "the repository URL carries credentials; give it without them and configure a \
+             credential helper or SSH key on the workers",
+        ));
+    }
+    Ok(())
 }
 
 /// A ref that cannot be fetched: the client's mistake or an unreachable remote, told

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use super::{
-    checkout_origin, without_credentials, CheckoutOrigin, Mirrors, PushedRefs, RemotePush,
+    checkout_origin, has_credentials, without_credentials, CheckoutOrigin, Mirrors, PushedRefs,
+    RemotePush,
 };
 use crate::git::test_repo::{git_in, TestRepo};
 
@@ -146,4 +147,26 @@ fn credentials_in_a_url_are_not_shown() {
         shown,
         "fatal: unable to access 'https://example.com/r.git/'"
     );
+}
+
+#[test]
+fn urls_with_passwords_or_http_users_carry_credentials() {
+    for url in [
+        "https://me:s3cret@example.com/r.git",
+        "https://ghp_token@github.com/acme/r.git",
+        "HTTP://x-access-token:abc@host/r.git",
+        "ssh://git:pw@host/r.git",
+    ] {
+        assert!(has_credentials(url), "{url}");
+    }
+    for url in [
+        "https://github.com/acme/r.git",
+        "ssh://git@github.com/acme/r.git",
+        "git@github.com:acme/r.git",
+        "/srv/git/r.git",
+        "file:///srv/git/r.git",
+        "https://example.com/a@b/r.git",
+    ] {
+        assert!(!has_credentials(url), "{url}");
+    }
 }
