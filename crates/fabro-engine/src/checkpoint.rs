@@ -60,6 +60,13 @@ pub trait CheckpointLog: Send + std::fmt::Debug {
 
     /// The last checkpoint written (or continued from), if any.
     fn last(&self) -> Option<&Checkpoint>;
+
+    /// Whether the run may still write, asked right before its refs are pushed to a
+    /// repository named by URL (SPEC 18.3): a worker's lease that was lost or ran out
+    /// unrenewed is an error. A log without a lease is always held.
+    fn still_held(&self) -> Result<(), CheckpointError> {
+        Ok(())
+    }
 }
 
 /// The checkpoints of a run directory (SPEC 8.6): `journal.jsonl`, synced at every
@@ -323,8 +330,12 @@ impl Checkpointer {
                         completed_count: view.completed_nodes.len(),
                     },
                 )?;
-                // SPEC 18.3: on the remote before the store names the commit.
-                git.push()?;
+                // SPEC 18.3: on the remote before the store names the commit, and only
+                // while the run's lease is held.
+                if git.pushes() {
+                    self.log.still_held()?;
+                    git.push()?;
+                }
                 view.git_commit_sha = Some(&sha);
                 self.write_state(&view, &ChangeHint::nothing())?;
                 Ok(CycleShas {
@@ -364,7 +375,10 @@ impl Checkpointer {
                 };
                 let git = self.git.as_mut().ok_or(CheckpointError::GitMissing)?;
                 let metadata = git.write_metadata(message, &borrowed)?;
-                git.push()?;
+                if git.pushes() {
+                    self.log.still_held()?;
+                    git.push()?;
+                }
                 Ok(CycleShas {
                     git_commit_sha: Some(head),
                     metadata_sha: Some(metadata.sha),

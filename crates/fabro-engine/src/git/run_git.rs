@@ -331,6 +331,11 @@ impl RunGit {
         self.metadata_tip.map(|oid| oid.to_string())
     }
 
+    /// Whether the run's refs are pushed after each checkpoint.
+    pub(crate) fn pushes(&self) -> bool {
+        self.remote.is_some()
+    }
+
     /// Pushes the run's refs to `remote` after each checkpoint from now on (SPEC 18.3).
     pub(crate) fn push_to(&mut self, remote: RemotePush) {
         self.remote = Some(remote);

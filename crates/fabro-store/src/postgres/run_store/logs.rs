@@ -80,6 +80,13 @@ impl CheckpointLog for PgCheckpointLog {
     fn last(&self) -> Option<&Checkpoint> {
         self.records.last()
     }
+
+    /// The lease of a claimed run is not lost and has not run out unrenewed.
+    fn still_held(&self) -> Result<(), CheckpointError> {
+        self.writer
+            .check_lease()
+            .map_err(|error| CheckpointError::Backend(Box::new(error)))
+    }
 }
 
 /// A run's events: each append is queued on the run's [`RunWriter`], which stores the

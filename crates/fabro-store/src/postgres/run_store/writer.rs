@@ -329,6 +329,13 @@ pub(super) struct RunWriter {
 }
 
 impl RunWriter {
+    /// An error once the lease the writer writes under is lost or ran out unrenewed.
+    pub(super) fn check_lease(&self) -> Result<(), fabro_engine::StoreError> {
+        self.held
+            .as_ref()
+            .map_or(Ok(()), |held| held.epoch().map(drop))
+    }
+
     /// Starts the writer of `run_id` on `bridge`; a run this store holds the lease of
     /// (`held`) writes with its epoch.
     fn start(

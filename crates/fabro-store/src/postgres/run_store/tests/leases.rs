@@ -127,6 +127,9 @@ fn a_lease_that_ran_out_is_claimed_again_and_its_former_holder_writes_nothing() 
             &ChangeHint::everything(),
         )
         .expect("the holder writes");
+    checkpoints
+        .still_held()
+        .expect("the holder may push its refs");
     assert!(
         new.claim("new", TTL).expect("claims").is_none(),
         "the lease is live"
@@ -159,6 +162,10 @@ fn a_lease_that_ran_out_is_claimed_again_and_its_former_holder_writes_nothing() 
     let refused = fabro_engine::error_chain(&refused);
     assert!(refused.contains("lost the lease of run r1"), "{refused}");
     assert!(lost.is_cancelled(), "the old holder's run is told to stop");
+    assert!(
+        checkpoints.still_held().is_err(),
+        "the old holder pushes no refs either"
+    );
     assert!(matches!(
         old.register_end(&run, RunStatus::Success),
         Err(StoreError::LostLease { .. })
