@@ -5,7 +5,7 @@
 //! database's rows and events, and an execution log outside the repository.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fabro_test_support::TestEnv;
 use nix::sys::signal::Signal;
@@ -257,15 +257,11 @@ fn a_paused_worker_pushes_nothing_after_another_took_its_run_over() {
     let server = shared.queueing_server(&env);
     let paused = Worker::start(&env, &shared, "paused", 1);
     queue_from(&server, &remote, "paused-run");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !first.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the long stage never started: {}",
-            paused.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    paused.wait_until(
+        Duration::from_secs(60),
+        "the long stage never started",
+        || first.exists(),
+    );
     // The checkpoint after `prepare` is on the remote before `long` starts.
     let pushed = remote_refs(&env, &remote, "paused-run");
     assert_eq!(pushed.lines().count(), 2, "{pushed}");
@@ -281,15 +277,11 @@ fn a_paused_worker_pushes_nothing_after_another_took_its_run_over() {
     let finished = remote_refs(&env, &remote, "paused-run");
     assert_ne!(finished, pushed);
     paused.signal(Signal::SIGCONT);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !paused.stderr().contains("lost the lease of run paused-run") {
-        assert!(
-            Instant::now() < deadline,
-            "the paused worker said nothing: {}",
-            paused.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    paused.wait_until(
+        Duration::from_secs(15),
+        "the paused worker said nothing",
+        || paused.stderr().contains("lost the lease of run paused-run"),
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         remote_refs(&env, &remote, "paused-run"),

@@ -4,7 +4,7 @@
 //! storage and finish when resumed through the queue after the store is back.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fabro_test_support::{Gate, S3Server, TestEnv};
 use serde_json::{json, Value};
@@ -25,19 +25,6 @@ fn workflow(dir: &Path) -> String {
 "#,
         dir = dir.display()
     )
-}
-
-fn wait_for_file(path: &Path, worker: &Worker) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared: {}",
-            path.display(),
-            worker.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// SPEC 18.4.4: runs whose object store becomes unreachable stop `canceled` with an
@@ -79,7 +66,10 @@ fn runs_whose_object_store_is_lost_stop_canceled_and_finish_when_resumed() {
         );
     }
     for run_id in RUNS {
-        wait_for_file(&signals.join(format!("{run_id}.ready")), &worker);
+        let ready = signals.join(format!("{run_id}.ready"));
+        worker.wait_until(Duration::from_secs(60), "a stage never started", || {
+            ready.exists()
+        });
     }
     gate.close();
     for run_id in RUNS {

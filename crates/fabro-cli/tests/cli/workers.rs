@@ -116,6 +116,16 @@ impl Worker {
         worker
     }
 
+    /// Waits (at most `limit`) until `done` holds; fails saying `what` did not happen,
+    /// with the worker's log.
+    pub(crate) fn wait_until(&self, limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn signal(&self, signal: Signal) {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("a pid"));
         nix::sys::signal::kill(pid, signal).expect("the worker is signalled");
@@ -582,15 +592,9 @@ fn a_paused_worker_loses_its_run_and_writes_nothing_when_it_continues() {
     let server = shared.queueing_server(&env);
     let paused = Worker::start(&env, &shared, "paused", 1);
     queue(&server, "paused.fabro", "paused-run", 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while fs_err::read_to_string(&pid_file).map_or(true, |pid| pid.trim().is_empty()) {
-        assert!(
-            Instant::now() < deadline,
-            "the stage never started: {}",
-            paused.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    paused.wait_until(Duration::from_secs(60), "the stage never started", || {
+        fs_err::read_to_string(&pid_file).is_ok_and(|pid| !pid.trim().is_empty())
+    });
     let stage_pid: i32 = fs_err::read_to_string(&pid_file)
         .expect("the pid")
         .trim()
@@ -610,17 +614,14 @@ fn a_paused_worker_loses_its_run_and_writes_nothing_when_it_continues() {
     let row_before = shared.query("SELECT revision || ' ' || status FROM runs");
     paused.signal(Signal::SIGCONT);
     // Continued, it finds its lease gone: it says so and kills the stage's processes.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Path::new(&format!("/proc/{stage_pid}")).exists()
-        || !paused.stderr().contains("lost the lease of run paused-run")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the paused worker's stage still runs or it said nothing: {}",
-            paused.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    paused.wait_until(
+        Duration::from_secs(15),
+        "the paused worker's stage still runs or it said nothing",
+        || {
+            !Path::new(&format!("/proc/{stage_pid}")).exists()
+                && paused.stderr().contains("lost the lease of run paused-run")
+        },
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         shared.query("SELECT count(*) || ' ' || max(id) FROM run_events"),
@@ -667,15 +668,9 @@ fn a_worker_stopped_with_sigterm_hands_its_run_back() {
     let server = shared.queueing_server(&env);
     let mut leaving = Worker::start(&env, &shared, "leaving", 1);
     queue(&server, "staged.fabro", "handed-back", 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !log_lines(&log).iter().any(|line| line.contains("s1 start")) {
-        assert!(
-            Instant::now() < deadline,
-            "s1 never started: {}",
-            leaving.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    leaving.wait_until(Duration::from_secs(60), "s1 never started", || {
+        log_lines(&log).iter().any(|line| line.contains("s1 start"))
+    });
     let listed = workers_of(&server);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["name"], "leaving");
