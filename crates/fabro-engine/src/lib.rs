@@ -161,13 +161,15 @@ pub use run_view::{inspect_in, run_view_in};
 pub use sandbox::{is_secret_name, KernelSupport, Mechanism};
 pub use source::{read_regular_file, BoundedRead, CatalogModels, ConfiguredModels, FsLoader};
 pub use steering::{
-    running_agent_stages, steer_run_dir, RunningAgentStage, SteerError, Steered, SteeringQueue,
-    SteeringSource, WhenNoAgent,
+    agent_stages_elsewhere, running_agent_stages, steer_elsewhere, steer_run_dir,
+    RunningAgentStage, SteerError, Steered, SteeringMessage, SteeringQueue, SteeringSource,
+    WhenNoAgent,
 };
 pub use store::{
     answer_pending, last_event_id, AnswerFileError, Claim, EventCursor, EventFollower, EventReader,
-    FiledAnswer, FsRunStore, MemoryRunStore, Notice, QueuedStart, RecordStamps, RunQueue, RunStore,
-    StoreError, StoreInterviewer, StoredEvent, StoredStage, Stores, WorkerEntry, STAGE_FILES,
+    FiledAnswer, FsRunStore, MemoryRunStore, MessageId, Notice, QueuedStart, RecordStamps,
+    RunQueue, RunStore, SteeringStore, StoreError, StoreInterviewer, StoredEvent, StoredStage,
+    Stores, WorkerEntry, STAGE_FILES,
 };
 pub use timestamp::parse_rfc3339;
 pub use traversal::{RunEnd, StopCause};

@@ -6,13 +6,16 @@
 //! takes it first, or, with [`WhenNoAgent::WaitForNext`], to the next agent stage that
 //! starts. A message accepted just as its stage ended goes to the next agent stage too.
 //!
-//! The queue is one type over its storage, so a shared store can carry it later (SPEC
-//! 18.1); today that is the run directory ([`mailbox`]): the server's runs take
-//! messages in process ([`SteeringQueue::send`]), other processes post them as files
-//! ([`steer_run_dir`], for `fabro steer` and a server steering a run it does not
-//! execute), which the run accepts within 100 ms. Accepted messages are files until
-//! delivered, so a run that crashes delivers them after its resume, and never twice.
-//! Delivered text is appended to the stage's `prompt.md`, redacted like every prompt.
+//! The queue is one type over its storage ([`mailbox`]): the run directory for a run of
+//! the local store, the shared store's rows for a run a worker executes (SPEC 18.2).
+//! The process that executes the run takes messages in process
+//! ([`SteeringQueue::send`]); other processes post them ([`steer_run_dir`] for
+//! `fabro steer`, [`steer_elsewhere`] for a server steering a run it does not execute),
+//! which the run accepts within 100 ms from its directory, or at once on the shared
+//! store's notice (within a second if the notice is missed). Accepted messages are kept
+//! until delivered, so a run that crashes or is taken over delivers them after its
+//! resume, and never twice. Delivered text is appended to the stage's `prompt.md`,
+//! redacted like every prompt.
 
 mod mailbox;
 
@@ -22,17 +25,25 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use fabro_agent::SteeringInbox;
-pub(crate) use fabro_agent::SteeringMessage;
+pub use fabro_agent::SteeringMessage;
 pub use fabro_agent::SteeringSource;
+use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::kind::SteeringQueued;
 use crate::event::{Emitter, Event};
-use mailbox::Mailbox;
-pub use mailbox::{running_agent_stages, steer_run_dir, RunningAgentStage};
+use crate::id::RunId;
+use crate::store::RunStore;
+pub use crate::store::RunningAgentStage;
+pub use mailbox::{agent_stages_elsewhere, running_agent_stages, steer_elsewhere, steer_run_dir};
+use mailbox::{Key, Mailbox};
 
-/// How often a run looks for messages posted by other processes.
+/// How often a run looks for messages posted by other processes into its directory.
 const POLL: Duration = Duration::from_millis(100);
+
+/// How often a run of a store with notices looks for posted messages no notice told of
+/// (one can be missed while the store's connection is lost).
+const STORE_POLL: Duration = Duration::from_secs(1);
 
 /// What to do with a message when no agent stage runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +92,9 @@ pub enum SteerError {
         /// How long the sender waited.
         waited: Duration,
     },
+    /// The shared store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// A steering file could not be written or read.
     #[error("{action} {}", .path.display())]
     Io {
@@ -103,7 +117,7 @@ impl SteerError {
             | SteerError::NotSteerable { .. }
             | SteerError::NotRunning { .. }
             | SteerError::NotTaken { .. } => true,
-            SteerError::Empty | SteerError::Io { .. } => false,
+            SteerError::Empty | SteerError::Io { .. } | SteerError::Store(_) => false,
         }
     }
 }
@@ -134,8 +148,8 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// Accepted, not yet delivered, oldest first; each is a file in `queued/`.
-    pending: Vec<(SteeringMessage, PathBuf)>,
+    /// Accepted, not yet delivered, oldest first; each is kept in the mailbox.
+    pending: Vec<(SteeringMessage, Key)>,
     /// The agent stages running now.
     running: Vec<Registered>,
     next_id: u64,
@@ -158,10 +172,20 @@ impl std::fmt::Debug for SteeringQueue {
 impl SteeringQueue {
     /// The queue of run `run_id`, kept in `run_dir`.
     pub fn new(run_id: &str, run_dir: &Path) -> SteeringQueue {
+        SteeringQueue::with(run_id, Mailbox::files(run_dir))
+    }
+
+    /// The queue of run `run_id` of `runs`: kept by the store when it keeps steering
+    /// (a shared store), else in `run_dir`.
+    pub fn of(runs: &Arc<dyn RunStore>, run_id: &RunId, run_dir: &Path) -> SteeringQueue {
+        SteeringQueue::with(run_id.as_str(), Mailbox::of(runs, run_id, run_dir))
+    }
+
+    fn with(run_id: &str, mailbox: Mailbox) -> SteeringQueue {
         SteeringQueue {
             shared: Arc::new(Shared {
                 run_id: run_id.to_owned(),
-                mailbox: Mailbox::new(run_dir),
+                mailbox,
                 state: Mutex::new(State::default()),
                 emitter: OnceLock::new(),
             }),
@@ -210,9 +234,9 @@ impl SteeringQueue {
             .map(|entry| entry.stage.clone())
             .collect();
         let node_id = target(&self.shared.run_id, &running, when)?;
-        let file = self.shared.mailbox.store(&message)?;
+        let key = self.shared.mailbox.store(&message)?;
         announce(&emitter, node_id.as_deref(), &message);
-        state.pending.push((message, file));
+        state.pending.push((message, key));
         Ok(Steered { node_id })
     }
 
@@ -233,11 +257,8 @@ impl SteeringQueue {
         let Some(emitter) = self.shared.emitter.get().and_then(std::sync::Weak::upgrade) else {
             return;
         };
-        for posted in self.shared.mailbox.posted() {
-            let mut state = self.state();
-            let Some((message, file)) = self.shared.mailbox.accept(&posted) else {
-                continue;
-            };
+        let mut state = self.state();
+        for (message, key) in self.shared.mailbox.accept_posted() {
             // The sender checked for a running stage; the announcement names it.
             let node_id = state
                 .running
@@ -245,17 +266,42 @@ impl SteeringQueue {
                 .find(|entry| entry.stage.steerable())
                 .map(|entry| entry.stage.node_id.clone());
             announce(&emitter, node_id.as_deref(), &message);
-            state.pending.push((message, file));
+            state.pending.push((message, key));
         }
     }
 
-    /// Accepts posted messages every 100 ms until `stop` fires.
+    /// Accepts posted messages until `stop` fires: every 100 ms from the run
+    /// directory; from a shared store on its notice, and every second in any case.
     pub(crate) async fn watch(self, stop: CancellationToken) {
+        let mut notices = self.shared.mailbox.notices();
+        let every = if notices.is_some() { STORE_POLL } else { POLL };
         loop {
-            self.accept_posted();
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(POLL) => {}
+            if notices.is_some() {
+                // The store's calls block; the run's runtime threads do not wait for them.
+                let queue = self.clone();
+                let _ = tokio::task::spawn_blocking(move || queue.accept_posted()).await;
+            } else {
+                self.accept_posted();
+            }
+            let poll = tokio::time::sleep(every);
+            tokio::pin!(poll);
+            loop {
+                let notice = async {
+                    match notices.as_mut() {
+                        Some(notices) => Some(notices.recv().await),
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = &mut poll => break,
+                    notice = notice => match notice {
+                        Some(Ok(notice)) if self.shared.mailbox.is_posted(&notice) => break,
+                        Some(Ok(crate::store::Notice::Missed) | Err(RecvError::Lagged(_))) => break,
+                        Some(Err(RecvError::Closed)) => notices = None,
+                        _ => {}
+                    },
+                }
             }
         }
     }
@@ -294,14 +340,18 @@ impl SteeringQueue {
         self.shared.mailbox.publish(&running);
     }
 
-    /// Takes every pending message for delivery: each file moves to `delivered/` first,
-    /// so no message is delivered twice, even across a crash.
+    /// Takes every pending message for delivery: each is marked delivered first, so no
+    /// message is delivered twice, even across a crash. Messages posted to the run
+    /// directory are accepted first; a shared store's are accepted on its notice, so an
+    /// LLM call with nothing pending asks the store nothing.
     fn take(&self) -> Vec<SteeringMessage> {
-        self.accept_posted();
+        if matches!(self.shared.mailbox, Mailbox::Files(_)) {
+            self.accept_posted();
+        }
         let pending = std::mem::take(&mut self.state().pending);
         pending
             .into_iter()
-            .filter(|(_, file)| self.shared.mailbox.deliver(file))
+            .filter(|(_, key)| self.shared.mailbox.deliver(key))
             .map(|(message, _)| message)
             .collect()
     }

@@ -51,6 +51,7 @@ mod memory;
 mod queue;
 mod record_parts;
 mod stamp;
+mod steering;
 
 pub use event_cursor::{last_event_id, EventCursor, StoredEvent};
 pub use fs::FsRunStore;
@@ -63,6 +64,7 @@ pub use queue::{Claim, QueuedStart, RunQueue, WorkerEntry};
 pub use record_parts::{read_record_parts, stored_record_parts, RecordParts};
 pub(crate) use stamp::FileStamp;
 pub use stamp::RecordStamps;
+pub use steering::{MessageId, RunningAgentStage, SteeringStore};
 
 /// Whether a run starts from nothing or continues from its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -531,6 +533,12 @@ pub trait RunStore: Send + Sync {
     fn queue(&self) -> Option<&dyn RunQueue> {
         None
     }
+
+    /// Where the runs' steering messages wait (SPEC 18.2); `None` for a store whose
+    /// runs keep them in their run directories (the local store).
+    fn steering(&self) -> Option<&dyn SteeringStore> {
+        None
+    }
 }
 
 /// What a process did on a shared store, as another process learns it (see
@@ -543,6 +551,8 @@ pub enum Notice {
     CancelRequested(RunId),
     /// The run was queued or handed back: a worker may claim it (SPEC 18.2).
     Queued(RunId),
+    /// A steering message was posted for the run (SPEC 18.2).
+    Steered(RunId),
     /// Notices may have been missed (the store's connection was lost and is back): a
     /// reader asks the store about whatever it waits for.
     Missed,

@@ -26,8 +26,8 @@ pub use fabro_api::{
 };
 pub use fabro_engine::gate::{AnswerError, AnswerHandle, Question};
 pub use fabro_engine::{
-    running_agent_stages, steer_run_dir, EventEnvelope, EventSink, RunEnd, RunReport, RunStatus,
-    SteerError, SteeringQueue, SteeringSource, StoreInterviewer, WhenNoAgent,
+    agent_stages_elsewhere, steer_elsewhere, EventEnvelope, EventSink, RunEnd, RunReport,
+    RunStatus, SteerError, SteeringQueue, SteeringSource, StoreInterviewer, WhenNoAgent,
 };
 
 use crate::error::{without_paths, ApiError, ErrorKind};

@@ -383,21 +383,12 @@ pub fn cancel(state: &AppState, run: &str) -> Result<String, ApiError> {
         active.cancel.cancel();
         return Ok(active.run_id.clone());
     }
-    let record = match records::resolve(state.run_store(), run) {
-        Ok(record) => record,
-        // A run queued for the workers is listed once it starts: its cancel waits for
-        // it in the store, and the worker that claims it ends it `canceled`.
-        Err(error) if state.run_store().queue().is_some() => {
-            let run_id = fabro_engine::RunId::from(run);
-            return match state.run_store().request_cancel(&run_id) {
-                Ok(true) => Ok(run.to_owned()),
-                Ok(false) => Err(error),
-                Err(store) => Err(ApiError::internal(store)),
-            };
-        }
-        Err(error) => return Err(error),
-    };
-    if record.status != RunStatus::Running {
+    let record = records::resolve(state.run_store(), run)?;
+    // A run queued for the workers: its cancel waits for it in the store, and the
+    // worker that claims it ends it `canceled`.
+    let queued_for_workers =
+        record.status == RunStatus::Queued && state.run_store().queue().is_some();
+    if record.status != RunStatus::Running && !queued_for_workers {
         return Err(ApiError::conflict(format!(
             "run {} is not running (status {})",
             record.run_id,

@@ -5,7 +5,7 @@
 //! messages arrive in one delivery; `--next` waits for the next agent stage; with no
 //! agent stage running (a command stage, a finished run, a `cli` backend) it exits 2.
 //! The same through `POST /api/v1/runs/{id}/steer` and `fabro steer --server` against a
-//! `fabro server`.
+//! `fabro server`, and through the shared store to a run a `fabro worker` executes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::backends::{fake_program, path_with, side_dir};
 use crate::server::Server;
+use crate::workers::{post_queued, Shared, Worker};
 use crate::{code, fabro, stderr, stdout};
 
 const KEY: &str = "sk-ant-steer-test-key";
@@ -697,4 +698,90 @@ fn steering_through_the_api_and_fabro_steer_server() {
         Some(&json!({"text": "Hello"})),
     );
     assert_eq!(status, 404, "{body}");
+}
+
+/// SPEC 18.2: steering reaches the run a worker executes through the store. The server
+/// that accepted the run executes nothing and shows it queued until a worker claims it;
+/// the message is a row that the worker accepts on its notice, answered 202 naming the
+/// stage, and delivered once after the running tool; before the run starts and once it
+/// has ended the server answers 409.
+#[test]
+fn steering_reaches_a_run_a_worker_executes_through_the_store() {
+    let steering = Steering::with("steer_worker", AGENT);
+    let Some(shared) = Shared::create("steer_worker", &steering.env) else {
+        return;
+    };
+    steering.twin.enqueue([
+        blocked_shell("toolu_1", &steering.gate("tool")),
+        Reply::text("Fixed."),
+    ]);
+    let server = shared.queueing_server(&steering.env);
+    post_queued(&server, &json!({"workflow": "w.fabro", "run_id": "sw1"}));
+    // Queued and not claimed: listed, inspected, its (no) events read, not steerable.
+    let (status, body) = server.request("GET", "/api/v1/runs/sw1", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON")["status"],
+        "queued"
+    );
+    assert!(server.stored_events("sw1").is_empty());
+    let (status, body) = server.request("GET", "/api/v1/runs", None);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"sw1\""), "{body}");
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs/sw1/steer",
+        Some(&json!({"text": "Too early"})),
+    );
+    assert_eq!(status, 409, "{body}");
+
+    let _worker = Worker::start_with(&steering.env, &shared, "w1", 1, &steering.credentials());
+    server.wait_status("sw1", &["running"]);
+    let run = ServedRun {
+        server: &server,
+        run_id: "sw1",
+    };
+    wait_tool_started(&run, "toolu_1");
+
+    let steer = |text: &str| {
+        server.request(
+            "POST",
+            "/api/v1/runs/sw1/steer",
+            Some(&json!({"text": text})),
+        )
+    };
+    let (status, body) = steer("Use the v2 API");
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON"),
+        json!({"run_id": "sw1", "node_id": "work"})
+    );
+    let rows = "SELECT string_agg(state || ':' || source || ':' || text, ',' ORDER BY message_id) \
+                FROM steering_messages WHERE run_id = 'sw1'";
+    assert_eq!(shared.query(rows), "queued:api:Use the v2 API");
+    let queued = wait_event(&run, "SteeringQueued", |_| true);
+    assert_eq!(queued["node_id"], "work", "{queued}");
+    assert_eq!(steering.twin.request_count(), 1, "the tool still runs");
+
+    steering.open("tool");
+    server.wait_status("sw1", &["success"]);
+    let requests = steering.twin.requests();
+    assert_eq!(requests.len(), 2, "the tool call, then the answer");
+    assert_delivered_after_tool(
+        &requests[1],
+        "toolu_1",
+        "[Steering from api] Use the v2 API",
+    );
+    let delivered = named(&run, "Agent.SteeringDelivered");
+    assert_eq!(delivered.len(), 1, "{delivered:#?}");
+    assert_eq!(delivered[0]["properties"]["count"], 1);
+    assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
+
+    let (status, body) = steer("Too late");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("no agent stage is running in run sw1"),
+        "{body}"
+    );
+    assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
 }

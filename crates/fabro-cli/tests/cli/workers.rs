@@ -76,6 +76,17 @@ impl Worker {
     /// Starts worker `name` with a state directory of its own and waits until it
     /// claims.
     pub(crate) fn start(env: &TestEnv, shared: &Shared, name: &str, concurrency: u16) -> Worker {
+        Worker::start_with(env, shared, name, concurrency, &[])
+    }
+
+    /// [`Worker::start`] with the variables `extra` set as well (provider credentials).
+    pub(crate) fn start_with(
+        env: &TestEnv,
+        shared: &Shared,
+        name: &str,
+        concurrency: u16,
+        extra: &[(&str, String)],
+    ) -> Worker {
         let state_dir = env.fabro_home().with_file_name(format!("state-{name}"));
         let mut command = env.command(env!("CARGO_BIN_EXE_fabro"));
         command
@@ -84,6 +95,7 @@ impl Worker {
             .arg("--state-dir")
             .arg(&state_dir)
             .envs(shared.env())
+            .envs(extra.iter().map(|(name, value)| (*name, value.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

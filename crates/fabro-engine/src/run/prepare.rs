@@ -426,7 +426,11 @@ fn finish_prepare(
         None if options.dry_run || options.parent_run_id.is_some() => GitPlan::Off,
         None => plan_git(&options, &run_id, &mut warnings)?,
     };
-    let steering = crate::steering::SteeringQueue::new(&run_id, paths.run_dir());
+    let steering = crate::steering::SteeringQueue::of(
+        &stores.runs,
+        &crate::id::RunId::from(run_id.as_str()),
+        paths.run_dir(),
+    );
     Ok(PreparedRun {
         options,
         workflow: Arc::new(workflow),

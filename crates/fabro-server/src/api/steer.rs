@@ -1,7 +1,7 @@
 //! Steering a run's agent (SPEC 20.1): `POST /api/v1/runs/{id}/steer`. A run this
-//! server executes takes the message in process; a run another process executes (a
-//! detached local run) through its run directory. The run page's steering form sends
-//! the same, with source `ui`.
+//! server executes takes the message in process; a run another process executes
+//! through the store (a worker on any machine, SPEC 18.2) or its run directory (a
+//! detached local run). The run page's steering form sends the same, with source `ui`.
 
 use std::time::Duration;
 
@@ -10,12 +10,12 @@ use axum::http::StatusCode;
 use axum::Json;
 use fabro_api::{SteerAccepted, SteerRequest};
 
-use crate::engine_bridge::{steer_run_dir, SteerError, SteeringSource, WhenNoAgent};
+use crate::engine_bridge::{steer_elsewhere, SteerError, SteeringSource, WhenNoAgent};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// How long a run another process executes may take to accept a message.
-const FILE_PATIENCE: Duration = Duration::from_secs(10);
+const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Sends guidance to the running agent stage.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/steer",
@@ -54,11 +54,12 @@ pub async fn send(
         });
     }
     let record = super::require_run(state, id).await?;
-    let run_id = record.run_id.clone();
+    let run_id = fabro_engine::RunId::from(record.run_id.as_str());
     let run_dir = record.run_dir.clone();
     let text = text.to_owned();
+    let runs = std::sync::Arc::clone(&state.stores().runs);
     let steered = tokio::task::spawn_blocking(move || {
-        steer_run_dir(&run_id, &run_dir, &text, source, when, FILE_PATIENCE)
+        steer_elsewhere(&runs, &run_id, &run_dir, &text, source, when, PATIENCE)
     })
     .await
     .map_err(ApiError::internal)?

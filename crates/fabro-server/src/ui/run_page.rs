@@ -21,7 +21,7 @@ use super::{
 };
 use crate::api::questions;
 use crate::engine_bridge::{
-    records, running_agent_stages, ResumeRequest, RunStatus, SteeringSource, WhenNoAgent,
+    agent_stages_elsewhere, records, ResumeRequest, RunStatus, SteeringSource, WhenNoAgent,
 };
 use crate::error::ApiError;
 use crate::runs;
@@ -77,9 +77,9 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
     let question = questions::pending(state, &run_id)
         .first()
         .map(super::json_value);
-    let steerable = steerable_stages(state, &run_id, &record.run_dir);
     let cache = state.clone();
     let view = blocking(move || {
+        let steerable = steerable_stages(&cache, &record.run_id, &record.run_dir);
         let store = cache.run_store();
         let last_event_id = store.last_event_id(&fabro_engine::RunId::from(record.run_id.as_str()));
         // A finished run's document comes from the API's cache; its graph's layout
@@ -94,11 +94,11 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
             .flatten()
             .map(|layout| layout.annotate(&records::node_statuses(&stages)));
         let stages = stages.iter().map(super::json_value).collect();
-        Ok::<_, ApiError>((document, stages, graph, last_event_id))
+        Ok::<_, ApiError>((document, stages, graph, last_event_id, steerable))
     })
     .await
     .ok_or_else(|| ApiError::internal("the run could not be read"))??;
-    let (document, stages, graph, last_event_id) = view;
+    let (document, stages, graph, last_event_id, steerable) = view;
     Ok(RunView {
         run_id,
         document,
@@ -111,11 +111,17 @@ async fn load(state: &AppState, id: &str, with_graph: bool) -> Result<RunView, A
 }
 
 /// The nodes of the agent stages of run `run_id` that take steering now: from the
-/// server's own run, else from the run directory of a run another process executes.
+/// server's own run, else from the store or the run directory of a run another process
+/// executes.
 fn steerable_stages(state: &AppState, run_id: &str, run_dir: &std::path::Path) -> Vec<String> {
     let running = match state.active(run_id) {
         Some(active) => active.steering.running(),
-        None => running_agent_stages(run_dir).unwrap_or_default(),
+        None => agent_stages_elsewhere(
+            &state.stores().runs,
+            &fabro_engine::RunId::from(run_id),
+            run_dir,
+        )
+        .unwrap_or_default(),
     };
     running
         .into_iter()

@@ -648,6 +648,10 @@ impl RunStore for PgRunStore {
         Some(self)
     }
 
+    fn steering(&self) -> Option<&dyn fabro_engine::SteeringStore> {
+        Some(self)
+    }
+
     fn set_pending_question(
         &self,
         run_id: &RunId,
@@ -757,6 +761,7 @@ mod questions;
 mod records;
 mod rewound;
 mod stage_files;
+mod steering;
 mod writer;
 
 #[cfg(test)]

@@ -39,8 +39,9 @@ macro_rules! listed {
     ($rest:literal) => {
         concat!(
             "SELECT r.run_id, r.workflow_name, coalesce(r.workflow_path, '') AS workflow_path, \
-             r.goal, r.status, coalesce(r.started_at, '') AS started_at, r.finished_at, \
-             r.run_dir, r.parent_run_id, r.revision, \
+             r.goal, r.status, coalesce(r.started_at, to_char(r.created_at AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) AS started_at, r.finished_at, \
+             coalesce(r.run_dir, '') AS run_dir, r.parent_run_id, r.revision, \
              (extract(epoch FROM c.updated_at) * 1000000)::bigint AS checkpoint_at, \
              CASE WHEN r.status = 'running' THEN c.checkpoint::jsonb ->> 'run_status' END \
              AS ended, (r.owner IS NOT NULL AND r.lease_expires_at IS NOT NULL) AS leased, \
@@ -151,8 +152,8 @@ fn listed(row: &PgRow) -> RunRecord {
 }
 
 impl PgRunStore {
-    /// Every run with a manifest, newest first, read now; a `running` run nobody holds
-    /// is [`RunStatus::Interrupted`].
+    /// Every run with a manifest or queued (listed from its queuing, SPEC 18.2), newest
+    /// first, read now; a `running` run nobody holds is [`RunStatus::Interrupted`].
     pub(super) fn read_listed(
         &self,
     ) -> Result<(Vec<RunRecord>, HashMap<String, RecordStamps>), StoreError> {
@@ -160,7 +161,8 @@ impl PgRunStore {
         let action = "cannot list the runs".to_owned();
         let (rows, held) = self.run(&action.clone(), async move {
             let rows = sqlx::query(listed!(
-                "WHERE r.manifest IS NOT NULL ORDER BY r.started_at DESC, r.run_id DESC"
+                "WHERE (r.manifest IS NOT NULL OR r.status = 'queued') \
+                 ORDER BY started_at DESC, r.run_id DESC"
             ))
             .fetch_all(&pool)
             .await
@@ -337,7 +339,8 @@ impl PgRunStore {
         let action = format!("cannot find run {run}");
         let rows = self.run(&action.clone(), async move {
             sqlx::query(listed!(
-                "WHERE r.manifest IS NOT NULL AND r.run_id LIKE $1 ORDER BY r.run_id LIMIT $2"
+                "WHERE (r.manifest IS NOT NULL OR r.status = 'queued') AND r.run_id LIKE $1 \
+                 ORDER BY r.run_id LIMIT $2"
             ))
             .bind(&pattern)
             .bind(MATCHED)

@@ -1,5 +1,6 @@
 //! What the processes on one database tell each other (SPEC 18.1, 18.2): every event
-//! append and every cancel request is followed by a `NOTIFY` in its own transaction;
+//! append, cancel request and posted steering message is followed by a `NOTIFY` in its
+//! own transaction;
 //! one `LISTEN` connection per [`PgRunStore`] turns them into the engine's [`Notice`]s.
 //! The tables stay the source of truth: a notice only wakes a reader, and a connection
 //! lost and found again is told as [`Notice::Missed`].
@@ -13,6 +14,7 @@ use tokio::sync::broadcast;
 
 use super::leases::QUEUE_CHANNEL;
 use super::listing::{Listings, RUNS_CHANNEL};
+use super::steering::STEER_CHANNEL;
 use super::{backend, PgRunStore, EVENTS_CHANNEL};
 
 /// The channel of cancel requests, with the run id as payload.
@@ -114,7 +116,13 @@ async fn listen_once(
 ) -> Result<(), sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener
-        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL, RUNS_CHANNEL, QUEUE_CHANNEL])
+        .listen_all([
+            EVENTS_CHANNEL,
+            CANCEL_CHANNEL,
+            RUNS_CHANNEL,
+            QUEUE_CHANNEL,
+            STEER_CHANNEL,
+        ])
         .await?;
     // Listening from now on; anything before was not heard.
     listings.set_listening(true);
@@ -130,6 +138,7 @@ async fn listen_once(
             EVENTS_CHANNEL => Notice::Appended(run_id),
             CANCEL_CHANNEL => Notice::CancelRequested(run_id),
             QUEUE_CHANNEL => Notice::Queued(run_id),
+            STEER_CHANNEL => Notice::Steered(run_id),
             RUNS_CHANNEL => {
                 listings.changed();
                 continue;

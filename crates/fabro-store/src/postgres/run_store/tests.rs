@@ -775,3 +775,4 @@ fn a_running_stage_file_is_read_live_on_the_executing_machine() {
 
 mod leases;
 mod queued;
+mod steering;
