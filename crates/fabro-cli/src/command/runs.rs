@@ -43,12 +43,28 @@ pub(crate) fn run(args: &RunsArgs, output: &mut Output) -> Result<Status, CliErr
             .collect(),
     };
     if args.json {
-        let views: Vec<&RunView> = runs.iter().map(|listed| &listed.view).collect();
+        let views: Vec<JsonRun<'_>> = runs
+            .iter()
+            .map(|listed| JsonRun {
+                view: &listed.view,
+                worker: listed.worker.as_deref(),
+            })
+            .collect();
         output.out(&json_document(&views)?);
         return Ok(Status::Success);
     }
     output.out(&render(&runs, SystemTime::now()));
     Ok(Status::Success)
+}
+
+/// One run of `--json`: the run's view, and the worker that executes or executed it
+/// when a store's queue names one (absent otherwise, so other listings are unchanged).
+#[derive(serde::Serialize)]
+struct JsonRun<'a> {
+    #[serde(flatten)]
+    view: &'a RunView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker: Option<&'a str>,
 }
 
 /// One run of the listing, its workflow's path, which tells apart runs of workflows

@@ -777,6 +777,16 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
     assert_eq!(delivered[0]["properties"]["count"], 1);
     assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
 
+    // The worker is listed with the run (SPEC 18.2).
+    let listed = fabro(
+        &steering.env,
+        &["runs", "--server", &server.url(), "--json"],
+    );
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let listed: Value = serde_json::from_str(&stdout(&listed)).expect("JSON");
+    assert_eq!(listed[0]["run_id"], "sw1", "{listed}");
+    assert_eq!(listed[0]["worker"], "w1", "{listed}");
+
     let (status, body) = steer("Too late");
     assert_eq!(status, 409, "{body}");
     assert!(

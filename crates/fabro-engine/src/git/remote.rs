@@ -4,10 +4,17 @@
 //! - [`Mirrors`]: one bare mirror per URL under a worker's state directory; a ref fetched
 //!   into it becomes a commit ([`Mirrors::resolve`]), a commit becomes a plain directory
 //!   to read the workflow from ([`Mirrors::checkout`]), and a run's two refs are fetched
-//!   on takeover ([`Mirrors::fetch_run`]).
+//!   to be read ([`Mirrors::fetch_run`]) or on takeover ([`Mirrors::take_over`]).
 //! - [`RemotePush`]: after each checkpoint, `fabro/run/{id}` and `refs/fabro/{id}` are
 //!   pushed together, each with the commit last pushed (or fetched) as its expected old
 //!   value, so that the push of a worker that lost the run is refused.
+//!
+//! A third ref, `refs/fabro-lease/{id}`, fences the remote on takeover. Every push moves
+//! it to the new metadata commit with the same compare-and-swap; a worker that takes
+//! the run over first points it at a commit of its own (the fence), so any later push
+//! of the worker it took over from is refused, however long that worker was paused
+//! between asking for its lease and pushing. The fence is a root commit outside the
+//! run's history, which nothing reads.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +45,18 @@ pub struct PushedRefs {
     pub branch: Option<String>,
     /// `refs/fabro/{id}`.
     pub metadata: Option<String>,
+    /// `refs/fabro-lease/{id}`: the metadata commit last pushed, or the fence of the
+    /// worker that took the run over last.
+    pub lease: Option<String>,
+}
+
+/// How often a takeover lists, fetches and fences again when a push of the worker it
+/// takes over from landed in between.
+const FENCE_ATTEMPTS: usize = 5;
+
+/// `refs/fabro-lease/{run_id}`.
+fn lease_ref_name(run_id: &str) -> String {
+    format!("refs/fabro-lease/{run_id}")
 }
 
 /// The bare mirrors of one machine, one per repository URL, under one directory.
@@ -111,18 +130,40 @@ impl Mirrors {
         Ok((mirror, commit.trim().to_owned()))
     }
 
-    /// Fetches run `run_id`'s two refs from `url` into the mirror (a worker taking the
-    /// run over, SPEC 18.3), and `base` when the mirror lacks it; a ref the remote does
-    /// not have is deleted from the mirror. The repository, with the refs as pushed.
+    /// Fetches the commits of run `run_id`'s two refs from `url` into the mirror without
+    /// setting any ref of the mirror (to read them: a diff; the mirror may be the one the
+    /// run executes in), and `base` when the mirror lacks it. The repository, with the
+    /// refs as pushed.
     pub fn fetch_run(
         &self,
         url: &str,
         run_id: &str,
         base: Option<&str>,
     ) -> Result<RemoteRepository, GitError> {
+        self.fetch(url, run_id, base, false)
+    }
+
+    /// Fetches run `run_id`'s two refs from `url` into the mirror's refs, deleting those
+    /// the remote does not have, for a worker that takes the run over or resumes it
+    /// (SPEC 18.3); then fences the remote (see the module), so that the run's previous
+    /// worker can push nothing more. The repository, with the refs as pushed.
+    pub fn take_over(
+        &self,
+        url: &str,
+        run_id: &str,
+        base: Option<&str>,
+    ) -> Result<RemoteRepository, GitError> {
+        self.fetch(url, run_id, base, true)
+    }
+
+    fn fetch(
+        &self,
+        url: &str,
+        run_id: &str,
+        base: Option<&str>,
+        fencing: bool,
+    ) -> Result<RemoteRepository, GitError> {
         check_run_id(run_id)?;
-        let branch_ref = format!("refs/heads/{}", run_branch_name(run_id));
-        let metadata_ref = metadata_ref_name(run_id);
         let (mirror, commit) = match base {
             Some(base) => self.resolve(url, Some(base))?,
             None => (self.mirror(url)?, String::new()),
@@ -131,48 +172,28 @@ impl Mirrors {
         let _held = lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut list = Command::new("git");
-        list.args(["ls-remote", "--", url, &branch_ref, &metadata_ref]);
-        let listed = program(list, url, &format!("list the refs of run {run_id}"))?;
-        let mut pushed = PushedRefs::default();
-        for line in listed.lines() {
-            match line.split_once('\t') {
-                Some((sha, name)) if name == branch_ref => pushed.branch = Some(sha.to_owned()),
-                Some((sha, name)) if name == metadata_ref => pushed.metadata = Some(sha.to_owned()),
-                _ => {}
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut pushed = fetch_refs(&mirror, url, run_id, fencing)?;
+            if fencing {
+                match fence(&mirror, url, run_id, pushed.lease.as_deref()) {
+                    Ok(fenced) => pushed.lease = Some(fenced),
+                    // The previous worker pushed after the listing: take what it pushed.
+                    Err(error) if attempt < FENCE_ATTEMPTS => {
+                        tracing::info!(run_id, error = %crate::error_chain(&error), "the run's refs moved while fencing; fetching them again");
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                }
             }
+            return Ok(RemoteRepository {
+                url: url.to_owned(),
+                mirror,
+                commit,
+                pushed,
+            });
         }
-        let refspecs: Vec<String> = [
-            (&pushed.branch, &branch_ref),
-            (&pushed.metadata, &metadata_ref),
-        ]
-        .into_iter()
-        .filter(|(sha, _)| sha.is_some())
-        .map(|(_, name)| format!("+{name}:{name}"))
-        .collect();
-        if !refspecs.is_empty() {
-            let mut fetch = git_in(&mirror);
-            fetch
-                .args(["fetch", "--quiet", "--no-tags", "--", url])
-                .args(&refspecs);
-            program(fetch, url, &format!("fetch the refs of run {run_id}"))?;
-        }
-        for (sha, name) in [
-            (&pushed.branch, &branch_ref),
-            (&pushed.metadata, &metadata_ref),
-        ] {
-            if sha.is_none() {
-                let mut delete = git_in(&mirror);
-                delete.args(["update-ref", "-d", name]);
-                program(delete, url, &format!("delete the stale {name}"))?;
-            }
-        }
-        Ok(RemoteRepository {
-            url: url.to_owned(),
-            mirror,
-            commit,
-            pushed,
-        })
     }
 
     /// Writes the tree of `commit` of `mirror` into the directory `dir` (made; not a
@@ -192,6 +213,109 @@ impl Mirrors {
     }
 }
 
+/// Lists run `run_id`'s refs on `url` and fetches its branch and metadata into
+/// `mirror`: into its refs when `to_refs` (deleting those the remote does not have),
+/// else only their commits; what the remote holds.
+fn fetch_refs(
+    mirror: &Path,
+    url: &str,
+    run_id: &str,
+    to_refs: bool,
+) -> Result<PushedRefs, GitError> {
+    let branch_ref = format!("refs/heads/{}", run_branch_name(run_id));
+    let metadata_ref = metadata_ref_name(run_id);
+    let lease_ref = lease_ref_name(run_id);
+    let mut list = Command::new("git");
+    list.args([
+        "ls-remote",
+        "--",
+        url,
+        &branch_ref,
+        &metadata_ref,
+        &lease_ref,
+    ]);
+    let listed = program(list, url, &format!("list the refs of run {run_id}"))?;
+    let mut pushed = PushedRefs::default();
+    for line in listed.lines() {
+        let Some((sha, name)) = line.split_once('\t') else {
+            continue;
+        };
+        let slot = match name {
+            name if name == branch_ref => &mut pushed.branch,
+            name if name == metadata_ref => &mut pushed.metadata,
+            name if name == lease_ref => &mut pushed.lease,
+            _ => continue,
+        };
+        *slot = Some(sha.to_owned());
+    }
+    let refs = [
+        (&pushed.branch, &branch_ref),
+        (&pushed.metadata, &metadata_ref),
+    ];
+    let refspecs: Vec<String> = refs
+        .iter()
+        .filter(|(sha, _)| sha.is_some())
+        .map(|(_, name)| {
+            if to_refs {
+                format!("+{name}:{name}")
+            } else {
+                (*name).clone()
+            }
+        })
+        .collect();
+    if !refspecs.is_empty() {
+        let mut fetch = git_in(mirror);
+        fetch
+            .args(["fetch", "--quiet", "--no-tags", "--", url])
+            .args(&refspecs);
+        program(fetch, url, &format!("fetch the refs of run {run_id}"))?;
+    }
+    for (sha, name) in refs {
+        if to_refs && sha.is_none() {
+            let mut delete = git_in(mirror);
+            delete.args(["update-ref", "-d", name]);
+            program(delete, url, &format!("delete the stale {name}"))?;
+        }
+    }
+    Ok(pushed)
+}
+
+/// Points `refs/fabro-lease/{run_id}` on `url` at a new root commit made in `mirror`,
+/// if it is still `held` (absent: `None`); the commit.
+fn fence(mirror: &Path, url: &str, run_id: &str, held: Option<&str>) -> Result<String, GitError> {
+    let mut tree = git_in(mirror);
+    tree.arg("mktree");
+    let tree = program(tree, url, "write the empty tree")?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    let mut commit = git_in(mirror);
+    commit
+        .envs([
+            ("GIT_AUTHOR_NAME", "fabro"),
+            ("GIT_AUTHOR_EMAIL", "fabro@localhost"),
+            ("GIT_COMMITTER_NAME", "fabro"),
+            ("GIT_COMMITTER_EMAIL", "fabro@localhost"),
+        ])
+        .args(["commit-tree", tree.trim(), "-m"])
+        .arg(format!(
+            "fabro: run {run_id} taken over\n\nFabro-Fence: {}-{nanos}",
+            std::process::id()
+        ));
+    let fenced = program(commit, url, "write the fence")?.trim().to_owned();
+    let lease_ref = lease_ref_name(run_id);
+    let mut push = git_in(mirror);
+    push.args(["push", "--quiet", "--atomic", "--no-verify"])
+        .arg(format!(
+            "--force-with-lease={lease_ref}:{}",
+            held.unwrap_or("")
+        ))
+        .args(["--", url])
+        .arg(format!("{fenced}:{lease_ref}"));
+    program(push, url, &format!("fence the refs of run {run_id}"))?;
+    Ok(fenced)
+}
+
 /// Pushes a run's refs after each checkpoint (SPEC 18.3), each a compare-and-swap on the
 /// commit this process last pushed or fetched.
 #[derive(Debug, Clone)]
@@ -206,10 +330,10 @@ impl RemotePush {
         RemotePush { url, pushed }
     }
 
-    /// Points `fabro/run/{run_id}` at `branch` and `refs/fabro/{run_id}` at `metadata` on
-    /// the remote, in one atomic push from the repository at `git_dir`; nothing when
-    /// both are as last pushed. Refused ([`GitError::Program`]) when either ref moved
-    /// since: another worker holds the run.
+    /// Points `fabro/run/{run_id}` at `branch`, and `refs/fabro/{run_id}` and
+    /// `refs/fabro-lease/{run_id}` at `metadata` on the remote, in one atomic push from
+    /// the repository at `git_dir`; nothing when all are as last pushed. Refused
+    /// ([`GitError::Program`]) when any ref moved since: another worker holds the run.
     pub(crate) fn push(
         &mut self,
         git_dir: &Path,
@@ -220,12 +344,14 @@ impl RemotePush {
         let wanted = PushedRefs {
             branch: Some(branch.to_owned()),
             metadata: Some(metadata.to_owned()),
+            lease: Some(metadata.to_owned()),
         };
         if wanted == self.pushed {
             return Ok(());
         }
         let branch_ref = format!("refs/heads/{}", run_branch_name(run_id));
         let metadata_ref = metadata_ref_name(run_id);
+        let lease_ref = lease_ref_name(run_id);
         let lease = |name: &str, old: &Option<String>| {
             format!("--force-with-lease={name}:{}", old.as_deref().unwrap_or(""))
         };
@@ -233,9 +359,11 @@ impl RemotePush {
         push.args(["push", "--quiet", "--atomic", "--no-verify"])
             .arg(lease(&branch_ref, &self.pushed.branch))
             .arg(lease(&metadata_ref, &self.pushed.metadata))
+            .arg(lease(&lease_ref, &self.pushed.lease))
             .args(["--", &self.url])
             .arg(format!("{branch}:{branch_ref}"))
-            .arg(format!("{metadata}:{metadata_ref}"));
+            .arg(format!("{metadata}:{metadata_ref}"))
+            .arg(format!("{metadata}:{lease_ref}"));
         program(push, &self.url, &format!("push the refs of run {run_id}"))?;
         self.pushed = wanted;
         Ok(())

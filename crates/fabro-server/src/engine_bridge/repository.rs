@@ -95,7 +95,7 @@ impl EngineBridge {
             return Ok(None);
         };
         self.mirrors()
-            .fetch_run(&url, run_id, manifest.base_sha.as_deref())
+            .take_over(&url, run_id, manifest.base_sha.as_deref())
             .map(Some)
             .map_err(|error| {
                 ApiError::internal(format!(

@@ -67,7 +67,7 @@ fn a_push_is_a_compare_and_swap_on_what_was_last_pushed() {
     assert_eq!(rev(remote, "refs/fabro/run-1"), first);
     // A second worker took the run over from what the remote had and pushed.
     let fetched = Mirrors::new(repo.outside("mirrors"))
-        .fetch_run(&url, "run-1", Some(&second))
+        .take_over(&url, "run-1", Some(&second))
         .unwrap();
     assert_eq!(fetched.pushed.branch.as_deref(), Some(first.as_str()));
     let mut taker = RemotePush::new(url.clone(), fetched.pushed);
@@ -98,11 +98,59 @@ fn a_run_the_remote_does_not_have_leaves_no_stale_refs_in_the_mirror() {
         &mirror,
         &["update-ref", "refs/heads/fabro/run/run-2", &head],
     );
-    let fetched = mirrors.fetch_run(&url, "run-2", Some(&head)).unwrap();
-    assert_eq!(fetched.pushed, PushedRefs::default());
+    // Reading leaves the mirror's refs alone (the run may execute in it).
+    let read = mirrors.fetch_run(&url, "run-2", Some(&head)).unwrap();
+    assert_eq!(read.pushed, PushedRefs::default());
+    assert_eq!(rev(&mirror, "fabro/run/run-2"), head);
+    let fetched = mirrors.take_over(&url, "run-2", Some(&head)).unwrap();
+    assert_eq!(
+        (&fetched.pushed.branch, &fetched.pushed.metadata),
+        (&None, &None)
+    );
+    assert!(fetched.pushed.lease.is_some(), "fenced");
     assert_eq!(fetched.commit, head);
     let refs = git_in(&mirror, &["for-each-ref", "refs/heads/fabro"]);
     assert!(refs.is_empty(), "{refs}");
+}
+
+/// SPEC 18.4: a worker paused between asking for its lease and pushing pushes nothing
+/// once another took the run over, even before the new worker's first push, and even
+/// when it had pushed nothing yet; the fence is outside the run's history.
+#[test]
+fn a_takeover_fences_the_remote_against_the_previous_workers_next_push() {
+    let Some(repo) = TestRepo::new() else { return };
+    let url = remote_of(&repo);
+    let remote = Path::new(&url);
+    let git_dir = repo.path().join(".git");
+    let (first, second) = (rev(&repo.path(), "main~1"), rev(&repo.path(), "main"));
+    let mut paused = RemotePush::new(url.clone(), PushedRefs::default());
+    paused.push(&git_dir, "run-1", &first, &first).unwrap();
+    let mirrors = Mirrors::new(repo.outside("mirrors"));
+    let taken = mirrors.take_over(&url, "run-1", Some(&second)).unwrap();
+    assert_eq!(taken.pushed.metadata.as_deref(), Some(first.as_str()));
+    let fence = taken.pushed.lease.clone().unwrap();
+    assert_eq!(rev(remote, "refs/fabro-lease/run-1"), fence);
+    assert_eq!(git_in(remote, &["rev-list", "--count", &fence]), "1");
+
+    let refused = paused
+        .push(&git_dir, "run-1", &second, &second)
+        .unwrap_err();
+    assert!(refused.to_string().contains("cannot push"), "{refused}");
+    assert_eq!(rev(remote, "fabro/run/run-1"), first);
+    assert_eq!(rev(remote, "refs/fabro/run-1"), first);
+    let mut taker = RemotePush::new(url.clone(), taken.pushed);
+    taker
+        .push(&taken.mirror, "run-1", &second, &second)
+        .unwrap();
+    assert_eq!(rev(remote, "refs/fabro/run-1"), second);
+    assert_eq!(rev(remote, "refs/fabro-lease/run-1"), second);
+
+    // A run whose first worker had pushed nothing yet.
+    let mut early = RemotePush::new(url.clone(), PushedRefs::default());
+    mirrors.take_over(&url, "run-3", Some(&second)).unwrap();
+    assert!(early.push(&git_dir, "run-3", &first, &first).is_err());
+    let listed = git_in(remote, &["for-each-ref", "refs/heads/fabro/run/run-3"]);
+    assert!(listed.is_empty(), "{listed}");
 }
 
 #[test]
