@@ -735,14 +735,10 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
     );
     assert_eq!(status, 409, "{body}");
 
-    let _worker = Worker::start_with(&steering.env, &shared, "w1", 1, &steering.credentials());
-    server.wait_status("sw1", &["running"]);
     let run = ServedRun {
         server: &server,
         run_id: "sw1",
     };
-    wait_tool_started(&run, "toolu_1");
-
     let steer = |text: &str| {
         server.request(
             "POST",
@@ -750,21 +746,31 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
             Some(&json!({"text": text})),
         )
     };
-    let (status, body) = steer("Use the v2 API");
-    assert_eq!(status, 202, "{body}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&body).expect("JSON"),
-        json!({"run_id": "sw1", "node_id": "work"})
-    );
     let rows = "SELECT string_agg(state || ':' || source || ':' || text, ',' ORDER BY message_id) \
                 FROM steering_messages WHERE run_id = 'sw1'";
-    assert_eq!(shared.query(rows), "queued:api:Use the v2 API");
-    let queued = wait_event(&run, "SteeringQueued", |_| true);
-    assert_eq!(queued["node_id"], "work", "{queued}");
-    assert_eq!(steering.twin.request_count(), 1, "the tool still runs");
+    let (streamed, ended) = std::thread::scope(|scope| {
+        // A stream opened while the run waits for a worker follows it to its end.
+        let follower =
+            scope.spawn(|| crate::server_stream::connect(&server, "sw1", None, usize::MAX));
+        let _worker = Worker::start_with(&steering.env, &shared, "w1", 1, &steering.credentials());
+        server.wait_status("sw1", &["running"]);
+        wait_tool_started(&run, "toolu_1");
 
-    steering.open("tool");
-    server.wait_status("sw1", &["success"]);
+        let (status, body) = steer("Use the v2 API");
+        assert_eq!(status, 202, "{body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).expect("JSON"),
+            json!({"run_id": "sw1", "node_id": "work"})
+        );
+        assert_eq!(shared.query(rows), "queued:api:Use the v2 API");
+        let queued = wait_event(&run, "SteeringQueued", |_| true);
+        assert_eq!(queued["node_id"], "work", "{queued}");
+        assert_eq!(steering.twin.request_count(), 1, "the tool still runs");
+
+        steering.open("tool");
+        server.wait_status("sw1", &["success"]);
+        follower.join().expect("the stream is followed")
+    });
     let requests = steering.twin.requests();
     assert_eq!(requests.len(), 2, "the tool call, then the answer");
     assert_delivered_after_tool(
@@ -776,6 +782,14 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
     assert_eq!(delivered.len(), 1, "{delivered:#?}");
     assert_eq!(delivered[0]["properties"]["count"], 1);
     assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
+    assert!(ended, "{streamed:?}");
+    let names: Vec<&str> = streamed.iter().map(|event| event.1.as_str()).collect();
+    let stored: Vec<String> = events(&run)
+        .iter()
+        .map(|event| event["event"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(names, stored, "every event once, in order");
+    assert_eq!(names.last(), Some(&"WorkflowRunCompleted"));
 
     // The worker is listed with the run (SPEC 18.2).
     let listed = fabro(

@@ -151,6 +151,16 @@ enum Source {
     },
 }
 
+/// Whether run `run_id` waits in a shared store's queue (SPEC 18.2): its stream waits
+/// for the worker that will claim it.
+fn waits_for_a_worker(state: &AppState, run_id: &RunId) -> bool {
+    let store = state.run_store();
+    store.queue().is_some()
+        && store
+            .resolve(run_id.as_str())
+            .is_ok_and(|record| record.status == fabro_engine::RunStatus::Queued)
+}
+
 /// The reader of no events: a placeholder while a stream switches its source.
 struct NoEvents;
 
@@ -277,7 +287,7 @@ impl Follow {
     }
 
     /// Reads the store until it has new events (`true`), or the run is executed
-    /// nowhere and has none left (`false`).
+    /// nowhere, does not wait in a queue and has none left (`false`).
     async fn follow_file(&mut self) -> bool {
         let Source::File { tail, buffer, .. } = &mut self.source else {
             return false;
@@ -289,7 +299,10 @@ impl Follow {
             if !buffer.is_empty() {
                 return ControlFlow::Break(true);
             }
-            if !executed_here && !state.run_store().is_active(&run_id) {
+            if !executed_here
+                && !state.run_store().is_active(&run_id)
+                && !waits_for_a_worker(state, &run_id)
+            {
                 // Whatever was appended before the lock was let go, then the end.
                 buffer.extend(share(read_events(tail.as_mut())));
                 *finished = true;
