@@ -310,3 +310,53 @@ async fn unreadable_answer_files_are_taken_and_ignored() {
     assert!(store.pending_question(&run_id).expect("readable").is_none());
     assert!(!request.exists());
 }
+
+/// A question asked while the store cannot publish it (a shared store's connection
+/// lost a moment, here an `answers` path that is a file) is published once the store
+/// works again, and answered through it.
+#[tokio::test]
+async fn a_question_the_store_cannot_publish_is_published_once_it_can() {
+    let root = tempfile::tempdir().expect("root");
+    let run_id = crate::RunId::from("r");
+    let run_dir = crate::run_dir::RunPaths::new(root.path(), "r")
+        .run_dir()
+        .to_path_buf();
+    fs_err::create_dir_all(&run_dir).expect("run directory");
+    fs_err::write(run_dir.join("answers"), "in the way").expect("a file");
+    let store: Arc<dyn crate::RunStore> = Arc::new(crate::FsRunStore::new(root.path()));
+    let _lease = store.lock(&run_id).expect("run lock");
+    let interviewer = Arc::new(StoreInterviewer::new(Arc::clone(&store), &run_id));
+    let question = question("gate", MENU, "");
+    let asking = tokio::spawn({
+        let interviewer = Arc::clone(&interviewer);
+        let question = question.clone();
+        async move { interviewer.ask(&question).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!run_dir.join("answers").is_dir(), "nothing published");
+    fs_err::remove_file(run_dir.join("answers")).expect("removed");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.pending_question(&run_id).expect("readable").is_none() {
+        assert!(std::time::Instant::now() < deadline, "never published");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let answered_in_store = tokio::task::spawn_blocking({
+        let (store, run_id) = (Arc::clone(&store), run_id.clone());
+        move || {
+            answer_pending(
+                store.as_ref(),
+                &run_id,
+                "retry",
+                None,
+                Duration::from_secs(10),
+            )
+        }
+    })
+    .await
+    .expect("joined");
+    assert_eq!(answered_in_store.expect("answered").1, Answer::Option(1));
+    assert_eq!(
+        asking.await.expect("joined"),
+        answered(1, AnswerSource::Api)
+    );
+}

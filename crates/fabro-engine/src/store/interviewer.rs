@@ -115,21 +115,33 @@ impl StoreInterviewer {
         self.handle.clone()
     }
 
-    /// Publishes `question` in the store when its turn comes, and feeds the answers
-    /// filed for it to the channel until dropped (which unpublishes it).
+    /// Publishes `question` in the store when its turn comes (again and again while the
+    /// store fails, so that a question asked while a shared store's connection is lost
+    /// is published once it is back), and feeds the answers filed for it to the channel
+    /// until dropped (which unpublishes it).
     async fn publish_and_watch(&self, run_id: &RunId, question: &Question) -> Infallible {
         let _turn = self.turn.lock().await;
-        let published = match self.store.set_pending_question(run_id, Some(question)) {
-            Ok(()) => Some(Unpublish {
-                store: self.store.as_ref(),
-                run_id,
-            }),
-            Err(error) => {
-                tracing::warn!(error = %crate::error_chain(&error), "cannot publish the pending question");
-                None
-            }
-        };
+        let mut published = None;
+        let mut failing = false;
         loop {
+            if published.is_none() {
+                match self.store.set_pending_question(run_id, Some(question)) {
+                    Ok(()) => {
+                        if failing {
+                            tracing::info!("published the pending question");
+                        }
+                        published = Some(Unpublish {
+                            store: self.store.as_ref(),
+                            run_id,
+                        });
+                    }
+                    Err(error) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %crate::error_chain(&error), "cannot publish the pending question; trying again");
+                    }
+                    Err(_) => {}
+                }
+            }
             if published.is_some() {
                 match self.store.take_answer(run_id, question.id()) {
                     Ok(Some(filed)) => self.deliver(&filed),
