@@ -32,6 +32,9 @@ fn chain(n: usize) -> String {
     text
 }
 
+/// How long [`connect`] waits for data before it fails.
+const IDLE: Duration = Duration::from_secs(60);
+
 /// One connection to the stream after `last`, dropped once `keep` events have arrived
 /// (whatever part of the next one was already read is thrown away, as a client that
 /// loses its connection would). HTTP/1.0, so the body is the bare SSE text. Returns the
@@ -42,9 +45,22 @@ pub(crate) fn connect(
     last: Option<u64>,
     keep: usize,
 ) -> (Vec<SseEvent>, bool) {
+    connect_until(server, run_id, last, keep, None)
+}
+
+/// [`connect`], given up (the events so far, not ended) at `deadline`, so that a test
+/// that failed elsewhere does not wait for a stream kept open by keep-alives; without
+/// one, a minute without data fails the test.
+pub(crate) fn connect_until(
+    server: &Server,
+    run_id: &str,
+    last: Option<u64>,
+    keep: usize,
+    deadline: Option<Instant>,
+) -> (Vec<SseEvent>, bool) {
     let mut stream = TcpStream::connect(&server.address).expect("connect");
     stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
+        .set_read_timeout(Some(Duration::from_secs(1)))
         .expect("timeout");
     let mut head = format!(
         "GET /api/v1/runs/{run_id}/events HTTP/1.0\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n",
@@ -59,8 +75,26 @@ pub(crate) fn connect(
     let mut body_at = None;
     let mut events = Vec::new();
     let mut chunk = [0_u8; 4096];
+    let mut quiet_since = Instant::now();
     loop {
-        let read = stream.read(&mut chunk).expect("read");
+        let read = match stream.read(&mut chunk) {
+            Ok(read) => read,
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                match deadline {
+                    Some(deadline) if Instant::now() >= deadline => return (events, false),
+                    Some(_) => {}
+                    None => assert!(quiet_since.elapsed() < IDLE, "read: no data for {IDLE:?}"),
+                }
+                continue;
+            }
+            Err(error) => panic!("read: {error}"),
+        };
+        quiet_since = Instant::now();
         if read == 0 {
             return (events, true);
         }

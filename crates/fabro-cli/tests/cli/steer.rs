@@ -703,8 +703,9 @@ fn steering_through_the_api_and_fabro_steer_server() {
 /// SPEC 18.2: steering reaches the run a worker executes through the store. The server
 /// that accepted the run executes nothing and shows it queued until a worker claims it;
 /// the message is a row that the worker accepts on its notice, answered 202 naming the
-/// stage, and delivered once after the running tool; before the run starts and once it
-/// has ended the server answers 409.
+/// stage, and delivered once after the running tool; before the run starts a message
+/// for its next agent stage is kept for the worker, any other is refused (409), as it
+/// is once the run has ended.
 #[test]
 fn steering_reaches_a_run_a_worker_executes_through_the_store() {
     let steering = Steering::with("steer_worker", AGENT);
@@ -734,6 +735,17 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
         Some(&json!({"text": "Too early"})),
     );
     assert_eq!(status, 409, "{body}");
+    // For its next agent stage: kept until a worker starts the run.
+    let (status, body) = server.request(
+        "POST",
+        "/api/v1/runs/sw1/steer",
+        Some(&json!({"text": "Read the README first", "next": true})),
+    );
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("JSON"),
+        json!({"run_id": "sw1", "node_id": null})
+    );
 
     let run = ServedRun {
         server: &server,
@@ -750,8 +762,11 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
                 FROM steering_messages WHERE run_id = 'sw1'";
     let (streamed, ended) = std::thread::scope(|scope| {
         // A stream opened while the run waits for a worker follows it to its end.
-        let follower =
-            scope.spawn(|| crate::server_stream::connect(&server, "sw1", None, usize::MAX));
+        let until = Some(Instant::now() + PATIENCE);
+        let server = &server;
+        let follower = scope.spawn(move || {
+            crate::server_stream::connect_until(server, "sw1", None, usize::MAX, until)
+        });
         let _worker = Worker::start_with(&steering.env, &shared, "w1", 1, &steering.credentials());
         server.wait_status("sw1", &["running"]);
         wait_tool_started(&run, "toolu_1");
@@ -762,8 +777,13 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
             serde_json::from_str::<Value>(&body).expect("JSON"),
             json!({"run_id": "sw1", "node_id": "work"})
         );
-        assert_eq!(shared.query(rows), "queued:api:Use the v2 API");
-        let queued = wait_event(&run, "SteeringQueued", |_| true);
+        assert_eq!(
+            shared.query(rows),
+            "delivered:api:Read the README first,queued:api:Use the v2 API"
+        );
+        let queued = wait_event(&run, "SteeringQueued", |event| {
+            event["properties"]["text"] == "Use the v2 API"
+        });
         assert_eq!(queued["node_id"], "work", "{queued}");
         assert_eq!(steering.twin.request_count(), 1, "the tool still runs");
 
@@ -773,15 +793,24 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
     });
     let requests = steering.twin.requests();
     assert_eq!(requests.len(), 2, "the tool call, then the answer");
+    let first = blocks(&requests[0]);
+    assert_eq!(
+        first.last().map(|(_, block)| block["text"].clone()),
+        Some(json!("[Steering from api] Read the README first")),
+        "{first:#?}"
+    );
     assert_delivered_after_tool(
         &requests[1],
         "toolu_1",
         "[Steering from api] Use the v2 API",
     );
-    let delivered = named(&run, "Agent.SteeringDelivered");
-    assert_eq!(delivered.len(), 1, "{delivered:#?}");
-    assert_eq!(delivered[0]["properties"]["count"], 1);
-    assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
+    let delivered: Vec<Value> = named(&run, "Agent.SteeringDelivered")
+        .iter()
+        .map(|event| event["properties"]["count"].clone())
+        .collect();
+    assert_eq!(delivered, [json!(1), json!(1)]);
+    let both = "delivered:api:Read the README first,delivered:api:Use the v2 API";
+    assert_eq!(shared.query(rows), both);
     assert!(ended, "{streamed:?}");
     let names: Vec<&str> = streamed.iter().map(|event| event.1.as_str()).collect();
     let stored: Vec<String> = events(&run)
@@ -807,5 +836,5 @@ fn steering_reaches_a_run_a_worker_executes_through_the_store() {
         body.contains("no agent stage is running in run sw1"),
         "{body}"
     );
-    assert_eq!(shared.query(rows), "delivered:api:Use the v2 API");
+    assert_eq!(shared.query(rows), both);
 }

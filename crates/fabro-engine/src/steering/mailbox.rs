@@ -211,6 +211,18 @@ impl Mailbox {
         }
     }
 
+    /// Whether the run waits in the shared store's queue: a message for its next agent
+    /// stage is accepted when it starts (a run of the local store waits in its server,
+    /// which takes the message itself).
+    fn queued(&self) -> bool {
+        match self {
+            Mailbox::Files(_) => false,
+            Mailbox::Stored { runs, run_id } => runs
+                .resolve(run_id.as_str())
+                .is_ok_and(|record| record.status == crate::run_index::RunStatus::Queued),
+        }
+    }
+
     /// Whether the run still runs (a sender waits for it only then).
     fn alive(&self) -> bool {
         match self {
@@ -470,7 +482,14 @@ fn steer_posted(
             run_id: run_id.to_owned(),
         },
     };
-    let running = mailbox.running()?.ok_or_else(not_running)?;
+    let Some(running) = mailbox.running()? else {
+        if when == WhenNoAgent::WaitForNext && mailbox.queued() {
+            // Accepted by the worker that claims the run, before its first stage.
+            mailbox.post(&message)?;
+            return Ok(Steered { node_id: None });
+        }
+        return Err(not_running());
+    };
     let node_id = target(run_id, &running, when)?;
     let key = mailbox.post(&message)?;
     let deadline = Instant::now() + patience;

@@ -289,13 +289,27 @@ impl Handover {
         self.after
     }
 
-    /// The next buffered event above the last one handed out.
+    /// The next buffered event above the last one handed out. A run's ids have no gaps
+    /// (SPEC 18.1): an event past the next id means the events before it were not read
+    /// (a read of the store that failed, the shared store's connection lost a moment),
+    /// and they are read again from the store, which has them, before it.
     pub fn next_buffered(&mut self) -> Option<Shared> {
+        let mut reread = false;
         while let Some(event) = self.buffer.pop_front() {
-            if event.id > self.after {
-                self.after = event.id;
-                return Some(event);
+            if event.id <= self.after {
+                continue;
             }
+            if event.id > self.after + 1 && !reread {
+                reread = true;
+                self.buffer.push_front(event);
+                let live = std::mem::take(&mut self.buffer);
+                self.reread();
+                // What the store does not have yet stays behind what it has.
+                self.buffer.extend(live);
+                continue;
+            }
+            self.after = event.id;
+            return Some(event);
         }
         None
     }
@@ -434,6 +448,26 @@ mod tests {
         assert_eq!(handover.wait_live().await, Live::Closed);
         assert_eq!(ids, (3..=11).collect::<Vec<_>>());
         assert_eq!(handover.after(), 11);
+    }
+
+    /// Issue 32: a replay that read nothing (the store failed a moment) is made up for
+    /// from the store when a later live event shows the gap.
+    #[tokio::test]
+    async fn a_gap_before_a_live_event_is_read_from_the_store() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let (store, directory) = store(root.path());
+        let (sender, receiver) = broadcast::channel(64);
+        // Nothing stored yet when the stream starts; the feed comes in at event 4.
+        let mut handover = Handover::new(store, RunId::from("r"), 0, receiver);
+        let stored = append(&directory, 1..=5);
+        for event in stored.into_iter().skip(3) {
+            sender.send(event).expect("send");
+        }
+        assert_eq!(handover.wait_live().await, Live::Ready);
+        let mut ids = Vec::new();
+        drain(&mut handover, &mut ids);
+        assert_eq!(ids, (1..=5).collect::<Vec<_>>());
+        assert_eq!(handover.after(), 5);
     }
 
     #[tokio::test]
