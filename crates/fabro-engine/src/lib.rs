@@ -161,9 +161,8 @@ pub use run_view::{inspect_in, run_view_in};
 pub use sandbox::{is_secret_name, KernelSupport, Mechanism};
 pub use source::{read_regular_file, BoundedRead, CatalogModels, ConfiguredModels, FsLoader};
 pub use steering::{
-    agent_stages_elsewhere, running_agent_stages, steer_elsewhere, steer_run_dir,
-    RunningAgentStage, SteerError, Steered, SteeringMessage, SteeringQueue, SteeringSource,
-    WhenNoAgent,
+    agent_stages_elsewhere, running_agent_stages, steer_elsewhere, RunningAgentStage, SteerError,
+    Steered, SteeringMessage, SteeringQueue, SteeringSource, WhenNoAgent,
 };
 pub use store::{
     answer_pending, last_event_id, AnswerFileError, Claim, EventCursor, EventFollower, EventReader,

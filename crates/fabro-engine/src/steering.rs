@@ -9,9 +9,8 @@
 //! The queue is one type over its storage ([`mailbox`]): the run directory for a run of
 //! the local store, the shared store's rows for a run a worker executes (SPEC 18.2).
 //! The process that executes the run takes messages in process
-//! ([`SteeringQueue::send`]); other processes post them ([`steer_run_dir`] for
-//! `fabro steer`, [`steer_elsewhere`] for a server steering a run it does not execute),
-//! which the run accepts within 100 ms from its directory, or at once on the shared
+//! ([`SteeringQueue::send`]); other processes post them ([`steer_elsewhere`]: `fabro
+//! steer`, a server steering a run it does not execute), which the run accepts within 100 ms from its directory, or at once on the shared
 //! store's notice (within a second if the notice is missed). Accepted messages are kept
 //! until delivered, so a run that crashes or is taken over delivers them after its
 //! resume, and never twice. Delivered text is appended to the stage's `prompt.md`,
@@ -35,7 +34,7 @@ use crate::event::{Emitter, Event};
 use crate::id::RunId;
 use crate::store::RunStore;
 pub use crate::store::RunningAgentStage;
-pub use mailbox::{agent_stages_elsewhere, running_agent_stages, steer_elsewhere, steer_run_dir};
+pub use mailbox::{agent_stages_elsewhere, running_agent_stages, steer_elsewhere};
 use mailbox::{Key, Mailbox};
 
 /// How often a run looks for messages posted by other processes into its directory.

@@ -4,7 +4,11 @@
 
 use std::time::Duration;
 
-use fabro_engine::{steer_run_dir, Steered, SteeringSource, WhenNoAgent};
+use std::sync::Arc;
+
+use fabro_engine::{
+    steer_elsewhere, FsRunStore, RunId, RunStore, Steered, SteeringSource, WhenNoAgent,
+};
 
 use crate::args::SteerArgs;
 use crate::command::resolve_run;
@@ -16,8 +20,10 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(args: &SteerArgs, output: &mut Output) -> Result<Status, CliError> {
     let record = resolve_run(&args.run)?;
-    let steered = steer_run_dir(
-        &record.run_id,
+    let runs: Arc<dyn RunStore> = Arc::new(FsRunStore::new(&crate::loader::fabro_home()));
+    let steered = steer_elsewhere(
+        &runs,
+        &RunId::from(record.run_id.as_str()),
         &record.run_dir,
         &args.text,
         SteeringSource::Cli,

@@ -414,28 +414,9 @@ pub fn running_agent_stages(run_dir: &Path) -> Option<Vec<RunningAgentStage>> {
     )
 }
 
-/// Sends `text` to the run in `run_dir` from another process (`fabro steer` on the
-/// run's machine): see [`steer_posted`].
-pub fn steer_run_dir(
-    run_id: &str,
-    run_dir: &Path,
-    text: &str,
-    source: SteeringSource,
-    when: WhenNoAgent,
-    patience: Duration,
-) -> Result<Steered, SteerError> {
-    steer_posted(
-        &Mailbox::files(run_dir),
-        run_id,
-        text,
-        source,
-        when,
-        patience,
-    )
-}
-
-/// Sends `text` to run `run_id` of `runs` that another process executes: through the
-/// store when it keeps steering (a worker, SPEC 18.2), else through `run_dir`.
+/// Sends `text` to run `run_id` of `runs` that another process executes (`fabro steer`,
+/// a server steering a run it does not execute): through the store when it keeps
+/// steering (a worker, SPEC 18.2), else through `run_dir`. See [`steer_posted`].
 pub fn steer_elsewhere(
     runs: &Arc<dyn RunStore>,
     run_id: &RunId,

@@ -132,13 +132,33 @@ fn queued_messages_are_delivered_once_together_and_recorded_in_the_prompt() {
     assert_eq!(next.inbox().take().len(), 1);
 }
 
+/// [`steer_elsewhere`] to run `r1` of a store that keeps no steering, whose directory
+/// is `run_dir`.
+fn steer_dir(
+    run_dir: &Path,
+    text: &str,
+    source: SteeringSource,
+    when: WhenNoAgent,
+    patience: Duration,
+) -> Result<Steered, SteerError> {
+    let runs: Arc<dyn RunStore> = Arc::new(crate::store::MemoryRunStore::new());
+    steer_elsewhere(
+        &runs,
+        &RunId::from("r1"),
+        run_dir,
+        text,
+        source,
+        when,
+        patience,
+    )
+}
+
 #[test]
 fn other_processes_post_through_the_run_directory() {
     let run = Run::new();
     let queue = run.queue();
     // Without the run's lock the run does not run.
-    let refused = steer_run_dir(
-        "r1",
+    let refused = steer_dir(
         run.path(),
         "hi",
         SteeringSource::Cli,
@@ -147,8 +167,7 @@ fn other_processes_post_through_the_run_directory() {
     );
     assert_eq!(refused.unwrap_err().to_string(), "run r1 is not running");
     let _lock = RunLock::acquire(run.path()).unwrap();
-    let refused = steer_run_dir(
-        "r1",
+    let refused = steer_dir(
         run.path(),
         "hi",
         SteeringSource::Cli,
@@ -158,8 +177,7 @@ fn other_processes_post_through_the_run_directory() {
     assert!(matches!(refused, Err(SteerError::NoAgentStage { .. })));
     let stage = queue.begin("implement", "api", run.path());
     // Nobody accepts within the patience: the message is withdrawn.
-    let refused = steer_run_dir(
-        "r1",
+    let refused = steer_dir(
         run.path(),
         "too late",
         SteeringSource::Cli,
@@ -174,8 +192,7 @@ fn other_processes_post_through_the_run_directory() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let stop = CancellationToken::new();
     let watcher = runtime.spawn(queue.watch(stop.clone()));
-    let steered = steer_run_dir(
-        "r1",
+    let steered = steer_dir(
         run.path(),
         "use the v2 API",
         SteeringSource::Cli,
