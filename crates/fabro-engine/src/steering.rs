@@ -10,11 +10,11 @@
 //! the local store, the shared store's rows for a run a worker executes (SPEC 18.2).
 //! The process that executes the run takes messages in process
 //! ([`SteeringQueue::send`]); other processes post them ([`steer_elsewhere`]: `fabro
-//! steer`, a server steering a run it does not execute), which the run accepts within 100 ms from its directory, or at once on the shared
-//! store's notice (within a second if the notice is missed). Accepted messages are kept
-//! until delivered, so a run that crashes or is taken over delivers them after its
-//! resume, and never twice. Delivered text is appended to the stage's `prompt.md`,
-//! redacted like every prompt.
+//! steer`, a server steering a run it does not execute). The run accepts them within
+//! 100 ms from its directory, or at once on the shared store's notice (within a second
+//! if the notice is missed). Accepted messages are kept until delivered, so a run that
+//! crashes or is taken over delivers them after its resume, and never twice. Delivered
+//! text is appended to the stage's `prompt.md`, redacted like every prompt.
 
 mod mailbox;
 

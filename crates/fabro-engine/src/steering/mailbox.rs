@@ -114,8 +114,8 @@ impl Mailbox {
         }
     }
 
-    /// Whether another process learns of posted messages through the store's notices
-    /// (and need not be polled often).
+    /// The shared store's notices, which tell the run of posted messages (so it need not
+    /// poll often); `None` for the run directory.
     pub(super) fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
         match self {
             Mailbox::Files(_) => None,
