@@ -247,7 +247,7 @@ fn resume_recovers_refs_that_lag_behind_the_journal() {
   start [shape=Mdiamond]
   exit [shape=Msquare]
   a [shape=parallelogram, script=\"echo a >> {trace}; echo a > a.txt\"]
-  b [shape=parallelogram, script=\"[ -e {go} ] || sleep 30; echo b >> {trace}\"]
+  b [shape=parallelogram, script=\"if [ -e {go} ]; then echo b >> {trace}; else sleep 30; fi\"]
   start -> a -> b -> exit
 }}
 ",
