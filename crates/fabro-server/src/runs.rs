@@ -12,6 +12,7 @@ use crate::engine_bridge::{
     records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
 };
 use crate::error::{ApiError, ErrorKind};
+use crate::settings::EmbeddedWorker;
 use crate::state::{ActiveRun, ActiveSink, AppState};
 
 /// How long shutdown waits for cancelled runs to write their final records.
@@ -46,6 +47,13 @@ pub async fn start(state: &AppState, mut request: StartRequest) -> Result<Accept
         if state.active(run_id).is_some() {
             return Err(ApiError::conflict(format!("run {run_id} already exists")));
         }
+    }
+    if let Some(worker) = embedded(state) {
+        return match state.slots().try_acquire_owned() {
+            Ok(slot) => start_here(state, request, &worker, slot).await,
+            // Every slot is busy: the run waits in the queue for any worker.
+            Err(_) => enqueue(state, request).await,
+        };
     }
     if state.settings().no_worker && state.run_store().queue().is_some() {
         return enqueue(state, request).await;
@@ -201,6 +209,12 @@ pub async fn resume(
     if !let_go(state, run_id).await {
         return Err(ApiError::conflict(format!("run {run_id} is running")));
     }
+    if let Some(worker) = embedded(state) {
+        return match state.slots().try_acquire_owned() {
+            Ok(slot) => resume_here(state, run_id, request, &worker, slot).await,
+            Err(_) => requeue(state, run_id, request).await,
+        };
+    }
     if state.settings().no_worker && state.run_store().queue().is_some() {
         return requeue(state, run_id, request).await;
     }
@@ -302,6 +316,7 @@ pub(crate) fn launch_with(
         Some(Claimed { slot, cancelled }) => (Some(slot), cancelled),
         None => (None, false),
     };
+    let has_slot = slot.is_some();
     let run_id = prepared.run_id().to_owned();
     interviewer.bind(&fabro_engine::RunId::from(run_id.as_str()));
     let active = Arc::new(ActiveRun::new(
@@ -355,7 +370,7 @@ pub(crate) fn launch_with(
     });
     Accepted {
         run_id,
-        status: if active.is_queued() && state.slots().available_permits() == 0 {
+        status: if !has_slot && active.is_queued() && state.slots().available_permits() == 0 {
             "queued"
         } else {
             "running"
@@ -503,21 +518,7 @@ async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted
         if let Err(error) = fs_err::remove_dir_all(&run_dir) {
             tracing::warn!(%run_id, %error, "cannot remove a queued run's directory");
         }
-        request.run_id = Some(run_id.clone());
-        if request.work_dir.is_none() && request.repository.is_none() {
-            request.work_dir = bridge
-                .roots()
-                .first()
-                .map(|root| root.display().to_string());
-        }
-        let queued = QueuedStart {
-            run_id: RunId::from(run_id.as_str()),
-            workflow_name: workflow_name_of(&request),
-            workflow_path: request.workflow.clone().unwrap_or_default(),
-            goal: request.goal.clone().unwrap_or_default(),
-            priority: request.priority.unwrap_or(0),
-            request: serde_json::to_string(&request).map_err(ApiError::internal)?,
-        };
+        let queued = queued_start(&bridge, request, &run_id)?;
         let queue = runs
             .queue()
             .ok_or_else(|| ApiError::internal("the store has no queue"))?;
@@ -531,6 +532,31 @@ async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted
     })
     .await
     .map_err(ApiError::internal)?
+}
+
+/// What the store keeps of run `run_id`'s start `request`, for whichever worker starts
+/// it (again, when it dies before its first checkpoint): with its id, and with the
+/// server's first root as its directory when it names none.
+pub(crate) fn queued_start(
+    bridge: &crate::engine_bridge::EngineBridge,
+    mut request: StartRequest,
+    run_id: &str,
+) -> Result<QueuedStart, ApiError> {
+    request.run_id = Some(run_id.to_owned());
+    if request.work_dir.is_none() && request.repository.is_none() {
+        request.work_dir = bridge
+            .roots()
+            .first()
+            .map(|root| root.display().to_string());
+    }
+    Ok(QueuedStart {
+        run_id: RunId::from(run_id),
+        workflow_name: workflow_name_of(&request),
+        workflow_path: request.workflow.clone().unwrap_or_default(),
+        goal: request.goal.clone().unwrap_or_default(),
+        priority: request.priority.unwrap_or(0),
+        request: serde_json::to_string(&request).map_err(ApiError::internal)?,
+    })
 }
 
 /// Queues the resume of run `run_id` for the workers (a server with `--no-worker` on a
@@ -564,4 +590,104 @@ async fn requeue(
     })
     .await
     .map_err(ApiError::internal)?
+}
+
+/// The embedded worker of a server on a shared store, if it has one (SPEC 18.2).
+pub(crate) fn embedded(state: &AppState) -> Option<EmbeddedWorker> {
+    let worker = state.settings().embedded_worker.clone()?;
+    state.run_store().queue().is_some().then_some(worker)
+}
+
+/// Starts a run this server accepted, in `slot`, under a lease of its embedded
+/// `worker`: queued already claimed, so that no other worker takes it while the lease
+/// lives and any takes it over when it lapses.
+pub(crate) async fn start_here(
+    state: &AppState,
+    mut request: StartRequest,
+    worker: &EmbeddedWorker,
+    slot: OwnedSemaphorePermit,
+) -> Result<Accepted, ApiError> {
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
+    let bridge = state.bridge().clone();
+    let runs = Arc::clone(&state.stores().runs);
+    let name = workflow_name_of(&request);
+    let (owner, ttl) = (worker.name.clone(), worker.lease_ttl);
+    let mut prepared = tokio::task::spawn_blocking(move || {
+        bridge.pin_repository(&mut request)?;
+        let prepared = bridge.prepare_new(&request, asking)?;
+        let run_id = prepared.run_id().to_owned();
+        let queued = queued_start(&bridge, request, &run_id)?;
+        let queue = runs
+            .queue()
+            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        match queue
+            .enqueue_claimed(&queued, &owner, ttl)
+            .map_err(ApiError::internal)?
+        {
+            Some(_) => Ok(prepared),
+            None => Err(ApiError::conflict(format!("run {run_id} already exists"))),
+        }
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    prepared.set_worker(&worker.name);
+    Ok(launch_with(
+        state,
+        prepared,
+        &interviewer,
+        name,
+        Some(Claimed {
+            slot,
+            cancelled: false,
+        }),
+    ))
+}
+
+/// Resumes run `run_id` in `slot` under a lease of the embedded `worker`, claimed
+/// before the resume is prepared; a resume that cannot be prepared lets go of it.
+pub(crate) async fn resume_here(
+    state: &AppState,
+    run_id: &str,
+    request: ResumeRequest,
+    worker: &EmbeddedWorker,
+    slot: OwnedSemaphorePermit,
+) -> Result<Accepted, ApiError> {
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
+    let bridge = state.bridge().clone();
+    let runs = Arc::clone(&state.stores().runs);
+    let (id, owner, ttl) = (run_id.to_owned(), worker.name.clone(), worker.lease_ttl);
+    let mut prepared = tokio::task::spawn_blocking(move || {
+        let queue = runs
+            .queue()
+            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        let text = serde_json::to_string(&request).map_err(ApiError::internal)?;
+        let run = RunId::from(id.as_str());
+        if queue
+            .resume_claimed(&run, &text, &owner, ttl)
+            .map_err(ApiError::internal)?
+            .is_none()
+        {
+            return Err(ApiError::conflict(format!("run {id} is running")));
+        }
+        bridge.prepare_resume(&id, &request, asking).inspect_err(|_| {
+            if let Err(error) = queue.release(&run) {
+                tracing::warn!(run_id = %id, error = %fabro_engine::error_chain(&error), "cannot let go of a resume that failed");
+            }
+        })
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    prepared.set_worker(&worker.name);
+    Ok(launch_with(
+        state,
+        prepared,
+        &interviewer,
+        String::new(),
+        Some(Claimed {
+            slot,
+            cancelled: false,
+        }),
+    ))
 }

@@ -29,6 +29,21 @@ pub struct ServerSettings {
     /// `--no-worker` (SPEC 18.2): with a shared store, runs are queued for the workers
     /// and this process executes none.
     pub no_worker: bool,
+    /// Who the embedded worker is (SPEC 18.2), set by `fabro server` on a shared store
+    /// without `--no-worker`: the server claims runs like a worker, and the runs it
+    /// accepts are held under its leases.
+    pub embedded_worker: Option<EmbeddedWorker>,
+}
+
+/// The embedded worker of a server on a shared store (SPEC 18.2).
+#[derive(Debug, Clone)]
+pub struct EmbeddedWorker {
+    /// Its name, unique among the workers of the store.
+    pub name: String,
+    /// The machine it runs on.
+    pub host: String,
+    /// How long its leases last without a renewal.
+    pub lease_ttl: std::time::Duration,
 }
 
 /// The tables of `server.toml` that are the server's own, not a configuration layer.
@@ -128,6 +143,7 @@ impl ServerSettings {
             store: None,
             blobs: None,
             no_worker: false,
+            embedded_worker: None,
         };
         for (key, value) in &section("store") {
             match (key.as_str(), value) {

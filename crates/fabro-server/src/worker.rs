@@ -32,6 +32,9 @@ pub struct WorkerOptions {
     pub lease_ttl: Duration,
 }
 
+/// `lease_ttl` when nothing sets it (SPEC 18.2).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
 /// The longest a worker waits before it looks for a run whose lease ran out (nothing
 /// announces those).
 const MAX_POLL: Duration = Duration::from_secs(1);

@@ -1,7 +1,10 @@
 //! `fabro server [--bind ADDR] [--max-concurrent-runs N]` (SPEC 14.1): serves the API
 //! of `fabro-server` over the runs of `$FABRO_HOME` until SIGINT or SIGTERM, then
-//! cancels the executing runs (resumable) and exits 0.
+//! cancels the executing runs (resumable) and exits 0. On a shared store it executes
+//! runs through an embedded worker (SPEC 18.2), unless `--no-worker`.
 
+use fabro_server::worker::{lease_ttl_setting, WorkerOptions, DEFAULT_LEASE_TTL};
+use fabro_server::EmbeddedWorker;
 use fabro_server::{load_or_create_token, AppState, EngineBridge, ServerSettings, SettingsFlags};
 
 use crate::args::ServerArgs;
@@ -45,6 +48,16 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
                     .to_owned(),
             ));
         }
+        // SPEC 18.2: on a shared store the server executes runs through an embedded
+        // worker, under leases like any other.
+        if stores.is_some() && !args.no_worker {
+            let (name, host) = identity(None);
+            settings.embedded_worker = Some(EmbeddedWorker {
+                name,
+                host,
+                lease_ttl: configured_lease_ttl(&root)?,
+            });
+        }
         let listener = tokio::net::TcpListener::bind(settings.bind)
             .await
             .map_err(|source| {
@@ -77,9 +90,21 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
                 output.err(&format!("resumed interrupted run {run_id}\n"));
             }
         }
-        fabro_server::serve(listener, state, shutdown_signal())
+        let worker = state.settings().embedded_worker.clone().map(|worker| {
+            let options = WorkerOptions {
+                name: worker.name,
+                host: worker.host,
+                lease_ttl: worker.lease_ttl,
+            };
+            tokio::spawn(fabro_server::worker::work(state.clone(), options))
+        });
+        let served = fabro_server::serve(listener, state, shutdown_signal())
             .await
-            .map_err(|source| CliError::io("cannot serve on", address.to_string(), source))
+            .map_err(|source| CliError::io("cannot serve on", address.to_string(), source));
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+        served
     })?;
     Ok(Status::Success)
 }
@@ -168,4 +193,22 @@ pub(crate) async fn shutdown_signal() {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
     }
+}
+
+/// `[worker] lease_ttl` of `{root}/worker.toml`, else the default (SPEC 18.2).
+pub(super) fn configured_lease_ttl(
+    root: &std::path::Path,
+) -> Result<std::time::Duration, CliError> {
+    Ok(lease_ttl_setting(root)
+        .map_err(CliError::Usage)?
+        .unwrap_or(DEFAULT_LEASE_TTL))
+}
+
+/// A worker's name (`--name`, else `{host}-{pid}`) and its machine's name.
+pub(super) fn identity(name: Option<&str>) -> (String, String) {
+    let host = fs_err::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    let name = name.map_or_else(|| format!("{host}-{}", std::process::id()), str::to_owned);
+    (name, host)
 }

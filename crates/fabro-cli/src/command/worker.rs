@@ -4,12 +4,13 @@
 //! running stages, hands its runs back to the queue and exits 0.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use fabro_server::worker::{lease_ttl_setting, WorkerOptions};
+use fabro_server::worker::WorkerOptions;
 use fabro_server::{AppState, EngineBridge, ServerSettings, SettingsFlags, Token};
 
-use super::server::{service_runtime, shared_stores, shutdown_signal, StoreFlags};
+use super::server::{
+    configured_lease_ttl, identity, service_runtime, shared_stores, shutdown_signal, StoreFlags,
+};
 use crate::args::WorkerArgs;
 use crate::error::{CliError, Status};
 use crate::loader::fabro_home;
@@ -17,9 +18,6 @@ use crate::output::Output;
 
 /// Runs at once without `--concurrency`.
 const DEFAULT_CONCURRENCY: u16 = 4;
-
-/// A lease's length without `--lease-ttl` or `[worker] lease_ttl`.
-const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
 pub(crate) fn run(args: &WorkerArgs, output: &mut Output) -> Result<Status, CliError> {
     let root = fabro_home();
@@ -41,17 +39,9 @@ pub(crate) fn run(args: &WorkerArgs, output: &mut Output) -> Result<Status, CliE
     settings.roots = vec![PathBuf::from("/")];
     let lease_ttl = match args.lease_ttl {
         Some(ttl) => ttl,
-        None => lease_ttl_setting(&root)
-            .map_err(CliError::Usage)?
-            .unwrap_or(DEFAULT_LEASE_TTL),
+        None => configured_lease_ttl(&root)?,
     };
-    let host = fs_err::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned());
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+    let (name, host) = identity(args.name.as_deref());
     service_runtime()?.block_on(async {
         let named = StoreFlags {
             store: args.store.clone(),

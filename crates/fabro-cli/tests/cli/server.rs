@@ -409,6 +409,12 @@ fn sigterm_cancels_running_runs_resumably_and_exits_zero() {
 fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
     let env = TestEnv::new("server-sigkill");
     env.write("sleepy.fabro", &sleepy("napped"));
+    // On PostgreSQL the embedded worker holds the run under a lease (SPEC 18.2).
+    fs_err::write(
+        env.fabro_home().join("worker.toml"),
+        "[worker]\nlease_ttl = \"2s\"\n",
+    )
+    .expect("worker.toml");
     let mut server = Server::start(&env, &[]);
     let (status, body) = server.request(
         "POST",
@@ -423,14 +429,22 @@ fn a_sigkilled_server_leaves_runs_interrupted_and_the_next_one_resumes_them() {
     // the listing comes from a server that resumes nothing: the `server.toml` that asks
     // the next one to is written after it stopped.
     let store = server.store();
-    let reader = Reader::new(&store, &env);
-    let runs = reader.fabro(&env, &["runs", "--json"]);
-    assert!(
-        stdout(&runs).contains("\"status\": \"interrupted\""),
-        "{}",
-        stdout(&runs)
-    );
-    drop(reader);
+    if store.is_home() {
+        let reader = Reader::new(&store, &env);
+        let runs = reader.fabro(&env, &["runs", "--json"]);
+        assert!(
+            stdout(&runs).contains("\"status\": \"interrupted\""),
+            "{}",
+            stdout(&runs)
+        );
+    } else {
+        // On PostgreSQL its lease runs out, and the next server's embedded worker takes
+        // the run over from its newest checkpoint, asked by nobody.
+        let next = Server::start_on(&env, &[], store);
+        let document = next.wait_status("killed-run", &["success"]);
+        assert_eq!(document["status"], "success");
+        return;
+    }
     fs_err::write(
         env.fabro_home().join("server.toml"),
         "[server]\nresume_interrupted = true\n",
@@ -549,7 +563,7 @@ fn provider_keys_in_the_environment_never_appear_in_responses_logs_or_files() {
 /// after it (`850ms`, `1.2s`), as `#`: timings differ between two runs, and a stage may
 /// take 999ms in one and 1.0s in the other.
 pub(crate) fn normalized(text: &str, run_id: &str) -> String {
-    let text = text.replace(run_id, "RUN");
+    let text = without_worker(text).replace(run_id, "RUN");
     let mut normalized = String::with_capacity(text.len());
     let mut rest = text.as_str();
     while let Some(first) = rest.chars().next() {
@@ -567,10 +581,99 @@ pub(crate) fn normalized(text: &str, run_id: &str) -> String {
     normalized
 }
 
+/// `text` without the worker a shared store names (SPEC 18.2: the `worker` of
+/// `WorkflowRunStarted` and of `fabro runs --json`, the `WORKER` column of `fabro runs`),
+/// which the local store has none of: the rest must read the same.
+fn without_worker(text: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut column = false;
+    for line in text.lines() {
+        if line.starts_with("RUN ID") && line.ends_with(" WORKER") {
+            column = true;
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("\"worker\": ") {
+            // The last field of a pretty-printed object: the one before loses its comma.
+            if let Some(previous) = lines.last_mut() {
+                if previous.ends_with(',') {
+                    previous.pop();
+                }
+            }
+            continue;
+        }
+        let mut line = compact_worker_removed(line);
+        if column {
+            // The last column; a worker's name has no spaces.
+            let trimmed = line.trim_end();
+            line = trimmed
+                .rsplit_once(' ')
+                .map_or(trimmed, |(rest, _)| rest)
+                .trim_end()
+                .to_owned();
+        }
+        lines.push(line);
+    }
+    let mut joined = lines.join("\n");
+    if text.ends_with('\n') {
+        joined.push('\n');
+    }
+    joined
+}
+
+/// `line` without a compact JSON `"worker":"…"` field or a `worker=…` property of
+/// `fabro events`.
+fn compact_worker_removed(line: &str) -> String {
+    if let Some(start) = line.find(" worker=") {
+        let rest = &line[start + 1..];
+        let end = rest.find(' ').map_or(line.len(), |end| start + 1 + end);
+        return format!("{}{}", &line[..start], &line[end..]);
+    }
+    let Some(start) = line.find("\"worker\":\"") else {
+        return line.to_owned();
+    };
+    let value = start + "\"worker\":\"".len();
+    let Some(length) = line[value..].find('"') else {
+        return line.to_owned();
+    };
+    let end = value + length + 1;
+    if line[end..].starts_with(',') {
+        format!("{}{}", &line[..start], &line[end + 1..])
+    } else if line[..start].ends_with(',') {
+        format!("{}{}", &line[..start - 1], &line[end..])
+    } else {
+        line.to_owned()
+    }
+}
+
 /// What follows `unit` at the start of `rest`, when `unit` is a whole word there.
 fn after_unit<'a>(rest: &'a str, unit: &str) -> Option<&'a str> {
     rest.strip_prefix(unit)
         .filter(|after| !after.starts_with(|c: char| c.is_alphanumeric()))
+}
+
+#[test]
+fn normalized_output_leaves_out_the_worker_of_a_shared_store() {
+    assert_eq!(
+        normalized(
+            "{\"run_id\":\"r\",\"worker\":\"vm-7\",\"workflow_name\":\"w\"}\n",
+            "r"
+        ),
+        normalized("{\"run_id\":\"r\",\"workflow_name\":\"w\"}\n", "r")
+    );
+    assert_eq!(
+        normalized(
+            "RUN ID  STATUS   WORKER\nr1      success  vm-7\nr2      fail     -\n",
+            "x"
+        ),
+        normalized("RUN ID  STATUS\nr1      success\nr2      fail\n", "x")
+    );
+    assert_eq!(
+        normalized(
+            "[\n  {\n    \"a\": 1,\n    \"worker\": \"vm\"\n  }\n]\n",
+            "x"
+        ),
+        normalized("[\n  {\n    \"a\": 1\n  }\n]\n", "x")
+    );
 }
 
 #[test]
@@ -907,17 +1010,22 @@ fn a_queued_run_is_stored_queued_survives_sigterm_and_the_next_server_starts_it(
     assert_eq!(listed_status(&runs, "waiting-run"), "queued");
     server.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(server.wait_exit(Duration::from_secs(10)), Some(0));
-    // The running run was canceled, in the store; the queued one is still queued, in the
-    // files of the server's home (on both stores: a queued run has no records yet), which
-    // the CLI reads. On PostgreSQL the store is read by a server of another home, which
-    // has no queued run to start.
+    // The running run was canceled, in the store; the queued one is still queued: in the
+    // files of the server's home, which the CLI reads, or on PostgreSQL in the store's
+    // queue. The store is read by a server of another home, which has no queued run of
+    // its own to start (on PostgreSQL, `Reader` serves without executing).
     let store = server.store();
     let elsewhere = TestEnv::new("server-queue-reader");
-    let reader = Reader::new(&store, &elsewhere);
+    let reader = Reader::serving_only(&store, &elsewhere);
     let runs = reader.fabro(&env, &["runs", "--json"]);
     assert_eq!(listed_status(&runs, "first-run"), "canceled");
-    let runs = fabro(&env, &["runs", "--json"]);
-    assert_eq!(listed_status(&runs, "waiting-run"), "queued");
+    if !store.is_home() {
+        // SPEC 18.2: on a shared store it waits in the store's queue, for any worker.
+        assert_eq!(listed_status(&runs, "waiting-run"), "queued");
+    } else {
+        let runs = fabro(&env, &["runs", "--json"]);
+        assert_eq!(listed_status(&runs, "waiting-run"), "queued");
+    }
     drop(reader);
     let next = Server::start_on(&env, &[], store);
     let document = next.wait_status("waiting-run", &["success", "fail", "canceled"]);

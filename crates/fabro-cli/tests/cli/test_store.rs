@@ -24,6 +24,15 @@ impl Reader {
         }
     }
 
+    /// [`Reader::new`] whose server executes nothing (`--no-worker`): on a shared store
+    /// it claims no queued run and takes over no run whose lease runs out.
+    pub(crate) fn serving_only(store: &Arc<ServerStore>, env: &TestEnv) -> Reader {
+        Reader {
+            server: (!store.is_home())
+                .then(|| Server::start_with(env, &["--no-worker"], &[], Arc::clone(store))),
+        }
+    }
+
     /// `fabro` with `args`, reading the store.
     pub(crate) fn fabro(&self, env: &TestEnv, args: &[&str]) -> Output {
         fabro_reading(env, args, self.server.as_ref())

@@ -59,6 +59,17 @@ impl Shared {
         Server::start_with(env, &["--no-worker"], &pairs, ServerStore::local())
     }
 
+    /// A server that executes runs through its embedded worker (SPEC 18.2), on the
+    /// home `env`.
+    pub(crate) fn executing_server(&self, env: &TestEnv) -> Server {
+        let variables = self.env();
+        let pairs: Vec<(&str, &str)> = variables
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        Server::start_with(env, &[], &pairs, ServerStore::local())
+    }
+
     /// One value of the database (`psql`'s unaligned output).
     pub(crate) fn query(&self, sql: &str) -> String {
         self.database.query(sql)
@@ -965,4 +976,59 @@ fn runs_finish_when_every_database_connection_is_ended_while_they_execute() {
         (1..=u64::try_from(stored).expect("a count")).collect::<Vec<_>>(),
         "the stream received each stored event once"
     );
+}
+
+/// SPEC 18.2: `fabro server --store` without `--no-worker` executes runs through an
+/// embedded worker: it claims the runs another server queued, holds the runs it accepts
+/// itself under a lease of its own (so a worker takes them over if it dies), and is
+/// listed among the workers.
+#[test]
+fn a_server_on_the_store_claims_and_holds_runs_like_a_worker() {
+    let env = TestEnv::new("workers-embedded");
+    let Some(shared) = Shared::create("workers_embedded", &env) else {
+        return;
+    };
+    env.write(
+        "one.fabro",
+        "digraph one {\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n  \
+         work [shape=parallelogram, script=\"true\"]\n  start -> work -> exit\n}\n",
+    );
+    let queueing = shared.queueing_server(&env);
+    post_queued(
+        &queueing,
+        &json!({"workflow": "one.fabro", "run_id": "from-queue"}),
+    );
+    // The same home, so the same roots: a server checks the paths of a run it claims
+    // against its own (a `fabro worker` trusts the server that queued it).
+    let executing = shared.executing_server(&env);
+    wait_for(
+        &shared,
+        "SELECT status FROM runs WHERE run_id = 'from-queue'",
+        "success",
+        Duration::from_secs(60),
+        &[],
+    );
+    let (status, body) = executing.request(
+        "POST",
+        "/api/v1/runs",
+        Some(&json!({"workflow": "one.fabro", "run_id": "accepted"})),
+    );
+    assert_eq!(status, 201, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["status"], "running", "{body}");
+    executing.wait_status("accepted", &["success"]);
+    assert_eq!(
+        shared.query(
+            "SELECT string_agg(run_id || ' ' || lease_epoch || ' ' || \
+             (lease_expires_at IS NULL)::text, ',' ORDER BY run_id) FROM runs"
+        ),
+        "accepted 1 true,from-queue 1 true",
+        "each claimed once, its lease released at its end"
+    );
+    let owners = shared.query("SELECT string_agg(DISTINCT owner, ',') FROM runs");
+    let listed: Vec<Value> = workers_of(&executing)
+        .into_iter()
+        .map(|worker| worker["name"].clone())
+        .collect();
+    assert_eq!(listed, [json!(owners)], "the server's worker holds both");
 }

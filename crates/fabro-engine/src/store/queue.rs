@@ -80,6 +80,29 @@ pub trait RunQueue: Send + Sync {
     /// not stopped or not in the store.
     fn requeue(&self, run_id: &RunId, request: &str) -> Result<bool, StoreError>;
 
+    /// Queues `run` already claimed by `worker` with a lease of `ttl` (a server's
+    /// embedded worker starting the run it accepted, SPEC 18.2): no other worker claims
+    /// it while the lease lives. `None` when the store has a run of that id already.
+    fn enqueue_claimed(
+        &self,
+        run: &QueuedStart,
+        worker: &str,
+        ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError>;
+
+    /// Claims for `worker` the resume of a run that no lease holds (it stopped, or its
+    /// lease ran out), with its serialised resume `request` and cancel requests
+    /// forgotten, as [`RunQueue::enqueue_claimed`] claims a new run; its status is the
+    /// run's until the resume starts. `None` when the run is queued, leased or not in the
+    /// store. A run an executor holds by its lock is the caller's to refuse.
+    fn resume_claimed(
+        &self,
+        run_id: &RunId,
+        request: &str,
+        worker: &str,
+        ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError>;
+
     /// Records that `worker` on `host` runs with `concurrency` slots, now.
     fn register_worker(&self, worker: &str, host: &str, concurrency: u32)
         -> Result<(), StoreError>;

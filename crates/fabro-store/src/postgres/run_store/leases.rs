@@ -242,6 +242,28 @@ impl PgRunStore {
     }
 }
 
+impl PgRunStore {
+    /// Holds the lease of `run_id` that `worker` got at `sent` (epoch `epoch`): its
+    /// writes carry the epoch, and it is renewed every `ttl / 3` until it ends.
+    fn hold(&self, run_id: &str, worker: &str, epoch: i64, ttl: Duration, sent: Instant) {
+        let held = Arc::new(Held {
+            run_id: run_id.to_owned(),
+            worker: worker.to_owned(),
+            epoch,
+            ttl,
+            renewed: Mutex::new(sent),
+            lost: CancellationToken::new(),
+            ended: CancellationToken::new(),
+        });
+        self.leases
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(run_id.to_owned(), Arc::clone(&held));
+        self.bridge.spawn(renew(self.pool.clone(), held));
+    }
+}
+
 impl RunQueue for PgRunStore {
     fn enqueue(&self, run: &QueuedStart) -> Result<bool, StoreError> {
         let pool = self.pool.clone();
@@ -299,21 +321,7 @@ impl RunQueue for PgRunStore {
             return Ok(None);
         };
         self.listings.changed();
-        let held = Arc::new(Held {
-            run_id: run_id.clone(),
-            worker: worker.to_owned(),
-            epoch,
-            ttl,
-            renewed: Mutex::new(sent),
-            lost: CancellationToken::new(),
-            ended: CancellationToken::new(),
-        });
-        self.leases
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(run_id.clone(), Arc::clone(&held));
-        self.bridge.spawn(renew(self.pool.clone(), held));
+        self.hold(&run_id, worker, epoch, ttl, sent);
         Ok(Some(Claim {
             run_id: RunId::from(run_id.as_str()),
             epoch: u64::try_from(epoch).unwrap_or(0),
@@ -366,6 +374,99 @@ impl RunQueue for PgRunStore {
         })?;
         self.listings.changed();
         Ok(queued)
+    }
+
+    fn enqueue_claimed(
+        &self,
+        run: &QueuedStart,
+        worker: &str,
+        ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let pool = self.pool.clone();
+        let (queued, owner) = (run.clone(), worker.to_owned());
+        let action = format!("cannot start run {}", run.run_id);
+        let sent = Instant::now();
+        let epoch: Option<i64> = self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "WITH queued AS (INSERT INTO runs (run_id, workflow_name, workflow_path, \
+                 status, priority, goal, request, owner, lease_epoch, lease_expires_at, \
+                 claimed_at) VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1, \
+                 now() + $8 * interval '1 millisecond', clock_timestamp()) \
+                 ON CONFLICT (run_id) DO NOTHING RETURNING run_id, lease_epoch) \
+                 SELECT lease_epoch FROM queued, pg_notify($9, run_id)",
+            )
+            .bind(queued.run_id.as_str())
+            .bind(&queued.workflow_name)
+            .bind(&queued.workflow_path)
+            .bind(queued.priority)
+            .bind(&queued.goal)
+            .bind(&queued.request)
+            .bind(&owner)
+            .bind(millis(ttl))
+            .bind(RUNS_CHANNEL)
+            .fetch_optional(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        self.listings.changed();
+        let Some(epoch) = epoch else {
+            return Ok(None);
+        };
+        self.hold(run.run_id.as_str(), worker, epoch, ttl, sent);
+        Ok(Some(Claim {
+            run_id: run.run_id.clone(),
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            started: false,
+            request: Some(run.request.clone()),
+        }))
+    }
+
+    fn resume_claimed(
+        &self,
+        run_id: &RunId,
+        request: &str,
+        worker: &str,
+        ttl: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let pool = self.pool.clone();
+        let (id, text, owner) = (
+            run_id.as_str().to_owned(),
+            request.to_owned(),
+            worker.to_owned(),
+        );
+        let action = format!("cannot resume run {run_id}");
+        let sent = Instant::now();
+        let epoch: Option<i64> = self.run(&action.clone(), async move {
+            sqlx::query_scalar(
+                "WITH claimed AS (UPDATE runs SET owner = $3, lease_epoch = lease_epoch + 1, \
+                 lease_expires_at = now() + $4 * interval '1 millisecond', \
+                 claimed_at = clock_timestamp(), cancel_requested = false, \
+                 resume_request = $2, revision = revision + 1 WHERE run_id = $1 \
+                 AND manifest IS NOT NULL AND status <> 'queued' \
+                 AND (lease_expires_at IS NULL OR lease_expires_at < now()) \
+                 RETURNING run_id, lease_epoch) \
+                 SELECT lease_epoch FROM claimed, pg_notify($5, run_id)",
+            )
+            .bind(&id)
+            .bind(&text)
+            .bind(&owner)
+            .bind(millis(ttl))
+            .bind(RUNS_CHANNEL)
+            .fetch_optional(&pool)
+            .await
+            .map_err(backend(&action))
+        })?;
+        self.listings.changed();
+        let Some(epoch) = epoch else {
+            return Ok(None);
+        };
+        self.hold(run_id.as_str(), worker, epoch, ttl, sent);
+        Ok(Some(Claim {
+            run_id: run_id.clone(),
+            epoch: u64::try_from(epoch).unwrap_or(0),
+            started: true,
+            request: Some(request.to_owned()),
+        }))
     }
 
     fn register_worker(

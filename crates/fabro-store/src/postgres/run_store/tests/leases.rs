@@ -306,3 +306,61 @@ fn a_run_claimed_before_its_first_checkpoint_starts_anew() {
         "0 true"
     );
 }
+
+/// A server's embedded worker (SPEC 18.2) holds the run it accepts from the start, and
+/// claims the resume of a stopped run before preparing it: no other worker claims
+/// either while the lease lives; a run that is held is not claimed for a resume.
+#[test]
+fn runs_queued_or_resumed_already_claimed_are_claimed_by_no_one_else() {
+    let Some((database, server)) = store("pg_runs_queued_already_claimed") else {
+        return;
+    };
+    let worker = second(&database);
+    let claim = server
+        .enqueue_claimed(&queued("here", 9), "server-1", TTL)
+        .expect("queued")
+        .expect("a new run");
+    assert_eq!((claim.epoch, claim.started), (1, false));
+    assert_eq!(
+        claim.request.as_deref(),
+        Some("{\"run_id\": \"here\"}"),
+        "the request, for a takeover before the first checkpoint"
+    );
+    assert!(server
+        .enqueue_claimed(&queued("here", 0), "server-1", TTL)
+        .expect("answers")
+        .is_none());
+    assert_eq!(
+        database.query("SELECT status || ',' || owner || ',' || lease_epoch FROM runs"),
+        "queued,server-1,1"
+    );
+    assert!(worker.claim("w", TTL).expect("claims").is_none(), "held");
+    // A run that stopped: its resume is claimed with a new epoch, and its status stays
+    // until the resume starts; while that lease lives nobody claims it again.
+    let held = with_records(&server, "held", "2026-01-01T00:00:00Z");
+    database.query("UPDATE runs SET status = 'fail' WHERE run_id = 'held'");
+    let resumed = server
+        .resume_claimed(&held, "{\"model\": \"m\"}", "server-1", TTL)
+        .expect("claims")
+        .expect("a stopped run");
+    assert!(resumed.started);
+    assert_eq!(resumed.request.as_deref(), Some("{\"model\": \"m\"}"));
+    assert_eq!(
+        database.query("SELECT status || ',' || owner FROM runs WHERE run_id = 'held'"),
+        "fail,server-1"
+    );
+    assert!(worker.claim("w", TTL).expect("claims").is_none(), "held");
+    assert!(server
+        .resume_claimed(&held, "{}", "server-2", TTL)
+        .expect("answers")
+        .is_none());
+    // A run left `running` by an executor that died without a lease (interrupted).
+    let interrupted = with_records(&server, "gone", "2026-01-01T00:00:00Z");
+    assert!(server
+        .resume_claimed(&interrupted, "{}", "server-1", TTL)
+        .expect("claims")
+        .is_some());
+    server.release(&interrupted).expect("released");
+    server.release(&held).expect("released");
+    server.release(&claim.run_id).expect("released");
+}
