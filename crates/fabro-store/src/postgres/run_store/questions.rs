@@ -23,10 +23,24 @@ impl PgRunStore {
                     .map_err(|error| StoreError::backend(action.clone(), error))
             })
             .transpose()?;
+        // SPEC 18.2: a worker's question writes carry its lease's epoch.
+        let epoch = self.leases.fence(run_id)?;
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
-        self.run(&action.clone(), async move {
+        let written = self.run(&action.clone(), async move {
             let mut transaction = pool.begin().await.map_err(backend(&action))?;
+            let held: Option<i32> = sqlx::query_scalar(
+                "SELECT 1 FROM runs WHERE run_id = $1 AND lease_epoch = $2 FOR SHARE",
+            )
+            .bind(&id)
+            .bind(epoch)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(backend(&action))?;
+            if epoch.is_some() && held.is_none() {
+                // Another claim moved the epoch on: nothing is written.
+                return Ok(0);
+            }
             let open_id = opened.as_ref().map(|(question_id, _)| question_id.clone());
             sqlx::query(
                 "UPDATE questions SET closed_at = now() WHERE run_id = $1 \
@@ -50,8 +64,10 @@ impl PgRunStore {
                 .await
                 .map_err(backend(&action))?;
             }
-            transaction.commit().await.map_err(backend(&action))
-        })
+            transaction.commit().await.map_err(backend(&action))?;
+            Ok(1)
+        })?;
+        self.fenced(run_id, epoch, written)
     }
 
     /// The newest open question, while the run's lock is held.
@@ -117,6 +133,8 @@ impl PgRunStore {
         run_id: &RunId,
         question_id: &str,
     ) -> Result<Option<FiledAnswer>, StoreError> {
+        // A worker that lost the run takes no answer: it stays for the new holder.
+        let epoch = self.leases.fence(run_id)?;
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let question = question_id.to_owned();
@@ -124,10 +142,13 @@ impl PgRunStore {
         let text: Option<Option<String>> = self.run(&action.clone(), async move {
             sqlx::query_scalar(
                 "UPDATE questions SET taken_at = now() WHERE run_id = $1 AND question_id = $2 \
-                 AND answer IS NOT NULL AND taken_at IS NULL RETURNING answer",
+                 AND answer IS NOT NULL AND taken_at IS NULL AND ($3::bigint IS NULL OR \
+                 EXISTS (SELECT 1 FROM runs WHERE run_id = $1 AND lease_epoch = $3)) \
+                 RETURNING answer",
             )
             .bind(&id)
             .bind(&question)
+            .bind(epoch)
             .fetch_optional(&pool)
             .await
             .map_err(backend(&action))

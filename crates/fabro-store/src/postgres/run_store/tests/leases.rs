@@ -152,6 +152,25 @@ fn a_lease_that_ran_out_is_claimed_again_and_its_former_holder_writes_nothing() 
     );
     assert_eq!(database.query("SELECT owner FROM runs"), "new");
 
+    // Its questions are refused (and so is its taking of an answer, which stays for the
+    // new holder), before its own clock tells it the lease is gone.
+    let question: fabro_engine::gate::Question = serde_json::from_value(serde_json::json!({
+        "question_id": "gate-1-x", "node_id": "gate", "text": "Ship it?",
+        "question_type": "multiple_choice",
+        "options": [{"key": "A", "label": "Approve", "edge_label": "[A] Approve", "target": "exit"}],
+        "freeform": null, "default_choice": null, "timeout_ms": null
+    }))
+    .expect("a question");
+    assert!(matches!(
+        old.set_pending_question(&run, Some(&question)),
+        Err(StoreError::LostLease { .. })
+    ));
+    assert_eq!(database.query("SELECT count(*) FROM questions"), "0");
+    assert!(matches!(
+        old.take_answer(&run, "gate-1-x"),
+        Err(StoreError::LostLease { .. })
+    ));
+
     emitter.emit(Event::warning(None, "two", "m"));
     let refused = checkpoints
         .write(
