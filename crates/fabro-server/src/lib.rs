@@ -34,7 +34,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 pub use crate::engine_bridge::EngineBridge;
 pub use crate::error::ApiError;
-pub use crate::settings::{EmbeddedWorker, ServerSettings, SettingsFlags};
+pub use crate::settings::{ServerSettings, SettingsFlags};
 pub use crate::state::AppState;
 pub use crate::token::{load_or_create_token, Token};
 

@@ -12,7 +12,7 @@ use crate::engine_bridge::{
     records, ForkRequest, ResumeRequest, RewindRequest, RunStatus, StartRequest, StoreInterviewer,
 };
 use crate::error::{ApiError, ErrorKind};
-use crate::settings::EmbeddedWorker;
+use crate::settings::WorkerOptions;
 use crate::state::{ActiveRun, ActiveSink, AppState};
 
 /// How long shutdown waits for cancelled runs to write their final records.
@@ -519,9 +519,7 @@ async fn enqueue(state: &AppState, mut request: StartRequest) -> Result<Accepted
             tracing::warn!(%run_id, %error, "cannot remove a queued run's directory");
         }
         let queued = queued_start(&bridge, request, &run_id)?;
-        let queue = runs
-            .queue()
-            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        let queue = queue_of(runs.as_ref())?;
         if !queue.enqueue(&queued).map_err(ApiError::internal)? {
             return Err(ApiError::conflict(format!("run {run_id} already exists")));
         }
@@ -571,9 +569,7 @@ async fn requeue(
     tokio::task::spawn_blocking(move || {
         let record = records::resolve(runs.as_ref(), &id)?;
         let text = serde_json::to_string(&request).map_err(ApiError::internal)?;
-        let queue = runs
-            .queue()
-            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+        let queue = queue_of(runs.as_ref())?;
         if !queue
             .requeue(&RunId::from(record.run_id.as_str()), &text)
             .map_err(ApiError::internal)?
@@ -593,7 +589,7 @@ async fn requeue(
 }
 
 /// The embedded worker of a server on a shared store, if it has one (SPEC 18.2).
-pub(crate) fn embedded(state: &AppState) -> Option<EmbeddedWorker> {
+pub(crate) fn embedded(state: &AppState) -> Option<WorkerOptions> {
     let worker = state.settings().embedded_worker.clone()?;
     state.run_store().queue().is_some().then_some(worker)
 }
@@ -604,24 +600,19 @@ pub(crate) fn embedded(state: &AppState) -> Option<EmbeddedWorker> {
 pub(crate) async fn start_here(
     state: &AppState,
     mut request: StartRequest,
-    worker: &EmbeddedWorker,
+    worker: &WorkerOptions,
     slot: OwnedSemaphorePermit,
 ) -> Result<Accepted, ApiError> {
-    let interviewer = interviewer_of(state);
-    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
     let runs = Arc::clone(&state.stores().runs);
     let name = workflow_name_of(&request);
     let (owner, ttl) = (worker.name.clone(), worker.lease_ttl);
-    let mut prepared = tokio::task::spawn_blocking(move || {
+    launch_held(state, worker, slot, name, move |asking| {
         bridge.pin_repository(&mut request)?;
         let prepared = bridge.prepare_new(&request, asking)?;
         let run_id = prepared.run_id().to_owned();
         let queued = queued_start(&bridge, request, &run_id)?;
-        let queue = runs
-            .queue()
-            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
-        match queue
+        match queue_of(runs.as_ref())?
             .enqueue_claimed(&queued, &owner, ttl)
             .map_err(ApiError::internal)?
         {
@@ -630,18 +621,6 @@ pub(crate) async fn start_here(
         }
     })
     .await
-    .map_err(ApiError::internal)??;
-    prepared.set_worker(&worker.name);
-    Ok(launch_with(
-        state,
-        prepared,
-        &interviewer,
-        name,
-        Some(Claimed {
-            slot,
-            cancelled: false,
-        }),
-    ))
 }
 
 /// Resumes run `run_id` in `slot` under a lease of the embedded `worker`, claimed
@@ -650,18 +629,14 @@ pub(crate) async fn resume_here(
     state: &AppState,
     run_id: &str,
     request: ResumeRequest,
-    worker: &EmbeddedWorker,
+    worker: &WorkerOptions,
     slot: OwnedSemaphorePermit,
 ) -> Result<Accepted, ApiError> {
-    let interviewer = interviewer_of(state);
-    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
     let bridge = state.bridge().clone();
     let runs = Arc::clone(&state.stores().runs);
     let (id, owner, ttl) = (run_id.to_owned(), worker.name.clone(), worker.lease_ttl);
-    let mut prepared = tokio::task::spawn_blocking(move || {
-        let queue = runs
-            .queue()
-            .ok_or_else(|| ApiError::internal("the store has no queue"))?;
+    launch_held(state, worker, slot, String::new(), move |asking| {
+        let queue = queue_of(runs.as_ref())?;
         let text = serde_json::to_string(&request).map_err(ApiError::internal)?;
         let run = RunId::from(id.as_str());
         if queue
@@ -678,13 +653,34 @@ pub(crate) async fn resume_here(
         })
     })
     .await
-    .map_err(ApiError::internal)??;
+}
+
+/// The store's queue, or 500.
+fn queue_of(runs: &dyn fabro_engine::RunStore) -> Result<&dyn fabro_engine::RunQueue, ApiError> {
+    runs.queue()
+        .ok_or_else(|| ApiError::internal("the store has no queue"))
+}
+
+/// Prepares a run with `prepare` (off the async threads, given the run's interviewer)
+/// that claims it for the embedded `worker`, and launches it in `slot`.
+async fn launch_held(
+    state: &AppState,
+    worker: &WorkerOptions,
+    slot: OwnedSemaphorePermit,
+    name: String,
+    prepare: impl FnOnce(Arc<dyn Interviewer>) -> Result<PreparedRun, ApiError> + Send + 'static,
+) -> Result<Accepted, ApiError> {
+    let interviewer = interviewer_of(state);
+    let asking: Arc<dyn Interviewer> = Arc::clone(&interviewer) as Arc<dyn Interviewer>;
+    let mut prepared = tokio::task::spawn_blocking(move || prepare(asking))
+        .await
+        .map_err(ApiError::internal)??;
     prepared.set_worker(&worker.name);
     Ok(launch_with(
         state,
         prepared,
         &interviewer,
-        String::new(),
+        name,
         Some(Claimed {
             slot,
             cancelled: false,

@@ -32,17 +32,18 @@ pub struct ServerSettings {
     /// Who the embedded worker is (SPEC 18.2), set by `fabro server` on a shared store
     /// without `--no-worker`: the server claims runs like a worker, and the runs it
     /// accepts are held under its leases.
-    pub embedded_worker: Option<EmbeddedWorker>,
+    pub embedded_worker: Option<WorkerOptions>,
 }
 
-/// The embedded worker of a server on a shared store (SPEC 18.2).
+/// Who a worker is and how long its leases last: a `fabro worker`, or the embedded
+/// worker of a server on a shared store (SPEC 18.2).
 #[derive(Debug, Clone)]
-pub struct EmbeddedWorker {
-    /// Its name, unique among the workers of the store.
+pub struct WorkerOptions {
+    /// Its name, unique among the workers of a store (`owner` of the runs it holds).
     pub name: String,
-    /// The machine it runs on.
+    /// The machine it runs on, as `GET /api/v1/workers` shows it.
     pub host: String,
-    /// How long its leases last without a renewal.
+    /// How long a lease lasts without a renewal (renewed every third of it).
     pub lease_ttl: std::time::Duration,
 }
 

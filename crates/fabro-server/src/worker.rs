@@ -21,16 +21,7 @@ use crate::error::ApiError;
 use crate::runs;
 use crate::state::AppState;
 
-/// Who a worker is and how long its leases last.
-#[derive(Debug, Clone)]
-pub struct WorkerOptions {
-    /// Its name, unique among the workers of a store (`owner` of the runs it holds).
-    pub name: String,
-    /// The machine it runs on, as `GET /api/v1/workers` shows it.
-    pub host: String,
-    /// How long a lease lasts without a renewal (renewed every third of it).
-    pub lease_ttl: Duration,
-}
+pub use crate::settings::WorkerOptions;
 
 /// `lease_ttl` when nothing sets it (SPEC 18.2).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);

@@ -4,7 +4,6 @@
 //! runs through an embedded worker (SPEC 18.2), unless `--no-worker`.
 
 use fabro_server::worker::{lease_ttl_setting, WorkerOptions, DEFAULT_LEASE_TTL};
-use fabro_server::EmbeddedWorker;
 use fabro_server::{load_or_create_token, AppState, EngineBridge, ServerSettings, SettingsFlags};
 
 use crate::args::ServerArgs;
@@ -52,7 +51,7 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
         // worker, under leases like any other.
         if stores.is_some() && !args.no_worker {
             let (name, host) = identity(None);
-            settings.embedded_worker = Some(EmbeddedWorker {
+            settings.embedded_worker = Some(WorkerOptions {
                 name,
                 host,
                 lease_ttl: configured_lease_ttl(&root)?,
@@ -90,14 +89,11 @@ pub(crate) fn run(args: &ServerArgs, output: &mut Output) -> Result<Status, CliE
                 output.err(&format!("resumed interrupted run {run_id}\n"));
             }
         }
-        let worker = state.settings().embedded_worker.clone().map(|worker| {
-            let options = WorkerOptions {
-                name: worker.name,
-                host: worker.host,
-                lease_ttl: worker.lease_ttl,
-            };
-            tokio::spawn(fabro_server::worker::work(state.clone(), options))
-        });
+        let worker = state
+            .settings()
+            .embedded_worker
+            .clone()
+            .map(|options| tokio::spawn(fabro_server::worker::work(state.clone(), options)));
         let served = fabro_server::serve(listener, state, shutdown_signal())
             .await
             .map_err(|source| CliError::io("cannot serve on", address.to_string(), source));

@@ -243,9 +243,20 @@ impl PgRunStore {
 }
 
 impl PgRunStore {
-    /// Holds the lease of `run_id` that `worker` got at `sent` (epoch `epoch`): its
-    /// writes carry the epoch, and it is renewed every `ttl / 3` until it ends.
-    fn hold(&self, run_id: &str, worker: &str, epoch: i64, ttl: Duration, sent: Instant) {
+    /// Holds the lease of `claim` that `worker` got at `sent` (epoch `epoch`): its
+    /// writes carry the epoch, and it is renewed every `ttl / 3` until it ends. The
+    /// claim, with its epoch.
+    fn hold(
+        &self,
+        mut claim: Claim,
+        worker: &str,
+        epoch: i64,
+        ttl: Duration,
+        sent: Instant,
+    ) -> Claim {
+        self.listings.changed();
+        let run_id = claim.run_id.as_str();
+        claim.epoch = u64::try_from(epoch).unwrap_or(0);
         let held = Arc::new(Held {
             run_id: run_id.to_owned(),
             worker: worker.to_owned(),
@@ -261,6 +272,7 @@ impl PgRunStore {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(run_id.to_owned(), Arc::clone(&held));
         self.bridge.spawn(renew(self.pool.clone(), held));
+        claim
     }
 }
 
@@ -320,14 +332,13 @@ impl RunQueue for PgRunStore {
         let Some((run_id, epoch, request, resume_request, started, _)) = claimed else {
             return Ok(None);
         };
-        self.listings.changed();
-        self.hold(&run_id, worker, epoch, ttl, sent);
-        Ok(Some(Claim {
+        let claim = Claim {
             run_id: RunId::from(run_id.as_str()),
-            epoch: u64::try_from(epoch).unwrap_or(0),
+            epoch: 0,
             started,
             request: if started { resume_request } else { request },
-        }))
+        };
+        Ok(Some(self.hold(claim, worker, epoch, ttl, sent)))
     }
 
     fn release(&self, run_id: &RunId) -> Result<(), StoreError> {
@@ -408,17 +419,13 @@ impl RunQueue for PgRunStore {
             .await
             .map_err(backend(&action))
         })?;
-        self.listings.changed();
-        let Some(epoch) = epoch else {
-            return Ok(None);
-        };
-        self.hold(run.run_id.as_str(), worker, epoch, ttl, sent);
-        Ok(Some(Claim {
+        let claim = Claim {
             run_id: run.run_id.clone(),
-            epoch: u64::try_from(epoch).unwrap_or(0),
+            epoch: 0,
             started: false,
             request: Some(run.request.clone()),
-        }))
+        };
+        Ok(epoch.map(|epoch| self.hold(claim, worker, epoch, ttl, sent)))
     }
 
     fn resume_claimed(
@@ -456,17 +463,13 @@ impl RunQueue for PgRunStore {
             .await
             .map_err(backend(&action))
         })?;
-        self.listings.changed();
-        let Some(epoch) = epoch else {
-            return Ok(None);
-        };
-        self.hold(run_id.as_str(), worker, epoch, ttl, sent);
-        Ok(Some(Claim {
+        let claim = Claim {
             run_id: run_id.clone(),
-            epoch: u64::try_from(epoch).unwrap_or(0),
+            epoch: 0,
             started: true,
             request: Some(request.to_owned()),
-        }))
+        };
+        Ok(epoch.map(|epoch| self.hold(claim, worker, epoch, ttl, sent)))
     }
 
     fn register_worker(
