@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::git::{MetadataFile, MetadataMessage, RunGit, StagedChanges};
 use crate::journal::{ChangeHint, CheckpointDelta, Journal, JournalError};
 
-mod image;
+pub(crate) mod image;
 
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_dir::replace_via_spare;

@@ -25,7 +25,7 @@ use crate::record::{Checkpoint, CheckpointView};
 use crate::run_index::RunStatus;
 
 mod records;
-pub use records::{replay_records, JournalRecords};
+pub use records::{replay_records, replay_records_onto, JournalRecords};
 
 /// Errors of the journal.
 #[derive(Debug, thiserror::Error)]

@@ -247,7 +247,7 @@ pub mod backend {
     pub use crate::blob::{hex_digest, BlobError};
     pub use crate::checkpoint::{CheckpointError, CheckpointLog};
     pub use crate::event::{read_events, Emitter, EventLog};
-    pub use crate::journal::{replay_records, ChangeHint, JournalRecords};
+    pub use crate::journal::{replay_records, replay_records_onto, ChangeHint, JournalRecords};
     pub use crate::record::{
         Checkpoint, CheckpointView, ForkedFrom, Manifest, PendingRewind, UsageRecord,
     };

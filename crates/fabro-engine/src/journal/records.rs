@@ -4,6 +4,7 @@
 //! record costs what changed and not the size of the run's state.
 
 use super::{ChangeHint, CheckpointDelta, Record};
+use crate::checkpoint::image::CheckpointImage;
 use crate::record::{Checkpoint, CheckpointView};
 
 /// The records of one run's journal as they are written, with the state they describe.
@@ -11,6 +12,11 @@ use crate::record::{Checkpoint, CheckpointView};
 pub struct JournalRecords {
     last: Option<Checkpoint>,
     buffer: Vec<u8>,
+    /// The state serialised in parts, following the records (made at the first
+    /// [`JournalRecords::render`]), so that the whole checkpoint costs a copy and not a
+    /// serialisation of the run's state.
+    image: Option<CheckpointImage>,
+    whole: Vec<u8>,
 }
 
 impl JournalRecords {
@@ -18,7 +24,7 @@ impl JournalRecords {
     pub fn after(last: Option<Checkpoint>) -> JournalRecords {
         JournalRecords {
             last,
-            buffer: Vec::new(),
+            ..JournalRecords::default()
         }
     }
 
@@ -37,6 +43,9 @@ impl JournalRecords {
         match &mut self.last {
             Some(last) => {
                 let delta = CheckpointDelta::between_hinted(last, checkpoint, hint);
+                if let Some(image) = &mut self.image {
+                    image.apply(&delta);
+                }
                 let record = Record::Delta(Box::new(delta));
                 serde_json::to_writer(&mut self.buffer, &record)?;
                 if let Record::Delta(delta) = record {
@@ -45,6 +54,7 @@ impl JournalRecords {
             }
             None => {
                 let first = checkpoint.to_owned();
+                self.image = None;
                 serde_json::to_writer(
                     &mut self.buffer,
                     &Record::Checkpoint(Box::new(first.clone())),
@@ -66,20 +76,37 @@ impl JournalRecords {
     pub fn last(&self) -> Option<&Checkpoint> {
         self.last.as_ref()
     }
+
+    /// `checkpoint`, the one the last record described, serialised whole as
+    /// `serde_json` would, without a newline: after the first call, a copy of parts kept
+    /// up to date by the records.
+    pub fn render(&mut self, checkpoint: &CheckpointView<'_>) -> &[u8] {
+        self.whole.clear();
+        match (&mut self.image, &self.last) {
+            (Some(image), _) => image.render(checkpoint, &mut self.whole),
+            (image @ None, Some(last)) => image
+                .insert(CheckpointImage::of(last))
+                .render(checkpoint, &mut self.whole),
+            (None, None) => {
+                let _ = serde_json::to_writer(&mut self.whole, checkpoint);
+            }
+        }
+        &self.whole
+    }
 }
 
-/// Replays journal records, oldest first, as [`JournalRecords::record`] made them (a
-/// record may also be a whole checkpoint on its own, as stores wrote them before),
-/// giving `visit` the state after each; returns the state after the last.
+/// Replays journal records onto `base` (the state before the first of them, `None`
+/// for a journal's beginning) as [`replay_records`] does; returns the state after the
+/// last.
 ///
 /// # Errors
-/// When a record is not valid, with its position (from 1) and the parser's message; a
-/// delta before any checkpoint is not valid.
-pub fn replay_records<'a>(
+/// As [`replay_records`].
+pub fn replay_records_onto<'a>(
+    base: Option<Checkpoint>,
     records: impl IntoIterator<Item = &'a str>,
     visit: &mut dyn FnMut(&Checkpoint),
 ) -> Result<Option<Checkpoint>, (usize, String)> {
-    let mut state: Option<Checkpoint> = None;
+    let mut state = base;
     for (position, text) in records.into_iter().enumerate() {
         let record = match serde_json::from_str::<Record>(text) {
             Ok(record) => record,
@@ -93,6 +120,20 @@ pub fn replay_records<'a>(
             .map_err(|message| (position + 1, message.to_owned()))?;
     }
     Ok(state)
+}
+
+/// Replays journal records, oldest first, as [`JournalRecords::record`] made them (a
+/// record may also be a whole checkpoint on its own, as stores wrote them before),
+/// giving `visit` the state after each; returns the state after the last.
+///
+/// # Errors
+/// When a record is not valid, with its position (from 1) and the parser's message; a
+/// delta before any checkpoint is not valid.
+pub fn replay_records<'a>(
+    records: impl IntoIterator<Item = &'a str>,
+    visit: &mut dyn FnMut(&Checkpoint),
+) -> Result<Option<Checkpoint>, (usize, String)> {
+    replay_records_onto(None, records, visit)
 }
 
 #[cfg(test)]

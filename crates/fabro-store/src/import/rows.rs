@@ -98,12 +98,13 @@ pub(super) async fn write_run(pool: &PgPool, run: &LocalRun) -> Result<bool, sql
     .await?;
     if let Some((checkpoint, timestamp)) = &run.checkpoint {
         sqlx::query(
-            "INSERT INTO run_checkpoints (run_id, checkpoint, updated_at) \
-             VALUES ($1, $2, coalesce(to_timestamp($3), now()))",
+            "INSERT INTO run_checkpoints (run_id, checkpoint, updated_at, seq) \
+             VALUES ($1, $2, coalesce(to_timestamp($3), now()), $4)",
         )
         .bind(run_id)
         .bind(checkpoint)
         .bind(epoch_seconds(timestamp))
+        .bind(i64::try_from(run.journal.len()).unwrap_or(i64::MAX))
         .execute(&mut *transaction)
         .await?;
     }

@@ -290,22 +290,42 @@ impl RunStore for PgRunStore {
             writer: self.writer(run_id),
             records: fabro_engine::backend::JournalRecords::after(last),
             bytes: Vec::new(),
+            since_whole: None,
         }))
     }
 
+    /// The stored whole checkpoint with the journal records written after it replayed
+    /// onto it (at most [`logs::RECORDS_PER_WHOLE`] of them).
     fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
         let pool = self.pool.clone();
         let id = run_id.as_str().to_owned();
         let action = format!("cannot read the checkpoint of run {run_id}");
-        let text: Option<String> = self.run(&action.clone(), async move {
-            sqlx::query_scalar("SELECT checkpoint FROM run_checkpoints WHERE run_id = $1")
-                .bind(&id)
-                .fetch_optional(&pool)
-                .await
-                .map_err(backend(&action))
+        let row: Option<(String, Vec<String>)> = self.run(&action.clone(), async move {
+            sqlx::query_as(
+                "SELECT c.checkpoint, ARRAY(SELECT j.record FROM run_journal j \
+                 WHERE j.run_id = c.run_id AND j.seq > c.seq ORDER BY j.seq) \
+                 FROM run_checkpoints c WHERE c.run_id = $1",
+            )
+            .bind(&id)
+            .fetch_optional(&pool)
+            .await
+            .map_err(backend(&action))
         })?;
-        text.map(|text| stored(&text, format!("the stored checkpoint of run {run_id}")))
-            .transpose()
+        let Some((text, after)) = row else {
+            return Ok(None);
+        };
+        let whole: Checkpoint = stored(&text, format!("the stored checkpoint of run {run_id}"))?;
+        fabro_engine::backend::replay_records_onto(
+            Some(whole),
+            after.iter().map(String::as_str),
+            &mut |_| {},
+        )
+        .map_err(|(position, message)| {
+            StoreError::backend(
+                format!("journal record {position} after the stored checkpoint of run {run_id} is not valid"),
+                std::io::Error::other(message),
+            )
+        })
     }
 
     /// Nothing to do: a checkpoint is the one readers see as soon as it is written.

@@ -8,7 +8,7 @@ use fabro_engine::backend::{
     ChangeHint, Checkpoint, CheckpointError, CheckpointLog, CheckpointView, EventLog,
     JournalRecords, RunLease,
 };
-use fabro_engine::{EventReader, RunId, StoreError, StoredEvent};
+use fabro_engine::{EventReader, RunId, RunStatus, StoreError, StoredEvent};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::Connection;
 
@@ -43,14 +43,25 @@ impl Drop for PgLease {
     }
 }
 
+/// How many journal records may follow the stored whole checkpoint: a write stores the
+/// whole checkpoint only every so many records (and when the run's status is no longer
+/// `running`), so that a stage costs its record and not the size of the run's state
+/// (about 100 KB after 1,000 stages); a reader replays at most this many records onto
+/// it.
+pub(super) const RECORDS_PER_WHOLE: u32 = 64;
+
 /// A run's checkpoints: each write appends its journal record (the first checkpoint
-/// whole, then what changed, as the local journal) and replaces the newest, in the
-/// statement of the run's [`RunWriter`] that also writes what was queued before it.
+/// whole, then what changed, as the local journal) and, every [`RECORDS_PER_WHOLE`]
+/// records and at the run's end, replaces the stored whole checkpoint, in the statement
+/// of the run's [`RunWriter`] that also writes what was queued before it.
 #[derive(Debug)]
 pub(super) struct PgCheckpointLog {
     pub(super) writer: Arc<RunWriter>,
     pub(super) records: JournalRecords,
     pub(super) bytes: Vec<u8>,
+    /// Records written since the stored whole checkpoint; `None` before the first write
+    /// of this log, which stores it whole.
+    pub(super) since_whole: Option<u32>,
 }
 
 impl CheckpointLog for PgCheckpointLog {
@@ -61,7 +72,6 @@ impl CheckpointLog for PgCheckpointLog {
     ) -> Result<&[u8], CheckpointError> {
         let failed =
             |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::Backend(source);
-        let text = serde_json::to_string(checkpoint).map_err(|error| failed(Box::new(error)))?;
         // A write that fails stops the run (an engine error): the log is not written again,
         // and a resume opens another from what is stored.
         let record = self
@@ -69,11 +79,24 @@ impl CheckpointLog for PgCheckpointLog {
             .record(checkpoint, hint)
             .map_err(|error| failed(Box::new(error)))?;
         let record = String::from_utf8_lossy(record).into_owned();
-        self.writer
-            .checkpoint(record, text.clone())
-            .map_err(|error| failed(error.into()))?;
-        self.bytes = text.into_bytes();
+        let whole = self.records.render(checkpoint);
+        let store_whole = match self.since_whole {
+            None => true,
+            Some(since) => {
+                since + 1 >= RECORDS_PER_WHOLE || checkpoint.run_status != RunStatus::Running
+            }
+        };
+        let stored = store_whole.then(|| String::from_utf8_lossy(whole).into_owned());
+        self.bytes.clear();
+        self.bytes.extend_from_slice(whole);
         self.bytes.push(b'\n');
+        self.writer
+            .checkpoint(record, stored)
+            .map_err(|error| failed(error.into()))?;
+        self.since_whole = Some(match self.since_whole {
+            Some(since) if !store_whole => since + 1,
+            _ => 0,
+        });
         Ok(&self.bytes)
     }
 

@@ -156,6 +156,82 @@ fn records_checkpoints_and_the_index_round_trip() {
         .is_some_and(|time| time.ends_with('Z')));
 }
 
+/// A stage costs its journal record, not the run's whole state: the whole checkpoint
+/// is stored with the first record, every `RECORDS_PER_WHOLE` records after it and at
+/// the run's end; readers get the newest checkpoint by replaying the records after it,
+/// also after a resume.
+#[test]
+fn the_whole_checkpoint_is_stored_every_so_many_records_and_read_with_those_after_it() {
+    let Some((database, store)) = store("pg_the_whole_checkpoint_every_so_many_records") else {
+        return;
+    };
+    let run = RunId::from("long");
+    let names: Vec<String> = (0..150).map(|node| format!("node{node:03}")).collect();
+    let state = |count: usize| {
+        let completed: Vec<&str> = names[..count].iter().map(String::as_str).collect();
+        checkpoint("long", &completed, Some("next"))
+    };
+    let stored_seq = || database.query("SELECT seq FROM run_checkpoints WHERE run_id = 'long'");
+    let mut log = store.open_checkpoints(&run, Opening::New).expect("opens");
+    let per_whole = usize::try_from(logs::RECORDS_PER_WHOLE).expect("small");
+    for count in 1..=100 {
+        let bytes = log
+            .write(&state(count).view(), &ChangeHint::everything())
+            .expect("writes")
+            .to_vec();
+        assert_eq!(
+            serde_json::from_slice::<Checkpoint>(&bytes).expect("json"),
+            state(count),
+            "the bytes of checkpoint {count}"
+        );
+        if count == 1 || count == per_whole || count == per_whole + 1 || count == 100 {
+            assert_eq!(
+                store.load_checkpoint(&run).expect("loads"),
+                Some(state(count)),
+                "checkpoint {count}"
+            );
+        }
+    }
+    // Stored whole at the first record and at record 1 + RECORDS_PER_WHOLE.
+    assert_eq!(stored_seq(), (1 + per_whole).to_string());
+    drop(log);
+
+    // A resumed run's log stores its first checkpoint whole.
+    let mut log = store
+        .open_checkpoints(&run, Opening::Resume)
+        .expect("opens");
+    assert_eq!(log.last(), Some(&state(100)));
+    log.write(&state(101).view(), &ChangeHint::everything())
+        .expect("writes");
+    assert_eq!(stored_seq(), "101");
+    for count in 102..=110 {
+        log.write(&state(count).view(), &ChangeHint::everything())
+            .expect("writes");
+    }
+    assert_eq!(stored_seq(), "101");
+    assert_eq!(
+        store.load_checkpoint(&run).expect("loads"),
+        Some(state(110))
+    );
+
+    // The run's end is stored whole (the listing reads its status from it).
+    let mut ended = state(111);
+    ended.run_status = RunStatus::Success;
+    log.write(&ended.view(), &ChangeHint::everything())
+        .expect("writes");
+    assert_eq!(stored_seq(), "111");
+    assert_eq!(
+        store.load_checkpoint(&run).expect("loads"),
+        Some(ended.clone())
+    );
+    let mut replayed = Vec::new();
+    store
+        .replay_checkpoints(&run, &mut |checkpoint| replayed.push(checkpoint.clone()))
+        .expect("replays");
+    assert_eq!(replayed.len(), 111);
+    assert_eq!(replayed.last(), Some(&ended));
+}
+
 /// SPEC 20.2, 20.3: every checkpoint comes back in order, and a rewind's record is kept
 /// until it is cleared.
 #[test]

@@ -53,10 +53,14 @@ macro_rules! write_statement {
      SELECT $1, coalesce(max(seq), 0) + 1, $12::text FROM run_journal WHERE run_id = $1 \
      HAVING $12::text IS NOT NULL AND EXISTS (SELECT 1 FROM go)",
             $journal,
-            "), \
-     kept AS (INSERT INTO run_checkpoints (run_id, checkpoint) \
-     SELECT $1, $13::text FROM go WHERE $13::text IS NOT NULL \
-     ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, updated_at = now()), \
+            " RETURNING seq), \
+     kept AS (INSERT INTO run_checkpoints (run_id, checkpoint, seq) \
+     SELECT $1, $13::text, coalesce((SELECT seq FROM journaled), \
+     (SELECT max(seq) FROM run_journal WHERE run_id = $1)) FROM go WHERE $13::text IS NOT NULL \
+     ON CONFLICT (run_id) DO UPDATE SET checkpoint = excluded.checkpoint, seq = excluded.seq, \
+     updated_at = now()), \
+     touched AS (UPDATE run_checkpoints SET updated_at = now() WHERE run_id = $1 \
+     AND $12::text IS NOT NULL AND $13::text IS NULL AND EXISTS (SELECT 1 FROM go)), \
      notified AS (SELECT pg_notify($14, $1) FROM go WHERE EXISTS (SELECT 1 FROM ev)) \
      SELECT EXISTS (SELECT 1 FROM go), (SELECT count(*) FROM notified)"
         )
@@ -65,9 +69,10 @@ macro_rules! write_statement {
 
 /// One statement for everything a batch holds: its events (and the `NOTIFY` that
 /// wakes streams when there are any), its stages with their files (the files a stage no
-/// longer has removed), and its checkpoint (the journal record and the newest
-/// checkpoint; a new run's row made, without a manifest, when the checkpoint comes
-/// before the records). Parts with nothing to write insert no rows; no row is touched
+/// longer has removed), and its checkpoint (the journal record, and the whole
+/// checkpoint with the record's `seq` when the log stores it whole, else only the
+/// checkpoint's time; a new run's row made, without a manifest, when the checkpoint
+/// comes before the records). Parts with nothing to write insert no rows; no row is touched
 /// twice, as one statement requires (a batch keeps one save per stage).
 ///
 /// A run a worker holds (SPEC 18.2) passes its lease epoch (`$15`): the run's row is
@@ -130,8 +135,8 @@ impl SavedStage {
 pub(super) struct Batch {
     events: Vec<(i64, String)>,
     stages: Vec<SavedStage>,
-    /// The journal record and the whole checkpoint.
-    checkpoint: Option<(String, String)>,
+    /// The journal record and, when it is stored this time, the whole checkpoint.
+    checkpoint: Option<(String, Option<String>)>,
 }
 
 impl Batch {
@@ -205,7 +210,7 @@ impl Columns {
             ids,
             envelopes,
             record,
-            checkpoint,
+            checkpoint: checkpoint.flatten(),
             ..Columns::default()
         };
         for stage in batch.stages {
@@ -233,11 +238,7 @@ impl Columns {
         (pool, fast): (&PgPool, &PgPool),
         epoch: Option<i64>,
     ) -> Result<bool, sqlx::Error> {
-        let pool = if self.checkpoint.is_some() {
-            pool
-        } else {
-            fast
-        };
+        let pool = if self.record.is_some() { pool } else { fast };
         sqlx::query_as(statement)
             .bind(run_id)
             .bind(&self.ids[..])
@@ -308,7 +309,7 @@ enum Item {
     Stage(SavedStage),
     Checkpoint {
         record: String,
-        full: String,
+        whole: Option<String>,
         done: Reply,
     },
     Flush(Reply),
@@ -392,10 +393,14 @@ impl RunWriter {
         self.send(Item::Stage(stage))
     }
 
-    /// Writes a checkpoint (its journal `record` and the `full` newest checkpoint) after
-    /// everything queued, and waits for it.
-    pub(super) fn checkpoint(&self, record: String, full: String) -> Result<(), String> {
-        self.wait(|done| Item::Checkpoint { record, full, done })
+    /// Writes a checkpoint (its journal `record` and, when given, the `whole` newest
+    /// checkpoint) after everything queued, and waits for it.
+    pub(super) fn checkpoint(&self, record: String, whole: Option<String>) -> Result<(), String> {
+        self.wait(|done| Item::Checkpoint {
+            record,
+            whole,
+            done,
+        })
     }
 
     /// Waits until everything queued is written; the run's first failure, if any.
@@ -434,8 +439,12 @@ async fn drain(
                 Item::Event { id, text } => batch.events.push((id, text)),
                 Item::Stage(stage) => batch.add_stage(stage),
                 Item::Flush(reply) => replies.push(reply),
-                Item::Checkpoint { record, full, done } => {
-                    batch.checkpoint = Some((record, full));
+                Item::Checkpoint {
+                    record,
+                    whole,
+                    done,
+                } => {
+                    batch.checkpoint = Some((record, whole));
                     replies.push(done);
                     break;
                 }
