@@ -248,10 +248,13 @@ impl Capture {
             return;
         };
         let mut redactor = fabro_llm::redact::redactor().stream();
-        let mut buffer = vec![0; CHUNK_BYTES];
+        // Read into spare capacity, which is never zeroed: a script that prints little
+        // (most do) costs no 64 KiB `memset` per stream (docs/benchmarks.md, W2 and W3).
+        let mut buffer = Vec::with_capacity(CHUNK_BYTES);
         let mut redacted = Vec::with_capacity(CHUNK_BYTES);
         loop {
-            let read = match pipe.read(&mut buffer).await {
+            buffer.clear();
+            let read = match pipe.read_buf(&mut buffer).await {
                 Ok(0) => break,
                 Ok(read) => read,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,

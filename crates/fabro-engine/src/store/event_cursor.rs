@@ -250,10 +250,16 @@ impl StoredEvent {
 /// `line` as a stored event, `None` when it is blank or no envelope head.
 fn stored_event(line: &[u8]) -> Option<StoredEvent> {
     let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    // `from_utf8` checks ASCII a word at a time; `from_utf8_lossy` walks every byte,
+    // which cost a server streaming a long run a tenth of its CPU (docs/benchmarks.md).
+    let line = match std::str::from_utf8(line) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(line).into_owned(),
+    };
     Some(StoredEvent {
         id: head.id,
         name: head.event.into_owned(),
-        line: String::from_utf8_lossy(line).into_owned(),
+        line,
     })
 }
 
