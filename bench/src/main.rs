@@ -13,8 +13,8 @@
 //! over HTTP against `fabro run`, event delivery latency to 100 streams, `GET` latency
 //! under 50 clients and the server's peak memory. It times the `fabro` binary beside its own
 //! executable: build both with `cargo build --release -p fabro-cli -p fabro-bench`.
-//! `shared [ROUNDS]` measures `fabro server` on the shared store (PostgreSQL on
-//! 127.0.0.1:5432) beside the local store (issue 31).
+//! `shared [ROUNDS [PARTS]]` (parts: digits of `123`, default all) measures `fabro server`
+//! on the shared store (PostgreSQL on 127.0.0.1:5432) beside the local store (issue 31).
 
 mod caching;
 mod engine;
@@ -89,7 +89,8 @@ fn main() -> ExitCode {
                 .get(1)
                 .and_then(|rounds| rounds.parse().ok())
                 .unwrap_or(3);
-            finish(shared::shared_benchmark(&fabro_binary(), rounds))
+            let parts = args.get(2).map_or("123", String::as_str);
+            finish(shared::shared_benchmark(&fabro_binary(), rounds, parts))
         }
         Some("workers") => {
             let runs = args
@@ -116,7 +117,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS] | fabro-bench workers [RUNS] | fabro-bench repositories [RUNS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
+            report("usage: fabro-bench parse [SIZES…] | fabro-bench phases NODES | fabro-bench engine [--without-w6] | fabro-bench w6 [FILES…] | fabro-bench isolation [ROUNDS] | fabro-bench server [ROUNDS [PARTS]] | fabro-bench shared [ROUNDS [PARTS]] | fabro-bench workers [RUNS] | fabro-bench repositories [RUNS] | fabro-bench llm | fabro-bench caching | fabro-bench generate NODES");
             ExitCode::from(2)
         }
     }

@@ -35,7 +35,8 @@ type Result<T> = std::result::Result<T, String>;
 const LISTED_RUNS: usize = 10_000;
 
 /// Runs the benchmark; returns the Markdown for `docs/benchmarks.md`.
-pub(crate) fn shared_benchmark(fabro: &Path, rounds: usize) -> Result<String> {
+/// Runs the parts named in `parts` (digits of `123`).
+pub(crate) fn shared_benchmark(fabro: &Path, rounds: usize, parts: &str) -> Result<String> {
     if !fabro.exists() {
         return Err(format!(
             "{} not found: run `cargo build --release -p fabro-cli -p fabro-bench` first",
@@ -44,7 +45,7 @@ pub(crate) fn shared_benchmark(fabro: &Path, rounds: usize) -> Result<String> {
     }
     let directory = std::env::temp_dir().join(format!("fabro-shared-bench-{}", std::process::id()));
     let database = Database::create()?;
-    let result = benchmark_in(fabro, &directory, &database, rounds);
+    let result = benchmark_in(fabro, &directory, &database, rounds, parts);
     drop(database);
     let _ = fs_err::remove_dir_all(&directory);
     result
@@ -104,6 +105,7 @@ fn benchmark_in(
     directory: &Path,
     database: &Database,
     rounds: usize,
+    parts: &str,
 ) -> Result<String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -130,30 +132,36 @@ fn benchmark_in(
     let first = Server::start_with(fabro, &first_home, &work, 4, &shared)?;
     let second = Server::start_with(fabro, &second_home, &work, 4, &shared)?;
     let mut out = String::new();
-    out.push_str(&per_stage(
-        &runtime,
-        &local.endpoint,
-        &first.endpoint,
-        rounds,
-    )?);
-    crate::report(&out);
-    out.push_str(&delivery(
-        &runtime,
-        &local.endpoint,
-        &first.endpoint,
-        &second.endpoint,
-        &work,
-    )?);
-    crate::report(&out);
-    out.push_str(&listing(
-        fabro,
-        &runtime,
-        &local_home,
-        &work,
-        &local.endpoint,
-        &first.endpoint,
-        database,
-    )?);
+    if parts.contains('1') {
+        out.push_str(&per_stage(
+            &runtime,
+            &local.endpoint,
+            &first.endpoint,
+            rounds,
+        )?);
+        crate::report(&out);
+    }
+    if parts.contains('2') {
+        out.push_str(&delivery(
+            &runtime,
+            &local.endpoint,
+            &first.endpoint,
+            &second.endpoint,
+            &work,
+        )?);
+        crate::report(&out);
+    }
+    if parts.contains('3') {
+        out.push_str(&listing(
+            fabro,
+            &runtime,
+            &local_home,
+            &work,
+            &local.endpoint,
+            &first.endpoint,
+            database,
+        )?);
+    }
     Ok(out)
 }
 
