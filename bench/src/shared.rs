@@ -359,8 +359,8 @@ fn copy_run(database: &Database, template: &str, copies: usize) -> Result<()> {
          to_char((started_at::timestamptz - n * interval '1 second') AT TIME ZONE 'UTC', \
          'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), finished_at, run_dir || '-' || n, \
          replace(manifest, '{template}', {id}), config, graph {runs}; \
-         INSERT INTO run_checkpoints (run_id, checkpoint) \
-         SELECT {id}, replace(checkpoint, '{template}', {id}) {checkpoints}; \
+         INSERT INTO run_checkpoints (run_id, checkpoint, seq) \
+         SELECT {id}, replace(checkpoint, '{template}', {id}), seq {checkpoints}; \
          INSERT INTO run_stages (run_id, rank, node_id, visit, status, files) \
          SELECT {id}, rank, node_id, visit, status, files {stages}; \
          INSERT INTO run_events (run_id, id, envelope) \
