@@ -10,14 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::git::{MetadataFile, MetadataMessage, RunGit, StagedChanges};
+use crate::journal::image::CheckpointImage;
 use crate::journal::{ChangeHint, CheckpointDelta, Journal, JournalError};
-
-pub(crate) mod image;
-
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_dir::replace_via_spare;
 use crate::run_index::RunStatus;
-use image::CheckpointImage;
 
 /// Why a checkpoint could not be written.
 #[derive(Debug, thiserror::Error)]

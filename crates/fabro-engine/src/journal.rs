@@ -24,6 +24,7 @@ use crate::outcome::Outcome;
 use crate::record::{Checkpoint, CheckpointView};
 use crate::run_index::RunStatus;
 
+pub(crate) mod image;
 mod records;
 pub use records::{replay_records, replay_records_onto, JournalRecords};
 

@@ -3,8 +3,8 @@
 //! local journal: the whole first checkpoint, then one delta per checkpoint, so that a
 //! record costs what changed and not the size of the run's state.
 
+use super::image::CheckpointImage;
 use super::{ChangeHint, CheckpointDelta, Record};
-use crate::checkpoint::image::CheckpointImage;
 use crate::record::{Checkpoint, CheckpointView};
 
 /// The records of one run's journal as they are written, with the state they describe.

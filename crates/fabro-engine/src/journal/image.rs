@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::journal::{CheckpointDelta, ListChange, MapChange};
+use super::{CheckpointDelta, ListChange, MapChange};
 use crate::record::{Checkpoint, CheckpointView};
 
 /// Serialised `,"key":value` fragments of one map, in key order, in one buffer.
