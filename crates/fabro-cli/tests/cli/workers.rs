@@ -355,10 +355,14 @@ fn queued_runs_are_drained_by_three_workers_once_each_by_priority_then_age() {
         "3",
         "all three workers took runs"
     );
-    assert_eq!(
-        shared.query("SELECT count(*) FROM runs WHERE lease_expires_at IS NOT NULL"),
+    // A worker lets a lease go right after the run's end is registered, in a statement
+    // of its own: every lease ends with its run, moments after the status says so.
+    wait_for(
+        &shared,
+        "SELECT count(*) FROM runs WHERE lease_expires_at IS NOT NULL",
         "0",
-        "every lease ended with its run"
+        Duration::from_secs(30),
+        &watched,
     );
     let listed = workers_of(&server);
     let names: Vec<&str> = listed
@@ -1017,6 +1021,14 @@ fn a_server_on_the_store_claims_and_holds_runs_like_a_worker() {
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(answer["status"], "running", "{body}");
     executing.wait_status("accepted", &["success"]);
+    // The lease is let go right after the end is registered, in a statement of its own.
+    wait_for(
+        &shared,
+        "SELECT count(*) FROM runs WHERE lease_expires_at IS NOT NULL",
+        "0",
+        Duration::from_secs(30),
+        &[],
+    );
     assert_eq!(
         shared.query(
             "SELECT string_agg(run_id || ' ' || lease_epoch || ' ' || \
