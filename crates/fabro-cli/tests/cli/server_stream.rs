@@ -16,12 +16,19 @@ use crate::server::Server;
 /// One received event: id, event name, data.
 pub(crate) type SseEvent = (u64, String, String);
 
-/// `n` command stages in a chain.
-fn chain(n: usize) -> String {
+/// `n` command stages in a chain; the one in the middle waits until the file `gate`
+/// exists, so that the run stays live for as long as a test needs, however fast the
+/// store is.
+fn chain(n: usize, gate: &std::path::Path) -> String {
     let mut text = String::from("digraph chain {\n  graph [goal=\"count\"]\n  start [shape=Mdiamond]\n  exit [shape=Msquare]\n");
     for index in 0..n {
+        let script = if index == n / 2 {
+            format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display())
+        } else {
+            "true".to_owned()
+        };
         text.push_str(&format!(
-            "  s{index} [shape=parallelogram, script=\"true\"]\n"
+            "  s{index} [shape=parallelogram, script=\"{script}\"]\n"
         ));
     }
     text.push_str("  start");
@@ -138,7 +145,8 @@ fn finished(server: &Server, run_id: &str) -> bool {
 #[test]
 fn fifty_forced_reconnects_during_a_300_stage_run_miss_and_repeat_no_event() {
     let env = TestEnv::new("server-stream");
-    env.write("chain.fabro", &chain(300));
+    let gate = env.work_dir().join("reconnected");
+    env.write("chain.fabro", &chain(300, &gate));
     let mut server = Server::start(&env, &[]);
     let (status, body) = server.request(
         "POST",
@@ -161,6 +169,10 @@ fn fifty_forced_reconnects_during_a_300_stage_run_miss_and_repeat_no_event() {
         reconnects += 1;
         if !finished(&server, "long-run") {
             live_reconnects += 1;
+            if live_reconnects == 50 {
+                // Enough while the run is live: let it go on to its end.
+                fs_err::write(&gate, "").expect("the gate file");
+            }
         }
         assert!(Instant::now() < deadline, "the stream never ended");
     }
