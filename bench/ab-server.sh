@@ -29,24 +29,9 @@ READS=${4:-200}
 SCRATCH=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 
-header='digraph bench {
-  start [shape=Mdiamond]
-  exit [shape=Msquare]'
-{
-    echo "$header"
-    for i in $(seq 1 1000); do echo "  n$i [shape=diamond]"; done
-    echo "  start -> n1"
-    for i in $(seq 1 999); do echo "  n$i -> n$((i + 1)) [condition=\"outcome=success\"]"; echo "  n$i -> exit"; done
-    echo "  n1000 -> exit"; echo "}"
-} > "$SCRATCH/w1.fabro"
-{
-    echo "$header"
-    echo "  node [shape=tab, provider=\"simulated\"]"
-    for i in $(seq 1 100); do echo "  p$i [prompt=\"Step $i of \$goal\"]"; done
-    echo "  start -> p1"
-    for i in $(seq 1 99); do echo "  p$i -> p$((i + 1))"; done
-    echo "  p100 -> exit"; echo "}"
-} > "$SCRATCH/w5.fabro"
+# shellcheck source=bench/workloads.sh
+source "$(dirname "$0")/workloads.sh"
+write_workloads "$SCRATCH"
 
 # Starts FABRO as a server on a fresh FABRO_HOME (under valgrind when MODE is
 # `callgrind`, watched by `perf stat` when it is `perf`), does the work, stops it with
